@@ -1,0 +1,23 @@
+//! Flare's shared vocabulary.
+//!
+//! Everything the simulator, the importers, the engine and the CLI exchange is defined
+//! here: where ranks run ([`topology`], [`parallel`]), which communicators they share
+//! ([`comm`]), what they did ([`op`], [`trace`]), and what the engine concluded
+//! ([`finding`]). The crate does no I/O.
+
+pub mod comm;
+pub mod finding;
+pub mod op;
+pub mod parallel;
+pub mod topology;
+pub mod trace;
+
+pub use comm::{CommId, Communicator, GroupKind};
+pub use finding::{Component, Culprit, Evidence, Finding, FindingKind, Severity};
+pub use op::{Op, OpKind};
+pub use parallel::{Dim, ParallelConfig, RankCoords};
+pub use topology::{ClusterTopology, GpuLoc, PathElement};
+pub use trace::{IterationSpan, JobInfo, RankTrace, Trace, TraceMeta};
+
+/// A global rank in the job (0..world_size).
+pub type Rank = u32;
