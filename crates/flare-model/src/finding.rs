@@ -155,7 +155,13 @@ pub struct Evidence {
 }
 
 impl Evidence {
-    pub fn new(metric: &str, value: f64, baseline: Option<f64>, unit: &str, detail: String) -> Self {
+    pub fn new(
+        metric: &str,
+        value: f64,
+        baseline: Option<f64>,
+        unit: &str,
+        detail: String,
+    ) -> Self {
         Evidence {
             metric: metric.to_string(),
             value,

@@ -64,10 +64,12 @@ impl ParallelConfig {
     ) -> Result<Self, ParallelConfigError> {
         for (name, v) in [("tp", tp), ("cp", cp), ("ep", ep), ("dp", dp), ("pp", pp)] {
             if v == 0 {
-                return Err(ParallelConfigError(format!("{name} size must be at least 1")));
+                return Err(ParallelConfigError(format!(
+                    "{name} size must be at least 1"
+                )));
             }
         }
-        if dp % ep != 0 {
+        if !dp.is_multiple_of(ep) {
             return Err(ParallelConfigError(format!(
                 "ep size {ep} must divide dp size {dp} (experts are sharded across data-parallel ranks)"
             )));
@@ -75,7 +77,9 @@ impl ParallelConfig {
         let mut seen = Vec::new();
         for d in order {
             if seen.contains(d) {
-                return Err(ParallelConfigError(format!("dimension {d:?} repeats in the order")));
+                return Err(ParallelConfigError(format!(
+                    "dimension {d:?} repeats in the order"
+                )));
             }
             seen.push(*d);
         }

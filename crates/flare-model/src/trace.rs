@@ -60,7 +60,10 @@ pub struct Trace {
 
 impl Trace {
     pub fn name(&self, id: u32) -> &str {
-        self.names.get(id as usize).map(String::as_str).unwrap_or("?")
+        self.names
+            .get(id as usize)
+            .map(String::as_str)
+            .unwrap_or("?")
     }
 
     pub fn op_count(&self) -> usize {

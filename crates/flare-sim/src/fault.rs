@@ -87,7 +87,11 @@ pub enum Fault {
     /// Each iteration, one data-parallel replica gets sequences `factor` times costlier.
     SequenceImbalance { factor: f64 },
     /// `rank` stops for good before its `op_index`-th op of iteration `iteration`.
-    Hang { rank: u32, iteration: u32, op_index: u32 },
+    Hang {
+        rank: u32,
+        iteration: u32,
+        op_index: u32,
+    },
 }
 
 /// A fault and the iterations it is active in (`None`: all).
@@ -268,7 +272,13 @@ pub fn truth_for(
             let mut c = Culprit::new(Component::Nic);
             c.node = Some(*node);
             c.local_gpu = Some(*rail);
-            c.element = Some(PathElement::Nic { node: *node, rail: *rail }.label());
+            c.element = Some(
+                PathElement::Nic {
+                    node: *node,
+                    rail: *rail,
+                }
+                .label(),
+            );
             (
                 FindingKind::SlowLink,
                 vec![c],
@@ -277,7 +287,13 @@ pub fn truth_for(
         }
         Fault::CongestedSwitch { pod, rail, factor } => {
             let mut c = Culprit::new(Component::Switch);
-            c.element = Some(PathElement::Leaf { pod: *pod, rail: *rail }.label());
+            c.element = Some(
+                PathElement::Leaf {
+                    pod: *pod,
+                    rail: *rail,
+                }
+                .label(),
+            );
             (
                 FindingKind::SlowSwitch,
                 vec![c],
@@ -318,7 +334,9 @@ pub fn truth_for(
         Fault::SequenceImbalance { factor } => (
             FindingKind::SequenceImbalance,
             vec![Culprit::new(Component::Process)],
-            format!("each iteration one data-parallel replica gets x{factor:.2} costlier sequences"),
+            format!(
+                "each iteration one data-parallel replica gets x{factor:.2} costlier sequences"
+            ),
         ),
         Fault::Hang {
             rank, iteration, ..

@@ -356,7 +356,9 @@ pub fn simulate(cfg: &SimConfig) -> Result<SimOutput, SimError> {
                 done: false,
                 trace: RankTrace {
                     rank: r,
-                    ops: Vec::with_capacity(programs[co.pp as usize].len() * cfg.iterations as usize),
+                    ops: Vec::with_capacity(
+                        programs[co.pp as usize].len() * cfg.iterations as usize,
+                    ),
                     iterations: Vec::with_capacity(cfg.iterations as usize),
                 },
             }
@@ -473,7 +475,10 @@ impl Ctx<'_> {
                 op_index,
             }) = self.active(it)
             {
-                if *rank == r && *iteration == it && st.pc as u32 >= *op_index && step.kind.is_sync()
+                if *rank == r
+                    && *iteration == it
+                    && st.pc as u32 >= *op_index
+                    && step.kind.is_sync()
                 {
                     st.done = true;
                     return;
@@ -512,7 +517,8 @@ impl Ctx<'_> {
                             && matches
                             && self.noise.uniform(&[12, r as u64, it as u64]) < *probability
                         {
-                            dur += pause_ms * 1e6 * (0.7 + 0.6 * self.noise.uniform(&[13, it as u64]));
+                            dur +=
+                                pause_ms * 1e6 * (0.7 + 0.6 * self.noise.uniform(&[13, it as u64]));
                         }
                     }
                     let start = st.cpu;
@@ -544,13 +550,17 @@ impl Ctx<'_> {
                             issue_factor = *f
                         }
                         Some(Fault::StageImbalance { factor: f })
-                            if st.stage + 1 == self.cfg.parallel.pp && step.work != Work::Optimizer =>
+                            if st.stage + 1 == self.cfg.parallel.pp
+                                && step.work != Work::Optimizer =>
                         {
                             factor *= f
                         }
-                        Some(Fault::SequenceImbalance { factor: f }) if step.work != Work::Optimizer => {
+                        Some(Fault::SequenceImbalance { factor: f })
+                            if step.work != Work::Optimizer =>
+                        {
                             let heavy = (self.noise.uniform(&[14, it as u64])
-                                * self.cfg.parallel.dp as f64) as u32;
+                                * self.cfg.parallel.dp as f64)
+                                as u32;
                             if st.dp == heavy {
                                 factor *= f
                             }
@@ -648,7 +658,10 @@ impl Ctx<'_> {
         for &(m, idx) in &cs.pending {
             let st = &mut ranks[m as usize];
             // Members see the end a few microseconds apart.
-            let skew = (2e3 * self.noise.uniform(&[21, m as u64, comm as u64, cs.seq as u64])) as i64;
+            let skew =
+                (2e3 * self
+                    .noise
+                    .uniform(&[21, m as u64, comm as u64, cs.seq as u64])) as i64;
             let end = end_base + skew;
             st.trace.ops[idx as usize].end_ns = end;
             st.gpu_free = end;

@@ -47,3 +47,20 @@ impl Noise {
         Xoshiro256PlusPlus::seed_from_u64(self.hash(&[tag]))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::Rng;
+
+    #[test]
+    fn different_seeds_draw_different_faults() {
+        let draws: Vec<u32> = (0..64u64)
+            .map(|s| Noise::new(s).rng(0xFA17).random_range(0..1024))
+            .collect();
+        let mut uniq = draws.clone();
+        uniq.sort_unstable();
+        uniq.dedup();
+        assert!(uniq.len() > 50, "{draws:?}");
+    }
+}

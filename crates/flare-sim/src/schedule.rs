@@ -117,85 +117,238 @@ pub fn stage_program(shape: &ProgramShape, s: u32) -> Vec<Step> {
     let forward = |out: &mut Vec<Step>, mb: u32| {
         for _ in 0..shape.layer_blocks {
             if shape.cp > 1 {
-                out.push(step(OpKind::AllGather, Role::Cp, Work::Comm, "cp.all_gather", mb, shape.cp_bytes));
+                out.push(step(
+                    OpKind::AllGather,
+                    Role::Cp,
+                    Work::Comm,
+                    "cp.all_gather",
+                    mb,
+                    shape.cp_bytes,
+                ));
             }
-            out.push(step(OpKind::Compute, Role::Local, Work::Forward, "forward.block", mb, 0));
+            out.push(step(
+                OpKind::Compute,
+                Role::Local,
+                Work::Forward,
+                "forward.block",
+                mb,
+                0,
+            ));
             if shape.ep > 1 {
-                out.push(step(OpKind::AllToAll, Role::Ep, Work::Comm, "ep.dispatch.all_to_all", mb, shape.ep_bytes));
-                out.push(step(OpKind::AllToAll, Role::Ep, Work::Comm, "ep.combine.all_to_all", mb, shape.ep_bytes));
+                out.push(step(
+                    OpKind::AllToAll,
+                    Role::Ep,
+                    Work::Comm,
+                    "ep.dispatch.all_to_all",
+                    mb,
+                    shape.ep_bytes,
+                ));
+                out.push(step(
+                    OpKind::AllToAll,
+                    Role::Ep,
+                    Work::Comm,
+                    "ep.combine.all_to_all",
+                    mb,
+                    shape.ep_bytes,
+                ));
             }
             if shape.tp > 1 {
-                out.push(step(OpKind::AllReduce, Role::Tp, Work::Comm, "tp.all_reduce", mb, shape.tp_bytes));
+                out.push(step(
+                    OpKind::AllReduce,
+                    Role::Tp,
+                    Work::Comm,
+                    "tp.all_reduce",
+                    mb,
+                    shape.tp_bytes,
+                ));
             }
         }
     };
     let backward = |out: &mut Vec<Step>, mb: u32| {
         for _ in 0..shape.layer_blocks {
             if shape.tp > 1 {
-                out.push(step(OpKind::AllReduce, Role::Tp, Work::Comm, "tp.all_reduce", mb, shape.tp_bytes));
+                out.push(step(
+                    OpKind::AllReduce,
+                    Role::Tp,
+                    Work::Comm,
+                    "tp.all_reduce",
+                    mb,
+                    shape.tp_bytes,
+                ));
             }
             if shape.ep > 1 {
-                out.push(step(OpKind::AllToAll, Role::Ep, Work::Comm, "ep.combine.all_to_all", mb, shape.ep_bytes));
-                out.push(step(OpKind::AllToAll, Role::Ep, Work::Comm, "ep.dispatch.all_to_all", mb, shape.ep_bytes));
+                out.push(step(
+                    OpKind::AllToAll,
+                    Role::Ep,
+                    Work::Comm,
+                    "ep.combine.all_to_all",
+                    mb,
+                    shape.ep_bytes,
+                ));
+                out.push(step(
+                    OpKind::AllToAll,
+                    Role::Ep,
+                    Work::Comm,
+                    "ep.dispatch.all_to_all",
+                    mb,
+                    shape.ep_bytes,
+                ));
             }
-            out.push(step(OpKind::Compute, Role::Local, Work::Backward, "backward.block", mb, 0));
+            out.push(step(
+                OpKind::Compute,
+                Role::Local,
+                Work::Backward,
+                "backward.block",
+                mb,
+                0,
+            ));
             if shape.cp > 1 {
-                out.push(step(OpKind::ReduceScatter, Role::Cp, Work::Comm, "cp.reduce_scatter", mb, shape.cp_bytes));
+                out.push(step(
+                    OpKind::ReduceScatter,
+                    Role::Cp,
+                    Work::Comm,
+                    "cp.reduce_scatter",
+                    mb,
+                    shape.cp_bytes,
+                ));
             }
         }
     };
     let warmup = (p - s - 1).min(m);
     for i in 0..warmup {
         if !first {
-            p2p(&mut out, OpKind::Recv, Role::PrevStage, "pp.recv_forward", i);
+            p2p(
+                &mut out,
+                OpKind::Recv,
+                Role::PrevStage,
+                "pp.recv_forward",
+                i,
+            );
         }
         forward(&mut out, i);
         if !last {
-            p2p(&mut out, OpKind::Send, Role::NextStage, "pp.send_forward", i);
+            p2p(
+                &mut out,
+                OpKind::Send,
+                Role::NextStage,
+                "pp.send_forward",
+                i,
+            );
         }
     }
     let steady = m - warmup;
     if steady > 0 && !first {
-        p2p(&mut out, OpKind::Recv, Role::PrevStage, "pp.recv_forward", warmup);
+        p2p(
+            &mut out,
+            OpKind::Recv,
+            Role::PrevStage,
+            "pp.recv_forward",
+            warmup,
+        );
     }
     for i in 0..steady {
         let fwd_mb = warmup + i;
         forward(&mut out, fwd_mb);
         if fwd_mb == m / 2 {
             // Python's generational GC tends to fire mid-iteration.
-            out.push(step(OpKind::GarbageCollection, Role::Local, Work::Gc, "gc.collect", fwd_mb, 0));
+            out.push(step(
+                OpKind::GarbageCollection,
+                Role::Local,
+                Work::Gc,
+                "gc.collect",
+                fwd_mb,
+                0,
+            ));
         }
         if !last {
-            p2p(&mut out, OpKind::SendRecv, Role::NextStage, "pp.send_forward_recv_backward", fwd_mb);
+            p2p(
+                &mut out,
+                OpKind::SendRecv,
+                Role::NextStage,
+                "pp.send_forward_recv_backward",
+                fwd_mb,
+            );
         }
         backward(&mut out, i);
         if !first {
             if i + 1 == steady {
-                p2p(&mut out, OpKind::Send, Role::PrevStage, "pp.send_backward", i);
+                p2p(
+                    &mut out,
+                    OpKind::Send,
+                    Role::PrevStage,
+                    "pp.send_backward",
+                    i,
+                );
             } else {
-                p2p(&mut out, OpKind::SendRecv, Role::PrevStage, "pp.send_backward_recv_forward", i);
+                p2p(
+                    &mut out,
+                    OpKind::SendRecv,
+                    Role::PrevStage,
+                    "pp.send_backward_recv_forward",
+                    i,
+                );
             }
         }
     }
     for i in 0..warmup {
         let mb = steady + i;
         if !last {
-            p2p(&mut out, OpKind::Recv, Role::NextStage, "pp.recv_backward", mb);
+            p2p(
+                &mut out,
+                OpKind::Recv,
+                Role::NextStage,
+                "pp.recv_backward",
+                mb,
+            );
         }
         backward(&mut out, mb);
         if !first {
-            p2p(&mut out, OpKind::Send, Role::PrevStage, "pp.send_backward", mb);
+            p2p(
+                &mut out,
+                OpKind::Send,
+                Role::PrevStage,
+                "pp.send_backward",
+                mb,
+            );
         }
     }
     if !out.iter().any(|s| s.work == Work::Gc) {
-        out.push(step(OpKind::GarbageCollection, Role::Local, Work::Gc, "gc.collect", 0, 0));
+        out.push(step(
+            OpKind::GarbageCollection,
+            Role::Local,
+            Work::Gc,
+            "gc.collect",
+            0,
+            0,
+        ));
     }
     if shape.dp > 1 {
-        out.push(step(OpKind::ReduceScatter, Role::Dp, Work::Comm, "dp.grads.reduce_scatter", 0, shape.dp_bytes));
+        out.push(step(
+            OpKind::ReduceScatter,
+            Role::Dp,
+            Work::Comm,
+            "dp.grads.reduce_scatter",
+            0,
+            shape.dp_bytes,
+        ));
     }
-    out.push(step(OpKind::Compute, Role::Local, Work::Optimizer, "optimizer.step", 0, 0));
+    out.push(step(
+        OpKind::Compute,
+        Role::Local,
+        Work::Optimizer,
+        "optimizer.step",
+        0,
+        0,
+    ));
     if shape.dp > 1 {
-        out.push(step(OpKind::AllGather, Role::Dp, Work::Comm, "dp.params.all_gather", 0, shape.dp_bytes));
+        out.push(step(
+            OpKind::AllGather,
+            Role::Dp,
+            Work::Comm,
+            "dp.params.all_gather",
+            0,
+            shape.dp_bytes,
+        ));
     }
     out
 }

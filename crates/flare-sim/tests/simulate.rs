@@ -7,8 +7,18 @@ fn iteration_ms(out: &flare_sim::SimOutput) -> Vec<f64> {
     let n = t.ranks[0].iterations.len();
     (0..n)
         .map(|i| {
-            let s = t.ranks.iter().map(|r| r.iterations[i].start_ns).min().unwrap();
-            let e = t.ranks.iter().map(|r| r.iterations[i].end_ns.unwrap()).max().unwrap();
+            let s = t
+                .ranks
+                .iter()
+                .map(|r| r.iterations[i].start_ns)
+                .min()
+                .unwrap();
+            let e = t
+                .ranks
+                .iter()
+                .map(|r| r.iterations[i].end_ns.unwrap())
+                .max()
+                .unwrap();
             (e - s) as f64 / 1e6
         })
         .collect()
@@ -24,7 +34,11 @@ fn healthy_job_completes_every_op_deterministically() {
     assert_eq!(a.trace.ranks, b.trace.ranks, "same seed, same trace");
     for r in &a.trace.ranks {
         assert_eq!(r.iterations.len(), 6);
-        assert!(r.ops.iter().all(|o| o.end().is_some()), "rank {} has an op in flight", r.rank);
+        assert!(
+            r.ops.iter().all(|o| o.end().is_some()),
+            "rank {} has an op in flight",
+            r.rank
+        );
     }
     let its = iteration_ms(&a);
     eprintln!("iteration ms: {its:?}");
@@ -65,7 +79,10 @@ fn hang_leaves_ops_in_flight_and_the_culprit_absent() {
         .map(|r| r.ops.iter().filter(|o| o.end().is_none()).count())
         .sum();
     assert!(in_flight > 0);
-    assert!(out.trace.ranks[culprit as usize].ops.iter().all(|o| o.end().is_some()));
+    assert!(out.trace.ranks[culprit as usize]
+        .ops
+        .iter()
+        .all(|o| o.end().is_some()));
 }
 
 #[test]

@@ -1,0 +1,102 @@
+//! Flare's HTML report.
+//!
+//! [`render_html`] turns a diagnosis into one self-contained HTML file: no external resources,
+//! no JavaScript, inline CSS, and hand-written inline SVG charts ([`line_chart_svg`] for the
+//! job's iteration times, [`heatmap_svg`] for a per-rank, per-iteration metric). Hover details
+//! use SVG `<title>` elements, which browsers show as tooltips without any script.
+//!
+//! Every string that may come from a trace (titles, rank and element names, evidence details,
+//! summaries) is escaped with [`escape`] before it is written.
+//!
+//! ```
+//! use flare_report::{render_html, Heatmap, ReportInput};
+//!
+//! let input = ReportInput {
+//!     title: "Flare diagnosis — demo".into(),
+//!     subtitle: "simulator · 2 ranks · 3 iterations".into(),
+//!     iteration_times_ms: vec![(0, 101.0), (1, 99.5), (2, 140.2)],
+//!     flagged_iterations: vec![2],
+//!     heatmap: Heatmap {
+//!         title: "Self time excess per rank and iteration (%)".into(),
+//!         row_label: "rank".into(),
+//!         rows: vec!["0".into(), "1".into()],
+//!         columns: vec!["0".into(), "1".into(), "2".into()],
+//!         values: vec![0.1, 0.3, f64::NAN, 0.2, 0.0, 38.0],
+//!         unit: "%".into(),
+//!         highlight_rows: vec![1],
+//!     },
+//!     findings: &[],
+//!     breakdown: vec![],
+//! };
+//! let html = render_html(&input);
+//! assert!(html.contains("No anomaly found: the job looks healthy"));
+//! assert!(!html.contains("<script"));
+//! ```
+
+#![warn(missing_docs)]
+
+mod heatmap;
+mod html;
+mod line_chart;
+mod util;
+
+pub use heatmap::heatmap_svg;
+pub use html::render_html;
+pub use line_chart::line_chart_svg;
+pub use util::escape;
+
+/// Everything the report shows.
+#[derive(Clone, Debug)]
+pub struct ReportInput<'a> {
+    /// Page title and main heading, e.g. `Flare diagnosis — sim-1024 (TP8 x PP4 x DP32)`.
+    pub title: String,
+    /// One line under the title: source, ranks, iterations, time taken.
+    pub subtitle: String,
+    /// Job-level iteration durations: `(iteration, duration in ms)`.
+    pub iteration_times_ms: Vec<(u32, f64)>,
+    /// Irregular iterations, marked in red on the iteration-time chart.
+    pub flagged_iterations: Vec<u32>,
+    /// The per-rank heatmap.
+    pub heatmap: Heatmap,
+    /// What the engine concluded; shown most severe, then most confident, first.
+    pub findings: &'a [flare_model::Finding],
+    /// Optional per-rank time breakdown; the section is left out when empty.
+    pub breakdown: Vec<RankBreakdown>,
+}
+
+/// A matrix of one metric per row (rank or group of ranks) and column (iteration).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Heatmap {
+    /// Shown above the chart, e.g. `Self time excess per rank and iteration (%)`.
+    pub title: String,
+    /// What a row is, e.g. `rank`; bare numeric row names are shown as `rank 12` in tooltips.
+    pub row_label: String,
+    /// Row names. For large jobs the caller may pass aggregated rows (`ranks 0-7`).
+    pub rows: Vec<String>,
+    /// Column names: iteration numbers as strings.
+    pub columns: Vec<String>,
+    /// Row-major `rows.len() x columns.len()` values; NaN (or a missing value) means no data.
+    pub values: Vec<f64>,
+    /// Unit of the values, e.g. `%` or `ms`.
+    pub unit: String,
+    /// Indices into `rows` of rows that contain a culprit; they are outlined and labelled.
+    pub highlight_rows: Vec<usize>,
+}
+
+/// Where one rank (or group of ranks) spent an iteration window, in milliseconds.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RankBreakdown {
+    /// Row name, e.g. `rank 139` or `stage 3`.
+    pub label: String,
+    /// Time the GPU computed.
+    pub compute_ms: f64,
+    /// Time spent in communication kernels, overlapped or not.
+    pub communication_ms: f64,
+    /// Communication not hidden behind compute.
+    pub exposed_communication_ms: f64,
+    /// Time the GPU did nothing.
+    pub idle_ms: f64,
+}
+
+#[cfg(test)]
+mod tests;
