@@ -1,0 +1,46 @@
+//! `flare`: diagnose distributed training jobs.
+
+mod bench;
+mod demo;
+mod diagnose;
+mod present;
+mod sim;
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+#[derive(Parser)]
+#[command(name = "flare", version, about = "Find which GPU, NIC, link, node, stage or piece of code makes a training job fail, hang or run slow")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Simulate a Megatron-style job with an injected fault; writes trace.flare and truth.json.
+    Sim(sim::SimArgs),
+    /// Diagnose a trace: a .flare file or a directory of per-rank Kineto traces.
+    Diagnose(diagnose::DiagnoseArgs),
+    /// Simulate a 1,024-GPU job (TP8 x PP4 x DP32) with a fault, diagnose it and write report.html.
+    Demo(demo::DemoArgs),
+    /// Benchmarks that print figures (accuracy, speed).
+    Bench(bench::BenchArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Sim(a) => sim::run(a),
+        Command::Diagnose(a) => diagnose::run(a),
+        Command::Demo(a) => demo::run(a),
+        Command::Bench(a) => bench::run(a),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}

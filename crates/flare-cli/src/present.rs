@@ -1,0 +1,202 @@
+//! Presenting a diagnosis: text for people, JSON for machines, the HTML report.
+
+use flare_engine::breakdown::rank_time;
+use flare_engine::Diagnosis;
+use flare_model::{Finding, Severity};
+use flare_report::{Heatmap, RankBreakdown, ReportInput};
+use indicatif::{ProgressBar, ProgressStyle};
+use std::time::Duration;
+
+pub fn spinner(msg: &str) -> ProgressBar {
+    let pb = ProgressBar::new_spinner();
+    pb.set_style(ProgressStyle::with_template("{spinner} {msg} ({elapsed})").expect("template"));
+    pb.set_message(msg.to_string());
+    pb.enable_steady_tick(Duration::from_millis(100));
+    pb
+}
+
+pub fn bar(len: u64, msg: &str) -> ProgressBar {
+    let pb = ProgressBar::new(len);
+    pb.set_style(
+        ProgressStyle::with_template("{msg} [{bar:40}] {pos}/{len} ({eta})")
+            .expect("template")
+            .progress_chars("=> "),
+    );
+    pb.set_message(msg.to_string());
+    pb
+}
+
+/// The JSON document `--json` prints: the findings plus what was analysed.
+pub fn json(d: &Diagnosis, elapsed_ms: f64) -> serde_json::Value {
+    let t = d.analysis.trace;
+    serde_json::json!({
+        "job": {
+            "id": t.job.job_id,
+            "source": t.meta.source,
+            "world_size": t.job.world_size,
+            "ranks_with_data": t.ranks.len(),
+            "missing_ranks": t.meta.missing_ranks,
+            "iterations": d.analysis.iterations,
+            "ops": t.op_count(),
+        },
+        "healthy": d.localized().next().is_none(),
+        "findings": d.findings,
+        "skipped_detectors": d.skipped.iter().map(|(id, why)| serde_json::json!({"detector": id, "reason": why})).collect::<Vec<_>>(),
+        "diagnosis_ms": elapsed_ms,
+    })
+}
+
+fn severity_word(s: Severity) -> &'static str {
+    match s {
+        Severity::Info => "info",
+        Severity::Warning => "WARNING",
+        Severity::Critical => "CRITICAL",
+    }
+}
+
+/// Text for a person: what is wrong, where, the evidence, the confidence and the action.
+pub fn text(d: &Diagnosis, elapsed_ms: f64) -> String {
+    let t = d.analysis.trace;
+    let mut out = String::new();
+    let its = &d.analysis.iterations;
+    out.push_str(&format!(
+        "Flare diagnosis of {} ({} ranks, {} ops, iterations {}..{}) in {:.0} ms\n",
+        t.job.job_id,
+        t.job.world_size,
+        t.op_count(),
+        its.first().copied().unwrap_or(0),
+        its.last().copied().unwrap_or(0),
+        elapsed_ms
+    ));
+    if !t.meta.missing_ranks.is_empty() {
+        out.push_str(&format!(
+            "note: no data for {} rank(s): {:?}\n",
+            t.meta.missing_ranks.len(),
+            &t.meta.missing_ranks[..t.meta.missing_ranks.len().min(16)]
+        ));
+    }
+    if d.localized().next().is_none() {
+        out.push_str("\nHEALTHY: no rank, link, switch or stage stands out.\n");
+    }
+    for (i, f) in d.findings.iter().enumerate() {
+        out.push_str(&finding_text(i + 1, f));
+    }
+    for (id, why) in &d.skipped {
+        out.push_str(&format!("\n(detector {id} skipped: {why})"));
+    }
+    out.push('\n');
+    out
+}
+
+fn finding_text(n: usize, f: &Finding) -> String {
+    let mut s = format!(
+        "\n{n}. [{}] {} — {}\n   confidence {:.0}%\n",
+        severity_word(f.severity),
+        f.kind.as_str(),
+        f.summary,
+        f.confidence * 100.0
+    );
+    for c in f.culprits.iter().take(5) {
+        s.push_str(&format!("   culprit: {}\n", c.describe()));
+    }
+    for e in f.evidence.iter().take(6) {
+        let base = e
+            .baseline
+            .map(|b| format!(" (baseline {b:.3})"))
+            .unwrap_or_default();
+        s.push_str(&format!(
+            "   evidence: {} = {:.3} {}{} — {}\n",
+            e.metric, e.value, e.unit, base, e.detail
+        ));
+    }
+    s.push_str(&format!("   action: {}\n", f.action));
+    s
+}
+
+/// Builds the HTML report's input from a diagnosis.
+pub fn report_html(d: &Diagnosis, title: &str, subtitle: &str) -> String {
+    let a = &d.analysis;
+    let t = a.trace;
+    let iteration_times_ms: Vec<(u32, f64)> = a
+        .iterations
+        .iter()
+        .zip(&a.iteration_ns)
+        .filter_map(|(&it, ns)| ns.map(|v| (it, v / 1e6)))
+        .collect();
+    let flagged_iterations: Vec<u32> = d
+        .findings
+        .iter()
+        .filter(|f| f.kind == flare_model::FindingKind::IterationSpike)
+        .flat_map(|f| f.iterations.clone())
+        .collect();
+    // One row per rank up to 512 ranks, else one row per node (the worst rank in it).
+    let per_row = if t.ranks.len() <= 512 {
+        1
+    } else {
+        t.job.cluster.gpus_per_node.max(1) as usize
+    };
+    let n_its = a.n_its();
+    let n_rows = t.ranks.len().div_ceil(per_row);
+    let mut values = vec![f64::NAN; n_rows * n_its];
+    let mut rows = Vec::with_capacity(n_rows);
+    for row in 0..n_rows {
+        let lo = row * per_row;
+        let hi = ((row + 1) * per_row).min(t.ranks.len());
+        rows.push(if per_row == 1 {
+            format!("rank {}", t.ranks[lo].rank)
+        } else {
+            format!("ranks {}-{}", t.ranks[lo].rank, t.ranks[hi - 1].rank)
+        });
+        for i in 0..n_its {
+            let v = (lo..hi)
+                .map(|r| a.relative_excess(r, i) * 100.0)
+                .filter(|v| v.is_finite())
+                .fold(f64::NAN, f64::max);
+            values[row * n_its + i] = v;
+        }
+    }
+    let mut highlight_rows: Vec<usize> = d
+        .localized()
+        .flat_map(|f| f.culprits.iter().filter_map(|c| c.rank))
+        .filter_map(|r| t.ranks.iter().position(|x| x.rank == r))
+        .map(|ri| ri / per_row)
+        .collect();
+    highlight_rows.sort_unstable();
+    highlight_rows.dedup();
+    let mut breakdown: Vec<RankBreakdown> = t
+        .ranks
+        .iter()
+        .map(|r| {
+            let b = rank_time(r);
+            RankBreakdown {
+                label: format!("rank {}", r.rank),
+                compute_ms: b.compute_ns / 1e6,
+                communication_ms: b.communication_ns / 1e6,
+                exposed_communication_ms: b.exposed_communication_ns / 1e6,
+                idle_ms: b.idle_ns / 1e6,
+            }
+        })
+        .collect();
+    breakdown.sort_by(|x, y| {
+        (y.idle_ms + y.exposed_communication_ms).total_cmp(&(x.idle_ms + x.exposed_communication_ms))
+    });
+    breakdown.truncate(20);
+    let input = ReportInput {
+        title: title.to_string(),
+        subtitle: subtitle.to_string(),
+        iteration_times_ms,
+        flagged_iterations,
+        heatmap: Heatmap {
+            title: "Self-time excess per rank and iteration: how much longer a rank took between its collectives than the other members (%)".into(),
+            row_label: if per_row == 1 { "rank".into() } else { "node".into() },
+            rows,
+            columns: a.iterations.iter().map(|i| i.to_string()).collect(),
+            values,
+            unit: "%".into(),
+            highlight_rows,
+        },
+        findings: &d.findings,
+        breakdown,
+    };
+    flare_report::render_html(&input)
+}

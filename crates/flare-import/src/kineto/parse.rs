@@ -1,0 +1,948 @@
+//! Parsing one Kineto file into the few facts Flare needs, without building a JSON tree.
+//!
+//! Events are deserialized one at a time from the `traceEvents` array into a borrowed
+//! struct (names and strings point into the input buffer when they hold no escapes) with
+//! an `args` struct that names only the keys Flare reads; everything else is skipped by
+//! the parser. Timestamps are taken as the raw JSON text and converted from microseconds
+//! to nanoseconds exactly, in decimal, so `12.345` is 12,345 ns and never 12,344.
+
+use super::names::{self, RankList};
+use super::KinetoError;
+use flare_model::trace::NameTable;
+use flare_model::OpKind;
+use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use std::borrow::Cow;
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+
+/// A string that borrows from the input when it can.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Str<'a>(pub Cow<'a, str>);
+
+impl<'de: 'a, 'a> Deserialize<'de> for Str<'a> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Str<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Self::Value, E> {
+                Ok(Str(Cow::Borrowed(v)))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+                Ok(Str(Cow::Owned(v.to_string())))
+            }
+            fn visit_string<E: de::Error>(self, v: String) -> Result<Self::Value, E> {
+                Ok(Str(Cow::Owned(v)))
+            }
+        }
+        d.deserialize_str(V)
+    }
+}
+
+/// An argument value of whatever JSON type the producer chose: PyTorch writes some numbers
+/// as strings and some strings as numbers across versions, so Flare accepts both.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub enum Lenient<'a> {
+    Int(i128),
+    Float(f64),
+    Str(Cow<'a, str>),
+    Bool(bool),
+    /// A JSON array whose elements are all integers (rank lists).
+    List(Vec<i128>),
+    /// null, an object, or an array of something else.
+    #[default]
+    Other,
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for Lenient<'a> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Lenient<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("any JSON value")
+            }
+            fn visit_bool<E: de::Error>(self, v: bool) -> Result<Self::Value, E> {
+                Ok(Lenient::Bool(v))
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<Self::Value, E> {
+                Ok(Lenient::Int(v as i128))
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<Self::Value, E> {
+                Ok(Lenient::Int(v as i128))
+            }
+            fn visit_f64<E: de::Error>(self, v: f64) -> Result<Self::Value, E> {
+                Ok(Lenient::Float(v))
+            }
+            fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Self::Value, E> {
+                Ok(Lenient::Str(Cow::Borrowed(v)))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+                Ok(Lenient::Str(Cow::Owned(v.to_string())))
+            }
+            fn visit_string<E: de::Error>(self, v: String) -> Result<Self::Value, E> {
+                Ok(Lenient::Str(Cow::Owned(v)))
+            }
+            fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+                Ok(Lenient::Other)
+            }
+            fn visit_none<E: de::Error>(self) -> Result<Self::Value, E> {
+                Ok(Lenient::Other)
+            }
+            fn visit_some<D2: Deserializer<'de>>(self, d: D2) -> Result<Self::Value, D2::Error> {
+                Lenient::deserialize(d)
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+                let mut out = Vec::new();
+                let mut all_ints = true;
+                while let Some(v) = seq.next_element::<Lenient<'de>>()? {
+                    match v {
+                        Lenient::Int(i) if all_ints => out.push(i),
+                        _ => all_ints = false,
+                    }
+                }
+                Ok(if all_ints {
+                    Lenient::List(out)
+                } else {
+                    Lenient::Other
+                })
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+                while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+                Ok(Lenient::Other)
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+impl Lenient<'_> {
+    /// A non-negative integer, from a number or a numeric string.
+    pub fn as_u64(&self) -> Option<u64> {
+        match self {
+            Lenient::Int(i) => u64::try_from(*i).ok(),
+            Lenient::Float(f) if f.fract() == 0.0 && *f >= 0.0 && *f < 1.8e19 => Some(*f as u64),
+            Lenient::Str(s) => s.trim().parse().ok(),
+            _ => None,
+        }
+    }
+
+    pub fn as_i64(&self) -> Option<i64> {
+        match self {
+            Lenient::Int(i) => i64::try_from(*i).ok(),
+            Lenient::Float(f) if f.fract() == 0.0 && f.abs() < 9.2e18 => Some(*f as i64),
+            Lenient::Str(s) => s.trim().parse().ok(),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(&self) -> Option<&str> {
+        match self {
+            Lenient::Str(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// Truthy: `1`, `true`, `"1"`, `"true"`.
+    pub fn is_true(&self) -> bool {
+        match self {
+            Lenient::Bool(b) => *b,
+            Lenient::Int(i) => *i != 0,
+            Lenient::Str(s) => matches!(s.trim(), "1" | "true" | "True"),
+            _ => false,
+        }
+    }
+
+    /// A rank list: a JSON array of integers or a string like `"[0, 1, 2]"`.
+    pub fn as_rank_list(&self) -> Option<RankList> {
+        match self {
+            Lenient::List(v) => v
+                .iter()
+                .map(|&i| u32::try_from(i).ok())
+                .collect::<Option<Vec<u32>>>()
+                .map(RankList::Complete),
+            Lenient::Str(s) => names::parse_rank_list(s),
+            _ => None,
+        }
+    }
+
+    /// A name: strings as they are, integers printed.
+    pub fn as_name(&self) -> Option<String> {
+        match self {
+            Lenient::Str(s) => Some(s.to_string()),
+            Lenient::Int(i) => Some(i.to_string()),
+            _ => None,
+        }
+    }
+}
+
+/// The arguments Flare reads. Unknown keys are skipped by the parser.
+#[derive(Deserialize, Default)]
+struct Args<'a> {
+    #[serde(default)]
+    correlation: Option<Lenient<'a>>,
+    #[serde(borrow, default, rename = "Collective name")]
+    collective: Option<Lenient<'a>>,
+    #[serde(borrow, default, rename = "In msg nelems")]
+    in_nelems: Option<Lenient<'a>>,
+    #[serde(borrow, default, rename = "Group size")]
+    group_size: Option<Lenient<'a>>,
+    #[serde(borrow, default)]
+    dtype: Option<Lenient<'a>>,
+    #[serde(borrow, default, rename = "Process Group Name")]
+    pg_name: Option<Lenient<'a>>,
+    #[serde(borrow, default, rename = "Process Group Description")]
+    pg_desc: Option<Lenient<'a>>,
+    #[serde(borrow, default, rename = "Process Group Ranks")]
+    pg_ranks: Option<Lenient<'a>>,
+    #[serde(borrow, default, rename = "Seq")]
+    seq: Option<Lenient<'a>>,
+    #[serde(borrow, default, rename = "Src Rank")]
+    src_rank: Option<Lenient<'a>>,
+    #[serde(borrow, default, rename = "Dst Rank")]
+    dst_rank: Option<Lenient<'a>>,
+    #[serde(borrow, default, rename = "Global rank start")]
+    global_start: Option<Lenient<'a>>,
+    #[serde(borrow, default, rename = "Global rank stride")]
+    global_stride: Option<Lenient<'a>>,
+    #[serde(borrow, default, rename = "FLOPs")]
+    flops_upper: Option<Lenient<'a>>,
+    #[serde(borrow, default, rename = "flops")]
+    flops_lower: Option<Lenient<'a>>,
+    #[serde(borrow, default, rename = "Flare kind")]
+    flare_kind: Option<Lenient<'a>>,
+    #[serde(borrow, default, rename = "Flare unfinished")]
+    flare_unfinished: Option<Lenient<'a>>,
+}
+
+/// One trace event, borrowing from the input.
+#[derive(Deserialize)]
+struct Event<'a> {
+    #[serde(borrow, default)]
+    ph: Option<Str<'a>>,
+    #[serde(borrow, default)]
+    cat: Option<Str<'a>>,
+    #[serde(borrow, default)]
+    name: Option<Str<'a>>,
+    #[serde(borrow, default)]
+    ts: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    dur: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    args: Option<Args<'a>>,
+}
+
+/// One entry of `distributedInfo.pg_config`.
+#[derive(Deserialize, Debug, Clone)]
+struct PgConfigIn<'a> {
+    #[serde(borrow, default)]
+    pg_name: Option<Lenient<'a>>,
+    #[serde(borrow, default)]
+    pg_desc: Option<Lenient<'a>>,
+    #[serde(borrow, default)]
+    pg_size: Option<Lenient<'a>>,
+    #[serde(borrow, default)]
+    ranks: Option<Lenient<'a>>,
+    #[serde(borrow, default)]
+    flare_group_kind: Option<Lenient<'a>>,
+}
+
+/// `distributedInfo.pg_config`: a list of entries, or (some versions) an object of them.
+struct PgConfigList<'a>(Vec<PgConfigIn<'a>>);
+
+impl<'de: 'a, 'a> Deserialize<'de> for PgConfigList<'a> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = PgConfigList<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a list of process group configurations")
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+                let mut out = Vec::new();
+                while let Some(v) = seq.next_element::<PgConfigIn<'de>>()? {
+                    out.push(v);
+                }
+                Ok(PgConfigList(out))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+                let mut out = Vec::new();
+                while let Some((key, mut v)) = map.next_entry::<Lenient<'de>, PgConfigIn<'de>>()? {
+                    if v.pg_name.is_none() {
+                        v.pg_name = Some(key);
+                    }
+                    out.push(v);
+                }
+                Ok(PgConfigList(out))
+            }
+            fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+                Ok(PgConfigList(Vec::new()))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+#[derive(Deserialize)]
+struct DistInfo<'a> {
+    #[serde(borrow, default)]
+    rank: Option<Lenient<'a>>,
+    #[serde(borrow, default)]
+    world_size: Option<Lenient<'a>>,
+    #[serde(borrow, default)]
+    pg_config: Option<PgConfigList<'a>>,
+}
+
+/// A process group as `distributedInfo.pg_config` describes it.
+#[derive(Debug, Clone)]
+pub struct PgConfig {
+    pub name: String,
+    pub desc: Option<String>,
+    pub size: Option<u64>,
+    pub ranks: Option<RankList>,
+    pub kind_hint: Option<String>,
+}
+
+/// What an NCCL kernel's arguments say.
+#[derive(Debug, Clone, Default)]
+pub struct NcclArgs {
+    pub collective: Option<String>,
+    pub in_nelems: Option<u64>,
+    pub group_size: Option<u64>,
+    pub dtype: Option<String>,
+    pub pg_name: Option<String>,
+    pub pg_desc: Option<String>,
+    pub pg_ranks: Option<RankList>,
+    pub seq: Option<u64>,
+    pub src_rank: Option<u64>,
+    pub dst_rank: Option<u64>,
+    pub global_start: Option<u64>,
+    pub global_stride: Option<u64>,
+}
+
+/// A GPU kernel.
+#[derive(Debug, Clone)]
+pub struct KernelRec {
+    /// Index of the event in `traceEvents`, for error messages.
+    pub index: u64,
+    /// Local name id (in [`ParsedFile::names`]).
+    pub name: u32,
+    pub start: i64,
+    /// `None` when the event has no `dur`.
+    pub end: Option<i64>,
+    pub correlation: Option<u64>,
+    pub flops: u64,
+    /// `Some` for kernels whose name starts with `nccl`.
+    pub nccl: Option<Box<NcclArgs>>,
+}
+
+/// A host phase on the CPU.
+#[derive(Debug, Clone)]
+pub struct HostRec {
+    pub kind: OpKind,
+    pub name: u32,
+    pub start: i64,
+    pub end: i64,
+}
+
+/// A `ProfilerStep#N` span.
+#[derive(Debug, Clone, Copy)]
+pub struct StepRec {
+    pub iteration: u32,
+    pub start: i64,
+    pub end: Option<i64>,
+}
+
+/// Counters of one file, merged into [`super::KinetoImportStats`].
+#[derive(Debug, Clone, Default)]
+pub struct FileStats {
+    pub events: u64,
+    pub kernels: u64,
+    pub nccl_kernels: u64,
+    pub kernels_without_duration: u64,
+    pub launches: u64,
+    pub host_spans: u64,
+    pub profiler_steps: u64,
+    pub skipped: BTreeMap<String, u64>,
+}
+
+/// Everything Flare keeps of one file. Times are absolute nanoseconds
+/// (`baseTimeNanoseconds` added).
+#[derive(Debug)]
+pub struct ParsedFile {
+    pub path: String,
+    pub rank: Option<u64>,
+    pub world_size: Option<u64>,
+    pub pg_config: Vec<PgConfig>,
+    pub names: NameTable,
+    pub steps: Vec<StepRec>,
+    pub kernels: Vec<KernelRec>,
+    /// Correlation id to CPU launch time.
+    pub launches: HashMap<u64, i64>,
+    pub hosts: Vec<HostRec>,
+    pub stats: FileStats,
+}
+
+/// Launch calls whose correlation id links a CPU call to the kernel it started.
+const LAUNCH_NAMES: [&str; 6] = [
+    "cudaLaunchKernel",
+    "cudaLaunchKernelExC",
+    "cuLaunchKernel",
+    "cuLaunchKernelEx",
+    "cudaLaunchCooperativeKernel",
+    "hipLaunchKernel",
+];
+
+/// A problem found while handling one event, reported with the event's index.
+struct EventProblem {
+    index: u64,
+    what: String,
+}
+
+/// Receives events as the parser produces them.
+struct Collector {
+    names: NameTable,
+    steps: Vec<StepRec>,
+    kernels: Vec<KernelRec>,
+    launches: HashMap<u64, i64>,
+    hosts: Vec<HostRec>,
+    stats: FileStats,
+    problem: Option<EventProblem>,
+    saw_events: bool,
+}
+
+impl Collector {
+    fn skip(&mut self, category: &str) {
+        if let Some(n) = self.stats.skipped.get_mut(category) {
+            *n += 1;
+        } else {
+            self.stats.skipped.insert(category.to_string(), 1);
+        }
+    }
+
+    fn event(&mut self, index: u64, ev: Event<'_>) -> Result<(), String> {
+        self.stats.events += 1;
+        let cat = ev.cat.as_ref().map(|s| s.0.as_ref()).unwrap_or("");
+        let ph = ev.ph.as_ref().map(|s| s.0.as_ref()).unwrap_or("");
+        if ph != "X" {
+            let label = if cat.is_empty() {
+                format!("ph:{ph}")
+            } else {
+                cat.to_string()
+            };
+            self.skip(&label);
+            return Ok(());
+        }
+        let name = ev.name.as_ref().map(|s| s.0.as_ref()).unwrap_or("");
+        match cat {
+            "kernel" => self.kernel(index, name, &ev),
+            "cuda_runtime" | "cuda_driver" => {
+                if LAUNCH_NAMES.contains(&name) {
+                    let corr = ev
+                        .args
+                        .as_ref()
+                        .and_then(|a| a.correlation.as_ref())
+                        .and_then(Lenient::as_u64);
+                    match corr {
+                        Some(c) => {
+                            let ts = required_ts(&ev, name)?;
+                            self.launches.insert(c, ts);
+                            self.stats.launches += 1;
+                        }
+                        None => self.skip("launch without correlation"),
+                    }
+                } else {
+                    self.skip(cat);
+                }
+                Ok(())
+            }
+            "cpu_op" | "user_annotation" => {
+                if let Some(step) = name.strip_prefix("ProfilerStep#") {
+                    let iteration: u32 = step.trim().parse().map_err(|_| {
+                        format!(
+                            "\"{name}\": expected ProfilerStep#<iteration number> with a number that fits 32 bits"
+                        )
+                    })?;
+                    let start = required_ts(&ev, name)?;
+                    let dur = optional_dur(&ev, name)?;
+                    let unfinished = ev
+                        .args
+                        .as_ref()
+                        .and_then(|a| a.flare_unfinished.as_ref())
+                        .is_some_and(Lenient::is_true);
+                    let end = match dur {
+                        Some(d) if !unfinished => Some(add(start, d, name)?),
+                        _ => None,
+                    };
+                    self.steps.push(StepRec {
+                        iteration,
+                        start,
+                        end,
+                    });
+                    self.stats.profiler_steps += 1;
+                    return Ok(());
+                }
+                let flare_kind = ev
+                    .args
+                    .as_ref()
+                    .and_then(|a| a.flare_kind.as_ref())
+                    .and_then(Lenient::as_str)
+                    .and_then(names::kind_from_flare_name)
+                    .filter(|k| k.is_host());
+                match flare_kind.or_else(|| names::host_kind(name)) {
+                    Some(kind) => {
+                        let start = required_ts(&ev, name)?;
+                        let dur = optional_dur(&ev, name)?.ok_or_else(|| {
+                            format!("host span \"{name}\" has no \"dur\": expected its duration in microseconds")
+                        })?;
+                        let end = add(start, dur, name)?;
+                        let name = self.names.intern(name);
+                        self.hosts.push(HostRec {
+                            kind,
+                            name,
+                            start,
+                            end,
+                        });
+                        self.stats.host_spans += 1;
+                    }
+                    None => self.skip(cat),
+                }
+                Ok(())
+            }
+            "" => {
+                self.skip("(no cat)");
+                Ok(())
+            }
+            other => {
+                self.skip(other);
+                Ok(())
+            }
+        }
+    }
+
+    fn kernel(&mut self, index: u64, name: &str, ev: &Event<'_>) -> Result<(), String> {
+        let start = required_ts(ev, name)?;
+        let end = match optional_dur(ev, name)? {
+            Some(d) => Some(add(start, d, name)?),
+            None => {
+                self.stats.kernels_without_duration += 1;
+                None
+            }
+        };
+        let default_args = Args::default();
+        let args = ev.args.as_ref().unwrap_or(&default_args);
+        let correlation = args.correlation.as_ref().and_then(Lenient::as_u64);
+        let flops = args
+            .flops_upper
+            .as_ref()
+            .or(args.flops_lower.as_ref())
+            .and_then(Lenient::as_u64)
+            .unwrap_or(0);
+        let nccl = if name.starts_with("nccl") {
+            self.stats.nccl_kernels += 1;
+            let u = |v: &Option<Lenient<'_>>| v.as_ref().and_then(Lenient::as_u64);
+            let s = |v: &Option<Lenient<'_>>| v.as_ref().and_then(Lenient::as_name);
+            Some(Box::new(NcclArgs {
+                collective: s(&args.collective),
+                in_nelems: u(&args.in_nelems),
+                group_size: u(&args.group_size),
+                dtype: s(&args.dtype),
+                pg_name: s(&args.pg_name),
+                pg_desc: s(&args.pg_desc),
+                pg_ranks: args.pg_ranks.as_ref().and_then(Lenient::as_rank_list),
+                seq: u(&args.seq),
+                src_rank: u(&args.src_rank),
+                dst_rank: u(&args.dst_rank),
+                global_start: u(&args.global_start),
+                global_stride: u(&args.global_stride),
+            }))
+        } else {
+            None
+        };
+        let name = self.names.intern(name);
+        self.kernels.push(KernelRec {
+            index,
+            name,
+            start,
+            end,
+            correlation,
+            flops,
+            nccl,
+        });
+        self.stats.kernels += 1;
+        Ok(())
+    }
+}
+
+fn required_ts(ev: &Event<'_>, name: &str) -> Result<i64, String> {
+    let raw = ev
+        .ts
+        .ok_or_else(|| format!("\"{name}\" has no \"ts\": expected a start time in microseconds"))?;
+    us_to_ns(raw.get())
+        .ok_or_else(|| format!("\"{name}\": \"ts\" is {}, expected a number of microseconds that fits in 64-bit nanoseconds", raw.get()))
+}
+
+fn optional_dur(ev: &Event<'_>, name: &str) -> Result<Option<i64>, String> {
+    let Some(raw) = ev.dur else { return Ok(None) };
+    let d = us_to_ns(raw.get()).ok_or_else(|| {
+        format!(
+            "\"{name}\": \"dur\" is {}, expected a number of microseconds",
+            raw.get()
+        )
+    })?;
+    if d < 0 {
+        return Err(format!(
+            "\"{name}\": \"dur\" is {}, expected a duration of zero or more microseconds",
+            raw.get()
+        ));
+    }
+    Ok(Some(d))
+}
+
+fn add(start: i64, dur: i64, name: &str) -> Result<i64, String> {
+    start
+        .checked_add(dur)
+        .ok_or_else(|| format!("\"{name}\": ts + dur overflows 64-bit nanoseconds"))
+}
+
+/// Converts a JSON number of microseconds, as written, to nanoseconds: exactly when it has
+/// at most three decimals, rounded half away from zero otherwise. Accepts a quoted number.
+/// `None` for anything that is not a number or does not fit an `i64` of nanoseconds.
+pub fn us_to_ns(text: &str) -> Option<i64> {
+    let mut s = text.trim();
+    if let Some(inner) = s.strip_prefix('"').and_then(|x| x.strip_suffix('"')) {
+        s = inner.trim();
+    }
+    let bytes = s.as_bytes();
+    let mut i = 0;
+    let neg = match bytes.first() {
+        Some(b'-') => {
+            i += 1;
+            true
+        }
+        Some(b'+') => {
+            i += 1;
+            false
+        }
+        _ => false,
+    };
+    let mut mantissa: u128 = 0;
+    let mut digits = 0u32;
+    let mut frac_digits: i32 = 0;
+    let mut seen_point = false;
+    let mut any_digit = false;
+    while i < bytes.len() {
+        let b = bytes[i];
+        match b {
+            b'0'..=b'9' => {
+                any_digit = true;
+                if digits < 36 {
+                    mantissa = mantissa * 10 + (b - b'0') as u128;
+                    if mantissa != 0 {
+                        digits += 1;
+                    }
+                    if seen_point {
+                        frac_digits += 1;
+                    }
+                } else if !seen_point {
+                    // Too many integer digits to be a timestamp in nanoseconds.
+                    return None;
+                }
+                // Further fractional digits are below a nanosecond by 17 orders of
+                // magnitude at least: ignored.
+            }
+            b'.' if !seen_point => seen_point = true,
+            b'e' | b'E' => break,
+            _ => return None,
+        }
+        i += 1;
+    }
+    if !any_digit {
+        return None;
+    }
+    let mut exp: i32 = 0;
+    if i < bytes.len() {
+        // Exponent.
+        let e = std::str::from_utf8(&bytes[i + 1..]).ok()?;
+        exp = e.parse::<i32>().ok()?;
+        if !(-400..=400).contains(&exp) {
+            return None;
+        }
+    }
+    // value_ns = mantissa * 10^(3 + exp - frac_digits)
+    let scale = 3 + exp - frac_digits;
+    let ns: u128 = if scale >= 0 {
+        if mantissa == 0 {
+            0
+        } else {
+            let p = 10u128.checked_pow(scale as u32)?;
+            mantissa.checked_mul(p)?
+        }
+    } else {
+        let down = (-scale) as u32;
+        if down > 38 {
+            0
+        } else {
+            let p = 10u128.pow(down);
+            let q = mantissa / p;
+            let r = mantissa % p;
+            // Half away from zero.
+            if r * 2 >= p {
+                q + 1
+            } else {
+                q
+            }
+        }
+    };
+    if neg {
+        let v = i128::try_from(ns).ok()?.checked_neg()?;
+        i64::try_from(v).ok()
+    } else {
+        i64::try_from(ns).ok()
+    }
+}
+
+/// The deserialization entry point: a visitor over the top-level object that streams
+/// `traceEvents` into the collector.
+struct FileSeed<'c> {
+    collector: &'c mut Collector,
+    dist: &'c mut Option<DistOwned>,
+    base_ns: &'c mut Option<i64>,
+}
+
+/// The owned parts of `distributedInfo`.
+#[derive(Debug, Default)]
+struct DistOwned {
+    rank: Option<u64>,
+    world_size: Option<u64>,
+    pg_config: Vec<PgConfig>,
+}
+
+impl<'de> DeserializeSeed<'de> for FileSeed<'_> {
+    type Value = ();
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for FileSeed<'_> {
+    type Value = ();
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a Kineto trace: a JSON object with \"traceEvents\" (or a JSON array of events)")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        while let Some(key) = map.next_key::<Str<'de>>()? {
+            match key.0.as_ref() {
+                "traceEvents" => {
+                    map.next_value_seed(EventsSeed {
+                        collector: &mut *self.collector,
+                    })?;
+                }
+                "distributedInfo" => {
+                    let d: Option<DistInfo<'de>> = map.next_value()?;
+                    if let Some(d) = d {
+                        *self.dist = Some(DistOwned {
+                            rank: d.rank.as_ref().and_then(Lenient::as_u64),
+                            world_size: d.world_size.as_ref().and_then(Lenient::as_u64),
+                            pg_config: d
+                                .pg_config
+                                .map(|l| l.0.iter().map(pg_config_owned).collect())
+                                .unwrap_or_default(),
+                        });
+                    }
+                }
+                "baseTimeNanoseconds" => {
+                    let v: Lenient<'de> = map.next_value()?;
+                    *self.base_ns = v.as_i64();
+                }
+                _ => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<(), A::Error> {
+        EventsSeed {
+            collector: self.collector,
+        }
+        .visit_seq(seq)
+    }
+}
+
+fn pg_config_owned(p: &PgConfigIn<'_>) -> PgConfig {
+    PgConfig {
+        name: p
+            .pg_name
+            .as_ref()
+            .and_then(Lenient::as_name)
+            .unwrap_or_default(),
+        desc: p.pg_desc.as_ref().and_then(Lenient::as_name),
+        size: p.pg_size.as_ref().and_then(Lenient::as_u64),
+        ranks: p.ranks.as_ref().and_then(Lenient::as_rank_list),
+        kind_hint: p.flare_group_kind.as_ref().and_then(Lenient::as_name),
+    }
+}
+
+struct EventsSeed<'c> {
+    collector: &'c mut Collector,
+}
+
+impl<'de> DeserializeSeed<'de> for EventsSeed<'_> {
+    type Value = ();
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_seq(self)
+    }
+}
+
+impl<'de> Visitor<'de> for EventsSeed<'_> {
+    type Value = ();
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("\"traceEvents\": an array of trace events")
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        let c = self.collector;
+        c.saw_events = true;
+        let mut index: u64 = 0;
+        while let Some(ev) = seq.next_element::<Event<'de>>()? {
+            if let Err(what) = c.event(index, ev) {
+                c.problem = Some(EventProblem { index, what });
+                return Err(de::Error::custom("invalid trace event"));
+            }
+            index += 1;
+        }
+        Ok(())
+    }
+}
+
+/// Parses one decompressed file.
+pub fn parse_file(path: &str, data: &[u8]) -> Result<ParsedFile, KinetoError> {
+    let mut collector = Collector {
+        names: NameTable::default(),
+        steps: Vec::new(),
+        kernels: Vec::new(),
+        launches: HashMap::new(),
+        hosts: Vec::new(),
+        stats: FileStats::default(),
+        problem: None,
+        saw_events: false,
+    };
+    let mut dist = None;
+    let mut base_ns = None;
+    let mut de = serde_json::Deserializer::from_slice(data);
+    let result = FileSeed {
+        collector: &mut collector,
+        dist: &mut dist,
+        base_ns: &mut base_ns,
+    }
+    .deserialize(&mut de)
+    .and_then(|()| de.end());
+    if let Err(e) = result {
+        if let Some(p) = collector.problem.take() {
+            return Err(KinetoError::BadEvent {
+                path: path.to_string(),
+                index: p.index,
+                line: e.line(),
+                column: e.column(),
+                what: p.what,
+            });
+        }
+        return Err(KinetoError::Json {
+            path: path.to_string(),
+            line: e.line(),
+            column: e.column(),
+            message: e.to_string(),
+        });
+    }
+    if !collector.saw_events {
+        return Err(KinetoError::MissingTraceEvents {
+            path: path.to_string(),
+        });
+    }
+    let dist = dist.unwrap_or_default();
+    let mut c = collector;
+    if let Some(base) = base_ns.filter(|&b| b != 0) {
+        let shift = |t: i64| -> Result<i64, KinetoError> {
+            t.checked_add(base).ok_or_else(|| KinetoError::Invalid {
+                path: path.to_string(),
+                what: format!(
+                    "baseTimeNanoseconds {base} plus an event time of {t} ns overflows 64-bit nanoseconds"
+                ),
+            })
+        };
+        for s in &mut c.steps {
+            s.start = shift(s.start)?;
+            if let Some(e) = s.end.as_mut() {
+                *e = shift(*e)?;
+            }
+        }
+        for k in &mut c.kernels {
+            k.start = shift(k.start)?;
+            if let Some(e) = k.end.as_mut() {
+                *e = shift(*e)?;
+            }
+        }
+        for h in &mut c.hosts {
+            h.start = shift(h.start)?;
+            h.end = shift(h.end)?;
+        }
+        for t in c.launches.values_mut() {
+            *t = shift(*t)?;
+        }
+    }
+    Ok(ParsedFile {
+        path: path.to_string(),
+        rank: dist.rank,
+        world_size: dist.world_size,
+        pg_config: dist.pg_config,
+        names: c.names,
+        steps: c.steps,
+        kernels: c.kernels,
+        launches: c.launches,
+        hosts: c.hosts,
+        stats: c.stats,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn microseconds_convert_exactly() {
+        for (text, ns) in [
+            ("0", Some(0)),
+            ("1", Some(1000)),
+            ("1.5", Some(1500)),
+            ("4458677009853.422", Some(4_458_677_009_853_422)),
+            ("1682725898236567", Some(1_682_725_898_236_567_000)),
+            ("-2.001", Some(-2001)),
+            ("0.0004", Some(0)),
+            ("0.0005", Some(1)),
+            ("-0.0005", Some(-1)),
+            ("1e3", Some(1_000_000)),
+            ("1.5E-3", Some(2)),
+            ("\"12.345\"", Some(12_345)),
+            ("1682725898236567.25", Some(1_682_725_898_236_567_250)),
+            ("9223372036854775.807", Some(i64::MAX)),
+            ("9223372036854775.808", None),
+            ("-9223372036854775.808", Some(i64::MIN)),
+            ("abc", None),
+            ("", None),
+            ("-", None),
+            ("1.2.3", None),
+            ("null", None),
+            ("true", None),
+            ("1e999999", None),
+        ] {
+            assert_eq!(us_to_ns(text), ns, "{text}");
+        }
+    }
+}

@@ -1,0 +1,21 @@
+//! Reading and writing traces.
+//!
+//! * [`native`]: Flare's own compact binary format (`.flare`), about ten bytes per op,
+//!   exact round trips, documented byte by byte in `FORMAT.md`.
+//! * [`kineto`]: PyTorch profiler (Kineto / Chrome trace JSON) files, one per rank, plain
+//!   or gzip: a reader that turns real torch.profiler traces into the model, and a writer
+//!   that produces files of the same shape from any trace.
+//!
+//! Every importer returns typed errors naming the file, the place in it and what was
+//! expected; none panics on bad input, and whatever an import does not keep is counted.
+
+pub mod kineto;
+pub mod native;
+mod varint;
+
+pub use kineto::{
+    list_trace_files, read_kineto_bytes, read_kineto_dir, read_kineto_dir_with_stats,
+    read_kineto_files, read_kineto_files_with_stats, write_kineto_dir, write_kineto_rank,
+    KinetoError, KinetoImportStats, KinetoOptions, KinetoWriteStats,
+};
+pub use native::{read_native, read_native_file, write_native, write_native_file, NativeError};
