@@ -226,7 +226,10 @@ fn accuracy(a: AccuracyArgs) -> Result<ExitCode> {
     let (mut clean, mut fps) = (0, 0);
     let mut lat_by_scale: BTreeMap<u32, Vec<f64>> = BTreeMap::new();
     for o in &results {
-        lat_by_scale.entry(o.sc.scale).or_default().push(o.latency_ms);
+        lat_by_scale
+            .entry(o.sc.scale)
+            .or_default()
+            .push(o.latency_ms);
         if o.sc.kind == FaultKind::None {
             clean += 1;
             fps += o.false_positive as usize;
@@ -235,9 +238,16 @@ fn accuracy(a: AccuracyArgs) -> Result<ExitCode> {
         overall.add(o);
         by_scale.entry(o.sc.scale).or_default().add(o);
         by_fault.entry(o.sc.kind.name()).or_default().add(o);
-        by_both.entry((o.sc.kind.name(), o.sc.scale)).or_default().add(o);
+        by_both
+            .entry((o.sc.kind.name(), o.sc.scale))
+            .or_default()
+            .add(o);
     }
-    let fp_rate = if clean == 0 { 0.0 } else { fps as f64 / clean as f64 };
+    let fp_rate = if clean == 0 {
+        0.0
+    } else {
+        fps as f64 / clean as f64
+    };
     let mut all_lat: Vec<f64> = results.iter().map(|o| o.latency_ms).collect();
     let latency = json!({
         "p50": percentile(&mut all_lat.clone(), 0.5),
@@ -267,25 +277,67 @@ fn accuracy(a: AccuracyArgs) -> Result<ExitCode> {
         a.iterations,
         wall.elapsed().as_secs_f64()
     );
-    println!("\n{:<20} {}", "fault \\ ranks", a.scales.iter().map(|s| format!("{:>16}", s)).collect::<String>() + "             all");
+    println!(
+        "\n{:<20}{}{:>18}",
+        "fault \\ ranks",
+        a.scales
+            .iter()
+            .map(|s| format!("{:>18}", s))
+            .collect::<String>(),
+        "all"
+    );
     for kind in FaultKind::ALL.iter().filter(|k| **k != FaultKind::None) {
         let mut line = format!("{:<20}", kind.name());
         for &s in &a.scales {
             let t = by_both.get(&(kind.name(), s)).cloned().unwrap_or_default();
-            line.push_str(&format!("{:>16}", format!("{:.0}%/{:.0}% ({})", t.rate(t.top1) * 100.0, t.rate(t.top3) * 100.0, t.n)));
+            line.push_str(&format!(
+                "{:>18}",
+                format!(
+                    "{:.0}%/{:.0}% ({})",
+                    t.rate(t.top1) * 100.0,
+                    t.rate(t.top3) * 100.0,
+                    t.n
+                )
+            ));
         }
         let t = by_fault.get(kind.name()).cloned().unwrap_or_default();
-        line.push_str(&format!("{:>16}", format!("{:.0}%/{:.0}% ({})", t.rate(t.top1) * 100.0, t.rate(t.top3) * 100.0, t.n)));
+        line.push_str(&format!(
+            "{:>18}",
+            format!(
+                "{:.0}%/{:.0}% ({})",
+                t.rate(t.top1) * 100.0,
+                t.rate(t.top3) * 100.0,
+                t.n
+            )
+        ));
         println!("{line}");
     }
     let mut line = format!("{:<20}", "all faults");
     for &s in &a.scales {
         let t = by_scale.get(&s).cloned().unwrap_or_default();
-        line.push_str(&format!("{:>16}", format!("{:.1}%/{:.1}% ({})", t.rate(t.top1) * 100.0, t.rate(t.top3) * 100.0, t.n)));
+        line.push_str(&format!(
+            "{:>18}",
+            format!(
+                "{:.1}%/{:.1}% ({})",
+                t.rate(t.top1) * 100.0,
+                t.rate(t.top3) * 100.0,
+                t.n
+            )
+        ));
     }
-    line.push_str(&format!("{:>16}", format!("{:.1}%/{:.1}%", overall.rate(overall.top1) * 100.0, overall.rate(overall.top3) * 100.0)));
+    line.push_str(&format!(
+        "{:>18}",
+        format!(
+            "{:.1}%/{:.1}%",
+            overall.rate(overall.top1) * 100.0,
+            overall.rate(overall.top3) * 100.0
+        )
+    ));
     println!("{line}\n(cells: top-1 / top-3 (scenarios))");
-    println!("\nfalse positives on fault-free runs: {fps}/{clean} = {:.1}%", fp_rate * 100.0);
+    println!(
+        "\nfalse positives on fault-free runs: {fps}/{clean} = {:.1}%",
+        fp_rate * 100.0
+    );
     println!("diagnosis latency: {latency}");
     let misses: Vec<&Outcome> = results.iter().filter(|o| !o.top1).collect();
     if !misses.is_empty() {

@@ -28,9 +28,22 @@ pub struct DemoArgs {
 pub fn run(a: DemoArgs) -> Result<ExitCode> {
     let cfg = a.job.config()?;
     let p = &cfg.parallel;
-    let shape = format!("TP{} x PP{} x DP{}{}{}", p.tp, p.pp, p.dp,
-        if p.cp > 1 { format!(" x CP{}", p.cp) } else { String::new() },
-        if p.ep > 1 { format!(" (EP{})", p.ep) } else { String::new() });
+    let shape = format!(
+        "TP{} x PP{} x DP{}{}{}",
+        p.tp,
+        p.pp,
+        p.dp,
+        if p.cp > 1 {
+            format!(" x CP{}", p.cp)
+        } else {
+            String::new()
+        },
+        if p.ep > 1 {
+            format!(" (EP{})", p.ep)
+        } else {
+            String::new()
+        }
+    );
     eprintln!(
         "Flare demo: a {}-GPU job ({shape}), {} iterations, fault: {}",
         p.world_size(),
@@ -56,12 +69,17 @@ pub fn run(a: DemoArgs) -> Result<ExitCode> {
     sp.finish_and_clear();
     eprintln!("[2/3] diagnosed in {ms:.0} ms");
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&crate::present::json(&d, ms))?);
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&crate::present::json(&d, ms))?
+        );
     } else {
         print!("{}", crate::present::text(&d, ms));
         println!("Injected (ground truth): {}", out.truth.description);
         let verdict = match d.localized().next() {
-            None if out.truth.expected_finding.is_none() => "correct: healthy job reported healthy".to_string(),
+            None if out.truth.expected_finding.is_none() => {
+                "correct: healthy job reported healthy".to_string()
+            }
             None => "MISSED: nothing localized".to_string(),
             Some(f) if out.truth.matches(f.kind, &f.culprits[0]) => {
                 format!("correct: top finding names {}", f.culprits[0].describe())
@@ -72,7 +90,10 @@ pub fn run(a: DemoArgs) -> Result<ExitCode> {
     }
     let html = crate::present::report_html(
         &d,
-        &format!("Flare diagnosis — simulated {}-GPU job ({shape})", p.world_size()),
+        &format!(
+            "Flare diagnosis — simulated {}-GPU job ({shape})",
+            p.world_size()
+        ),
         &format!(
             "seed {}, fault {}, {} iterations, {} ops, diagnosed in {ms:.0} ms. Ground truth: {}",
             cfg.seed,

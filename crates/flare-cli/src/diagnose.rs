@@ -21,8 +21,10 @@ pub enum Format {
 
 #[derive(Args)]
 pub struct DiagnoseArgs {
-    /// A .flare file, a directory holding trace.flare, or a directory (or file) of Kineto traces.
-    pub path: PathBuf,
+    /// A .flare file, a directory holding trace.flare, a directory of Kineto traces, or
+    /// one or more Kineto trace files (one per rank) of the same job.
+    #[arg(required = true)]
+    pub paths: Vec<PathBuf>,
     #[arg(long, value_enum, default_value_t = Format::Auto)]
     pub format: Format,
     /// GPUs per node, to map ranks to nodes for traces that do not say (Kineto).
@@ -37,6 +39,9 @@ pub struct DiagnoseArgs {
     /// Also write a self-contained HTML report here.
     #[arg(long)]
     pub report: Option<PathBuf>,
+    /// Only diagnose these iterations, e.g. `10..19` (inclusive).
+    #[arg(long)]
+    pub window: Option<String>,
 }
 
 fn is_native_file(p: &Path) -> bool {
@@ -47,8 +52,25 @@ fn is_native_file(p: &Path) -> bool {
         .unwrap_or(false)
 }
 
-/// Loads a trace in the given (or detected) format.
-pub fn load(path: &Path, format: Format, gpus_per_node: u32, nodes_per_pod: u32) -> Result<Trace> {
+/// Loads a trace in the given (or detected) format from one path or several Kineto files.
+pub fn load(
+    paths: &[PathBuf],
+    format: Format,
+    gpus_per_node: u32,
+    nodes_per_pod: u32,
+) -> Result<Trace> {
+    if paths.len() > 1 {
+        if format == Format::Flare {
+            bail!("a Flare trace is one file; got {} paths", paths.len());
+        }
+        let opts = flare_import::kineto::KinetoOptions {
+            gpus_per_node,
+            nodes_per_pod,
+        };
+        return flare_import::kineto::read_kineto_files(paths, &opts)
+            .with_context(|| format!("reading {} Kineto trace files", paths.len()));
+    }
+    let path = paths[0].as_path();
     if !path.exists() {
         bail!("{}: no such file or directory", path.display());
     }
@@ -83,8 +105,20 @@ pub fn load(path: &Path, format: Format, gpus_per_node: u32, nodes_per_pod: u32)
 
 pub fn run(a: DiagnoseArgs) -> Result<ExitCode> {
     let t0 = Instant::now();
-    let sp = crate::present::spinner(&format!("reading {}", a.path.display()));
-    let trace = load(&a.path, a.format, a.gpus_per_node, a.nodes_per_pod)?;
+    let shown = a.paths[0].display().to_string()
+        + &if a.paths.len() > 1 {
+            format!(" and {} more", a.paths.len() - 1)
+        } else {
+            String::new()
+        };
+    let sp = crate::present::spinner(&format!("reading {shown}"));
+    let mut trace = load(&a.paths, a.format, a.gpus_per_node, a.nodes_per_pod)?;
+    if let Some(w) = &a.window {
+        let Some(w) = flare_model::Window::parse(w) else {
+            bail!("--window '{w}': expected FIRST..LAST iterations, e.g. 10..19");
+        };
+        trace = trace.window(w);
+    }
     let load_ms = t0.elapsed().as_secs_f64() * 1e3;
     sp.set_message(format!("diagnosing {} ops", trace.op_count()));
     let t1 = Instant::now();
@@ -93,7 +127,10 @@ pub fn run(a: DiagnoseArgs) -> Result<ExitCode> {
     sp.finish_and_clear();
     eprintln!("loaded in {load_ms:.0} ms, diagnosed in {diag_ms:.0} ms");
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&crate::present::json(&d, diag_ms))?);
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&crate::present::json(&d, diag_ms))?
+        );
     } else {
         print!("{}", crate::present::text(&d, diag_ms));
     }
@@ -103,7 +140,7 @@ pub fn run(a: DiagnoseArgs) -> Result<ExitCode> {
             &format!("Flare diagnosis — {}", trace.job.job_id),
             &format!(
                 "{} ({}), {} ranks, {} ops",
-                a.path.display(),
+                shown,
                 trace.meta.source,
                 trace.job.world_size,
                 trace.op_count()

@@ -10,7 +10,11 @@ use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
 #[derive(Parser)]
-#[command(name = "flare", version, about = "Find which GPU, NIC, link, node, stage or piece of code makes a training job fail, hang or run slow")]
+#[command(
+    name = "flare",
+    version,
+    about = "Find which GPU, NIC, link, node, stage or piece of code makes a training job fail, hang or run slow"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,

@@ -178,7 +178,8 @@ pub fn report_html(d: &Diagnosis, title: &str, subtitle: &str) -> String {
         })
         .collect();
     breakdown.sort_by(|x, y| {
-        (y.idle_ms + y.exposed_communication_ms).total_cmp(&(x.idle_ms + x.exposed_communication_ms))
+        (y.idle_ms + y.exposed_communication_ms)
+            .total_cmp(&(x.idle_ms + x.exposed_communication_ms))
     });
     breakdown.truncate(20);
     let input = ReportInput {

@@ -134,7 +134,8 @@ pub fn write_outputs(out: &SimOutput, dir: &Path, kineto: bool) -> Result<()> {
         let bar = crate::present::bar(out.trace.ranks.len() as u64, "writing Kineto traces");
         for i in 0..out.trace.ranks.len() {
             let path = kdir.join(format!("rank_{}.json.gz", out.trace.ranks[i].rank));
-            let f = fs::File::create(&path).with_context(|| format!("creating {}", path.display()))?;
+            let f =
+                fs::File::create(&path).with_context(|| format!("creating {}", path.display()))?;
             let mut gz =
                 flate2::write::GzEncoder::new(BufWriter::new(f), flate2::Compression::fast());
             flare_import::kineto::write_kineto_rank(&out.trace, i, &mut gz)
@@ -143,7 +144,11 @@ pub fn write_outputs(out: &SimOutput, dir: &Path, kineto: bool) -> Result<()> {
             bar.inc(1);
         }
         bar.finish_and_clear();
-        eprintln!("wrote {} Kineto traces under {}", out.trace.ranks.len(), kdir.display());
+        eprintln!(
+            "wrote {} Kineto traces under {}",
+            out.trace.ranks.len(),
+            kdir.display()
+        );
     }
     Ok(())
 }

@@ -58,3 +58,43 @@ fn every_fault_kind_is_localized_at_512_ranks() {
     }
     assert!(failures.is_empty(), "{failures:#?}");
 }
+
+#[test]
+fn four_d_parallel_job_with_context_and_experts() {
+    // TP2 x CP2 x PP2 x DP8 with EP4: the slow GPU is still found.
+    for seed in [31, 32] {
+        let mut cfg = SimConfig::megatron(2, 2, 8);
+        cfg.parallel = flare_model::ParallelConfig::new(2, 2, 4, 8, 2).unwrap();
+        cfg.iterations = 8;
+        cfg.seed = seed;
+        cfg.fault = FaultKind::SlowGpu;
+        let out = simulate(&cfg).unwrap();
+        let d = diagnose(&out.trace, &EngineConfig::default());
+        let f = d.localized().next().expect("a finding");
+        assert!(
+            out.truth.matches(f.kind, &f.culprits[0]),
+            "{}: {}",
+            out.truth.description,
+            f.summary
+        );
+    }
+}
+
+#[test]
+fn cluster_wide_spikes_are_not_blamed_on_anyone() {
+    for seed in [41, 42, 43, 44] {
+        let mut cfg = SimConfig::for_scale(64);
+        cfg.iterations = 10;
+        cfg.seed = seed;
+        cfg.spike_probability = 0.4;
+        let out = simulate(&cfg).unwrap();
+        assert!(!out.truth.spike_iterations.is_empty());
+        let d = diagnose(&out.trace, &EngineConfig::default());
+        assert!(
+            d.localized().next().is_none(),
+            "seed {seed}: {:?}",
+            d.localized().next()
+        );
+        assert!(d.findings.iter().all(|f| f.culprits.is_empty()));
+    }
+}

@@ -31,8 +31,17 @@ fn main() {
         println!("  {} {:?} {:?} {}", c.id, c.kind, c.members, c.label);
     }
     for r in &trace.ranks {
-        println!("rank {}: {} ops, iterations {:?}", r.rank, r.ops.len(), r.iterations);
-        for op in r.ops.iter().filter(|o| o.kind != flare_model::OpKind::Compute) {
+        println!(
+            "rank {}: {} ops, iterations {:?}",
+            r.rank,
+            r.ops.len(),
+            r.iterations
+        );
+        for op in r
+            .ops
+            .iter()
+            .filter(|o| o.kind != flare_model::OpKind::Compute)
+        {
             println!(
                 "  {:?} it {} comm {} seq {} peer {} start {} dur {:?} issue {:?} amount {} {}",
                 op.kind,

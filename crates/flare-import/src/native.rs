@@ -13,9 +13,7 @@
 //! training job repeat every iteration, which LZ4 then removes.
 
 use crate::varint::{self, Cursor, VarintError};
-use flare_model::{
-    Communicator, IterationSpan, JobInfo, Op, OpKind, RankTrace, Trace, TraceMeta,
-};
+use flare_model::{Communicator, IterationSpan, JobInfo, Op, OpKind, RankTrace, Trace, TraceMeta};
 use serde::{Deserialize, Serialize};
 use std::fs::File;
 use std::io::{self, BufReader, BufWriter, Read, Write};
@@ -82,7 +80,9 @@ pub enum NativeError {
     },
     #[error("{file}: unexpected bytes at byte offset {offset}, after the end of the trace: expected the end of the file")]
     TrailingData { file: String, offset: u64 },
-    #[error("{file}: corrupt data at decompressed offset {offset} ({location}): expected {expected}")]
+    #[error(
+        "{file}: corrupt data at decompressed offset {offset} ({location}): expected {expected}"
+    )]
     Corrupt {
         file: String,
         offset: u64,
@@ -626,9 +626,8 @@ fn decode_rank(
         let place = || format!("iteration span {i}");
         let d = c.i64().map_err(|e| fail!(c, place(), ve(e).into()))?;
         let it = prev_iter.wrapping_add(d);
-        let iteration = u32::try_from(it).map_err(|_| {
-            fail!(c, place(), format!("an iteration number in u32, got {it}"))
-        })?;
+        let iteration = u32::try_from(it)
+            .map_err(|_| fail!(c, place(), format!("an iteration number in u32, got {it}")))?;
         let start = prev_start.wrapping_add(c.i64().map_err(|e| fail!(c, place(), ve(e).into()))?);
         let end_ns = match c.u8().map_err(|e| fail!(c, place(), ve(e).into()))? {
             0 => None,
@@ -818,10 +817,7 @@ fn decode_rank(
         return Err(fail!(
             c,
             "after the last column".into(),
-            format!(
-                "the end of the block, found {} more bytes",
-                c.remaining()
-            )
+            format!("the end of the block, found {} more bytes", c.remaining())
         ));
     }
     Ok(RankTrace {
@@ -841,7 +837,11 @@ mod tests {
             kind,
             name: 0,
             iteration: 3,
-            comm: if kind == OpKind::Compute { Op::NO_COMM } else { 0 },
+            comm: if kind == OpKind::Compute {
+                Op::NO_COMM
+            } else {
+                0
+            },
             seq: 7,
             peer: Op::NO_PEER,
             start_ns: start,

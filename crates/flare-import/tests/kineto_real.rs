@@ -8,9 +8,11 @@ use flare_model::{GroupKind, Op, OpKind};
 
 #[test]
 fn nccl_data_has_collectives_with_process_group_metadata() {
-    let (trace, stats) =
-        read_kineto_files_with_stats(&[kineto_file("nccl_data.json.gz")], &KinetoOptions::default())
-            .expect("nccl_data.json.gz imports");
+    let (trace, stats) = read_kineto_files_with_stats(
+        &[kineto_file("nccl_data.json.gz")],
+        &KinetoOptions::default(),
+    )
+    .expect("nccl_data.json.gz imports");
     assert_eq!(stats.files, 1);
     assert_eq!(stats.nccl_kernels, 21);
     assert_eq!(stats.kernels, 2700);
@@ -27,8 +29,12 @@ fn nccl_data_has_collectives_with_process_group_metadata() {
             + stats.profiler_steps
             + stats.host_ops
             + stats.nested_host_spans
-            + 2550
-            + 150, // cudaLaunchKernel + cudaLaunchKernelExC calls, used for issue times
+            + stats.launch_calls,
+    );
+    assert_eq!(
+        stats.launch_calls,
+        2550 + 150,
+        "cudaLaunchKernel and cudaLaunchKernelExC"
     );
 
     assert_eq!(trace.job.world_size, 2);
@@ -55,8 +61,14 @@ fn nccl_data_has_collectives_with_process_group_metadata() {
 
     let sync: Vec<&Op> = r.ops.iter().filter(|o| o.kind.is_sync()).collect();
     assert_eq!(sync.len(), 21);
-    assert_eq!(sync.iter().filter(|o| o.kind == OpKind::AllReduce).count(), 15);
-    assert_eq!(sync.iter().filter(|o| o.kind == OpKind::Broadcast).count(), 6);
+    assert_eq!(
+        sync.iter().filter(|o| o.kind == OpKind::AllReduce).count(),
+        15
+    );
+    assert_eq!(
+        sync.iter().filter(|o| o.kind == OpKind::Broadcast).count(),
+        6
+    );
     for (i, o) in sync.iter().enumerate() {
         assert_eq!(o.comm, 0);
         assert_eq!(o.seq, i as u32, "seq is the ordinal on the communicator");
@@ -107,7 +119,10 @@ fn sampled_ranks_have_send_recv_without_metadata() {
     assert_eq!(c.kind, GroupKind::Other);
     assert_eq!(c.label, "unknown:send_recv");
 
-    assert_eq!(trace.ranks.iter().map(|r| r.rank).collect::<Vec<_>>(), vec![0, 1]);
+    assert_eq!(
+        trace.ranks.iter().map(|r| r.rank).collect::<Vec<_>>(),
+        vec![0, 1]
+    );
     for r in &trace.ranks {
         let its: Vec<u32> = r.iterations.iter().map(|s| s.iteration).collect();
         assert_eq!(its, vec![551, 552]);
@@ -136,7 +151,11 @@ fn real_files_read_through_the_writer_and_back() {
     assert_eq!(back.ranks.len(), 1);
     assert_eq!(back.communicators, trace.communicators);
     assert_eq!(back.ranks[0].iterations, trace.ranks[0].iterations);
-    let key = |o: &Op| (o.start_ns, o.kind, o.end_ns, o.issue_ns, o.comm, o.seq, o.amount);
+    let key = |o: &Op| {
+        (
+            o.start_ns, o.kind, o.end_ns, o.issue_ns, o.comm, o.seq, o.amount,
+        )
+    };
     let mut a: Vec<_> = trace.ranks[0].ops.iter().map(key).collect();
     let mut b: Vec<_> = back.ranks[0].ops.iter().map(key).collect();
     a.sort();

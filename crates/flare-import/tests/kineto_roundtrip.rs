@@ -12,14 +12,24 @@ use std::io::Write;
 use std::path::PathBuf;
 
 /// Ops of a rank in a canonical order, without in-flight ops (Kineto cannot hold them).
-fn comparable(t: &Trace, rank: usize) -> Vec<(i64, OpKind, i64, i64, u32, u32, u32, u32, u64)> {
+/// (start, kind, end, issue, iteration, comm, seq, peer, amount).
+type OpKey = (i64, OpKind, i64, i64, u32, u32, u32, u32, u64);
+
+fn comparable(t: &Trace, rank: usize) -> Vec<OpKey> {
     let mut v: Vec<_> = t.ranks[rank]
         .ops
         .iter()
         .filter(|o| o.end().is_some())
         .map(|o| {
             (
-                o.start_ns, o.kind, o.end_ns, o.issue_ns, o.iteration, o.comm, o.seq, o.peer,
+                o.start_ns,
+                o.kind,
+                o.end_ns,
+                o.issue_ns,
+                o.iteration,
+                o.comm,
+                o.seq,
+                o.peer,
                 o.amount,
             )
         })
@@ -40,9 +50,16 @@ fn writer_output_reads_back_exactly() {
 
     assert_eq!(back.job.world_size, 4);
     assert_eq!(back.meta.missing_ranks, vec![3]);
-    assert_eq!(back.communicators, original.communicators, "ids, kinds, members, labels");
+    assert_eq!(
+        back.communicators, original.communicators,
+        "ids, kinds, members, labels"
+    );
     assert_eq!(import.nccl_unrecognised, 0);
-    assert_eq!(import.kernels_without_launch, 3 * 2, "the flash kernels have no issue time");
+    assert_eq!(
+        import.kernels_without_launch,
+        3 * 2,
+        "the flash kernels have no issue time"
+    );
     assert_eq!(import.synthetic_communicators, 0);
     for r in 0..3 {
         assert_eq!(back.ranks[r].rank, original.ranks[r].rank);
@@ -64,7 +81,11 @@ fn writer_output_reads_back_exactly() {
         };
         assert_eq!(names(&back), names(&original), "rank {r}");
     }
-    let hung = original.ranks[2].ops.iter().filter(|o| o.end().is_none()).count();
+    let hung = original.ranks[2]
+        .ops
+        .iter()
+        .filter(|o| o.end().is_none())
+        .count();
     assert_eq!(hung, 1);
     assert_eq!(
         back.ranks[2].ops.len(),
@@ -115,8 +136,12 @@ fn bad_input_gives_clear_errors() {
     let dir = temp_dir("bad");
 
     // Malformed JSON: file, line and column.
-    let p = write(&dir, "rank0.json", b"{\"traceEvents\": [\n  {\"ph\": \"X\",, }\n]}");
-    let e = read_kineto_files(&[p.clone()], &opts).unwrap_err();
+    let p = write(
+        &dir,
+        "rank0.json",
+        b"{\"traceEvents\": [\n  {\"ph\": \"X\",, }\n]}",
+    );
+    let e = read_kineto_files(std::slice::from_ref(&p), &opts).unwrap_err();
     match &e {
         KinetoError::Json { path, line, .. } => {
             assert!(path.ends_with("rank0.json"));
@@ -187,14 +212,21 @@ fn bad_input_gives_clear_errors() {
         &dir,
         "c.json",
         MINIMAL
-            .replace("\"rank\": 0, \"world_size\": 2", "\"rank\": 1, \"world_size\": 3")
+            .replace(
+                "\"rank\": 0, \"world_size\": 2",
+                "\"rank\": 1, \"world_size\": 3",
+            )
             .as_bytes(),
     );
     assert!(matches!(
         read_kineto_files(&[a, c], &opts).unwrap_err(),
         KinetoError::WorldSizeMismatch { .. }
     ));
-    let d = write(&dir, "d.json", MINIMAL.replace("\"rank\": 0", "\"rank\": 5").as_bytes());
+    let d = write(
+        &dir,
+        "d.json",
+        MINIMAL.replace("\"rank\": 0", "\"rank\": 5").as_bytes(),
+    );
     assert!(matches!(
         read_kineto_files(&[d], &opts).unwrap_err(),
         KinetoError::Invalid { .. }
@@ -237,8 +269,14 @@ fn lenient_where_producers_differ() {
     assert_eq!(stats.nccl_unrecognised, 1);
     let r = &t.ranks[0];
     let ag = r.ops.iter().find(|o| o.kind == OpKind::AllGather).unwrap();
-    assert_eq!((ag.start_ns, ag.end_ns, ag.seq, ag.amount), (1000, 3500, 41, 40));
-    assert_eq!(t.communicators[ag.comm as usize].members, (0..40).collect::<Vec<u32>>());
+    assert_eq!(
+        (ag.start_ns, ag.end_ns, ag.seq, ag.amount),
+        (1000, 3500, 41, 40)
+    );
+    assert_eq!(
+        t.communicators[ag.comm as usize].members,
+        (0..40).collect::<Vec<u32>>()
+    );
     let gemm = r.ops.iter().find(|o| t.name(o.name) == "gemm").unwrap();
     assert_eq!(gemm.end_ns, Op::IN_FLIGHT);
     assert!(r.ops.iter().all(|o| o.iteration == 7));

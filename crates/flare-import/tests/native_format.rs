@@ -112,7 +112,15 @@ fn arb_trace() -> impl Strategy<Value = Trace> {
         proptest::collection::vec(arb_rank(), 0..5),
     )
         .prop_map(
-            |((source, detail, missing_ranks), (job_id, world, nodes, gpn, npp), par, mb, communicators, names, ranks)| {
+            |(
+                (source, detail, missing_ranks),
+                (job_id, world, nodes, gpn, npp),
+                par,
+                mb,
+                communicators,
+                names,
+                ranks,
+            )| {
                 Trace {
                     meta: TraceMeta {
                         source,
@@ -128,8 +136,15 @@ fn arb_trace() -> impl Strategy<Value = Trace> {
                             nodes_per_pod: npp,
                         },
                         parallel: par.then(|| {
-                            ParallelConfig::with_order(2, 1, 1, 2, 2, &[Dim::Pp, Dim::Tp, Dim::Cp, Dim::Dp])
-                                .unwrap()
+                            ParallelConfig::with_order(
+                                2,
+                                1,
+                                1,
+                                2,
+                                2,
+                                &[Dim::Pp, Dim::Tp, Dim::Cp, Dim::Dp],
+                            )
+                            .unwrap()
                         }),
                         microbatches: mb,
                     },
@@ -206,7 +221,14 @@ fn bad_magic_version_and_garbage() {
     v2[8..12].copy_from_slice(&2u32.to_le_bytes());
     let e = read_native(&v2[..], "v.flare").unwrap_err();
     assert!(
-        matches!(e, NativeError::UnsupportedVersion { found: 2, supported: 1, .. }),
+        matches!(
+            e,
+            NativeError::UnsupportedVersion {
+                found: 2,
+                supported: 1,
+                ..
+            }
+        ),
         "{e}"
     );
 
@@ -216,7 +238,13 @@ fn bad_magic_version_and_garbage() {
     let mut garbage = buf[..12].to_vec();
     garbage.extend((0..4000u32).map(|i| (i.wrapping_mul(2654435761) >> 13) as u8));
     let e = read_native(&garbage[..], "g.flare").unwrap_err();
-    assert!(matches!(e, NativeError::Compression { .. } | NativeError::Truncated { .. }), "{e}");
+    assert!(
+        matches!(
+            e,
+            NativeError::Compression { .. } | NativeError::Truncated { .. }
+        ),
+        "{e}"
+    );
 
     // Trailing bytes after the frame are not silently ignored.
     let mut trailing = buf.clone();

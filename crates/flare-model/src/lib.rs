@@ -17,7 +17,7 @@ pub use finding::{Component, Culprit, Evidence, Finding, FindingKind, Severity};
 pub use op::{Op, OpKind};
 pub use parallel::{Dim, ParallelConfig, RankCoords};
 pub use topology::{ClusterTopology, GpuLoc, PathElement};
-pub use trace::{IterationSpan, JobInfo, RankTrace, Trace, TraceMeta};
+pub use trace::{IterationSpan, JobInfo, RankTrace, Trace, TraceMeta, Window};
 
 /// A global rank in the job (0..world_size).
 pub type Rank = u32;

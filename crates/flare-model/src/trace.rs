@@ -110,3 +110,81 @@ impl NameTable {
         NameTable { names, index }
     }
 }
+
+/// A range of iterations analysed together (inclusive). The engine diagnoses one window at
+/// a time: offline, the whole trace or a user-chosen range; live, the latest iterations.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Window {
+    pub first_iteration: u32,
+    pub last_iteration: u32,
+}
+
+impl Window {
+    pub fn contains(&self, it: u32) -> bool {
+        (self.first_iteration..=self.last_iteration).contains(&it)
+    }
+
+    /// Parses `A..B` or `A..=B` (inclusive) or a single iteration `A`.
+    pub fn parse(s: &str) -> Option<Window> {
+        let s = s.trim();
+        let (a, b) = match s.split_once("..") {
+            Some((a, b)) => (a, b.trim_start_matches('=')),
+            None => (s, s),
+        };
+        let w = Window {
+            first_iteration: a.trim().parse().ok()?,
+            last_iteration: b.trim().parse().ok()?,
+        };
+        (w.first_iteration <= w.last_iteration).then_some(w)
+    }
+}
+
+impl Trace {
+    /// The part of the trace inside `w`: ops and iteration spans of those iterations.
+    pub fn window(&self, w: Window) -> Trace {
+        Trace {
+            meta: self.meta.clone(),
+            job: self.job.clone(),
+            communicators: self.communicators.clone(),
+            names: self.names.clone(),
+            ranks: self
+                .ranks
+                .iter()
+                .map(|r| RankTrace {
+                    rank: r.rank,
+                    ops: r
+                        .ops
+                        .iter()
+                        .copied()
+                        .filter(|o| w.contains(o.iteration))
+                        .collect(),
+                    iterations: r
+                        .iterations
+                        .iter()
+                        .copied()
+                        .filter(|s| w.contains(s.iteration))
+                        .collect(),
+                })
+                .collect(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn windows_parse_and_slice() {
+        assert_eq!(
+            Window::parse("3..5"),
+            Some(Window {
+                first_iteration: 3,
+                last_iteration: 5
+            })
+        );
+        assert_eq!(Window::parse("4").map(|w| w.last_iteration), Some(4));
+        assert_eq!(Window::parse("5..3"), None);
+        assert_eq!(Window::parse("x"), None);
+    }
+}

@@ -97,3 +97,40 @@ fn slow_gpu_slows_the_job() {
     eprintln!("{} : {base} -> {t}", slow.truth.description);
     assert!(t > base * 1.02);
 }
+
+#[test]
+fn context_and_expert_parallel_jobs_run_to_completion() {
+    let mut cfg = SimConfig::megatron(2, 2, 4);
+    cfg.parallel = flare_model::ParallelConfig::new(2, 2, 2, 4, 2).unwrap();
+    cfg.iterations = 3;
+    let out = simulate(&cfg).unwrap();
+    assert_eq!(out.trace.ranks.len(), 32);
+    let kinds: std::collections::BTreeSet<OpKind> = out
+        .trace
+        .ranks
+        .iter()
+        .flat_map(|r| r.ops.iter().map(|o| o.kind))
+        .collect();
+    assert!(kinds.contains(&OpKind::AllToAll) && kinds.contains(&OpKind::AllGather));
+    for r in &out.trace.ranks {
+        assert_eq!(r.iterations.len(), 3);
+        assert!(r.ops.iter().all(|o| o.end().is_some()));
+    }
+}
+
+#[test]
+fn ten_thousand_ranks_simulate_with_memory_proportional_to_output() {
+    // Scale check without timing: 10,240 ranks x 2 iterations completes and every rank
+    // has exactly its program's ops.
+    let mut cfg = SimConfig::for_scale(10240);
+    cfg.iterations = 2;
+    let out = simulate(&cfg).unwrap();
+    assert_eq!(out.trace.ranks.len(), 10240);
+    let per_rank = out.trace.ranks[0].ops.len();
+    assert!(per_rank > 50);
+    assert!(out
+        .trace
+        .ranks
+        .iter()
+        .all(|r| r.ops.capacity() <= r.ops.len() * 2 + 16));
+}

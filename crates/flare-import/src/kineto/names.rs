@@ -178,7 +178,10 @@ pub fn rank_from_file_name(name: &str) -> Result<u32, String> {
     while let Some(i) = search.find("rank") {
         let after = &search[i + 4..];
         let digits_at = after.trim_start_matches(['-', '_', '.', ' ']);
-        let digits: String = digits_at.chars().take_while(|c| c.is_ascii_digit()).collect();
+        let digits: String = digits_at
+            .chars()
+            .take_while(|c| c.is_ascii_digit())
+            .collect();
         if !digits.is_empty() {
             return digits
                 .parse()
@@ -217,7 +220,10 @@ mod tests {
             ("allreduce_coalesced", Some(OpKind::AllReduce)),
             ("_allgather_base", Some(OpKind::AllGather)),
             ("allgather_into_tensor_coalesced", Some(OpKind::AllGather)),
-            ("reduce_scatter_tensor_coalesced", Some(OpKind::ReduceScatter)),
+            (
+                "reduce_scatter_tensor_coalesced",
+                Some(OpKind::ReduceScatter),
+            ),
             ("_reduce_scatter_base", Some(OpKind::ReduceScatter)),
             ("all_to_all", Some(OpKind::AllToAll)),
             ("all_to_allv", Some(OpKind::AllToAll)),

@@ -579,9 +579,9 @@ impl Collector {
 }
 
 fn required_ts(ev: &Event<'_>, name: &str) -> Result<i64, String> {
-    let raw = ev
-        .ts
-        .ok_or_else(|| format!("\"{name}\" has no \"ts\": expected a start time in microseconds"))?;
+    let raw = ev.ts.ok_or_else(|| {
+        format!("\"{name}\" has no \"ts\": expected a start time in microseconds")
+    })?;
     us_to_ns(raw.get())
         .ok_or_else(|| format!("\"{name}\": \"ts\" is {}, expected a number of microseconds that fits in 64-bit nanoseconds", raw.get()))
 }
@@ -732,7 +732,9 @@ impl<'de> DeserializeSeed<'de> for FileSeed<'_> {
 impl<'de> Visitor<'de> for FileSeed<'_> {
     type Value = ();
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("a Kineto trace: a JSON object with \"traceEvents\" (or a JSON array of events)")
+        f.write_str(
+            "a Kineto trace: a JSON object with \"traceEvents\" (or a JSON array of events)",
+        )
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {

@@ -12,8 +12,9 @@
 //! `baseTimeNanoseconds` like recent Kineto versions, so they are exact to the nanosecond.
 //!
 //! What Kineto cannot carry is lost or marked: in-flight ops are left out (counted in
-//! [`KinetoWriteStats`]); the names of sync ops become NCCL kernel names; the issue time of
-//! host ops is dropped. Two arguments of Flare's own keep round trips exact and are
+//! [`KinetoWriteStats`]); the names of sync ops become NCCL kernel names; a host op's issue
+//! time is read back as its start (the CPU runs host phases itself, so they are the same in
+//! Flare's simulator and in any real trace). Two arguments of Flare's own keep round trips exact and are
 //! harmless to other tools: `Flare kind` on host spans and `Flare unfinished` on a
 //! `ProfilerStep` that never ended (written as lasting until the rank's last event).
 
@@ -233,7 +234,9 @@ fn write_rank<W: Write>(
     };
 
     let mut out: Vec<u8> = Vec::with_capacity(1 << 16);
-    out.extend_from_slice(b"{\n  \"schemaVersion\": 1,\n  \"distributedInfo\": {\"backend\": \"nccl\", ");
+    out.extend_from_slice(
+        b"{\n  \"schemaVersion\": 1,\n  \"distributedInfo\": {\"backend\": \"nccl\", ",
+    );
     let _ = write!(
         out,
         "\"rank\": {rank}, \"world_size\": {}, \"pg_count\": {}, \"pg_config\": [",
@@ -288,7 +291,10 @@ fn write_rank<W: Write>(
             "  {{\"name\": \"thread_name\", \"ph\": \"M\", \"ts\": 0, \"pid\": {rank}, \"tid\": {}, \"args\": {{\"name\": ",
             stream_of(c.id)
         );
-        jstr(&mut out, &format!("stream {} (nccl {})", stream_of(c.id), c.label));
+        jstr(
+            &mut out,
+            &format!("stream {} (nccl {})", stream_of(c.id), c.label),
+        );
         out.extend_from_slice(b"}}");
     }
 
@@ -465,7 +471,11 @@ fn write_nccl_args(out: &mut Vec<u8>, trace: &Trace, op: &Op, rank: u32, coll_na
                 ", \"Global rank start\": {start}, \"Global rank stride\": {stride}"
             );
         }
-        let _ = write!(out, ", \"Process Group Name\": \"{}\", \"Process Group Description\": ", c.id);
+        let _ = write!(
+            out,
+            ", \"Process Group Name\": \"{}\", \"Process Group Description\": ",
+            c.id
+        );
         jstr(out, &c.label);
         out.extend_from_slice(b", \"Process Group Ranks\": ");
         jstr(out, &rank_list(&c.members));

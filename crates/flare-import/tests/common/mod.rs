@@ -2,8 +2,8 @@
 #![allow(dead_code)]
 
 use flare_model::{
-    ClusterTopology, Communicator, GroupKind, IterationSpan, JobInfo, Op, OpKind, RankTrace,
-    Trace, TraceMeta,
+    ClusterTopology, Communicator, GroupKind, IterationSpan, JobInfo, Op, OpKind, RankTrace, Trace,
+    TraceMeta,
 };
 use std::path::PathBuf;
 
@@ -128,7 +128,8 @@ pub fn hand_built() -> Trace {
                 t += 200_003;
                 ops.push(o);
             };
-            push(op(OpKind::DataLoader, 3, 100 + it, 0, 0), None, &mut ops);
+            // Host phases are issued when they start, as the simulator and Kineto see them.
+            push(op(OpKind::DataLoader, 3, 100 + it, 0, 0), Some(0), &mut ops);
             let mut gemm = op(OpKind::Compute, 0, 100 + it, 0, 0);
             gemm.amount = 1_234_567_890_123;
             push(gemm, Some(7_001), &mut ops);
@@ -143,14 +144,42 @@ pub fn hand_built() -> Trace {
                 o
             };
             if rank < 2 {
-                push(sync(OpKind::AllReduce, 1, 4 << 20, Op::NO_PEER), Some(3_333), &mut ops);
-                push(sync(OpKind::AllGather, 1, 2 << 20, Op::NO_PEER), Some(3_334), &mut ops);
-                push(sync(OpKind::ReduceScatter, 1, 6 << 20, Op::NO_PEER), Some(3_335), &mut ops);
+                push(
+                    sync(OpKind::AllReduce, 1, 4 << 20, Op::NO_PEER),
+                    Some(3_333),
+                    &mut ops,
+                );
+                push(
+                    sync(OpKind::AllGather, 1, 2 << 20, Op::NO_PEER),
+                    Some(3_334),
+                    &mut ops,
+                );
+                push(
+                    sync(OpKind::ReduceScatter, 1, 6 << 20, Op::NO_PEER),
+                    Some(3_335),
+                    &mut ops,
+                );
             }
-            push(sync(OpKind::AllToAll, 0, 1 << 20, Op::NO_PEER), Some(1_000), &mut ops);
-            push(sync(OpKind::Broadcast, 0, 1001, Op::NO_PEER), Some(1_001), &mut ops);
-            push(sync(OpKind::Reduce, 0, 64, Op::NO_PEER), Some(1_002), &mut ops);
-            push(sync(OpKind::Barrier, 0, 0, Op::NO_PEER), Some(1_003), &mut ops);
+            push(
+                sync(OpKind::AllToAll, 0, 1 << 20, Op::NO_PEER),
+                Some(1_000),
+                &mut ops,
+            );
+            push(
+                sync(OpKind::Broadcast, 0, 1001, Op::NO_PEER),
+                Some(1_001),
+                &mut ops,
+            );
+            push(
+                sync(OpKind::Reduce, 0, 64, Op::NO_PEER),
+                Some(1_002),
+                &mut ops,
+            );
+            push(
+                sync(OpKind::Barrier, 0, 0, Op::NO_PEER),
+                Some(1_003),
+                &mut ops,
+            );
             if rank == 1 {
                 push(sync(OpKind::Send, 2, 8 << 20, 2), Some(2_000), &mut ops);
                 push(sync(OpKind::SendRecv, 2, 8 << 20, 2), Some(2_001), &mut ops);
@@ -160,12 +189,20 @@ pub fn hand_built() -> Trace {
                 push(sync(OpKind::SendRecv, 2, 8 << 20, 1), Some(2_001), &mut ops);
             }
             if rank != 1 {
-                push(sync(OpKind::AllReduce, 3, 12_345, Op::NO_PEER), Some(999), &mut ops);
+                push(
+                    sync(OpKind::AllReduce, 3, 12_345, Op::NO_PEER),
+                    Some(999),
+                    &mut ops,
+                );
             }
-            push(op(OpKind::GarbageCollection, 4, 100 + it, 0, 0), None, &mut ops);
-            push(op(OpKind::Optimizer, 5, 100 + it, 0, 0), None, &mut ops);
-            push(op(OpKind::Checkpoint, 6, 100 + it, 0, 0), None, &mut ops);
-            push(op(OpKind::HostOther, 7, 100 + it, 0, 0), None, &mut ops);
+            push(
+                op(OpKind::GarbageCollection, 4, 100 + it, 0, 0),
+                Some(0),
+                &mut ops,
+            );
+            push(op(OpKind::Optimizer, 5, 100 + it, 0, 0), Some(0), &mut ops);
+            push(op(OpKind::Checkpoint, 6, 100 + it, 0, 0), Some(0), &mut ops);
+            push(op(OpKind::HostOther, 7, 100 + it, 0, 0), Some(0), &mut ops);
             if rank == 2 && it == 1 {
                 // Hung: the last collective never ended.
                 let mut hung = sync(OpKind::AllReduce, 3, 12_345, Op::NO_PEER);

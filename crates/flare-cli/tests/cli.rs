@@ -1,0 +1,217 @@
+//! End-to-end tests of the `flare` binary: the commands a user runs.
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn flare() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_flare"))
+}
+
+fn tmp(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("flare-cli-test-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn shared_data() -> PathBuf {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data");
+    assert!(p.is_dir(), "shared data not found at {}", p.display());
+    p
+}
+
+fn run_json(cmd: &mut Command) -> Value {
+    let out = cmd.output().expect("runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("JSON on stdout")
+}
+
+#[test]
+fn demo_names_the_injected_gpu_and_writes_a_report() {
+    let d = tmp("demo");
+    let report = d.join("report.html");
+    let out = flare()
+        .args([
+            "demo",
+            "--dp",
+            "4",
+            "--pp",
+            "2",
+            "--iterations",
+            "8",
+            "--seed",
+            "5",
+            "--report",
+        ])
+        .arg(&report)
+        .args(["--save"])
+        .arg(d.join("job"))
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("slow_gpu"), "{text}");
+    assert!(
+        text.contains("Verdict against ground truth: correct"),
+        "{text}"
+    );
+    let html = std::fs::read_to_string(&report).unwrap();
+    assert!(html.contains("<svg") && html.contains("slow_gpu"));
+    let truth: Value =
+        serde_json::from_str(&std::fs::read_to_string(d.join("job/truth.json")).unwrap()).unwrap();
+    // The saved trace diagnoses to the same culprit.
+    let v = run_json(flare().arg("diagnose").arg(d.join("job")).arg("--json"));
+    assert_eq!(
+        v["findings"][0]["culprits"][0]["rank"],
+        truth["culprits"][0]["rank"]
+    );
+}
+
+#[test]
+fn demo_reports_a_healthy_job_as_healthy() {
+    let d = tmp("healthy");
+    let v = run_json(
+        flare()
+            .args([
+                "demo",
+                "--fault",
+                "none",
+                "--dp",
+                "4",
+                "--pp",
+                "2",
+                "--iterations",
+                "8",
+                "--json",
+                "--report",
+            ])
+            .arg(d.join("r.html")),
+    );
+    assert_eq!(v["healthy"], true, "{v:#}");
+}
+
+#[test]
+fn simulated_kineto_traces_diagnose_like_the_native_trace() {
+    let d = tmp("kineto");
+    let status = flare()
+        .args([
+            "sim",
+            "--fault",
+            "slow_nic",
+            "--dp",
+            "4",
+            "--pp",
+            "2",
+            "--iterations",
+            "6",
+            "--seed",
+            "9",
+            "--kineto",
+            "--out",
+        ])
+        .arg(&d)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let truth: Value =
+        serde_json::from_str(&std::fs::read_to_string(d.join("truth.json")).unwrap()).unwrap();
+    let native = run_json(flare().arg("diagnose").arg(&d).arg("--json"));
+    let kineto = run_json(
+        flare()
+            .arg("diagnose")
+            .arg(d.join("kineto"))
+            .args(["--format", "kineto", "--json"]),
+    );
+    for v in [&native, &kineto] {
+        let c = &v["findings"][0]["culprits"][0];
+        assert_eq!(v["findings"][0]["kind"], "slow_link", "{v:#}");
+        assert_eq!(c["node"], truth["culprits"][0]["node"]);
+        assert_eq!(c["local_gpu"], truth["culprits"][0]["local_gpu"]);
+    }
+}
+
+#[test]
+fn real_kineto_traces_are_diagnosed() {
+    let k = shared_data().join("kineto");
+    // Two ranks sampled from a 128-rank job.
+    let v = run_json(
+        flare()
+            .arg("diagnose")
+            .arg(k.join("sampled_rank-0.json.gz"))
+            .arg(k.join("sampled_rank-1.json.gz"))
+            .arg("--json"),
+    );
+    assert_eq!(v["job"]["world_size"], 128, "{v:#}");
+    assert_eq!(v["job"]["ranks_with_data"], 2);
+    assert_eq!(v["job"]["missing_ranks"].as_array().unwrap().len(), 126);
+    assert_eq!(v["job"]["iterations"], serde_json::json!([551, 552]));
+    // Rank 0 of a 2-rank job with NCCL metadata.
+    let v = run_json(
+        flare()
+            .arg("diagnose")
+            .arg(k.join("nccl_data.json.gz"))
+            .arg("--json"),
+    );
+    assert_eq!(v["job"]["world_size"], 2, "{v:#}");
+    assert_eq!(v["job"]["iterations"], serde_json::json!([4, 5, 6]));
+    // The directory mixes two jobs: that is an error that names both files.
+    let out = flare().arg("diagnose").arg(&k).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("nccl_data.json.gz") && err.contains("sampled_rank-0.json.gz"),
+        "{err}"
+    );
+}
+
+#[test]
+fn bad_input_gives_a_clear_error_not_a_panic() {
+    let d = tmp("bad");
+    let f = d.join("rank_0.json");
+    std::fs::write(&f, "{\"traceEvents\": [ {\"ph\": \"X\", ").unwrap();
+    let out = flare().arg("diagnose").arg(&f).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("rank_0.json"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+    let out = flare()
+        .arg("diagnose")
+        .arg(d.join("missing"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let empty = tmp("empty");
+    let out = flare().arg("diagnose").arg(&empty).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("empty"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn bench_accuracy_prints_the_documented_json() {
+    let v = run_json(flare().args([
+        "bench",
+        "accuracy",
+        "--json",
+        "--scales",
+        "64",
+        "--runs",
+        "1",
+        "--iterations",
+        "6",
+    ]));
+    for k in ["top1", "top3", "false_positive_rate", "scenarios"] {
+        assert!(v["overall"].get(k).is_some(), "{k} missing: {v:#}");
+    }
+    assert!(v["by_scale"]["64"]["top1"].is_number());
+    assert!(v["by_fault"]["slow_gpu"]["scenarios"].as_u64() == Some(1));
+    assert!(v["latency_ms"].is_object());
+}

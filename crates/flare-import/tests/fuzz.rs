@@ -1,0 +1,198 @@
+//! Fuzz-style checks: arbitrary bytes and mutated valid inputs never panic the readers.
+//! (Errors are fine; panics, hangs and aborts are not.)
+
+mod common;
+
+use common::hand_built;
+use flare_import::{
+    read_kineto_bytes, read_native, write_kineto_rank, write_native, KinetoOptions,
+};
+use proptest::prelude::*;
+use std::io::Write;
+use std::sync::OnceLock;
+
+fn valid_kineto() -> &'static [u8] {
+    static V: OnceLock<Vec<u8>> = OnceLock::new();
+    V.get_or_init(|| {
+        let mut buf = Vec::new();
+        write_kineto_rank(&hand_built(), 1, &mut buf).unwrap();
+        buf
+    })
+}
+
+fn valid_native() -> &'static [u8] {
+    static V: OnceLock<Vec<u8>> = OnceLock::new();
+    V.get_or_init(|| {
+        let mut buf = Vec::new();
+        write_native(&hand_built(), &mut buf).unwrap();
+        buf
+    })
+}
+
+/// Edits applied to a valid input.
+#[derive(Debug, Clone)]
+enum Edit {
+    Flip(prop::sample::Index, u8),
+    Set(prop::sample::Index, u8),
+    Delete(prop::sample::Index, usize),
+    Insert(prop::sample::Index, Vec<u8>),
+    Truncate(prop::sample::Index),
+}
+
+fn arb_edit() -> impl Strategy<Value = Edit> {
+    // JSON-significant bytes make the mutations reach deeper than random noise.
+    let token = prop_oneof![
+        Just(b'"'),
+        Just(b','),
+        Just(b':'),
+        Just(b'{'),
+        Just(b'}'),
+        Just(b'['),
+        Just(b']'),
+        Just(b'-'),
+        Just(b'.'),
+        Just(b'e'),
+        Just(b'9'),
+        Just(b'0'),
+        Just(b'\\'),
+        any::<u8>(),
+    ];
+    prop_oneof![
+        (any::<prop::sample::Index>(), 0u8..8).prop_map(|(i, b)| Edit::Flip(i, b)),
+        (any::<prop::sample::Index>(), token.clone()).prop_map(|(i, b)| Edit::Set(i, b)),
+        (any::<prop::sample::Index>(), 1usize..64).prop_map(|(i, n)| Edit::Delete(i, n)),
+        (
+            any::<prop::sample::Index>(),
+            prop::collection::vec(token, 1..16)
+        )
+            .prop_map(|(i, v)| Edit::Insert(i, v)),
+        any::<prop::sample::Index>().prop_map(Edit::Truncate),
+    ]
+}
+
+fn apply(input: &[u8], edits: &[Edit]) -> Vec<u8> {
+    let mut v = input.to_vec();
+    for e in edits {
+        if v.is_empty() {
+            break;
+        }
+        match e {
+            Edit::Flip(i, b) => {
+                let i = i.index(v.len());
+                v[i] ^= 1 << b;
+            }
+            Edit::Set(i, b) => {
+                let i = i.index(v.len());
+                v[i] = *b;
+            }
+            Edit::Delete(i, n) => {
+                let i = i.index(v.len());
+                let end = (i + n).min(v.len());
+                v.drain(i..end);
+            }
+            Edit::Insert(i, bytes) => {
+                let i = i.index(v.len());
+                v.splice(i..i, bytes.iter().copied());
+            }
+            Edit::Truncate(i) => {
+                let i = i.index(v.len());
+                v.truncate(i);
+            }
+        }
+    }
+    v
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 400, .. ProptestConfig::default() })]
+
+    #[test]
+    fn kineto_reader_survives_arbitrary_bytes(data in prop::collection::vec(any::<u8>(), 0..512)) {
+        let _ = read_kineto_bytes("fuzz-rank0.json", &data, &KinetoOptions::default());
+    }
+
+    #[test]
+    fn kineto_reader_survives_mutated_traces(edits in prop::collection::vec(arb_edit(), 1..6)) {
+        let data = apply(valid_kineto(), &edits);
+        if let Err(e) = read_kineto_bytes("fuzz-rank0.json", &data, &KinetoOptions::default()) {
+            prop_assert!(e.to_string().contains("fuzz-rank0.json"), "{}", e);
+        }
+    }
+
+    #[test]
+    fn kineto_reader_survives_mutated_gzip(edits in prop::collection::vec(arb_edit(), 1..3)) {
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        gz.write_all(valid_kineto()).unwrap();
+        let data = apply(&gz.finish().unwrap(), &edits);
+        let _ = read_kineto_bytes("fuzz-rank0.json.gz", &data, &KinetoOptions::default());
+    }
+
+    #[test]
+    fn native_reader_survives_arbitrary_bytes(data in prop::collection::vec(any::<u8>(), 0..512)) {
+        prop_assert!(read_native(&data[..], "fuzz.flare").is_err());
+    }
+
+    #[test]
+    fn native_reader_survives_mutated_files(edits in prop::collection::vec(arb_edit(), 1..6)) {
+        let data = apply(valid_native(), &edits);
+        let _ = read_native(&data[..], "fuzz.flare");
+    }
+}
+
+/// Hand-picked hostile Kineto inputs: deep nesting, huge numbers, odd types.
+#[test]
+fn kineto_reader_rejects_hostile_values() {
+    let opts = KinetoOptions::default();
+    let deep = format!("{}{}", "[".repeat(100_000), "]".repeat(100_000));
+    for (name, json) in [
+        ("deep", deep.as_str()),
+        (
+            "huge-world",
+            r#"{"distributedInfo": {"rank": 0, "world_size": 99999999999}, "traceEvents": []}"#,
+        ),
+        (
+            "huge-rank",
+            r#"{"distributedInfo": {"rank": 4294967296}, "traceEvents": []}"#,
+        ),
+        (
+            "huge-ts",
+            r#"{"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "ts": 1e300, "dur": 1}]}"#,
+        ),
+        (
+            "overflow",
+            r#"{"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "ts": 9223372036854775, "dur": 9223372036854775}]}"#,
+        ),
+        (
+            "base-overflow",
+            r#"{"baseTimeNanoseconds": 9223372036854775807, "traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "ts": 5, "dur": 1}]}"#,
+        ),
+        (
+            "group-huge",
+            r#"{"traceEvents": [{"ph": "X", "cat": "kernel", "name": "ncclDevKernel_AllReduce", "ts": 5, "dur": 1, "args": {"Group size": 18446744073709551615, "Global rank start": 18446744073709551615, "Global rank stride": 18446744073709551615}}]}"#,
+        ),
+        (
+            "dup-member",
+            r#"{"distributedInfo": {"rank": 0, "world_size": 4}, "traceEvents": [{"ph": "X", "cat": "kernel", "name": "ncclDevKernel_AllReduce", "ts": 5, "dur": 1, "args": {"Process Group Ranks": "[0, 0]"}}]}"#,
+        ),
+        (
+            "member-outside",
+            r#"{"distributedInfo": {"rank": 0, "world_size": 4}, "traceEvents": [{"ph": "X", "cat": "kernel", "name": "ncclDevKernel_AllReduce", "ts": 5, "dur": 1, "args": {"Process Group Ranks": [0, 9]}}]}"#,
+        ),
+        (
+            "step",
+            r#"{"traceEvents": [{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#x", "ts": 0, "dur": 1}]}"#,
+        ),
+        (
+            "types",
+            r#"{"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "ts": 1, "dur": 1, "args": {"correlation": {"a": [1]}, "Seq": [1, "x"], "dtype": 5}}]}"#,
+        ),
+        ("not-object", "42"),
+        ("empty", ""),
+    ] {
+        let file = format!("rank0-{name}.json");
+        match read_kineto_bytes(&file, json.as_bytes(), &opts) {
+            Ok(_) => assert!(name == "types", "{name}: expected an error"),
+            Err(e) => assert!(e.to_string().contains(&file), "{name}: {e}"),
+        }
+    }
+}
