@@ -278,11 +278,11 @@ fn accuracy(a: AccuracyArgs) -> Result<ExitCode> {
         wall.elapsed().as_secs_f64()
     );
     println!(
-        "\n{:<20}{}{:>18}",
+        "\n{:<20}{}{:>21}",
         "fault \\ ranks",
         a.scales
             .iter()
-            .map(|s| format!("{:>18}", s))
+            .map(|s| format!("{:>21}", s))
             .collect::<String>(),
         "all"
     );
@@ -291,7 +291,7 @@ fn accuracy(a: AccuracyArgs) -> Result<ExitCode> {
         for &s in &a.scales {
             let t = by_both.get(&(kind.name(), s)).cloned().unwrap_or_default();
             line.push_str(&format!(
-                "{:>18}",
+                "{:>21}",
                 format!(
                     "{:.0}%/{:.0}% ({})",
                     t.rate(t.top1) * 100.0,
@@ -302,7 +302,7 @@ fn accuracy(a: AccuracyArgs) -> Result<ExitCode> {
         }
         let t = by_fault.get(kind.name()).cloned().unwrap_or_default();
         line.push_str(&format!(
-            "{:>18}",
+            "{:>21}",
             format!(
                 "{:.0}%/{:.0}% ({})",
                 t.rate(t.top1) * 100.0,
@@ -316,7 +316,7 @@ fn accuracy(a: AccuracyArgs) -> Result<ExitCode> {
     for &s in &a.scales {
         let t = by_scale.get(&s).cloned().unwrap_or_default();
         line.push_str(&format!(
-            "{:>18}",
+            "{:>21}",
             format!(
                 "{:.1}%/{:.1}% ({})",
                 t.rate(t.top1) * 100.0,
@@ -326,7 +326,7 @@ fn accuracy(a: AccuracyArgs) -> Result<ExitCode> {
         ));
     }
     line.push_str(&format!(
-        "{:>18}",
+        "{:>21}",
         format!(
             "{:.1}%/{:.1}%",
             overall.rate(overall.top1) * 100.0,

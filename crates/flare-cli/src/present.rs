@@ -39,7 +39,8 @@ pub fn json(d: &Diagnosis, elapsed_ms: f64) -> serde_json::Value {
             "iterations": d.analysis.iterations,
             "ops": t.op_count(),
         },
-        "healthy": d.localized().next().is_none(),
+        "healthy": d.conclusive() && d.localized().next().is_none(),
+        "conclusive": d.conclusive(),
         "findings": d.findings,
         "skipped_detectors": d.skipped.iter().map(|(id, why)| serde_json::json!({"detector": id, "reason": why})).collect::<Vec<_>>(),
         "diagnosis_ms": elapsed_ms,
@@ -75,7 +76,11 @@ pub fn text(d: &Diagnosis, elapsed_ms: f64) -> String {
             &t.meta.missing_ranks[..t.meta.missing_ranks.len().min(16)]
         ));
     }
-    if d.localized().next().is_none() {
+    if !d.conclusive() {
+        out.push_str(
+            "\nINCONCLUSIVE: the trace lacks what the localization detectors need (see the skipped detectors below); nothing can be said about stragglers.\n",
+        );
+    } else if d.localized().next().is_none() {
         out.push_str("\nHEALTHY: no rank, link, switch or stage stands out.\n");
     }
     for (i, f) in d.findings.iter().enumerate() {

@@ -150,6 +150,9 @@ fn real_kineto_traces_are_diagnosed() {
     assert_eq!(v["job"]["ranks_with_data"], 2);
     assert_eq!(v["job"]["missing_ranks"].as_array().unwrap().len(), 126);
     assert_eq!(v["job"]["iterations"], serde_json::json!([551, 552]));
+    // Two ranks with no communicator metadata cannot show a straggler: never "healthy".
+    assert_eq!(v["conclusive"], false);
+    assert_eq!(v["healthy"], false);
     // Rank 0 of a 2-rank job with NCCL metadata.
     let v = run_json(
         flare()

@@ -16,6 +16,9 @@ pub struct Instance {
     pub bytes: u64,
     /// Members the communicator has.
     pub expected: u32,
+    /// Members the communicator has that the trace holds data for (sampled traces hold
+    /// only some ranks; the others cannot be compared).
+    pub expected_traced: u32,
     /// Members that recorded the op.
     pub present: u32,
     pub in_flight: u32,
@@ -47,7 +50,8 @@ pub struct Analysis<'t> {
     pub trace: &'t Trace,
     /// Iteration numbers present, sorted.
     pub iterations: Vec<u32>,
-    /// Job-level duration of each iteration (first start to last end over ranks), ns.
+    /// Duration of each iteration (median over ranks of their own span), ns; `None` when
+    /// some rank never finished it.
     pub iteration_ns: Vec<Option<f64>>,
     pub instances: Vec<Instance>,
     pub members: Vec<Member>,
@@ -94,23 +98,44 @@ impl<'t> Analysis<'t> {
         let n_its = iterations.len();
         let it_index = |it: u32| iterations.binary_search(&it).ok();
 
-        let mut iteration_ns = vec![None; n_its];
-        for (i, &it) in iterations.iter().enumerate() {
-            let (mut lo, mut hi, mut complete) = (i64::MAX, i64::MIN, true);
-            for r in &trace.ranks {
-                if let Some(span) = r.iterations.iter().find(|s| s.iteration == it) {
-                    lo = lo.min(span.start_ns);
-                    match span.end_ns {
-                        Some(e) => hi = hi.max(e),
-                        None => complete = false,
-                    }
+        // An iteration's duration is the median over ranks of each rank's own span: stages
+        // overlap consecutive iterations, so first-start-to-last-end would overstate it.
+        let mut durations: Vec<Vec<f64>> = vec![Vec::new(); n_its];
+        let mut unfinished = vec![false; n_its];
+        for r in &trace.ranks {
+            for span in &r.iterations {
+                let Some(i) = it_index(span.iteration) else {
+                    continue;
+                };
+                match span.end_ns {
+                    Some(e) if e > span.start_ns => durations[i].push((e - span.start_ns) as f64),
+                    Some(_) => {}
+                    None => unfinished[i] = true,
                 }
             }
-            if complete && hi > lo {
-                iteration_ns[i] = Some((hi - lo) as f64);
+        }
+        let iteration_ns: Vec<Option<f64>> = durations
+            .iter_mut()
+            .zip(&unfinished)
+            .map(|(d, &u)| (!u && !d.is_empty()).then(|| median(d)))
+            .collect();
+
+        let mut traced = vec![false; trace.job.world_size as usize];
+        for r in &trace.ranks {
+            if let Some(t) = traced.get_mut(r.rank as usize) {
+                *t = true;
             }
         }
-
+        let traced_members: Vec<u32> = trace
+            .communicators
+            .iter()
+            .map(|c| {
+                c.members
+                    .iter()
+                    .filter(|&&m| traced.get(m as usize).copied().unwrap_or(false))
+                    .count() as u32
+            })
+            .collect();
         // Group sync ops into instances by (communicator, sequence number).
         let mut keys: Vec<(u64, u32, u32)> = Vec::new();
         for (ri, r) in trace.ranks.iter().enumerate() {
@@ -178,6 +203,7 @@ impl<'t> Analysis<'t> {
                 name: op0.name,
                 bytes: op0.amount,
                 expected,
+                expected_traced: traced_members.get(op0.comm as usize).copied().unwrap_or(n),
                 present: n,
                 in_flight,
                 last_arrival: last,
@@ -240,7 +266,7 @@ impl<'t> Analysis<'t> {
         let mut self_expected_ns = vec![0.0; trace.ranks.len() * n_its];
         let mut buf: Vec<f64> = Vec::new();
         for inst in &instances {
-            if inst.present < 3 || inst.present != inst.expected {
+            if inst.present < 3 || inst.present != inst.expected_traced {
                 continue;
             }
             let ms = &members[inst.first_member as usize..][..inst.present as usize];

@@ -79,6 +79,15 @@ pub struct Diagnosis<'t> {
 }
 
 impl Diagnosis<'_> {
+    /// Whether the detectors that localize slowdowns could run. A window where they could
+    /// not (two ranks, no communicator metadata) is not evidence of health.
+    pub fn conclusive(&self) -> bool {
+        ["slow_rank", "slow_path"]
+            .iter()
+            .any(|id| !self.skipped.iter().any(|(s, _)| s == id))
+            || self.localized().next().is_some()
+    }
+
     /// Findings that blame something (not cluster-wide information).
     pub fn localized(&self) -> impl Iterator<Item = &Finding> {
         self.findings

@@ -98,3 +98,22 @@ fn cluster_wide_spikes_are_not_blamed_on_anyone() {
         assert!(d.findings.iter().all(|f| f.culprits.is_empty()));
     }
 }
+
+#[test]
+fn sampled_traces_still_localize_among_the_ranks_present() {
+    // Profilers often keep a subset of ranks: compare those that are there.
+    let mut cfg = SimConfig::for_scale(512);
+    cfg.iterations = 6;
+    cfg.seed = 51;
+    cfg.fault = FaultKind::SlowGpu;
+    let mut out = simulate(&cfg).unwrap();
+    let culprit = out.truth.culprits[0].rank.unwrap();
+    let (kept, dropped): (Vec<_>, Vec<_>) = std::mem::take(&mut out.trace.ranks)
+        .into_iter()
+        .partition(|r| r.rank == culprit || r.rank % 3 != 0);
+    out.trace.meta.missing_ranks = dropped.iter().map(|r| r.rank).collect();
+    out.trace.ranks = kept;
+    let d = diagnose(&out.trace, &EngineConfig::default());
+    let f = d.localized().next().expect("a finding");
+    assert_eq!(f.culprits[0].rank, Some(culprit), "{}", f.summary);
+}

@@ -37,7 +37,7 @@ impl Detector for SlowPathDetector {
         // Class of comparable instances: same op kind, bytes and group size, per iteration.
         let mut class_times: HashMap<(u8, u64, u32, u32), Vec<f64>> = HashMap::new();
         for inst in &a.instances {
-            if inst.present != inst.expected || inst.present < 2 {
+            if inst.present != inst.expected_traced || inst.present < 2 {
                 continue;
             }
             if let Some(t) = inst.transfer_ns() {
@@ -64,7 +64,7 @@ impl Detector for SlowPathDetector {
         }
         let mut per_comm: HashMap<u32, CommSlowness> = HashMap::new();
         for inst in &a.instances {
-            if inst.present != inst.expected || inst.present < 2 {
+            if inst.present != inst.expected_traced || inst.present < 2 {
                 continue;
             }
             let Some(t) = inst.transfer_ns() else {
