@@ -218,3 +218,32 @@ fn bench_accuracy_prints_the_documented_json() {
     assert!(v["by_fault"]["slow_gpu"]["scenarios"].as_u64() == Some(1));
     assert!(v["latency_ms"].is_object());
 }
+
+#[test]
+fn demo_names_the_culprit_for_every_fault_kind_at_1024_gpus() {
+    let d = tmp("every-fault");
+    for fault in [
+        "none",
+        "slow_gpu",
+        "slow_nic",
+        "congested_switch",
+        "host_stall",
+        "launch_bound",
+        "stage_imbalance",
+        "sequence_imbalance",
+        "intermittent",
+        "hang",
+    ] {
+        let out = flare()
+            .args(["demo", "--fault", fault, "--report"])
+            .arg(d.join(format!("{fault}.html")))
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{fault}");
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            text.contains("Verdict against ground truth: correct"),
+            "{fault}: {text}"
+        );
+    }
+}
