@@ -39,6 +39,10 @@ pub struct DiagnoseArgs {
     /// Also write a self-contained HTML report here.
     #[arg(long)]
     pub report: Option<PathBuf>,
+    /// Keep each rank's clock as recorded. By default, traces from several hosts (Kineto)
+    /// are aligned on the end times of the collectives their ranks share.
+    #[arg(long)]
+    pub no_align: bool,
     /// Only diagnose these iterations, e.g. `10..19` (inclusive).
     #[arg(long)]
     pub window: Option<String>,
@@ -118,6 +122,16 @@ pub fn run(a: DiagnoseArgs) -> Result<ExitCode> {
             bail!("--window '{w}': expected FIRST..LAST iterations, e.g. 10..19");
         };
         trace = trace.window(w);
+    }
+    if !a.no_align && trace.meta.source != "simulator" {
+        let al = flare_engine::clock::align_clocks(&mut trace);
+        if al.instances_used > 0 {
+            eprintln!(
+                "aligned rank clocks on {} shared collectives: largest correction {:.3} ms",
+                al.instances_used,
+                al.max_abs_offset_ns as f64 / 1e6
+            );
+        }
     }
     let load_ms = t0.elapsed().as_secs_f64() * 1e3;
     sp.set_message(format!("diagnosing {} ops", trace.op_count()));

@@ -5,6 +5,7 @@
 
 pub mod analysis;
 pub mod breakdown;
+pub mod clock;
 pub mod detectors;
 pub mod stats;
 

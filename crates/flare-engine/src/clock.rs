@@ -1,0 +1,173 @@
+//! Clock alignment across ranks. Each host stamps its trace with its own clock; ranks on
+//! different nodes can be milliseconds apart, which would turn arrival order and transfer
+//! times into noise. The members of a collective finish it at (nearly) the same moment, so
+//! a rank's offset is the median difference between its end times and the other members'
+//! over all the collectives it shares. Offsets propagate through shared communicators
+//! (a few Jacobi-style rounds), so ranks that share no collective with a reference are
+//! still aligned through intermediaries.
+
+use crate::stats::median;
+use flare_model::{Op, Trace};
+use std::collections::HashMap;
+
+/// What alignment did.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ClockAlignment {
+    /// Per rank (trace order): the offset subtracted from its timestamps, ns.
+    pub offsets_ns: Vec<(u32, i64)>,
+    /// Largest absolute offset applied, ns.
+    pub max_abs_offset_ns: i64,
+    /// Collective instances the estimate used.
+    pub instances_used: usize,
+}
+
+/// Estimates per-rank clock offsets from shared collectives' end times and removes them.
+/// Ranks with no shared complete collective keep their clock (offset 0).
+pub fn align_clocks(trace: &mut Trace) -> ClockAlignment {
+    // (comm, seq) -> [(rank index, end)]
+    let mut inst: HashMap<(u32, u32), Vec<(usize, i64)>> = HashMap::new();
+    for (ri, r) in trace.ranks.iter().enumerate() {
+        for o in &r.ops {
+            if o.kind.is_sync() && o.comm != Op::NO_COMM {
+                if let Some(e) = o.end() {
+                    inst.entry((o.comm, o.seq)).or_default().push((ri, e));
+                }
+            }
+        }
+    }
+    // Per (communicator, member): its typical end relative to the members' mean end.
+    // With constant offsets this is linear in them: offset_r - mean(offsets of members).
+    let mut rel: HashMap<(u32, usize), Vec<f64>> = HashMap::new();
+    let mut used = 0;
+    for (&(comm, _), members) in &inst {
+        if members.len() < 2 {
+            continue;
+        }
+        used += 1;
+        let mean = members.iter().map(|&(_, e)| e as f64).sum::<f64>() / members.len() as f64;
+        for &(ri, e) in members {
+            rel.entry((comm, ri)).or_default().push(e as f64 - mean);
+        }
+    }
+    let mut comms: HashMap<u32, Vec<(usize, f64)>> = HashMap::new();
+    for ((comm, ri), mut v) in rel {
+        comms.entry(comm).or_default().push((ri, median(&mut v)));
+    }
+    let n = trace.ranks.len();
+    let mut rank_comms: Vec<Vec<u32>> = vec![Vec::new(); n];
+    for (&c, members) in &comms {
+        for &(ri, _) in members {
+            rank_comms[ri].push(c);
+        }
+    }
+    // Jacobi rounds on the small system: offset_r = mean over its comms of
+    // (rel_{r,c} + mean offset of c's members).
+    let mut offset = vec![0.0f64; n];
+    for _round in 0..500 {
+        let comm_mean: HashMap<u32, f64> = comms
+            .iter()
+            .map(|(&c, m)| {
+                (
+                    c,
+                    m.iter().map(|&(ri, _)| offset[ri]).sum::<f64>() / m.len() as f64,
+                )
+            })
+            .collect();
+        let mut next = offset.clone();
+        for (c, members) in &comms {
+            for &(ri, r) in members {
+                next[ri] += (r + comm_mean[c] - offset[ri]) / rank_comms[ri].len() as f64;
+            }
+        }
+        let moved = next
+            .iter()
+            .zip(&offset)
+            .map(|(a, b)| (a - b).abs())
+            .fold(0.0, f64::max);
+        offset = next;
+        if moved < 10.0 {
+            break;
+        }
+    }
+    // Keep the timeline anchored: the median rank's clock is the reference.
+    let mut sorted = offset.clone();
+    let anchor = median(&mut sorted);
+    let anchor = if anchor.is_finite() { anchor } else { 0.0 };
+    let mut out = ClockAlignment {
+        instances_used: used,
+        ..Default::default()
+    };
+    for (ri, r) in trace.ranks.iter_mut().enumerate() {
+        let off = (offset[ri] - anchor).round() as i64;
+        out.offsets_ns.push((r.rank, off));
+        out.max_abs_offset_ns = out.max_abs_offset_ns.max(off.abs());
+        if off == 0 {
+            continue;
+        }
+        for o in r.ops.iter_mut() {
+            o.start_ns -= off;
+            if o.end_ns != Op::IN_FLIGHT {
+                o.end_ns -= off;
+            }
+            if o.issue_ns != Op::UNKNOWN {
+                o.issue_ns -= off;
+            }
+        }
+        for s in r.iterations.iter_mut() {
+            s.start_ns -= off;
+            if let Some(e) = s.end_ns.as_mut() {
+                *e -= off;
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{diagnose, EngineConfig};
+    use flare_sim::{fault::FaultKind, simulate, SimConfig};
+
+    #[test]
+    fn recovers_injected_skew_and_keeps_the_diagnosis() {
+        let mut cfg = SimConfig::for_scale(64);
+        cfg.iterations = 6;
+        cfg.seed = 61;
+        cfg.fault = FaultKind::SlowNic;
+        let out = simulate(&cfg).unwrap();
+        let mut skewed = out.trace.clone();
+        // Each node's clock is off by up to +-5 ms.
+        let skew = |rank: u32| ((rank / 8) as i64 * 7_919_113 % 10_000_000) - 5_000_000;
+        for r in skewed.ranks.iter_mut() {
+            let s = skew(r.rank);
+            for o in r.ops.iter_mut() {
+                o.start_ns += s;
+                if o.end_ns != Op::IN_FLIGHT {
+                    o.end_ns += s;
+                }
+                if o.issue_ns != Op::UNKNOWN {
+                    o.issue_ns += s;
+                }
+            }
+            for it in r.iterations.iter_mut() {
+                it.start_ns += s;
+                it.end_ns = it.end_ns.map(|e| e + s);
+            }
+        }
+        let a = align_clocks(&mut skewed);
+        assert!(a.max_abs_offset_ns > 1_000_000);
+        // Relative offsets are recovered to within 10 microseconds.
+        let base = a.offsets_ns[0].1 - skew(0);
+        for &(rank, off) in &a.offsets_ns {
+            assert!(
+                (off - skew(rank) - base).abs() < 10_000,
+                "rank {rank}: {off} vs {}",
+                skew(rank)
+            );
+        }
+        let d = diagnose(&skewed, &EngineConfig::default());
+        let f = d.localized().next().expect("a finding");
+        assert!(out.truth.matches(f.kind, &f.culprits[0]), "{}", f.summary);
+    }
+}
