@@ -26,10 +26,36 @@ pub fn bar(len: u64, msg: &str) -> ProgressBar {
     pb
 }
 
+/// Per-rank time breakdowns, the ranks with the most idle plus exposed communication first,
+/// at most `limit` of them.
+pub fn breakdowns(d: &Diagnosis, limit: usize) -> Vec<flare_engine::breakdown::RankTime> {
+    let mut v: Vec<_> = d.analysis.trace.ranks.iter().map(rank_time).collect();
+    v.sort_by(|x, y| {
+        (y.idle_ns + y.exposed_communication_ns)
+            .total_cmp(&(x.idle_ns + x.exposed_communication_ns))
+    });
+    v.truncate(limit);
+    v
+}
+
 /// The JSON document `--json` prints: the findings plus what was analysed.
 pub fn json(d: &Diagnosis, elapsed_ms: f64) -> serde_json::Value {
     let t = d.analysis.trace;
+    let breakdown: Vec<serde_json::Value> = breakdowns(d, 64)
+        .iter()
+        .map(|b| {
+            serde_json::json!({
+                "rank": b.rank,
+                "window_ms": b.window_ns / 1e6,
+                "compute_ms": b.compute_ns / 1e6,
+                "communication_ms": b.communication_ns / 1e6,
+                "exposed_communication_ms": b.exposed_communication_ns / 1e6,
+                "idle_ms": b.idle_ns / 1e6,
+            })
+        })
+        .collect();
     serde_json::json!({
+        "rank_breakdown": breakdown,
         "job": {
             "id": t.job.job_id,
             "source": t.meta.source,
@@ -85,6 +111,25 @@ pub fn text(d: &Diagnosis, elapsed_ms: f64) -> String {
     }
     for (i, f) in d.findings.iter().enumerate() {
         out.push_str(&finding_text(i + 1, f));
+    }
+    let b = breakdowns(d, 8);
+    if !b.is_empty() {
+        out.push_str("\nTime per rank (most idle + exposed communication first), ms:\n");
+        out.push_str(&format!(
+            "   {:>6} {:>10} {:>10} {:>10} {:>10} {:>10}\n",
+            "rank", "window", "compute", "comm", "exposed", "idle"
+        ));
+        for x in &b {
+            out.push_str(&format!(
+                "   {:>6} {:>10.1} {:>10.1} {:>10.1} {:>10.1} {:>10.1}\n",
+                x.rank,
+                x.window_ns / 1e6,
+                x.compute_ns / 1e6,
+                x.communication_ns / 1e6,
+                x.exposed_communication_ns / 1e6,
+                x.idle_ns / 1e6
+            ));
+        }
     }
     for (id, why) in &d.skipped {
         out.push_str(&format!("\n(detector {id} skipped: {why})"));
