@@ -7,7 +7,9 @@ pub mod analysis;
 pub mod breakdown;
 pub mod clock;
 pub mod detectors;
+pub mod flight_recorder;
 pub mod stats;
+pub mod whatif;
 
 pub use analysis::Analysis;
 use flare_model::{Finding, Severity, Trace};

@@ -9,8 +9,12 @@
 //! Every importer returns typed errors naming the file, the place in it and what was
 //! expected; none panics on bad input, and whatever an import does not keep is counted.
 
+pub mod flight_recorder;
 pub mod kineto;
 pub mod native;
+pub mod nccl_inspector;
+pub mod nccl_profiler;
+pub mod ndtimeline;
 mod varint;
 
 pub use kineto::{

@@ -11,6 +11,9 @@ pub enum FindingKind {
     IterationSpike,
     /// A persistent shift of iteration time from some iteration on.
     IterationSlowdown,
+    /// One rank arrives late at its collectives by its own doing, but the trace holds no
+    /// compute or host ops to say why (communication-only traces).
+    SlowRank,
     /// One GPU computes slower than its peers.
     SlowGpu,
     /// Host-side pauses (GC, dataloader) on one rank keep its GPU idle.
@@ -34,6 +37,7 @@ impl FindingKind {
         match self {
             FindingKind::IterationSpike => "iteration_spike",
             FindingKind::IterationSlowdown => "iteration_slowdown",
+            FindingKind::SlowRank => "slow_rank",
             FindingKind::SlowGpu => "slow_gpu",
             FindingKind::HostStall => "host_stall",
             FindingKind::LaunchBound => "launch_bound",

@@ -7,6 +7,8 @@
 
 pub mod comm;
 pub mod finding;
+pub mod flight_recorder;
+pub mod ndtimeline;
 pub mod op;
 pub mod parallel;
 pub mod topology;
