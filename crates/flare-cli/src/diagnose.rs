@@ -17,6 +17,12 @@ pub enum Format {
     Flare,
     /// PyTorch profiler (Kineto) JSON, one file per rank, plain or gzipped.
     Kineto,
+    /// PyTorch Flight Recorder dumps (pickle or JSON), one file per rank: hang analysis.
+    FlightRecorder,
+    /// NCCL Inspector JSON lines, one file per process.
+    NcclInspector,
+    /// Dumps of NCCL's example profiler plugin (Chrome trace `b`/`e` events).
+    NcclProfiler,
 }
 
 #[derive(Args)]
@@ -56,6 +62,35 @@ fn is_native_file(p: &Path) -> bool {
         .unwrap_or(false)
 }
 
+/// Recognises NCCL Inspector logs and NCCL profiler dumps from their first bytes (of the
+/// file, or of the first file in a directory).
+fn sniff_nccl(path: &Path) -> Option<Format> {
+    let file = if path.is_dir() {
+        let mut files: Vec<PathBuf> = std::fs::read_dir(path)
+            .ok()?
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.is_file())
+            .collect();
+        files.sort();
+        files.into_iter().next()?
+    } else {
+        path.to_path_buf()
+    };
+    let mut head = vec![0u8; 4096];
+    let n = std::fs::File::open(&file)
+        .and_then(|mut f| f.read(&mut head))
+        .ok()?;
+    let head = &head[..n];
+    if flare_import::nccl_inspector::sniff(head) {
+        Some(Format::NcclInspector)
+    } else if flare_import::nccl_profiler::sniff(head) {
+        Some(Format::NcclProfiler)
+    } else {
+        None
+    }
+}
+
 /// Loads a trace in the given (or detected) format from one path or several Kineto files.
 pub fn load(
     paths: &[PathBuf],
@@ -85,9 +120,39 @@ pub fn load(
     };
     let format = match format {
         Format::Auto if native_path.is_file() && is_native_file(&native_path) => Format::Flare,
-        Format::Auto => Format::Kineto,
+        Format::Auto => sniff_nccl(path).unwrap_or(Format::Kineto),
         f => f,
     };
+    let nccl_opts = flare_import::nccl_inspector::NcclOptions {
+        gpus_per_node,
+        nodes_per_pod,
+        ..Default::default()
+    };
+    match format {
+        Format::NcclInspector => {
+            return if path.is_dir() {
+                flare_import::nccl_inspector::read_inspector_dir(path, &nccl_opts)
+            } else {
+                flare_import::nccl_inspector::read_inspector_files(
+                    &[path.to_path_buf()],
+                    &nccl_opts,
+                )
+            }
+            .with_context(|| format!("reading NCCL Inspector output in {}", path.display()));
+        }
+        Format::NcclProfiler => {
+            return if path.is_dir() {
+                flare_import::nccl_profiler::read_profiler_dump_dir(path, &nccl_opts)
+            } else {
+                flare_import::nccl_profiler::read_profiler_dump_files(
+                    &[path.to_path_buf()],
+                    &nccl_opts,
+                )
+            }
+            .with_context(|| format!("reading NCCL profiler dumps in {}", path.display()));
+        }
+        _ => {}
+    }
     match format {
         Format::Flare => flare_import::native::read_native_file(&native_path)
             .with_context(|| format!("reading Flare trace {}", native_path.display())),
@@ -107,7 +172,87 @@ pub fn load(
     }
 }
 
+/// Flight Recorder dumps hold no timeline but each rank's collective state: they get their
+/// own analysis and the same findings JSON.
+fn run_flight_recorder(a: &DiagnoseArgs) -> Result<ExitCode> {
+    let path = &a.paths[0];
+    if a.paths.len() > 1 {
+        bail!(
+            "Flight Recorder dumps are read from one directory; got {} paths",
+            a.paths.len()
+        );
+    }
+    let t0 = Instant::now();
+    let job = if path.is_dir() {
+        flare_import::flight_recorder::read_fr_dir(path)
+    } else {
+        flare_import::flight_recorder::read_fr_file(path).and_then(|d| {
+            flare_import::flight_recorder::assemble_job(
+                &path.display().to_string(),
+                vec![(path.display().to_string(), d)],
+            )
+        })
+    }
+    .with_context(|| format!("reading Flight Recorder dumps in {}", path.display()))?;
+    let load_ms = t0.elapsed().as_secs_f64() * 1e3;
+    let t1 = Instant::now();
+    let findings = flare_engine::flight_recorder::analyze(&job);
+    let ms = t1.elapsed().as_secs_f64() * 1e3;
+    eprintln!(
+        "read {} dumps in {load_ms:.0} ms, analysed in {ms:.0} ms",
+        job.dumps.len()
+    );
+    let culprit_ranks: Vec<u32> = findings
+        .first()
+        .map(|f| f.culprits.iter().filter_map(|c| c.rank).collect())
+        .unwrap_or_default();
+    if a.json {
+        let doc = serde_json::json!({
+            "job": {
+                "id": path.display().to_string(),
+                "source": "flight_recorder",
+                "world_size": job.world().len(),
+                "ranks_with_data": job.dumps.len(),
+                "missing_ranks": job.missing_ranks,
+            },
+            "healthy": findings.is_empty(),
+            "conclusive": true,
+            "culprit_ranks": culprit_ranks,
+            "findings": findings,
+            "diagnosis_ms": ms,
+        });
+        println!("{}", serde_json::to_string_pretty(&doc)?);
+    } else {
+        println!(
+            "Flare hang analysis of {} ({} dumps, ranks without a dump: {:?}) in {ms:.0} ms",
+            path.display(),
+            job.dumps.len(),
+            job.missing_ranks
+        );
+        if findings.is_empty() {
+            println!("\nNo divergence: every process group's ranks reached the same collectives.");
+        }
+        for (i, f) in findings.iter().enumerate() {
+            print!("{}", crate::present::finding_text(i + 1, f));
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
 pub fn run(a: DiagnoseArgs) -> Result<ExitCode> {
+    let fr = match a.format {
+        Format::FlightRecorder => true,
+        Format::Auto => {
+            a.paths.len() == 1
+                && !a.paths[0].join("trace.flare").is_file()
+                && !is_native_file(&a.paths[0])
+                && flare_import::flight_recorder::looks_like_fr_dump(&a.paths[0])
+        }
+        _ => false,
+    };
+    if fr {
+        return run_flight_recorder(&a);
+    }
     let t0 = Instant::now();
     let shown = a.paths[0].display().to_string()
         + &if a.paths.len() > 1 {

@@ -5,6 +5,7 @@ mod demo;
 mod diagnose;
 mod present;
 mod sim;
+mod whatif;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -28,6 +29,8 @@ enum Command {
     Diagnose(diagnose::DiagnoseArgs),
     /// Simulate a 1,024-GPU job (TP8 x PP4 x DP32) with a fault, diagnose it and write report.html.
     Demo(demo::DemoArgs),
+    /// What-if straggler analysis of an NDTimeline parquet trace: slowdown, M_W, M_S.
+    Whatif(whatif::WhatIfArgs),
     /// Benchmarks that print figures (accuracy, speed).
     Bench(bench::BenchArgs),
 }
@@ -38,6 +41,7 @@ fn main() -> ExitCode {
         Command::Sim(a) => sim::run(a),
         Command::Diagnose(a) => diagnose::run(a),
         Command::Demo(a) => demo::run(a),
+        Command::Whatif(a) => whatif::run(a),
         Command::Bench(a) => bench::run(a),
     };
     match result {

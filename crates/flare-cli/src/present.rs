@@ -138,7 +138,7 @@ pub fn text(d: &Diagnosis, elapsed_ms: f64) -> String {
     out
 }
 
-fn finding_text(n: usize, f: &Finding) -> String {
+pub fn finding_text(n: usize, f: &Finding) -> String {
     let mut s = format!(
         "\n{n}. [{}] {} — {}\n   confidence {:.0}%\n",
         severity_word(f.severity),

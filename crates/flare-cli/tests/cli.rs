@@ -247,3 +247,62 @@ fn demo_names_the_culprit_for_every_fault_kind_at_1024_gpus() {
         );
     }
 }
+
+#[test]
+fn flight_recorder_dumps_name_the_ranks_that_never_arrived() {
+    for scenario in ["gpu_error_2nd", "lock_gil_1st"] {
+        let v = run_json(
+            flare()
+                .arg("diagnose")
+                .arg(shared_data().join("flight-recorder").join(scenario))
+                .arg("--json"),
+        );
+        assert_eq!(v["job"]["source"], "flight_recorder");
+        assert_eq!(
+            v["culprit_ranks"],
+            serde_json::json!([9, 14]),
+            "{scenario}: {v:#}"
+        );
+        let f = &v["findings"][0];
+        assert_eq!(f["kind"], "hang");
+        let summary = f["summary"].as_str().unwrap();
+        assert!(summary.contains("process group 72"), "{summary}");
+        assert!(summary.contains("EXPERT_MODEL_PARALLEL_GROUP"), "{summary}");
+        assert!(summary.contains("nccl:all_to_all"), "{summary}");
+    }
+}
+
+#[test]
+fn whatif_matches_the_published_analysis_within_two_percent() {
+    let dir = shared_data().join("stragglers");
+    let read = |f: &str| -> Value {
+        serde_json::from_str(&std::fs::read_to_string(dir.join(f)).unwrap()).unwrap()
+    };
+    let d = tmp("whatif");
+    for t in ["ST", "SE"] {
+        let svg = d.join(format!("{t}.svg"));
+        let v = run_json(
+            flare()
+                .arg("whatif")
+                .arg(dir.join(format!("trace-{t}.parquet")))
+                .arg("--json")
+                .arg("--svg")
+                .arg(&svg),
+        );
+        let close = |got: &Value, want: &Value, what: &str| {
+            let (g, w) = (got.as_f64().unwrap(), want.as_f64().unwrap());
+            assert!((g - w).abs() <= 0.02 * w.abs(), "{t} {what}: {g} vs {w}");
+        };
+        close(
+            &v["slowdown"],
+            &read(&format!("result-{t}.json"))["blocking_slowdown"],
+            "S",
+        );
+        close(&v["m_w"], &read(&format!("mw-{t}.json"))["Mw"], "M_W");
+        close(&v["m_s"], &read(&format!("ms-{t}.json"))["Ms"], "M_S");
+        for k in ["by_op_type", "by_worker", "heatmap"] {
+            assert!(v.get(k).is_some(), "{k}");
+        }
+        assert!(std::fs::read_to_string(&svg).unwrap().starts_with("<svg"));
+    }
+}

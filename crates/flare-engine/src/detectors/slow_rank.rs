@@ -364,6 +364,13 @@ impl SlowRankDetector {
                 "kernel launches that cannot keep its GPU busy",
                 "the CPU of this rank is the bottleneck: check CPU contention and pinning on its node, accidental device syncs, and use CUDA graphs or fewer, larger kernels".to_string(),
             )
+        } else if compute_ratio.is_none() {
+            (
+                FindingKind::SlowRank,
+                Component::Process,
+                "its own delays before collectives (the trace has no compute or host ops to tell GPU from host)",
+                "trace this rank's compute and host side (torch.profiler or flare's tracer) to tell a slow GPU from a host stall; meanwhile check its GPU clocks and its node's CPU load".to_string(),
+            )
         } else {
             (
                 FindingKind::SlowGpu,
