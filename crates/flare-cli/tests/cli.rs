@@ -334,3 +334,48 @@ fn whatif_matches_the_published_analysis_within_two_percent() {
         assert!(std::fs::read_to_string(&svg).unwrap().starts_with("<svg"));
     }
 }
+
+/// Traces from an independent generator (scripts/gen_ddp_kineto.py: DDP buckets on an
+/// overlapping NCCL stream, no `Seq` args, skewed host clocks), not Flare's simulator.
+#[test]
+fn kineto_traces_from_another_generator_are_diagnosed() {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/gen_ddp_kineto.py");
+    let cases: &[(&[&str], Option<u64>)] = &[
+        (
+            &["--slow-rank", "3", "--factor", "1.05", "--seed", "1"],
+            Some(3),
+        ),
+        (
+            &[
+                "--slow-rank",
+                "6",
+                "--factor",
+                "1.3",
+                "--seed",
+                "5",
+                "--ranks",
+                "16",
+            ],
+            Some(6),
+        ),
+        (&["--slow-rank", "-1", "--seed", "2"], None),
+    ];
+    for (i, (args, want)) in cases.iter().enumerate() {
+        let d = tmp(&format!("ddp{i}"));
+        let st = Command::new("python3")
+            .arg(&script)
+            .arg(&*d)
+            .args(*args)
+            .status()
+            .unwrap();
+        assert!(st.success(), "generator failed");
+        let v = run_json(flare().arg("diagnose").arg(&d).arg("--json"));
+        match want {
+            Some(rank) => {
+                assert_eq!(v["findings"][0]["kind"], "slow_gpu", "{args:?}: {v:#}");
+                assert_eq!(v["findings"][0]["culprits"][0]["rank"], *rank, "{args:?}");
+            }
+            None => assert_eq!(v["healthy"], true, "{args:?}: {v:#}"),
+        }
+    }
+}
