@@ -163,6 +163,20 @@ impl Tally {
     fn json(&self) -> serde_json::Value {
         json!({"top1": self.rate(self.top1), "top3": self.rate(self.top3), "scenarios": self.n})
     }
+    /// A table cell: `top-1%/top-3% (scenarios)`, with `decimals` digits.
+    fn cell(&self, decimals: usize) -> String {
+        format!(
+            "{:>21}",
+            format!(
+                "{:.*}%/{:.*}% ({})",
+                decimals,
+                self.rate(self.top1) * 100.0,
+                decimals,
+                self.rate(self.top3) * 100.0,
+                self.n
+            )
+        )
+    }
     fn rate(&self, k: usize) -> f64 {
         if self.n == 0 {
             0.0
@@ -290,40 +304,16 @@ fn accuracy(a: AccuracyArgs) -> Result<ExitCode> {
         let mut line = format!("{:<20}", kind.name());
         for &s in &a.scales {
             let t = by_both.get(&(kind.name(), s)).cloned().unwrap_or_default();
-            line.push_str(&format!(
-                "{:>21}",
-                format!(
-                    "{:.0}%/{:.0}% ({})",
-                    t.rate(t.top1) * 100.0,
-                    t.rate(t.top3) * 100.0,
-                    t.n
-                )
-            ));
+            line.push_str(&t.cell(0));
         }
         let t = by_fault.get(kind.name()).cloned().unwrap_or_default();
-        line.push_str(&format!(
-            "{:>21}",
-            format!(
-                "{:.0}%/{:.0}% ({})",
-                t.rate(t.top1) * 100.0,
-                t.rate(t.top3) * 100.0,
-                t.n
-            )
-        ));
+        line.push_str(&t.cell(0));
         println!("{line}");
     }
     let mut line = format!("{:<20}", "all faults");
     for &s in &a.scales {
         let t = by_scale.get(&s).cloned().unwrap_or_default();
-        line.push_str(&format!(
-            "{:>21}",
-            format!(
-                "{:.1}%/{:.1}% ({})",
-                t.rate(t.top1) * 100.0,
-                t.rate(t.top3) * 100.0,
-                t.n
-            )
-        ));
+        line.push_str(&t.cell(1));
     }
     line.push_str(&format!(
         "{:>21}",

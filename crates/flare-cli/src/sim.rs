@@ -2,7 +2,7 @@
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use flare_model::{Dim, ParallelConfig};
+use flare_model::ParallelConfig;
 use flare_sim::fault::FaultKind;
 use flare_sim::{simulate, SimConfig, SimOutput};
 use std::fs;
@@ -52,11 +52,6 @@ pub struct JobArgs {
 impl JobArgs {
     pub fn config(&self) -> Result<SimConfig> {
         let order = ParallelConfig::parse_order(&self.order)?;
-        let order = if order.len() == 4 {
-            order
-        } else {
-            bail!("--order must name tp, cp, dp and pp (ep optional), e.g. tp-cp-ep-dp-pp")
-        };
         let parallel =
             ParallelConfig::with_order(self.tp, self.cp, self.ep, self.dp, self.pp, &order)?;
         let Some(fault) = FaultKind::parse(&self.fault) else {
@@ -73,7 +68,6 @@ impl JobArgs {
         cfg.nodes_per_pod = self.nodes_per_pod;
         cfg.seed = self.seed;
         cfg.fault = fault;
-        let _ = Dim::Tp;
         Ok(cfg)
     }
 }

@@ -358,6 +358,16 @@ impl Model {
             let names = &self.names;
             list.sort_by(|a, b| sort_key_cmp(&names[*a], &names[*b]));
         }
+        // Per stage, its compute ops in schedule order (the chains below build on them).
+        let stage_compute: Vec<Vec<usize>> = per_stage
+            .iter()
+            .map(|list| {
+                list.iter()
+                    .copied()
+                    .filter(|&i| self.names[i].ty.is_compute())
+                    .collect()
+            })
+            .collect();
 
         // Pipeline sends/receives: match to computes, pair with peers.
         // pairs[(type of the lower-named side, k, stage)] -> op
@@ -492,11 +502,7 @@ impl Model {
         // In-stage chains.
         for stage in 0..pp {
             let list = per_stage[stage].clone();
-            let comp: Vec<usize> = list
-                .iter()
-                .copied()
-                .filter(|&i| self.names[i].ty.is_compute())
-                .collect();
+            let comp = stage_compute[stage].clone();
             self.chain(&comp, &[]);
             for ty in [
                 T::ForwardSend,
@@ -549,11 +555,7 @@ impl Model {
         // Data-parallel collectives and the compute they wait for / feed.
         for stage in 0..pp {
             let list = per_stage[stage].clone();
-            let comp: Vec<usize> = list
-                .iter()
-                .copied()
-                .filter(|&i| self.names[i].ty.is_compute())
-                .collect();
+            let comp = stage_compute[stage].clone();
             let st = stage as u32;
             if use_dp {
                 let ag_cnt = list

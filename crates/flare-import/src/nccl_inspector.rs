@@ -173,8 +173,14 @@ pub fn read_inspector_files(
         });
     }
     let procs: Vec<RawProcess> = procs.into_values().collect();
-    assemble(procs, opts, "nccl-inspector", job_id_for(files), notes)
-        .map_err(InspectorError::Assemble)
+    assemble(
+        procs,
+        opts,
+        "nccl-inspector",
+        crate::kineto::job_id_for(files),
+        notes,
+    )
+    .map_err(InspectorError::Assemble)
 }
 
 /// Parses one log held in memory into the processes it reports (public for fuzzing).
@@ -827,17 +833,4 @@ fn collect(dir: &Path, exts: &[&str], depth: u32, out: &mut Vec<PathBuf>) -> Res
         }
     }
     Ok(())
-}
-
-pub(crate) fn job_id_for(files: &[PathBuf]) -> String {
-    let first = &files[0];
-    if files.len() > 1 {
-        if let Some(dir) = first.parent().and_then(|p| p.file_name()) {
-            return dir.to_string_lossy().to_string();
-        }
-    }
-    first
-        .file_name()
-        .map(|s| s.to_string_lossy().to_string())
-        .unwrap_or_default()
 }

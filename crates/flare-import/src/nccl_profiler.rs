@@ -50,7 +50,7 @@
 //! together on all members. The `COLL`/`P2P` `b` is the issue time.
 
 use crate::nccl_inspector::{
-    assemble, job_id_for, kind_of, list_files, ListError, NcclOptions, Notes, RawOp, RawProcess,
+    assemble, kind_of, list_files, ListError, NcclOptions, Notes, RawOp, RawProcess,
 };
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap};
@@ -149,7 +149,7 @@ pub fn read_profiler_dump_files(
     finish(
         procs,
         opts,
-        job_id_for(files),
+        crate::kineto::job_id_for(files),
         notes,
         &files[0].display().to_string(),
     )

@@ -111,6 +111,27 @@ impl Culprit {
         }
     }
 
+    /// A culprit for one rank: its node and GPU, and its stage and DP rank when the
+    /// parallel layout is known.
+    pub fn at_rank(
+        component: Component,
+        rank: u32,
+        cluster: &crate::ClusterTopology,
+        parallel: Option<&crate::ParallelConfig>,
+    ) -> Self {
+        let loc = cluster.loc(rank);
+        let mut c = Culprit::new(component);
+        c.rank = Some(rank);
+        c.node = Some(loc.node);
+        c.local_gpu = Some(loc.local);
+        if let Some(p) = parallel {
+            let co = p.coords(rank);
+            c.stage = Some(co.pp);
+            c.dp_rank = Some(co.dp);
+        }
+        c
+    }
+
     /// A short human description, e.g. `gpu rank 139 (node 17, GPU 3)`.
     pub fn describe(&self) -> String {
         let mut parts = Vec::new();

@@ -41,6 +41,19 @@ fn truncate(s: &str, max: usize) -> String {
 }
 
 /// `rank 12` for a bare number, the name itself otherwise (`ranks 0-7`).
+/// The name of a bin of rows `r0..r1`: one row's name, or the first and last.
+fn bin_name(h: &Heatmap, r0: usize, r1: usize) -> String {
+    if r1 - r0 == 1 {
+        row_name(&h.row_label, &h.rows[r0])
+    } else {
+        format!(
+            "{} … {}",
+            row_name(&h.row_label, &h.rows[r0]),
+            row_name(&h.row_label, &h.rows[r1 - 1])
+        )
+    }
+}
+
 fn row_name(label: &str, name: &str) -> String {
     if !label.is_empty() && !name.is_empty() && name.chars().all(|ch| ch.is_ascii_digit()) {
         format!("{label} {name}")
@@ -185,15 +198,7 @@ pub fn heatmap_svg(h: &Heatmap) -> String {
     let cell_title = |dr: usize, dc: usize, v: f64| -> String {
         let (r0, r1) = rbins[dr];
         let (c0, c1) = cbins[dc];
-        let rn = if r1 - r0 == 1 {
-            row_name(&h.row_label, &h.rows[r0])
-        } else {
-            format!(
-                "{} … {}",
-                row_name(&h.row_label, &h.rows[r0]),
-                row_name(&h.row_label, &h.rows[r1 - 1])
-            )
-        };
+        let rn = bin_name(h, r0, r1);
         let cn = if c1 - c0 == 1 {
             format!("iteration {}", h.columns[c0])
         } else {
@@ -291,15 +296,7 @@ pub fn heatmap_svg(h: &Heatmap) -> String {
             let row = &grid[dr * ndc..(dr + 1) * ndc];
             let fin: Vec<f64> = row.iter().copied().filter(|v| v.is_finite()).collect();
             let (r0, r1) = rbins[dr];
-            let rn = if r1 - r0 == 1 {
-                row_name(&h.row_label, &h.rows[r0])
-            } else {
-                format!(
-                    "{} … {}",
-                    row_name(&h.row_label, &h.rows[r0]),
-                    row_name(&h.row_label, &h.rows[r1 - 1])
-                )
-            };
+            let rn = bin_name(h, r0, r1);
             let t = if fin.is_empty() {
                 format!("{rn}: no data")
             } else {

@@ -253,15 +253,7 @@ pub fn truth_for(
             seed,
         };
     };
-    let rank_culprit = |component, rank: u32| {
-        let loc = cluster.loc(rank);
-        let mut c = Culprit::new(component);
-        c.rank = Some(rank);
-        c.node = Some(loc.node);
-        c.local_gpu = Some(loc.local);
-        c.stage = Some(par.coords(rank).pp);
-        c
-    };
+    let rank_culprit = |component, rank: u32| Culprit::at_rank(component, rank, cluster, Some(par));
     let (expected, culprits, description) = match &spec.fault {
         Fault::SlowGpu { rank, factor } => (
             FindingKind::SlowGpu,

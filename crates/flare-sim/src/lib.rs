@@ -373,7 +373,6 @@ pub fn simulate(cfg: &SimConfig) -> Result<SimOutput, SimError> {
         programs: &programs,
         dl_spike: &dl_spike,
         net_spike: &net_spike,
-        world,
     };
     let mut runnable: Vec<u32> = (0..world).rev().collect();
     while let Some(r) = runnable.pop() {
@@ -423,7 +422,6 @@ struct Ctx<'a> {
     programs: &'a [Vec<Step>],
     dl_spike: &'a [f64],
     net_spike: &'a [f64],
-    world: u32,
 }
 
 impl Ctx<'_> {
@@ -676,6 +674,5 @@ impl Ctx<'_> {
         cs.pending.clear();
         cs.max_arrival = i64::MIN;
         cs.seq += 1;
-        let _ = self.world;
     }
 }

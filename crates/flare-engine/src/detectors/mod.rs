@@ -10,17 +10,12 @@ use flare_model::{Component, Culprit, Trace};
 
 /// A culprit for one rank, with its place in the cluster and the job.
 pub(crate) fn rank_culprit(trace: &Trace, component: Component, rank: u32) -> Culprit {
-    let loc = trace.job.cluster.loc(rank);
-    let mut c = Culprit::new(component);
-    c.rank = Some(rank);
-    c.node = Some(loc.node);
-    c.local_gpu = Some(loc.local);
-    if let Some(p) = &trace.job.parallel {
-        let co = p.coords(rank);
-        c.stage = Some(co.pp);
-        c.dp_rank = Some(co.dp);
-    }
-    c
+    Culprit::at_rank(
+        component,
+        rank,
+        &trace.job.cluster,
+        trace.job.parallel.as_ref(),
+    )
 }
 
 /// Formats a list of iterations compactly: `3-7, 12`.

@@ -309,7 +309,8 @@ fn parse_bytes(name: &str, data: &[u8]) -> Result<ParsedFile, KinetoError> {
     }
 }
 
-fn job_id_for(files: &[PathBuf]) -> String {
+/// A job id for a set of per-rank files: their directory's name, or the one file's name.
+pub(crate) fn job_id_for(files: &[PathBuf]) -> String {
     let first = &files[0];
     if files.len() > 1 {
         if let Some(dir) = first.parent().and_then(|p| p.file_name()) {
