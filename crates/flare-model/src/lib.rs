@@ -2,8 +2,8 @@
 //!
 //! Everything the simulator, the importers, the engine and the CLI exchange is defined
 //! here: where ranks run ([`topology`], [`parallel`]), which communicators they share
-//! ([`comm`]), what they did ([`op`], [`trace`]), and what the engine concluded
-//! ([`finding`]). The crate does no I/O.
+//! ([`comm`]), what they did ([`op`], [`trace`]), what a node agent ships per window
+//! ([`summary`]), and what the engine concluded ([`finding`]). The crate does no I/O.
 
 pub mod comm;
 pub mod finding;
@@ -11,6 +11,7 @@ pub mod flight_recorder;
 pub mod ndtimeline;
 pub mod op;
 pub mod parallel;
+pub mod summary;
 pub mod topology;
 pub mod trace;
 
@@ -18,6 +19,7 @@ pub use comm::{CommId, Communicator, GroupKind};
 pub use finding::{Component, Culprit, Evidence, Finding, FindingKind, Severity};
 pub use op::{Op, OpKind};
 pub use parallel::{Dim, ParallelConfig, RankCoords};
+pub use summary::{HangRecord, IterationSample, OpStats, RankSummary, ThreadStack, WindowSummary};
 pub use topology::{ClusterTopology, GpuLoc, PathElement};
 pub use trace::{IterationSpan, JobInfo, RankTrace, Trace, TraceMeta, Window};
 

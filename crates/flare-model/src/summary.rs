@@ -1,0 +1,135 @@
+//! Window summaries: what a node agent ships to the server instead of raw events.
+//!
+//! A summary holds, for one node and one time window, per local rank: its iterations, and
+//! per op (name, kind, communicator) the count and the duration distribution, bytes, bus
+//! bandwidth, issue latency, plus the rank's busy time (spans open) and drops. It is
+//! a few kilobytes however many events the window held, which is what keeps the wire
+//! cost of always-on tracing at a small fraction of the raw event bytes.
+//!
+//! The JSON form is the wire format (zstd-compressed on the wire); fields are only added.
+
+use crate::OpKind;
+use serde::{Deserialize, Serialize};
+
+/// The wire format's version; the server rejects summaries with a newer major.
+pub const SUMMARY_VERSION: u32 = 1;
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct WindowSummary {
+    pub version: u32,
+    pub job_id: String,
+    /// The node's host name.
+    pub node: String,
+    /// Window index: `start_unix_ns / window_ns`, the same on every node of a job.
+    pub window: u64,
+    pub window_ns: u64,
+    /// Wall-clock bounds of the window (Unix ns).
+    pub start_unix_ns: u64,
+    pub end_unix_ns: u64,
+    /// Job size as the ranks reported it.
+    pub world_size: u32,
+    pub ranks: Vec<RankSummary>,
+    /// Ops that stayed in flight without progress past the watchdog's limit.
+    #[serde(default)]
+    pub hangs: Vec<HangRecord>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RankSummary {
+    pub rank: u32,
+    pub local_rank: u32,
+    pub pid: u32,
+    /// Iterations (`step` markers) that ended inside the window.
+    pub iterations: Vec<IterationSample>,
+    /// Per op: one entry per (name, kind, communicator).
+    pub ops: Vec<OpStats>,
+    /// Time with at least one top-level span open, in ns (the rest is "void": the
+    /// process did nothing Flare can see).
+    pub busy_ns: u64,
+    /// The part of the window this rank was observed in, in ns.
+    pub observed_ns: u64,
+    /// Events recorded by the rank's tracer in the window.
+    pub events: u64,
+    /// Events the rank's tracer dropped because its ring was full (cumulative).
+    pub dropped_total: u64,
+}
+
+impl RankSummary {
+    /// Share of the observed time with no span open.
+    pub fn void_share(&self) -> f64 {
+        if self.observed_ns == 0 {
+            return 0.0;
+        }
+        1.0 - (self.busy_ns.min(self.observed_ns) as f64 / self.observed_ns as f64)
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct IterationSample {
+    pub step: u64,
+    /// Unix ns.
+    pub start_unix_ns: u64,
+    pub duration_ns: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct OpStats {
+    pub name: String,
+    pub kind: OpKind,
+    /// The communicator (process group) for collectives and P2P, as the tracer named it.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub group: Option<String>,
+    /// Members of the communicator (for bus bandwidth).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub group_size: Option<u32>,
+    pub count: u64,
+    pub total_ns: u64,
+    pub p50_ns: u64,
+    pub p99_ns: u64,
+    pub max_ns: u64,
+    /// Bytes moved (communication) summed over the window.
+    #[serde(default)]
+    pub bytes: u64,
+    /// Floating-point operations (compute) summed over the window.
+    #[serde(default)]
+    pub flops: u64,
+    /// Median bus bandwidth in GB/s (bytes x bus factor / duration).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub bus_gbps: Option<f64>,
+    /// Achieved TFLOPS (flops / total time).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub tflops: Option<f64>,
+    /// Issue latency (GPU start minus CPU launch) percentiles, where the events carry it.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub issue_p50_ns: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub issue_p99_ns: Option<u64>,
+}
+
+/// An op that stayed in flight with no progress past the watchdog's limit, with the
+/// stacks captured from the local ranks at that moment.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct HangRecord {
+    pub rank: u32,
+    pub pid: u32,
+    /// The innermost open span.
+    pub op: String,
+    pub kind: OpKind,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub group: Option<String>,
+    /// How long it had been in flight when the watchdog fired (ns).
+    pub in_flight_ns: u64,
+    /// Unix ns when the watchdog fired.
+    pub detected_unix_ns: u64,
+    /// Captured stacks, one entry per thread, innermost frame first.
+    #[serde(default)]
+    pub stacks: Vec<ThreadStack>,
+    /// `py-spy`, `native` (the tracer's open spans and /proc), or `none`.
+    pub stack_source: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ThreadStack {
+    pub thread: String,
+    pub frames: Vec<String>,
+}
