@@ -14,13 +14,15 @@
 pub mod clock;
 mod dump;
 pub mod layout;
+mod producer;
 pub mod reader;
 mod shm;
 pub mod spans;
 mod writer;
 
 pub use layout::{Event, NameId, SpanArgs, Tag};
-pub use reader::{discover, ProcessInfo, RingEvent, RingFile};
+pub use producer::FileProducer;
+pub use reader::{discover, Drops, ProcessInfo, RingEvent, RingFile};
 pub use spans::{Assembler, Item, OpenSpan, Span};
 pub use writer::{
     begin, counter, end, init, intern, is_initialized, record, ring_path, shutdown, stats, step,

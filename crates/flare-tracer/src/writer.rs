@@ -125,22 +125,10 @@ impl Tracer {
         if let Some(&id) = names.get(name) {
             return id;
         }
-        let bytes = &name.as_bytes()[..name.len().min(u16::MAX as usize)];
-        let h = self.map.header();
-        let used = h.names_used.load(Ordering::Relaxed) as usize;
-        let need = 2 + bytes.len();
-        if used + need > h.names_capacity as usize {
-            return NameId::OVERFLOW;
+        let id = intern_into(&self.map, name);
+        if id != NameId::OVERFLOW {
+            names.insert(name.to_string(), id);
         }
-        // SAFETY: [used, used+need) is unpublished and we hold the only writer lock.
-        unsafe {
-            let p = self.map.names_ptr().add(used);
-            std::ptr::copy_nonoverlapping((bytes.len() as u16).to_ne_bytes().as_ptr(), p, 2);
-            std::ptr::copy_nonoverlapping(bytes.as_ptr(), p.add(2), bytes.len());
-        }
-        h.names_used.store((used + need) as u32, Ordering::Release);
-        let id = NameId(used as u32 + 1);
-        names.insert(name.to_string(), id);
         id
     }
 
@@ -172,6 +160,29 @@ impl Tracer {
         }
         None
     }
+}
+
+/// Appends a name to the file's table. The caller serializes calls (one writer).
+pub(crate) fn intern_into(map: &Mapping, name: &str) -> NameId {
+    let mut n = name.len().min(u16::MAX as usize);
+    while !name.is_char_boundary(n) {
+        n -= 1;
+    }
+    let bytes = &name.as_bytes()[..n];
+    let h = map.header();
+    let used = h.names_used.load(Ordering::Relaxed) as usize;
+    let need = 2 + bytes.len();
+    if used + need > h.names_capacity as usize {
+        return NameId::OVERFLOW;
+    }
+    // SAFETY: [used, used+need) is unpublished and the caller is the only writer.
+    unsafe {
+        let p = map.names_ptr().add(used);
+        std::ptr::copy_nonoverlapping((bytes.len() as u16).to_ne_bytes().as_ptr(), p, 2);
+        std::ptr::copy_nonoverlapping(bytes.as_ptr(), p.add(2), bytes.len());
+    }
+    h.names_used.store((used + need) as u32, Ordering::Release);
+    NameId(used as u32 + 1)
 }
 
 #[cold]
