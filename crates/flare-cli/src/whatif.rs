@@ -11,7 +11,9 @@ use std::time::Instant;
 
 #[derive(Args)]
 pub struct WhatIfArgs {
-    /// NDTimeline parquet trace (its meta-*.yaml beside it is read when present).
+    /// An NDTimeline parquet trace (its meta-*.yaml beside it is read when present), or a
+    /// Flare trace of a job with a known parallel layout (a .flare file or a directory
+    /// holding trace.flare, e.g. from `flare sim`).
     pub trace: PathBuf,
     /// Print the full result as JSON.
     #[arg(long)]
@@ -23,8 +25,23 @@ pub struct WhatIfArgs {
 
 pub fn run(a: WhatIfArgs) -> Result<ExitCode> {
     let t0 = Instant::now();
-    let trace = flare_import::ndtimeline::read_ndtimeline(&a.trace)
-        .with_context(|| format!("reading NDTimeline trace {}", a.trace.display()))?;
+    let is_parquet = a
+        .trace
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("parquet"));
+    let trace = if is_parquet {
+        flare_import::ndtimeline::read_ndtimeline(&a.trace)
+            .with_context(|| format!("reading NDTimeline trace {}", a.trace.display()))?
+    } else {
+        let t = crate::diagnose::load(
+            std::slice::from_ref(&a.trace),
+            crate::diagnose::Format::Auto,
+            8,
+            32,
+        )?;
+        flare_engine::whatif_trace::to_ndtimeline(&t)
+            .with_context(|| format!("turning {} into a what-if timeline", a.trace.display()))?
+    };
     let read_ms = t0.elapsed().as_secs_f64() * 1e3;
     let t1 = Instant::now();
     let r = flare_engine::whatif::analyze(&trace)

@@ -335,6 +335,75 @@ fn whatif_matches_the_published_analysis_within_two_percent() {
     }
 }
 
+#[test]
+fn whatif_on_flare_traces_points_at_the_slow_worker_and_the_heavy_stage() {
+    let d = tmp("whatif-sim");
+    let sim = |fault: &str| {
+        let out = d.join(fault);
+        let st = flare()
+            .args([
+                "sim",
+                "--tp",
+                "2",
+                "--pp",
+                "4",
+                "--dp",
+                "8",
+                "--iterations",
+                "6",
+            ])
+            .args(["--fault", fault, "--out"])
+            .arg(&out)
+            .output()
+            .unwrap();
+        assert!(
+            st.status.success(),
+            "{}",
+            String::from_utf8_lossy(&st.stderr)
+        );
+        let truth: Value =
+            serde_json::from_str(&std::fs::read_to_string(out.join("truth.json")).unwrap())
+                .unwrap();
+        (out, truth)
+    };
+    let (slow, truth) = sim("slow_gpu");
+    let v = run_json(flare().arg("whatif").arg(&slow).arg("--json"));
+    assert!(v["slowdown"].as_f64().unwrap() > 1.05, "{}", v["slowdown"]);
+    let c = &truth["culprits"][0];
+    let worst = v["by_worker"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .max_by(|a, b| {
+            a["slowdown"]
+                .as_f64()
+                .unwrap()
+                .total_cmp(&b["slowdown"].as_f64().unwrap())
+        })
+        .unwrap();
+    assert_eq!(
+        (&worst["dp_rank"], &worst["stage"]),
+        (&c["dp_rank"], &c["stage"])
+    );
+    assert!(
+        v["m_w"].as_f64().unwrap() > 0.5,
+        "fixing that one worker fixes most: {}",
+        v["m_w"]
+    );
+
+    let (heavy, _) = sim("stage_imbalance");
+    let v = run_json(flare().arg("whatif").arg(&heavy).arg("--json"));
+    assert!(
+        v["m_s"].as_f64().unwrap() > 0.8,
+        "fixing the last stage fixes it: {}",
+        v["m_s"]
+    );
+
+    let (none, _) = sim("none");
+    let v = run_json(flare().arg("whatif").arg(&none).arg("--json"));
+    assert!(v["slowdown"].as_f64().unwrap() < 1.03, "{}", v["slowdown"]);
+}
+
 /// Traces from an independent generator (scripts/gen_ddp_kineto.py: DDP buckets on an
 /// overlapping NCCL stream, no `Seq` args, skewed host clocks), not Flare's simulator.
 #[test]

@@ -10,6 +10,7 @@ pub mod detectors;
 pub mod flight_recorder;
 pub mod stats;
 pub mod whatif;
+pub mod whatif_trace;
 
 pub use analysis::Analysis;
 use flare_model::{Finding, Severity, Trace};
