@@ -232,8 +232,27 @@ struct Event<'a> {
     ts: Option<&'a RawValue>,
     #[serde(borrow, default)]
     dur: Option<&'a RawValue>,
+    /// Kept raw and parsed only for the events Flare reads: most events are CPU ops it
+    /// skips, and building the full argument struct for each was a large share of the
+    /// parse time.
     #[serde(borrow, default)]
-    args: Option<Args<'a>>,
+    args: Option<&'a RawValue>,
+}
+
+impl<'a> Event<'a> {
+    fn parsed_args(&self, name: &str) -> Result<Args<'a>, String> {
+        match self.args {
+            None => Ok(Args::default()),
+            Some(raw) => serde_json::from_str(raw.get()).map_err(|e| {
+                format!("\"{name}\": \"args\" is not an object of the expected arguments: {e}")
+            }),
+        }
+    }
+
+    /// Whether the raw arguments mention a key (a fast pre-check before parsing them).
+    fn args_mention(&self, key: &str) -> bool {
+        self.args.is_some_and(|r| r.get().contains(key))
+    }
 }
 
 /// One entry of `distributedInfo.pg_config`.
@@ -443,9 +462,9 @@ impl Collector {
             "cuda_runtime" | "cuda_driver" => {
                 if LAUNCH_NAMES.contains(&name) {
                     let corr = ev
-                        .args
+                        .parsed_args(name)?
+                        .correlation
                         .as_ref()
-                        .and_then(|a| a.correlation.as_ref())
                         .and_then(Lenient::as_u64);
                     match corr {
                         Some(c) => {
@@ -469,11 +488,12 @@ impl Collector {
                     })?;
                     let start = required_ts(&ev, name)?;
                     let dur = optional_dur(&ev, name)?;
-                    let unfinished = ev
-                        .args
-                        .as_ref()
-                        .and_then(|a| a.flare_unfinished.as_ref())
-                        .is_some_and(Lenient::is_true);
+                    let unfinished = ev.args_mention("Flare unfinished")
+                        && ev
+                            .parsed_args(name)?
+                            .flare_unfinished
+                            .as_ref()
+                            .is_some_and(Lenient::is_true);
                     let end = match dur {
                         Some(d) if !unfinished => Some(add(start, d, name)?),
                         _ => None,
@@ -486,13 +506,16 @@ impl Collector {
                     self.stats.profiler_steps += 1;
                     return Ok(());
                 }
-                let flare_kind = ev
-                    .args
-                    .as_ref()
-                    .and_then(|a| a.flare_kind.as_ref())
-                    .and_then(Lenient::as_str)
-                    .and_then(names::kind_from_flare_name)
-                    .filter(|k| k.is_host());
+                let flare_kind = if ev.args_mention("Flare kind") {
+                    ev.parsed_args(name)?
+                        .flare_kind
+                        .as_ref()
+                        .and_then(Lenient::as_str)
+                        .and_then(names::kind_from_flare_name)
+                        .filter(|k| k.is_host())
+                } else {
+                    None
+                };
                 match flare_kind.or_else(|| names::host_kind(name)) {
                     Some(kind) => {
                         let start = required_ts(&ev, name)?;
@@ -533,8 +556,7 @@ impl Collector {
                 None
             }
         };
-        let default_args = Args::default();
-        let args = ev.args.as_ref().unwrap_or(&default_args);
+        let args = ev.parsed_args(name)?;
         let correlation = args.correlation.as_ref().and_then(Lenient::as_u64);
         let flops = args
             .flops_upper
