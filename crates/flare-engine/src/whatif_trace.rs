@@ -41,6 +41,9 @@ fn direction(name: &str) -> Option<Direction> {
     }
 }
 
+/// Appends one op: (ops, iteration, type, start ns, end ns).
+type PushOp<'a> = dyn FnMut(&mut Vec<NdOp>, u32, NdOpType, i64, i64) + 'a;
+
 /// A microbatch's compute being accumulated.
 struct Segment {
     dir: Option<Direction>,
@@ -116,7 +119,7 @@ pub fn to_ndtimeline(trace: &Trace) -> Result<NdTrace, WhatIfError> {
         let mut computed: std::collections::HashSet<u32> = Default::default();
         let flush = |ops: &mut Vec<NdOp>,
                      seg: &mut Option<(u32, Segment)>,
-                     push: &mut dyn FnMut(&mut Vec<NdOp>, u32, NdOpType, i64, i64)|
+                     push: &mut PushOp|
          -> Result<(), WhatIfError> {
             if let Some((it, s)) = seg.take() {
                 let ty = match s.dir {
