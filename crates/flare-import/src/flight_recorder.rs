@@ -533,6 +533,16 @@ fn json_to_val(v: serde_json::Value, depth: usize) -> Val {
 // ---------------------------------------------------------------------------------------
 // Typed extraction.
 
+/// Rank-list strings at least this long are memoized (short ones parse faster than a lookup).
+const RANK_LIST_MEMO_MIN: usize = 256;
+/// Distinct long rank lists kept per thread; the memo is cleared when it fills.
+const RANK_LIST_MEMO_ENTRIES: usize = 256;
+
+thread_local! {
+    static RANK_LISTS: std::cell::RefCell<HashMap<String, Vec<u32>>> =
+        std::cell::RefCell::new(HashMap::new());
+}
+
 struct Ctx<'a> {
     file: &'a str,
 }
@@ -634,8 +644,15 @@ impl Ctx<'_> {
         let to_u32 = |i: i64| u32::try_from(i).map_err(|_| self.err(place, "a rank", &Val::Int(i)));
         match v {
             Val::Str(s) => {
+                // Every dump of a job repeats the same long lists (the default group's is
+                // the whole world): parse each distinct one once per thread.
+                if s.len() >= RANK_LIST_MEMO_MIN {
+                    if let Some(r) = RANK_LISTS.with(|m| m.borrow().get(s.as_str()).cloned()) {
+                        return Ok(r);
+                    }
+                }
                 let inner = s.trim().trim_start_matches('[').trim_end_matches(']');
-                inner
+                let ranks: Vec<u32> = inner
                     .split(',')
                     .map(str::trim)
                     .filter(|t| !t.is_empty())
@@ -644,7 +661,17 @@ impl Ctx<'_> {
                             .map_err(|_| self.err(place, "a list of ranks like \"[0, 1]\"", v))
                             .and_then(to_u32)
                     })
-                    .collect()
+                    .collect::<Result<_, _>>()?;
+                if s.len() >= RANK_LIST_MEMO_MIN {
+                    RANK_LISTS.with(|m| {
+                        let mut m = m.borrow_mut();
+                        if m.len() >= RANK_LIST_MEMO_ENTRIES {
+                            m.clear();
+                        }
+                        m.insert(s.clone(), ranks.clone());
+                    });
+                }
+                Ok(ranks)
             }
             Val::List(l) => l
                 .iter()
