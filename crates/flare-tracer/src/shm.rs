@@ -75,13 +75,36 @@ impl Mapping {
                 geo.max_rings
             )));
         }
-        let file = OpenOptions::new()
+        let file = match OpenOptions::new()
             .read(true)
             .write(true)
-            .create(true)
-            .truncate(true)
+            .create_new(true)
             .open(path)
-            .map_err(|e| TracerError::io(path, e))?;
+        {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                // Two copies of the tracer in one process (say, a Python extension and a
+                // plugin each linking their own) must not wipe each other's rings; a file
+                // left by a dead process whose pid was reused is stale and replaced.
+                if let Ok(old) = Mapping::open(path) {
+                    let h = old.header();
+                    if h.pid == id.pid && h.state.load(Ordering::Acquire) == STATE_LIVE {
+                        return Err(TracerError::Config(format!(
+                            "{} is already written by another Flare tracer in this process (two copies of the library are loaded; point FLARE_LIBRARY at the one the application uses)",
+                            path.display()
+                        )));
+                    }
+                }
+                std::fs::remove_file(path).map_err(|e| TracerError::io(path, e))?;
+                OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .create_new(true)
+                    .open(path)
+                    .map_err(|e| TracerError::io(path, e))?
+            }
+            Err(e) => return Err(TracerError::io(path, e)),
+        };
         let len = geo.file_size();
         file.set_len(len as u64)
             .map_err(|e| TracerError::io(path, e))?;
@@ -360,6 +383,32 @@ mod tests {
         }
         // The producer counted the pushes it had to retry as drops.
         assert_eq!(r.header.head.load(Ordering::Relaxed), total);
+        std::fs::remove_file(&path).unwrap();
+    }
+
+    #[test]
+    fn a_live_file_of_this_process_is_never_overwritten_but_a_stale_one_is_replaced() {
+        let path = temp("twice");
+        let geo = Geometry {
+            max_rings: 1,
+            ring_capacity: 64,
+            names_capacity: 4096,
+        };
+        let mut id = identity();
+        id.pid = std::process::id();
+        let first = Mapping::create(&path, geo, &id).unwrap();
+        let e = Mapping::create(&path, geo, &id).err().unwrap().to_string();
+        assert!(e.contains("another Flare tracer in this process"), "{e}");
+        // A file left by another (dead) process with a reused pid is replaced.
+        drop(first);
+        let stale = Identity {
+            pid: 1,
+            ..identity()
+        };
+        std::fs::remove_file(&path).unwrap();
+        drop(Mapping::create(&path, geo, &stale).unwrap());
+        let again = Mapping::create(&path, geo, &id).unwrap();
+        assert_eq!(again.header().pid, id.pid);
         std::fs::remove_file(&path).unwrap();
     }
 
