@@ -1,0 +1,409 @@
+"""Automatic instrumentation installed by ``flare.init``.
+
+- ``gc``: one ``gc`` span per garbage collection, named ``gc.gen0`` .. ``gc.gen2``.
+- ``dataloader``: ``torch.utils.data.DataLoader.__iter__`` returns an iterator whose every
+  ``next()`` is a ``dataloader`` span.
+- ``cuda_sync``: ``torch.cuda.synchronize`` is a ``host`` span.
+- ``distributed``: the ``torch.distributed`` collectives and P2P calls are spans of the
+  matching kind, with the bytes moved, the process group's name and size, and a sequence
+  number per group (per rank pair for P2P, so both sides number their exchanges alike).
+
+Every hook keeps what it replaced and :func:`uninstall` puts it back, unless someone else
+replaced our wrapper in the meantime (then theirs stays). The torch hooks record the
+host-side time of each call: the CPU time to issue the op, which for a blocking
+collective includes waiting for the slowest peer; GPU-side timing comes from the NCCL
+profiler plugin.
+"""
+
+from __future__ import annotations
+
+import functools
+import gc as _gc
+import importlib.util
+import inspect
+import itertools
+import sys
+import threading
+import warnings
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Tuple
+
+from . import _native
+from ._core import KINDS, InstrumentedIterator, span
+
+_lock = threading.Lock()
+# Hook name -> undo, in installation order.
+_installed: Dict[str, Callable[[], None]] = {}
+
+_WRAPPED = "__flare_wrapped__"
+
+
+def install(*, gc: bool, dataloader: bool, cuda_sync: bool, distributed: bool) -> None:
+    """Installs the requested hooks that are not installed yet."""
+    with _lock:
+        if gc and "gc" not in _installed:
+            _installed["gc"] = _install_gc()
+        if not (dataloader or cuda_sync or distributed):
+            return
+        torch = _import_torch()
+        if torch is None:
+            return
+        if dataloader and "dataloader" not in _installed:
+            undo = _install_dataloader(torch)
+            if undo is not None:
+                _installed["dataloader"] = undo
+        if cuda_sync and "cuda_sync" not in _installed:
+            undo = _install_cuda_sync(torch)
+            if undo is not None:
+                _installed["cuda_sync"] = undo
+        if distributed and "distributed" not in _installed:
+            undo = _install_distributed(torch)
+            if undo is not None:
+                _installed["distributed"] = undo
+
+
+def uninstall() -> None:
+    """Removes every installed hook, most recent first."""
+    with _lock:
+        for name in reversed(list(_installed)):
+            _installed.pop(name)()
+
+
+def installed() -> List[str]:
+    """The names of the hooks currently installed."""
+    with _lock:
+        return list(_installed)
+
+
+def _import_torch() -> Optional[Any]:
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        return torch
+    if importlib.util.find_spec("torch") is None:
+        return None
+    try:
+        import torch  # noqa: F811  (imported only when present)
+    except Exception as e:  # a broken install must not stop tracing the rest
+        warnings.warn(
+            f"flare: torch is installed but does not import ({e}); torch hooks are off",
+            stacklevel=3,
+        )
+        return None
+    return torch
+
+
+def _replace(owner: Any, attr: str, wrapper: Any) -> Callable[[], None]:
+    """Sets ``owner.attr = wrapper`` and returns the undo."""
+    original = getattr(owner, attr)
+    setattr(owner, attr, wrapper)
+
+    def undo() -> None:
+        if getattr(owner, attr, None) is wrapper:
+            setattr(owner, attr, original)
+
+    return undo
+
+
+def _undo_all(undos: List[Callable[[], None]]) -> Callable[[], None]:
+    def undo() -> None:
+        for u in reversed(undos):
+            u()
+
+    return undo
+
+
+# --- gc ---------------------------------------------------------------------------------
+
+
+def _install_gc() -> Callable[[], None]:
+    gc_kind = KINDS["gc"]
+    names = [_native.intern(f"gc.gen{g}") for g in range(3)]
+    # A collection that starts before init or the hook ends without a begin; the reader
+    # counts it as unmatched, nothing else.
+    open_ids: List[int] = []
+
+    def on_gc(phase: str, info: Dict[str, Any]) -> None:
+        if phase == "start":
+            g = info.get("generation", 2)
+            name = names[g] if 0 <= g < len(names) else _native.intern(f"gc.gen{g}")
+            open_ids.append(name)
+            _native.begin(name, gc_kind)
+        elif phase == "stop" and open_ids:
+            _native.end(open_ids.pop(), gc_kind)
+
+    _gc.callbacks.append(on_gc)
+
+    def undo() -> None:
+        try:
+            _gc.callbacks.remove(on_gc)
+        except ValueError:
+            pass
+
+    return undo
+
+
+# --- DataLoader -------------------------------------------------------------------------
+
+
+def _install_dataloader(torch: Any) -> Optional[Callable[[], None]]:
+    try:
+        loader_cls = torch.utils.data.DataLoader
+    except AttributeError:
+        return None
+    original = loader_cls.__iter__
+    if getattr(original, _WRAPPED, False):
+        return None
+    batch = span("dataloader", "dataloader")
+
+    @functools.wraps(original)
+    def __iter__(self: Any) -> Any:
+        return InstrumentedIterator(original(self), batch)
+
+    setattr(__iter__, _WRAPPED, True)
+    return _replace(loader_cls, "__iter__", __iter__)
+
+
+# --- torch.cuda.synchronize ---------------------------------------------------------------
+
+
+def _install_cuda_sync(torch: Any) -> Optional[Callable[[], None]]:
+    cuda = getattr(torch, "cuda", None)
+    original = getattr(cuda, "synchronize", None)
+    if original is None or getattr(original, _WRAPPED, False):
+        return None
+    sync = span("cuda.synchronize", "host")
+
+    @functools.wraps(original)
+    def synchronize(*args: Any, **kwargs: Any) -> Any:
+        with sync:
+            return original(*args, **kwargs)
+
+    setattr(synchronize, _WRAPPED, True)
+    return _replace(cuda, "synchronize", synchronize)
+
+
+# --- torch.distributed --------------------------------------------------------------------
+
+
+class _OpSpec(NamedTuple):
+    kind: str
+    #: The parameter whose tensor (or list of tensors) sizes the op, None for barrier.
+    sized_by: Optional[str]
+    #: The peer's global rank parameter (P2P), and the group-relative one newer torch has.
+    peer: Optional[str] = None
+    group_peer: Optional[str] = None
+
+
+# Bytes follow NCCL's size convention, the one bus-bandwidth factors assume: the whole
+# buffer (all_gather: the gathered output; reduce_scatter, all_to_all: the whole input).
+_OPS: Dict[str, _OpSpec] = {
+    "all_reduce": _OpSpec("all_reduce", "tensor"),
+    "all_gather": _OpSpec("all_gather", "tensor_list"),
+    "all_gather_into_tensor": _OpSpec("all_gather", "output_tensor"),
+    "reduce_scatter": _OpSpec("reduce_scatter", "input_list"),
+    "reduce_scatter_tensor": _OpSpec("reduce_scatter", "input"),
+    "broadcast": _OpSpec("broadcast", "tensor"),
+    "reduce": _OpSpec("reduce", "tensor"),
+    "all_to_all": _OpSpec("all_to_all", "input_tensor_list"),
+    "all_to_all_single": _OpSpec("all_to_all", "input"),
+    "barrier": _OpSpec("barrier", None),
+    "send": _OpSpec("send", "tensor", "dst", "group_dst"),
+    "recv": _OpSpec("recv", "tensor", "src", "group_src"),
+    "isend": _OpSpec("send", "tensor", "dst", "group_dst"),
+    "irecv": _OpSpec("recv", "tensor", "src", "group_src"),
+}
+
+# Positions of the parameters in torch 2.x, for functions whose signature cannot be read.
+_FALLBACK_POSITIONS: Dict[str, Tuple[str, ...]] = {
+    "all_reduce": ("tensor", "op", "group", "async_op"),
+    "all_gather": ("tensor_list", "tensor", "group", "async_op"),
+    "all_gather_into_tensor": ("output_tensor", "input_tensor", "group", "async_op"),
+    "reduce_scatter": ("output", "input_list", "op", "group", "async_op"),
+    "reduce_scatter_tensor": ("output", "input", "op", "group", "async_op"),
+    "broadcast": ("tensor", "src", "group", "async_op"),
+    "reduce": ("tensor", "dst", "op", "group", "async_op"),
+    "all_to_all": ("output_tensor_list", "input_tensor_list", "group", "async_op"),
+    "all_to_all_single": ("output", "input", "output_split_sizes", "input_split_sizes", "group"),
+    "barrier": ("group", "async_op", "device_ids"),
+    "send": ("tensor", "dst", "group", "tag"),
+    "recv": ("tensor", "src", "group", "tag"),
+    "isend": ("tensor", "dst", "group", "tag"),
+    "irecv": ("tensor", "src", "group", "tag"),
+}
+
+
+def _positions(func: Callable[..., Any], op: str) -> Dict[str, int]:
+    try:
+        params = list(inspect.signature(func).parameters.values())
+        names = tuple(
+            p.name
+            for p in params
+            if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+        )
+    except (TypeError, ValueError):
+        names = _FALLBACK_POSITIONS[op]
+    return {n: i for i, n in enumerate(names)}
+
+
+def _arg(args: Tuple[Any, ...], kwargs: Dict[str, Any], pos: Dict[str, int], name: str) -> Any:
+    i = pos.get(name)
+    if i is not None and i < len(args):
+        return args[i]
+    return kwargs.get(name)
+
+
+def _nbytes(obj: Any) -> int:
+    if obj is None:
+        return 0
+    if isinstance(obj, (list, tuple)):
+        return sum(_nbytes(t) for t in obj)
+    return int(obj.numel()) * int(obj.element_size())
+
+
+class _Group:
+    """What the hooks know about one process group."""
+
+    __slots__ = ("name", "name_id", "size", "rank", "seq", "pairs")
+
+    def __init__(self, name: str, size: int, rank: int) -> None:
+        self.name = name
+        self.name_id = _native.intern(name)
+        self.size = size
+        self.rank = rank
+        self.seq = itertools.count(1)
+        # P2P: (lo, hi) global ranks, or None for "any source" -> (name id, counter).
+        self.pairs: Dict[Optional[Tuple[int, int]], Tuple[int, "itertools.count[int]"]] = {}
+
+    def pair(self, peer: Optional[int]) -> Tuple[int, int]:
+        """Name id and next sequence number of the P2P channel with ``peer``."""
+        key = None if peer is None else (min(self.rank, peer), max(self.rank, peer))
+        entry = self.pairs.get(key)
+        if entry is None:
+            label = "any" if key is None else f"{key[0]}-{key[1]}"
+            entry = (_native.intern(f"{self.name}:p2p:{label}"), itertools.count(1))
+            self.pairs[key] = entry
+        return entry[0], next(entry[1])
+
+
+class _Distributed:
+    """Describes calls for the collective wrappers: group identity, sizes, sequence."""
+
+    def __init__(self, dist: Any) -> None:
+        self.dist = dist
+        self.c10d = getattr(dist, "distributed_c10d", None)
+        # Keyed by the group object itself (a strong reference: groups live as long as
+        # the job, and an id() could be reused by a new group after one is destroyed).
+        self.groups: Dict[Any, _Group] = {}
+
+    def world(self) -> Any:
+        member = getattr(self.dist, "GroupMember", None)
+        w = getattr(member, "WORLD", None)
+        if w is None:
+            w = getattr(getattr(self.dist, "group", None), "WORLD", None)
+        return w
+
+    def group(self, g: Any) -> _Group:
+        if g is None:
+            g = self.world()
+        try:
+            info = self.groups.get(g)
+        except TypeError:  # an unhashable group object: describe it each time
+            return self._describe(g)
+        if info is None:
+            info = self._describe(g)
+            self.groups[g] = info
+        return info
+
+    def _describe(self, g: Any) -> _Group:
+        name = getattr(g, "group_name", None)
+        if not (isinstance(name, str) and name):
+            try:
+                name = self.c10d._get_process_group_name(g)  # type: ignore[union-attr]
+            except Exception:
+                name = None
+        if not (isinstance(name, str) and name):
+            name = "world" if g is self.world() else f"group@{id(g):x}"
+        size = self.dist.get_world_size(g)
+        rank = self.dist.get_rank()
+        return _Group(name, int(size), int(rank))
+
+    def peer_rank(self, g: Any, peer: Any, group_peer: Any) -> Optional[int]:
+        if peer is not None:
+            return int(peer)
+        if group_peer is not None:
+            try:
+                return int(self.dist.get_global_rank(g if g is not None else self.world(), group_peer))
+            except Exception:
+                return int(group_peer)
+        return None
+
+
+# Per thread: whether a wrapped torch.distributed call is running.
+_inside_op = threading.local()
+
+
+def _wrap_op(d: _Distributed, op: str, spec: _OpSpec, original: Callable[..., Any]) -> Callable[..., Any]:
+    kind = KINDS[spec.kind]
+    name_id = _native.intern(op)
+    pos = _positions(original, op)
+    p2p = spec.peer is not None
+    begin, end = _native.begin, _native.end
+
+    def describe(args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Tuple[int, int, int, int]:
+        amount = _nbytes(_arg(args, kwargs, pos, spec.sized_by)) if spec.sized_by else 0
+        g = _arg(args, kwargs, pos, "group")
+        info = d.group(g)
+        if p2p:
+            peer = d.peer_rank(
+                g,
+                _arg(args, kwargs, pos, spec.peer),  # type: ignore[arg-type]
+                _arg(args, kwargs, pos, spec.group_peer) if spec.group_peer else None,
+            )
+            channel, seq = info.pair(peer)
+            return amount, channel, seq, 2
+        return amount, info.name_id, next(info.seq), info.size
+
+    @functools.wraps(original)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        # torch implements some ops with others (send with isend, ...): only the
+        # outermost call is the op, or it would be counted, and numbered, twice.
+        if getattr(_inside_op, "active", False):
+            return original(*args, **kwargs)
+        _inside_op.active = True
+        try:
+            try:
+                begin(name_id, kind, *describe(args, kwargs))
+            except Exception:
+                # Never change the op's behaviour: record it undescribed (arguments it
+                # cannot read, a group this rank is not in) and let the original call
+                # raise whatever it raises about its arguments.
+                begin(name_id, kind)
+            return original(*args, **kwargs)
+        finally:
+            end(name_id, kind)
+            _inside_op.active = False
+
+    setattr(wrapper, _WRAPPED, True)
+    return wrapper
+
+
+def _install_distributed(torch: Any) -> Optional[Callable[[], None]]:
+    try:
+        dist = torch.distributed
+        if hasattr(dist, "is_available") and not dist.is_available():
+            return None
+    except (AttributeError, ImportError):
+        return None
+    d = _Distributed(dist)
+    # torch.distributed re-exports distributed_c10d's functions; both must hold the same
+    # wrapper (P2POp checks its op against distributed_c10d.isend/irecv by identity).
+    owners = [dist] + ([d.c10d] if d.c10d is not None and d.c10d is not dist else [])
+    undos: List[Callable[[], None]] = []
+    for op, spec in _OPS.items():
+        original = getattr(dist, op, None)
+        if original is None or getattr(original, _WRAPPED, False):
+            continue
+        wrapper = _wrap_op(d, op, spec, original)
+        for owner in owners:
+            if getattr(owner, op, None) is original:
+                undos.append(_replace(owner, op, wrapper))
+    return _undo_all(undos) if undos else None

@@ -1,0 +1,280 @@
+"""The torch hooks, against a stand-in torch package (tests/fakes/torch: NOT PyTorch) and,
+when it is installed, against real PyTorch (gloo, two processes on this host)."""
+
+from __future__ import annotations
+
+import importlib.util
+import socket
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from conftest import spans_named
+
+FAKE_SCRIPT = """
+import torch, flare
+import torch.distributed as dist
+assert torch.IS_FLARE_TEST_STAND_IN
+from torch.distributed import distributed_c10d as c10d
+
+# Before init_process_group the original raises; the hook must not change that.
+try:
+    dist.all_reduce(torch.empty(4))
+except ValueError as e:
+    pre_init_error = str(e)
+
+dist.init_process_group(rank=1, world_size=4)
+original_all_reduce = c10d.all_reduce
+flare.init()
+assert dist.all_reduce is c10d.all_reduce is not original_all_reduce
+assert dist.all_reduce.__wrapped__ is not None and dist.all_reduce.__name__ == "all_reduce"
+
+t = torch.empty(1024)                        # 4096 bytes
+dist.all_reduce(t)
+dist.all_reduce(t, "sum", None)              # positional group
+tp = dist.new_group([0, 1])
+dist.all_reduce(t, group=tp)
+work = dist.all_reduce(torch.empty(8, "float16"), group=tp, async_op=True)
+assert work.wait()
+dist.all_gather([torch.empty(10) for _ in range(4)], torch.empty(10))
+dist.all_gather_into_tensor(torch.empty(40), torch.empty(10))
+dist.reduce_scatter(torch.empty(10), [torch.empty(10) for _ in range(4)])
+dist.reduce_scatter_tensor(torch.empty(10), torch.empty(40, "bfloat16"))
+dist.broadcast(t, src=0)
+dist.reduce(t, dst=0)
+dist.all_to_all([torch.empty(5)] * 4, [torch.empty(6, "int64")] * 4)
+dist.all_to_all_single(torch.empty(20), torch.empty(24))
+dist.barrier()
+dist.send(t, dst=2)
+assert dist.recv(t, src=2) == 2
+dist.isend(t, 0).wait()
+dist.irecv(t, src=0).wait()
+dist.recv(t)                                 # any source
+dist.send(t, group=tp, group_dst=0)          # group-relative peer: global rank 0
+elsewhere = dist.new_group([2, 3])             # this rank is not a member
+dist.all_reduce(t, group=elsewhere)
+reqs = dist.batch_isend_irecv([dist.P2POp(dist.isend, t, 2), dist.P2POp(dist.irecv, t, 2)])
+assert len(reqs) == 2
+
+torch.cuda.synchronize()
+torch.cuda.synchronize("cuda:0")
+loader = torch.utils.data.DataLoader([1, 2, 3])
+it = iter(loader)
+assert len(it) == 3
+assert list(it) == [1, 2, 3]
+it._shutdown_workers()                       # private attributes reach the real iterator
+assert it.shut_down
+
+n_calls = len(c10d.CALLS)
+flare.shutdown()
+restored = dist.all_reduce is original_all_reduce and c10d.all_reduce is original_all_reduce
+emit({"pre_init_error": pre_init_error, "n_calls": n_calls, "restored": restored,
+      "syncs": torch.cuda.SYNC_CALLS,
+      "loader_restored": "__flare_wrapped__" not in vars(torch.utils.data.DataLoader.__iter__)})
+"""
+
+
+def test_fake_torch_hooks_record_kind_bytes_group_and_sequence(child):
+    out = child.result(FAKE_SCRIPT, fake_torch=True)
+    assert "not been initialized" in out["pre_init_error"]
+    assert out["n_calls"] == 22  # every op reached the original function
+    assert out["restored"] and out["loader_restored"]
+    assert out["syncs"] == [None, "cuda:0"]
+
+    ring = child.read_dump()
+    assert ring["open_spans"] == [] and ring["unmatched_ends"] == 0
+    # send/recv call isend/irecv inside: only the outer call is an op.
+    assert all(s["depth"] == 0 for s in ring["spans"] if s["kind"] != "gc")
+
+    def row(s):
+        return (s["kind"], s["bytes"], s["group"], s["group_size"], s["seq"])
+
+    ar = spans_named(ring, "all_reduce")
+    # The call made before init_process_group failed inside the original and is absent:
+    # flare was not initialized yet.
+    assert [row(s) for s in ar] == [
+        ("all_reduce", 4096, "0", 4, 1),
+        ("all_reduce", 4096, "0", 4, 2),
+        ("all_reduce", 4096, "1", 2, 1),
+        ("all_reduce", 16, "1", 2, 2),
+        ("all_reduce", 0, None, 0, 0),  # a group this rank is not in: recorded undescribed
+    ]
+    one = {name: row(spans_named(ring, name)[0]) for name in (
+        "all_gather", "all_gather_into_tensor", "reduce_scatter", "reduce_scatter_tensor",
+        "broadcast", "reduce", "all_to_all", "all_to_all_single", "barrier")}
+    assert one == {
+        "all_gather": ("all_gather", 160, "0", 4, 3),
+        "all_gather_into_tensor": ("all_gather", 160, "0", 4, 4),
+        "reduce_scatter": ("reduce_scatter", 160, "0", 4, 5),
+        "reduce_scatter_tensor": ("reduce_scatter", 80, "0", 4, 6),
+        "broadcast": ("broadcast", 4096, "0", 4, 7),
+        "reduce": ("reduce", 4096, "0", 4, 8),
+        "all_to_all": ("all_to_all", 192, "0", 4, 9),
+        "all_to_all_single": ("all_to_all", 96, "0", 4, 10),
+        "barrier": ("barrier", 0, "0", 4, 11),
+    }
+    # P2P: one channel per rank pair, numbered the same way on both ends.
+    p2p = [(s["name"],) + row(s) for s in ring["spans"] if s["kind"] in ("send", "recv")]
+    assert p2p == [
+        ("send", "send", 4096, "0:p2p:1-2", 2, 1),
+        ("recv", "recv", 4096, "0:p2p:1-2", 2, 2),
+        ("isend", "send", 4096, "0:p2p:0-1", 2, 1),
+        ("irecv", "recv", 4096, "0:p2p:0-1", 2, 2),
+        ("recv", "recv", 4096, "0:p2p:any", 2, 1),
+        ("send", "send", 4096, "1:p2p:0-1", 2, 1),
+        ("isend", "send", 4096, "0:p2p:1-2", 2, 3),
+        ("irecv", "recv", 4096, "0:p2p:1-2", 2, 4),
+    ]
+    syncs = spans_named(ring, "cuda.synchronize")
+    assert len(syncs) == 2 and all(s["kind"] == "host" for s in syncs)
+    loads = spans_named(ring, "dataloader")
+    assert len(loads) == 4 and all(s["kind"] == "dataloader" for s in loads)
+
+
+def test_fake_torch_hooks_can_be_disabled(child):
+    out = child.result(
+        """
+        import torch, flare
+        import torch.distributed as dist
+        dist.init_process_group(rank=0, world_size=2)
+        original = dist.all_reduce
+        flare.init(distributed=False, dataloader=False, cuda_sync=False)
+        emit([dist.all_reduce is original,
+              "__flare_wrapped__" in vars(torch.utils.data.DataLoader.__iter__),
+              hasattr(torch.cuda.synchronize, "__flare_wrapped__")])
+        """,
+        fake_torch=True,
+    )
+    assert out == [True, False, False]
+
+
+def test_without_torch_init_installs_only_the_gc_hook(child):
+    out = child.result(
+        """
+        import importlib.util, sys, flare
+        from flare import _hooks
+        has_torch = importlib.util.find_spec("torch") is not None
+        if not has_torch:
+            flare.init()
+        emit([has_torch, _hooks.installed(), "torch" in sys.modules])
+        """
+    )
+    if out[0]:
+        pytest.skip("torch is installed here")
+    assert out[1:] == [["gc"], False]
+
+
+def test_errors_in_the_original_propagate_and_close_the_span(child):
+    out = child.result(
+        """
+        import torch, flare
+        import torch.distributed as dist
+        dist.init_process_group(rank=0, world_size=2)
+        flare.init()
+        dist.destroy_process_group()
+        try:
+            dist.all_reduce(torch.empty(4))
+        except ValueError as e:
+            emit(str(e))
+        flare.shutdown()
+        """,
+        fake_torch=True,
+    )
+    assert "not been initialized" in out
+    ring = child.read_dump()
+    (ar,) = spans_named(ring, "all_reduce")
+    assert ring["open_spans"] == []
+
+
+# --- real PyTorch -----------------------------------------------------------------------
+
+HAS_TORCH = importlib.util.find_spec("torch") is not None
+
+REAL_SCRIPT = """
+import os, sys, torch, flare
+import torch.distributed as dist
+rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+dist.init_process_group("gloo", init_method=os.environ["INIT"], rank=rank, world_size=world)
+flare.init()
+t = torch.ones(1024, dtype=torch.float32)
+dist.all_reduce(t)
+assert t[0].item() == world
+sub = dist.new_group([0, 1])
+dist.all_reduce(t, group=sub)
+out = torch.empty(world * 16)
+dist.all_gather_into_tensor(out, torch.ones(16)) if hasattr(dist, "all_gather_into_tensor") else None
+dist.all_gather([torch.empty(8) for _ in range(world)], torch.ones(8))
+dist.broadcast(t, src=0)
+if rank == 0:
+    dist.send(torch.ones(32), dst=1)
+    dist.recv(t[:32], src=1)
+else:
+    dist.recv(t[:32], src=0)
+    dist.send(torch.ones(32), dst=0)
+reqs = dist.batch_isend_irecv([dist.P2POp(dist.isend, torch.ones(4), 1 - rank),
+                               dist.P2POp(dist.irecv, torch.empty(4), 1 - rank)])
+for r in reqs:
+    r.wait()
+dist.barrier()
+loader = torch.utils.data.DataLoader(list(range(6)), batch_size=2)
+assert [b.tolist() for b in loader] == [[0, 1], [2, 3], [4, 5]]
+torch.cuda.synchronize() if torch.cuda.is_available() else None
+dist.destroy_process_group()
+flare.shutdown()
+"""
+
+
+@pytest.mark.skipif(not HAS_TORCH, reason="PyTorch is not installed")
+def test_real_torch_two_ranks_with_gloo(child):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    procs = []
+    for rank in range(2):
+        env = dict(child.env)
+        env.update(
+            RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE="2", TORCHELASTIC_RUN_ID="gloo-test",
+            INIT=f"tcp://127.0.0.1:{port}", FLARE_DUMP=str(child.tmp / f"rank{rank}.ring"),
+        )
+        procs.append(subprocess.Popen(
+            [sys.executable, "-c", textwrap.dedent(REAL_SCRIPT)], env=env, cwd=child.tmp,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        ))
+    for p in procs:
+        out, err = p.communicate(timeout=300)
+        assert p.returncode == 0, f"{out}\n{err}"
+
+    from flare import _native
+
+    rings = [_native.read_ring(str(child.tmp / f"rank{r}.ring")) for r in range(2)]
+    for r, ring in enumerate(rings):
+        assert ring["info"]["rank"] == r and ring["info"]["job_id"] == "gloo-test"
+        ars = spans_named(ring, "all_reduce")
+        assert [(s["bytes"], s["group_size"]) for s in ars] == [(4096, 2), (4096, 2)]
+        assert ars[0]["group"] != ars[1]["group"]
+        comm = [s for s in ring["spans"] if s["kind"] not in ("dataloader", "gc", "host", "compute")]
+        assert comm and all(s["group"] for s in comm)
+        # torch implements send/recv with isend/irecv: counted once, at the outer call.
+        assert all(s["depth"] == 0 for s in comm)
+        assert [s["name"] for s in comm if s["kind"] in ("send", "recv")][:2] == (
+            ["send", "recv"] if r == 0 else ["recv", "send"])
+        assert len(spans_named(ring, "dataloader")) == 4
+        assert ring["open_spans"] == []
+
+    def sync_ops(ring):
+        return [(s["name"], s["kind"], s["group"], s["seq"], s["bytes"])
+                for s in ring["spans"] if s["kind"] not in ("dataloader", "gc", "host", "compute")]
+
+    def collectives(ops):
+        return [(n, g, q) for n, k, g, q, _ in ops if k not in ("send", "recv")]
+
+    def p2p(ops):
+        return sorted((g, q, y) for _, k, g, q, y in ops if k in ("send", "recv"))
+
+    a, b = sync_ops(rings[0]), sync_ops(rings[1])
+    # Collectives: the same (group, seq) on both ranks.
+    assert collectives(a) == collectives(b)
+    # P2P: rank 0's send is rank 1's recv with the same channel and sequence number.
+    assert p2p(a) == p2p(b)

@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# Sets up the Python environment of the `flare` package (crates/flare-py) and prints its
+# path. Idempotent and quick on re-runs:
+#   - creates the venv target/flare-venv with python3.11 (or $PYTHON) if it is missing;
+#   - pip-installs the pinned tools below only when a version is missing or differs
+#     (no network when everything is there);
+#   - builds the extension with maturin and installs the wheel into the venv, unless
+#     nothing it is built from changed since the last install (FLARE_PY_REBUILD=1 forces).
+# Respects CARGO_TARGET_DIR. Usage:
+#   bash scripts/python-env.sh && target/flare-venv/bin/python -m pytest -q crates/flare-py/tests
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+VENV="$ROOT/target/flare-venv"
+PY_BIN="${PYTHON:-python3.11}"
+CRATE="$ROOT/crates/flare-py"
+# Pinned tool versions (bump deliberately).
+PINS=("maturin==1.16.0" "pytest==9.2.0" "numpy==2.4.6" "py-spy==0.4.3")
+
+say() { echo "python-env: $*" >&2; }
+die() { say "error: $*"; exit 1; }
+
+command -v "$PY_BIN" >/dev/null 2>&1 || die "$PY_BIN not found (set PYTHON=/path/to/python3.11)"
+command -v cargo >/dev/null 2>&1 || die "cargo not found: install Rust (https://rustup.rs)"
+
+# --- the venv -------------------------------------------------------------------------
+if [[ ! -x "$VENV/bin/python" ]]; then
+    say "creating $VENV with $PY_BIN"
+    mkdir -p "$ROOT/target"
+    if ! "$PY_BIN" -m venv "$VENV" 2>/dev/null; then
+        # Debian without python3.X-venv has no ensurepip: make the venv without pip and
+        # give it one with the interpreter's own pip (pip >= 22.3 can target another env).
+        rm -rf "$VENV"
+        "$PY_BIN" -m venv --without-pip "$VENV" \
+            || die "'$PY_BIN -m venv' failed (on Debian: apt-get install python3.11-venv)"
+        "$PY_BIN" -m pip --python "$VENV/bin/python" install --quiet pip \
+            || die "no pip for the venv: install python3.11-venv or python3-pip"
+    fi
+fi
+VPY="$VENV/bin/python"
+
+# --- pinned tools, installed only when missing ---------------------------------------
+# One interpreter start for all checks: prints the pins whose version is not installed.
+mapfile -t missing < <("$VPY" - "${PINS[@]}" <<'PY'
+import sys
+from importlib.metadata import PackageNotFoundError, version
+for pin in sys.argv[1:]:
+    name, want = pin.split("==")
+    try:
+        have = version(name)
+    except PackageNotFoundError:
+        have = None
+    if have != want:
+        print(pin)
+PY
+)
+if ((${#missing[@]})); then
+    say "installing ${missing[*]}"
+    "$VPY" -m pip install --quiet --disable-pip-version-check "${missing[@]}"
+fi
+
+# --- the extension -------------------------------------------------------------------
+# Rebuild when any input is newer than the stamp written after the last install: this
+# crate's Rust and Python sources and manifests (not its tests), the crates it links, and
+# the workspace manifests.
+STAMP="$VENV/.flare-py-installed"
+inputs=("$CRATE/src" "$CRATE/python" "$CRATE/Cargo.toml" "$CRATE/pyproject.toml" "$CRATE/README.md"
+    "$ROOT/crates/flare-tracer/src" "$ROOT/crates/flare-tracer/Cargo.toml"
+    "$ROOT/crates/flare-capi/src" "$ROOT/crates/flare-capi/Cargo.toml"
+    "$ROOT/crates/flare-model/src" "$ROOT/crates/flare-model/Cargo.toml"
+    "$ROOT/Cargo.toml" "$ROOT/Cargo.lock")
+stale=1
+if [[ -f "$STAMP" && "${FLARE_PY_REBUILD:-0}" != 1 ]] \
+    && "$VPY" -c 'import flare._native' >/dev/null 2>&1; then
+    newer="$(find "${inputs[@]}" -newer "$STAMP" -not -path '*/__pycache__*' \
+        -not -path '*/.pytest_cache*' -print -quit 2>/dev/null || true)"
+    [[ -z "$newer" ]] && stale=0
+fi
+if ((stale)); then
+    say "building the flare extension (release)"
+    WHEELS="$ROOT/target/flare-wheels"
+    rm -rf "$WHEELS"
+    # Touch the stamp before building: a source edited during the build makes the next
+    # run rebuild instead of being hidden by a stamp newer than the edit.
+    touch "$STAMP.next"
+    VIRTUAL_ENV="$VENV" PATH="$VENV/bin:$PATH" \
+        "$VENV/bin/maturin" build --release --quiet -i "$VPY" \
+        -m "$CRATE/Cargo.toml" -o "$WHEELS" >&2
+    shopt -s nullglob
+    wheels=("$WHEELS"/flare_tracer-*.whl)
+    shopt -u nullglob
+    ((${#wheels[@]} == 1)) || die "expected one wheel in $WHEELS, found ${#wheels[@]}"
+    "$VPY" -m pip install --quiet --disable-pip-version-check --no-deps --no-index \
+        --force-reinstall "${wheels[0]}"
+    mv "$STAMP.next" "$STAMP"
+fi
+
+"$VPY" -c 'import flare, flare._native' || die "the installed flare package does not import"
+echo "$VENV"
