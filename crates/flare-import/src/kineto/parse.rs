@@ -220,38 +220,100 @@ struct Args<'a> {
 }
 
 /// One trace event, borrowing from the input.
-#[derive(Deserialize)]
 struct Event<'a> {
-    #[serde(borrow, default)]
     ph: Option<Str<'a>>,
-    #[serde(borrow, default)]
     cat: Option<Str<'a>>,
-    #[serde(borrow, default)]
     name: Option<Str<'a>>,
-    #[serde(borrow, default)]
     ts: Option<&'a RawValue>,
-    #[serde(borrow, default)]
     dur: Option<&'a RawValue>,
-    /// Kept raw and parsed only for the events Flare reads: most events are CPU ops it
-    /// skips, and building the full argument struct for each was a large share of the
-    /// parse time.
-    #[serde(borrow, default)]
-    args: Option<&'a RawValue>,
+    args: EventArgs<'a>,
 }
 
-impl<'a> Event<'a> {
-    fn parsed_args(&self, name: &str) -> Result<Args<'a>, String> {
-        match self.args {
-            None => Ok(Args::default()),
-            Some(raw) => serde_json::from_str(raw.get()).map_err(|e| {
+/// An event's `args`, handled by what the event is: parsed in the same pass for kernels
+/// (Flare reads them all), kept raw for CPU ops and runtime calls (only launches and a few
+/// ops carrying Flare's own arguments are read), skipped for everything else. Kineto writes `cat` before
+/// `args`; when it comes after, they are kept raw and parsed on demand.
+enum EventArgs<'a> {
+    Absent,
+    Parsed(Box<Args<'a>>),
+    Raw(&'a RawValue),
+    Skipped,
+}
+
+impl<'de> Deserialize<'de> for Event<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Event<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a trace event object")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Event<'de>, A::Error> {
+                let mut ev = Event {
+                    ph: None,
+                    cat: None,
+                    name: None,
+                    ts: None,
+                    dur: None,
+                    args: EventArgs::Absent,
+                };
+                while let Some(key) = map.next_key::<Str<'de>>()? {
+                    match key.0.as_ref() {
+                        "ph" => ev.ph = map.next_value()?,
+                        "cat" => ev.cat = map.next_value()?,
+                        "name" => ev.name = map.next_value()?,
+                        "ts" => ev.ts = map.next_value()?,
+                        "dur" => ev.dur = map.next_value()?,
+                        "args" => {
+                            ev.args = match ev.cat.as_ref().map(|c| c.0.as_ref()) {
+                                Some("kernel") => match map.next_value::<Option<Args<'de>>>()? {
+                                    Some(a) => EventArgs::Parsed(Box::new(a)),
+                                    None => EventArgs::Absent,
+                                },
+                                Some(
+                                    "cpu_op" | "user_annotation" | "cuda_runtime" | "cuda_driver",
+                                )
+                                | None => match map.next_value::<Option<&'de RawValue>>()? {
+                                    Some(r) => EventArgs::Raw(r),
+                                    None => EventArgs::Absent,
+                                },
+                                Some(_) => {
+                                    map.next_value::<IgnoredAny>()?;
+                                    EventArgs::Skipped
+                                }
+                            }
+                        }
+                        _ => {
+                            map.next_value::<IgnoredAny>()?;
+                        }
+                    }
+                }
+                Ok(ev)
+            }
+        }
+        d.deserialize_map(V)
+    }
+}
+
+impl<'a> EventArgs<'a> {
+    /// The arguments, parsed.
+    fn parse(self, name: &str) -> Result<Args<'a>, String> {
+        match self {
+            EventArgs::Absent | EventArgs::Skipped => Ok(Args::default()),
+            EventArgs::Parsed(a) => Ok(*a),
+            EventArgs::Raw(raw) => serde_json::from_str(raw.get()).map_err(|e| {
                 format!("\"{name}\": \"args\" is not an object of the expected arguments: {e}")
             }),
         }
     }
 
-    /// Whether the raw arguments mention a key (a fast pre-check before parsing them).
-    fn args_mention(&self, key: &str) -> bool {
-        self.args.is_some_and(|r| r.get().contains(key))
+    /// Whether the arguments may hold a key (a fast pre-check on raw arguments).
+    fn mention(&self, key: &str) -> bool {
+        match self {
+            EventArgs::Raw(r) => r.get().contains(key),
+            EventArgs::Parsed(_) => true,
+            EventArgs::Absent | EventArgs::Skipped => false,
+        }
     }
 }
 
@@ -443,7 +505,8 @@ impl Collector {
         }
     }
 
-    fn event(&mut self, index: u64, ev: Event<'_>) -> Result<(), String> {
+    fn event(&mut self, index: u64, mut ev: Event<'_>) -> Result<(), String> {
+        let args = std::mem::replace(&mut ev.args, EventArgs::Absent);
         self.stats.events += 1;
         let cat = ev.cat.as_ref().map(|s| s.0.as_ref()).unwrap_or("");
         let ph = ev.ph.as_ref().map(|s| s.0.as_ref()).unwrap_or("");
@@ -458,11 +521,11 @@ impl Collector {
         }
         let name = ev.name.as_ref().map(|s| s.0.as_ref()).unwrap_or("");
         match cat {
-            "kernel" => self.kernel(index, name, &ev),
+            "kernel" => self.kernel(index, name, &ev, args),
             "cuda_runtime" | "cuda_driver" => {
                 if LAUNCH_NAMES.contains(&name) {
-                    let corr = ev
-                        .parsed_args(name)?
+                    let corr = args
+                        .parse(name)?
                         .correlation
                         .as_ref()
                         .and_then(Lenient::as_u64);
@@ -488,9 +551,9 @@ impl Collector {
                     })?;
                     let start = required_ts(&ev, name)?;
                     let dur = optional_dur(&ev, name)?;
-                    let unfinished = ev.args_mention("Flare unfinished")
-                        && ev
-                            .parsed_args(name)?
+                    let unfinished = args.mention("Flare unfinished")
+                        && args
+                            .parse(name)?
                             .flare_unfinished
                             .as_ref()
                             .is_some_and(Lenient::is_true);
@@ -506,8 +569,8 @@ impl Collector {
                     self.stats.profiler_steps += 1;
                     return Ok(());
                 }
-                let flare_kind = if ev.args_mention("Flare kind") {
-                    ev.parsed_args(name)?
+                let flare_kind = if args.mention("Flare kind") {
+                    args.parse(name)?
                         .flare_kind
                         .as_ref()
                         .and_then(Lenient::as_str)
@@ -547,7 +610,13 @@ impl Collector {
         }
     }
 
-    fn kernel(&mut self, index: u64, name: &str, ev: &Event<'_>) -> Result<(), String> {
+    fn kernel(
+        &mut self,
+        index: u64,
+        name: &str,
+        ev: &Event<'_>,
+        args: EventArgs<'_>,
+    ) -> Result<(), String> {
         let start = required_ts(ev, name)?;
         let end = match optional_dur(ev, name)? {
             Some(d) => Some(add(start, d, name)?),
@@ -556,7 +625,7 @@ impl Collector {
                 None
             }
         };
-        let args = ev.parsed_args(name)?;
+        let args = args.parse(name)?;
         let correlation = args.correlation.as_ref().and_then(Lenient::as_u64);
         let flops = args
             .flops_upper
