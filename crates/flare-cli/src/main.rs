@@ -4,6 +4,7 @@ mod bench;
 mod demo;
 mod diagnose;
 mod present;
+mod serve;
 mod sim;
 mod whatif;
 
@@ -33,6 +34,8 @@ enum Command {
     Whatif(whatif::WhatIfArgs),
     /// Benchmarks that print figures (accuracy, speed).
     Bench(bench::BenchArgs),
+    /// Run the ingest server: node agents post window summaries, it diagnoses each window and serves the findings.
+    Serve(serve::ServeArgs),
 }
 
 fn main() -> ExitCode {
@@ -43,6 +46,7 @@ fn main() -> ExitCode {
         Command::Demo(a) => demo::run(a),
         Command::Whatif(a) => whatif::run(a),
         Command::Bench(a) => bench::run(a),
+        Command::Serve(a) => serve::run(a),
     };
     match result {
         Ok(code) => code,

@@ -8,6 +8,7 @@ pub mod breakdown;
 pub mod clock;
 pub mod detectors;
 pub mod flight_recorder;
+pub mod live;
 pub mod stats;
 pub mod whatif;
 pub mod whatif_trace;

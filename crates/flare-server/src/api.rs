@@ -1,0 +1,331 @@
+//! HTTP routes: authentication, ingest, and the read API.
+
+use crate::ingest::{self, Encoding, IngestError};
+use crate::store::{Store, StoreError};
+use crate::ServerConfig;
+use axum::body::Bytes;
+use axum::extract::rejection::{BytesRejection, QueryRejection};
+use axum::extract::{DefaultBodyLimit, Path, Query, Request, State};
+use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode, Uri};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde_json::{json, Value};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use tracing::{debug, error, warn};
+
+/// Windows of history the findings document carries.
+const HISTORY_WINDOWS: usize = 50;
+/// Longest a request may take, body upload included: a client that trickles its body
+/// must not hold a connection and its buffer forever.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
+
+#[derive(Clone)]
+pub(crate) struct AppState {
+    store: Arc<Mutex<Store>>,
+    token: Arc<[u8]>,
+    max_body_bytes: usize,
+}
+
+impl AppState {
+    pub(crate) fn new(store: Store, cfg: &ServerConfig) -> Self {
+        AppState {
+            store: Arc::new(Mutex::new(store)),
+            token: cfg.token.as_bytes().into(),
+            max_body_bytes: cfg.max_body_bytes,
+        }
+    }
+
+    /// Runs `f` on the store on a blocking thread.
+    async fn with_store<R, F>(&self, f: F) -> Result<R, ApiError>
+    where
+        R: Send + 'static,
+        F: FnOnce(&mut Store) -> Result<R, StoreError> + Send + 'static,
+    {
+        let store = self.store.clone();
+        tokio::task::spawn_blocking(move || {
+            // A panic while holding the lock leaves nothing half-done: the transaction
+            // rolls back on unwind and the cache entry in use was taken out of the cache.
+            let mut guard = store.lock().unwrap_or_else(|p| p.into_inner());
+            f(&mut guard)
+        })
+        .await
+        .map_err(|e| ApiError::internal(format!("storage task failed: {e}")))?
+        .map_err(ApiError::from)
+    }
+}
+
+pub(crate) fn router(state: AppState) -> Router {
+    let limit = state.max_body_bytes;
+    let authed = Router::new()
+        .route("/api/v1/summaries", post(post_summary))
+        .route("/api/jobs", get(list_jobs))
+        .route("/api/jobs/{id}/findings", get(job_findings))
+        .route_layer(middleware::from_fn_with_state(state.clone(), require_token));
+    Router::new()
+        .route("/healthz", get(healthz))
+        .merge(authed)
+        .fallback(no_route)
+        .method_not_allowed_fallback(wrong_method)
+        .layer(DefaultBodyLimit::max(limit))
+        .layer(middleware::from_fn(request_timeout))
+        .with_state(state)
+}
+
+/// An error reply: `{"error": message}` with its status.
+#[derive(Debug)]
+pub(crate) struct ApiError {
+    status: StatusCode,
+    message: String,
+}
+
+impl ApiError {
+    fn new(status: StatusCode, message: impl Into<String>) -> Self {
+        ApiError {
+            status,
+            message: message.into(),
+        }
+    }
+    fn internal(message: String) -> Self {
+        ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, message)
+    }
+}
+
+impl From<StoreError> for ApiError {
+    fn from(e: StoreError) -> Self {
+        ApiError::internal(e.to_string())
+    }
+}
+
+impl From<IngestError> for ApiError {
+    fn from(e: IngestError) -> Self {
+        ApiError::new(e.status(), e.to_string())
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        if self.status.is_server_error() {
+            error!(status = %self.status, "{}", self.message);
+        } else {
+            warn!(status = %self.status, "rejected: {}", self.message);
+        }
+        let mut resp = (self.status, Json(json!({ "error": self.message }))).into_response();
+        if self.status == StatusCode::UNAUTHORIZED {
+            resp.headers_mut()
+                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        }
+        resp
+    }
+}
+
+async fn require_token(State(state): State<AppState>, req: Request, next: Next) -> Response {
+    let Some(value) = req.headers().get(header::AUTHORIZATION) else {
+        return ApiError::new(
+            StatusCode::UNAUTHORIZED,
+            "missing Authorization header: send Authorization: Bearer <token>",
+        )
+        .into_response();
+    };
+    let presented = value.as_bytes();
+    let token = match presented.get(..7) {
+        Some(scheme) if scheme.eq_ignore_ascii_case(b"bearer ") => &presented[7..],
+        _ => return ApiError::new(
+            StatusCode::UNAUTHORIZED,
+            "the Authorization header is not a bearer token: send Authorization: Bearer <token>",
+        )
+        .into_response(),
+    };
+    if !constant_time_eq(token.trim_ascii(), &state.token) {
+        return ApiError::new(StatusCode::UNAUTHORIZED, "invalid token").into_response();
+    }
+    next.run(req).await
+}
+
+/// Compares without stopping at the first differing byte, so response time does not tell
+/// an attacker how much of a guess was right. The length is not hidden: it says nothing
+/// about the token's bytes.
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    let diff = a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y));
+    std::hint::black_box(diff) == 0
+}
+
+async fn request_timeout(req: Request, next: Next) -> Response {
+    match tokio::time::timeout(REQUEST_TIMEOUT, next.run(req)).await {
+        Ok(resp) => resp,
+        Err(_) => ApiError::new(
+            StatusCode::REQUEST_TIMEOUT,
+            format!(
+                "the request took longer than {} s",
+                REQUEST_TIMEOUT.as_secs()
+            ),
+        )
+        .into_response(),
+    }
+}
+
+async fn healthz() -> Json<Value> {
+    Json(json!({ "status": "ok", "version": env!("CARGO_PKG_VERSION") }))
+}
+
+async fn no_route(method: Method, uri: Uri) -> ApiError {
+    ApiError::new(
+        StatusCode::NOT_FOUND,
+        format!("no such endpoint: {method} {}", uri.path()),
+    )
+}
+
+async fn wrong_method(method: Method, uri: Uri) -> ApiError {
+    ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        format!("{method} is not allowed on {}", uri.path()),
+    )
+}
+
+fn unix_ns() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos().min(i64::MAX as u128) as u64)
+        .unwrap_or(0)
+}
+
+async fn post_summary(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let limit = state.max_body_bytes;
+    let body = body.map_err(|r| {
+        if r.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            ApiError::new(r.status(), format!("the body is larger than {limit} bytes"))
+        } else {
+            ApiError::new(
+                r.status(),
+                format!("cannot read the body: {}", r.body_text()),
+            )
+        }
+    })?;
+    let encoding = match headers.get(header::CONTENT_ENCODING) {
+        None => Encoding::Identity,
+        Some(v) => Encoding::parse(Some(v.to_str().map_err(|_| {
+            IngestError::UnsupportedEncoding(String::from_utf8_lossy(v.as_bytes()).into())
+        })?))?,
+    };
+    let prepared = tokio::task::spawn_blocking(move || ingest::prepare(&body, encoding, limit))
+        .await
+        .map_err(|e| ApiError::internal(format!("decoding task failed: {e}")))??;
+    let (node, ranks) = (prepared.summary.node.clone(), prepared.summary.ranks.len());
+    let now = unix_ns();
+    let done = state
+        .with_store(move |s| s.ingest(prepared.summary, prepared.compressed, now))
+        .await?;
+    debug!(
+        job = %done.job_id,
+        window = done.window,
+        %node,
+        ranks,
+        findings = done.findings,
+        "summary stored and window analysed"
+    );
+    Ok(Json(json!({
+        "job_id": done.job_id,
+        "window": done.window,
+        "findings": done.findings,
+    })))
+}
+
+async fn list_jobs(State(state): State<AppState>) -> Result<Json<Value>, ApiError> {
+    let jobs = state.with_store(|s| s.jobs()).await?;
+    Ok(Json(json!(jobs)))
+}
+
+#[derive(serde::Deserialize)]
+struct FindingsQuery {
+    window: Option<u64>,
+}
+
+async fn job_findings(
+    State(state): State<AppState>,
+    Path(job_id): Path<String>,
+    query: Result<Query<FindingsQuery>, QueryRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let Query(q) = query.map_err(|r| {
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            format!("bad query ({}); expected ?window=N", r.body_text()),
+        )
+    })?;
+    let id = job_id.clone();
+    let found = state
+        .with_store(move |s| {
+            if s.job(&id)?.is_none() {
+                return Ok(None);
+            }
+            let window = match q.window {
+                Some(w) => Some(w),
+                None => s.default_window(&id)?,
+            };
+            let diagnosis = match window {
+                Some(w) => s.diagnosis(&id, w)?,
+                None => None,
+            };
+            Ok(Some((
+                window,
+                diagnosis,
+                s.windows_analysed(&id)?,
+                s.history(&id, HISTORY_WINDOWS)?,
+            )))
+        })
+        .await?;
+    let Some((window, diagnosis, windows_analysed, history)) = found else {
+        return Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            format!("unknown job {job_id:?}"),
+        ));
+    };
+    let (Some(window), Some(d)) = (window, diagnosis) else {
+        return Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            match window {
+                Some(w) => format!("job {job_id:?} has no analysed window {w}"),
+                None => format!("job {job_id:?} has no analysed window yet"),
+            },
+        ));
+    };
+    Ok(Json(json!({
+        "job": {
+            "id": job_id,
+            "source": "agent",
+            "world_size": d.world_size,
+            "nodes": d.nodes,
+            "ranks_with_data": d.ranks_with_data,
+            "missing_ranks": d.missing_ranks(),
+            "window": window,
+            "windows_analysed": windows_analysed,
+            "analysed_unix_ns": d.analysed_unix_ns,
+        },
+        "healthy": d.healthy(),
+        "conclusive": d.conclusive,
+        "findings": d.findings,
+        "notes": d.notes,
+        "history": history,
+    })))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::constant_time_eq;
+
+    #[test]
+    fn token_comparison() {
+        assert!(constant_time_eq(b"secret", b"secret"));
+        assert!(!constant_time_eq(b"secreT", b"secret"));
+        assert!(!constant_time_eq(b"secret1", b"secret"));
+        assert!(!constant_time_eq(b"", b"secret"));
+    }
+}

@@ -1,0 +1,220 @@
+//! Flare's ingest server.
+//!
+//! Node agents `POST` one [`flare_model::WindowSummary`] per node and time window. The
+//! server stores it in SQLite, re-runs the live engine
+//! ([`flare_engine::live::analyze_window`]) on every summary of that job and window, and
+//! stores the diagnosis; `GET` endpoints list jobs and serve a window's findings in the
+//! same JSON shape as `flare diagnose --json`.
+//!
+//! Endpoints (all but `/healthz` need `Authorization: Bearer <token>`):
+//!
+//! | method | path | what |
+//! |---|---|---|
+//! | `POST` | `/api/v1/summaries` | one summary, JSON, plain or `Content-Encoding: zstd` |
+//! | `GET` | `/api/jobs` | every job with its latest window's finding count |
+//! | `GET` | `/api/jobs/{id}/findings[?window=N]` | one window's diagnosis and the history |
+//! | `GET` | `/healthz` | liveness |
+//!
+//! Errors are JSON objects `{"error": "..."}` with the HTTP status saying which kind.
+
+mod api;
+mod ingest;
+pub mod store;
+
+pub use ingest::IngestError;
+pub use store::{StoreError, WindowDiagnosis, SCHEMA_VERSION};
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use tokio::net::TcpListener;
+use tracing::info;
+
+/// Default bound on a request body, and on a summary once decompressed. A summary is a
+/// few kilobytes per node; this leaves room for nodes with many ranks and ops.
+pub const DEFAULT_MAX_BODY_BYTES: usize = 8 << 20;
+
+/// What the server needs to run.
+#[derive(Clone, Debug)]
+pub struct ServerConfig {
+    pub listen: SocketAddr,
+    /// SQLite database file; created if missing.
+    pub db: PathBuf,
+    /// Shared secret clients send as `Authorization: Bearer <token>`.
+    pub token: String,
+    /// Largest request body accepted, and largest summary once decompressed (413 above).
+    pub max_body_bytes: usize,
+}
+
+impl ServerConfig {
+    pub fn new(listen: SocketAddr, db: PathBuf, token: String) -> Self {
+        ServerConfig {
+            listen,
+            db,
+            token,
+            max_body_bytes: DEFAULT_MAX_BODY_BYTES,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    #[error("invalid server configuration: {0}")]
+    Config(String),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        addr: SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot start the async runtime: {0}")]
+    Runtime(#[source] std::io::Error),
+    #[error("server stopped with an error: {0}")]
+    Serve(#[source] std::io::Error),
+    #[error("opening the database failed unexpectedly: {0}")]
+    Task(#[from] tokio::task::JoinError),
+}
+
+/// A server bound to its address, not yet serving: tests bind port 0 and read the port.
+pub struct Server {
+    listener: TcpListener,
+    addr: SocketAddr,
+    router: axum::Router,
+}
+
+impl Server {
+    /// Opens (or creates) the database and binds the listening socket.
+    pub async fn bind(cfg: ServerConfig) -> Result<Server, ServerError> {
+        if cfg.token.trim().is_empty() {
+            return Err(ServerError::Config("the token must not be empty".into()));
+        }
+        if cfg.max_body_bytes == 0 {
+            return Err(ServerError::Config(
+                "max_body_bytes must be greater than 0".into(),
+            ));
+        }
+        let path = cfg.db.clone();
+        let store = tokio::task::spawn_blocking(move || store::Store::open(&path)).await??;
+        let listener = TcpListener::bind(cfg.listen)
+            .await
+            .map_err(|source| ServerError::Bind {
+                addr: cfg.listen,
+                source,
+            })?;
+        let addr = listener.local_addr().map_err(|source| ServerError::Bind {
+            addr: cfg.listen,
+            source,
+        })?;
+        info!(%addr, db = %cfg.db.display(), "flare server bound");
+        let router = api::router(api::AppState::new(store, &cfg));
+        Ok(Server {
+            listener,
+            addr,
+            router,
+        })
+    }
+
+    /// The address the server listens on (the real port when bound to port 0).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Serves until `shutdown` resolves, then lets in-flight requests finish.
+    pub async fn run(
+        self,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> Result<(), ServerError> {
+        info!(addr = %self.addr, "serving");
+        axum::serve(self.listener, self.router)
+            .with_graceful_shutdown(shutdown)
+            .await
+            .map_err(ServerError::Serve)?;
+        info!("server stopped");
+        Ok(())
+    }
+}
+
+/// Binds and serves until `shutdown` resolves.
+pub async fn serve(
+    cfg: ServerConfig,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), ServerError> {
+    Server::bind(cfg).await?.run(shutdown).await
+}
+
+/// For callers without a runtime (the CLI): builds one, binds, tells `on_ready` the
+/// address, and serves until `shutdown` resolves.
+pub fn run_blocking<F>(
+    cfg: ServerConfig,
+    on_ready: impl FnOnce(SocketAddr),
+    shutdown: F,
+) -> Result<(), ServerError>
+where
+    F: Future<Output = ()> + Send + 'static,
+{
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("flare-server")
+        .build()
+        .map_err(ServerError::Runtime)?;
+    rt.block_on(async move {
+        let server = Server::bind(cfg).await?;
+        on_ready(server.local_addr());
+        server.run(shutdown).await
+    })
+}
+
+/// Resolves on SIGINT (Ctrl-C) or SIGTERM.
+pub async fn shutdown_signal() {
+    let interrupt = async {
+        if let Err(e) = tokio::signal::ctrl_c().await {
+            tracing::error!("cannot listen for Ctrl-C: {e}");
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        use tokio::signal::unix::{signal, SignalKind};
+        match signal(SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(e) => {
+                tracing::error!("cannot listen for SIGTERM: {e}");
+                std::future::pending::<()>().await;
+            }
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        _ = interrupt => info!("SIGINT received, shutting down"),
+        _ = terminate => info!("SIGTERM received, shutting down"),
+    }
+}
+
+/// Logs to stderr (stdout is left to the caller) at the level in `FLARE_LOG`
+/// (`error`, `warn`, `info`, `debug`, `trace`; default `info`). Does nothing when a
+/// subscriber is already installed.
+pub fn init_logging() {
+    let requested = std::env::var("FLARE_LOG").ok();
+    let level = requested
+        .as_deref()
+        .and_then(|v| v.trim().parse::<tracing::Level>().ok())
+        .unwrap_or(tracing::Level::INFO);
+    let installed = tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_max_level(level)
+        .with_target(false)
+        .try_init()
+        .is_ok();
+    if let (true, Some(v)) = (installed, requested) {
+        if v.trim().parse::<tracing::Level>().is_err() {
+            tracing::warn!(
+                "FLARE_LOG={v:?} is not a level (error, warn, info, debug, trace); using info"
+            );
+        }
+    }
+}

@@ -1,0 +1,614 @@
+//! SQLite storage: jobs, the summaries agents posted (zstd-compressed JSON, one row per
+//! job, window and node; a re-sent summary replaces its row), the ranks seen, and one
+//! diagnosis per job and window.
+//!
+//! One connection behind a mutex serves every request (callers run it on blocking
+//! threads): SQLite serialises writers anyway, and ingest must read-modify-write a window
+//! atomically so two nodes posting at once cannot leave a diagnosis that misses one.
+
+use crate::ingest;
+use flare_engine::live::{analyze_window, LiveConfig, LiveDiagnosis};
+use flare_model::{Finding, Severity, WindowSummary};
+use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
+
+/// Version of the tables below, kept in SQLite's `user_version`.
+pub const SCHEMA_VERSION: i64 = 1;
+
+/// Decoded summaries kept in memory, so that re-analysing a window after each node's post
+/// does not decode every stored summary of it again. Bounded in summaries, not windows:
+/// a window holds one per node.
+const CACHE_SUMMARIES: usize = 16_384;
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS jobs (
+    job_id             TEXT PRIMARY KEY NOT NULL,
+    world_size         INTEGER NOT NULL,
+    first_window       INTEGER NOT NULL,
+    last_window        INTEGER NOT NULL,
+    first_seen_unix_ns INTEGER NOT NULL,
+    last_seen_unix_ns  INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS summaries (
+    job_id           TEXT NOT NULL REFERENCES jobs(job_id),
+    window_index     INTEGER NOT NULL,
+    node             TEXT NOT NULL,
+    received_unix_ns INTEGER NOT NULL,
+    ranks            INTEGER NOT NULL,
+    body             BLOB NOT NULL,
+    PRIMARY KEY (job_id, window_index, node)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS ranks (
+    job_id      TEXT NOT NULL REFERENCES jobs(job_id),
+    rank        INTEGER NOT NULL,
+    node        TEXT NOT NULL,
+    last_window INTEGER NOT NULL,
+    PRIMARY KEY (job_id, rank)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS findings (
+    job_id          TEXT NOT NULL REFERENCES jobs(job_id),
+    window_index    INTEGER NOT NULL,
+    findings        INTEGER NOT NULL,
+    kinds           TEXT NOT NULL,
+    diagnosis       TEXT NOT NULL,
+    created_unix_ns INTEGER NOT NULL,
+    PRIMARY KEY (job_id, window_index)
+) WITHOUT ROWID;
+";
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("cannot open database {path}: {source}")]
+    Open {
+        path: PathBuf,
+        #[source]
+        source: rusqlite::Error,
+    },
+    #[error("database {path} has schema version {found}, newer than this server's {supported}: run a newer flare")]
+    SchemaTooNew {
+        path: PathBuf,
+        found: i64,
+        supported: i64,
+    },
+    #[error("database {path} cannot use write-ahead logging (journal_mode is {mode:?}); put it on a local file system")]
+    NoWal { path: PathBuf, mode: String },
+    #[error("database error: {0}")]
+    Sqlite(#[from] rusqlite::Error),
+    #[error(
+        "stored summary of job {job_id}, window {window}, node {node} is unreadable: {reason}"
+    )]
+    CorruptSummary {
+        job_id: String,
+        window: u64,
+        node: String,
+        reason: String,
+    },
+    #[error("stored diagnosis of job {job_id}, window {window} is unreadable: {source}")]
+    CorruptDiagnosis {
+        job_id: String,
+        window: u64,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error("cannot encode the diagnosis: {0}")]
+    Encode(#[source] serde_json::Error),
+    #[error("{what} {value} does not fit the database's 64-bit integers")]
+    OutOfRange { what: &'static str, value: u64 },
+}
+
+/// One window's diagnosis as stored and served.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct WindowDiagnosis {
+    /// Most important first.
+    pub findings: Vec<Finding>,
+    pub conclusive: bool,
+    pub ranks_with_data: usize,
+    pub notes: Vec<String>,
+    pub world_size: u32,
+    pub nodes: usize,
+    /// Ranks below `world_size` with no summary, as inclusive ranges: compact while a
+    /// large job's nodes are still posting.
+    pub missing: Vec<(u32, u32)>,
+    pub analysed_unix_ns: u64,
+}
+
+impl WindowDiagnosis {
+    fn new(window: &[WindowSummary], d: LiveDiagnosis, now_ns: u64) -> Self {
+        let world_size = window.iter().map(|s| s.world_size).max().unwrap_or(0);
+        let present: BTreeSet<u32> = window
+            .iter()
+            .flat_map(|s| s.ranks.iter().map(|r| r.rank))
+            .collect();
+        // The gaps between the ranks present, in one pass over them.
+        let mut missing: Vec<(u32, u32)> = Vec::new();
+        let mut next = 0u32;
+        for &r in present.iter().chain(std::iter::once(&world_size)) {
+            if r > next && next < world_size {
+                missing.push((next, r.min(world_size) - 1));
+            }
+            next = next.max(r.saturating_add(1));
+        }
+        WindowDiagnosis {
+            findings: d.findings,
+            conclusive: d.conclusive,
+            ranks_with_data: d.ranks,
+            notes: d.notes,
+            world_size,
+            nodes: window.len(),
+            missing,
+            analysed_unix_ns: now_ns,
+        }
+    }
+
+    pub fn missing_ranks(&self) -> Vec<u32> {
+        self.missing.iter().flat_map(|&(lo, hi)| lo..=hi).collect()
+    }
+
+    /// No finding blames anything, and there was enough data to say so.
+    pub fn healthy(&self) -> bool {
+        self.conclusive
+            && !self
+                .findings
+                .iter()
+                .any(|f| f.severity > Severity::Info && !f.culprits.is_empty())
+    }
+
+    /// Distinct finding kinds, most important first.
+    pub fn kinds(&self) -> Vec<&'static str> {
+        let mut out: Vec<&'static str> = Vec::new();
+        for f in &self.findings {
+            let k = f.kind.as_str();
+            if !out.contains(&k) {
+                out.push(k);
+            }
+        }
+        out
+    }
+}
+
+/// What an ingest did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Ingested {
+    pub job_id: String,
+    pub window: u64,
+    pub findings: usize,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct JobRow {
+    pub job_id: String,
+    pub world_size: u32,
+    pub nodes: u64,
+    pub ranks_seen: u64,
+    pub first_window: u64,
+    pub last_window: u64,
+    pub last_seen_unix_ns: u64,
+    /// The latest window with a diagnosis, and its number of findings.
+    pub latest_analysed_window: Option<u64>,
+    pub open_findings: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct HistoryRow {
+    pub window: u64,
+    pub findings: u64,
+    pub kinds: Vec<String>,
+}
+
+pub struct Store {
+    conn: Connection,
+    cache: WindowCache,
+    live: LiveConfig,
+}
+
+impl Store {
+    /// Opens or creates the database in WAL mode and brings its schema up to date.
+    pub fn open(path: &Path) -> Result<Store, StoreError> {
+        let open_err = |source| StoreError::Open {
+            path: path.to_path_buf(),
+            source,
+        };
+        let conn = Connection::open(path).map_err(open_err)?;
+        // WAL lets readers run while a summary is written; NORMAL syncs at checkpoints,
+        // which in WAL mode can lose the last commits on power loss but never corrupts,
+        // and agents re-send.
+        let mode: String = conn
+            .query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))
+            .map_err(open_err)?;
+        if !mode.eq_ignore_ascii_case("wal") {
+            return Err(StoreError::NoWal {
+                path: path.to_path_buf(),
+                mode,
+            });
+        }
+        conn.execute_batch(
+            "PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON; PRAGMA busy_timeout=5000;",
+        )
+        .map_err(open_err)?;
+        let found: i64 = conn
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .map_err(open_err)?;
+        if found > SCHEMA_VERSION {
+            return Err(StoreError::SchemaTooNew {
+                path: path.to_path_buf(),
+                found,
+                supported: SCHEMA_VERSION,
+            });
+        }
+        conn.execute_batch(&format!(
+            "BEGIN; {SCHEMA} PRAGMA user_version={SCHEMA_VERSION}; COMMIT;"
+        ))
+        .map_err(open_err)?;
+        Ok(Store {
+            conn,
+            cache: WindowCache::default(),
+            live: LiveConfig::default(),
+        })
+    }
+
+    /// Stores one summary (replacing the node's earlier one for the window), re-analyses
+    /// the window from every stored summary of it and stores the diagnosis, atomically.
+    pub fn ingest(
+        &mut self,
+        summary: WindowSummary,
+        compressed: Vec<u8>,
+        now_ns: u64,
+    ) -> Result<Ingested, StoreError> {
+        let window = summary.window;
+        let w = to_i64("window", window)?;
+        let now = to_i64("time", now_ns)?;
+        let key = (summary.job_id.clone(), window);
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)?;
+        tx.prepare_cached(
+            "INSERT INTO jobs (job_id, world_size, first_window, last_window, first_seen_unix_ns, last_seen_unix_ns)
+             VALUES (?1, ?2, ?3, ?3, ?4, ?4)
+             ON CONFLICT(job_id) DO UPDATE SET
+                world_size = max(world_size, excluded.world_size),
+                first_window = min(first_window, excluded.first_window),
+                last_window = max(last_window, excluded.last_window),
+                last_seen_unix_ns = max(last_seen_unix_ns, excluded.last_seen_unix_ns)",
+        )?
+        .execute(params![summary.job_id, summary.world_size, w, now])?;
+        {
+            let mut st = tx.prepare_cached(
+                "INSERT INTO ranks (job_id, rank, node, last_window) VALUES (?1, ?2, ?3, ?4)
+                 ON CONFLICT(job_id, rank) DO UPDATE SET
+                    node = CASE WHEN excluded.last_window >= last_window THEN excluded.node ELSE node END,
+                    last_window = max(last_window, excluded.last_window)",
+            )?;
+            for r in &summary.ranks {
+                st.execute(params![summary.job_id, r.rank, summary.node, w])?;
+            }
+        }
+        tx.prepare_cached(
+            "INSERT OR REPLACE INTO summaries (job_id, window_index, node, received_unix_ns, ranks, body)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        )?
+        .execute(params![
+            summary.job_id,
+            w,
+            summary.node,
+            now,
+            summary.ranks.len() as i64,
+            compressed
+        ])?;
+
+        // The cache entry is taken out while in use: if anything below fails, the next
+        // ingest reloads the window from the database instead of trusting a half update.
+        let mut summaries = match self.cache.take(&key) {
+            Some(v) => v,
+            None => load_window(&tx, &summary.job_id, window)?,
+        };
+        match summaries.binary_search_by(|s| s.node.as_str().cmp(&summary.node)) {
+            Ok(i) => summaries[i] = summary,
+            Err(i) => summaries.insert(i, summary),
+        }
+        let diagnosis =
+            WindowDiagnosis::new(&summaries, analyze_window(&summaries, &self.live), now_ns);
+        let n = diagnosis.findings.len();
+        let kinds = serde_json::to_string(&diagnosis.kinds()).map_err(StoreError::Encode)?;
+        let body = serde_json::to_string(&diagnosis).map_err(StoreError::Encode)?;
+        tx.prepare_cached(
+            "INSERT OR REPLACE INTO findings (job_id, window_index, findings, kinds, diagnosis, created_unix_ns)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        )?
+        .execute(params![key.0, w, n as i64, kinds, body, now])?;
+        tx.commit()?;
+        let job_id = key.0.clone();
+        self.cache.put(key, summaries);
+        Ok(Ingested {
+            job_id,
+            window,
+            findings: n,
+        })
+    }
+
+    pub fn jobs(&self) -> Result<Vec<JobRow>, StoreError> {
+        self.job_rows(None)
+    }
+
+    pub fn job(&self, job_id: &str) -> Result<Option<JobRow>, StoreError> {
+        Ok(self.job_rows(Some(job_id))?.into_iter().next())
+    }
+
+    fn job_rows(&self, only: Option<&str>) -> Result<Vec<JobRow>, StoreError> {
+        let mut st = self.conn.prepare_cached(
+            "SELECT j.job_id, j.world_size, j.first_window, j.last_window, j.last_seen_unix_ns,
+                    (SELECT COUNT(DISTINCT node) FROM ranks r WHERE r.job_id = j.job_id),
+                    (SELECT COUNT(*) FROM ranks r WHERE r.job_id = j.job_id),
+                    f.window_index, f.findings
+             FROM jobs j
+             LEFT JOIN findings f ON f.job_id = j.job_id AND f.window_index =
+                 (SELECT max(window_index) FROM findings g WHERE g.job_id = j.job_id)
+             WHERE ?1 IS NULL OR j.job_id = ?1
+             ORDER BY j.last_seen_unix_ns DESC, j.job_id",
+        )?;
+        let rows = st.query_map(params![only], |r| {
+            Ok(JobRow {
+                job_id: r.get(0)?,
+                world_size: r.get(1)?,
+                first_window: r.get::<_, i64>(2)? as u64,
+                last_window: r.get::<_, i64>(3)? as u64,
+                last_seen_unix_ns: r.get::<_, i64>(4)? as u64,
+                nodes: r.get::<_, i64>(5)? as u64,
+                ranks_seen: r.get::<_, i64>(6)? as u64,
+                latest_analysed_window: r.get::<_, Option<i64>>(7)?.map(|w| w as u64),
+                open_findings: r.get::<_, Option<i64>>(8)?.unwrap_or(0) as u64,
+            })
+        })?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// The window to show when none is asked for: the latest with findings, else the
+    /// latest analysed.
+    pub fn default_window(&self, job_id: &str) -> Result<Option<u64>, StoreError> {
+        let w: Option<i64> = self
+            .conn
+            .prepare_cached(
+                "SELECT coalesce(
+                    (SELECT max(window_index) FROM findings WHERE job_id = ?1 AND findings > 0),
+                    (SELECT max(window_index) FROM findings WHERE job_id = ?1))",
+            )?
+            .query_row(params![job_id], |r| r.get(0))?;
+        Ok(w.map(|w| w as u64))
+    }
+
+    pub fn diagnosis(
+        &self,
+        job_id: &str,
+        window: u64,
+    ) -> Result<Option<WindowDiagnosis>, StoreError> {
+        let Ok(w) = i64::try_from(window) else {
+            return Ok(None);
+        };
+        let text: Option<String> = self
+            .conn
+            .prepare_cached(
+                "SELECT diagnosis FROM findings WHERE job_id = ?1 AND window_index = ?2",
+            )?
+            .query_row(params![job_id, w], |r| r.get(0))
+            .optional()?;
+        text.map(|t| {
+            serde_json::from_str(&t).map_err(|source| StoreError::CorruptDiagnosis {
+                job_id: job_id.to_string(),
+                window,
+                source,
+            })
+        })
+        .transpose()
+    }
+
+    pub fn windows_analysed(&self, job_id: &str) -> Result<u64, StoreError> {
+        let n: i64 = self
+            .conn
+            .prepare_cached("SELECT COUNT(*) FROM findings WHERE job_id = ?1")?
+            .query_row(params![job_id], |r| r.get(0))?;
+        Ok(n as u64)
+    }
+
+    /// Per window, oldest first, the last `limit` analysed windows: count and kinds.
+    pub fn history(&self, job_id: &str, limit: usize) -> Result<Vec<HistoryRow>, StoreError> {
+        let mut st = self.conn.prepare_cached(
+            "SELECT window_index, findings, kinds FROM findings WHERE job_id = ?1
+             ORDER BY window_index DESC LIMIT ?2",
+        )?;
+        let rows = st.query_map(params![job_id, limit as i64], |r| {
+            Ok((
+                r.get::<_, i64>(0)? as u64,
+                r.get::<_, i64>(1)? as u64,
+                r.get::<_, String>(2)?,
+            ))
+        })?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (window, findings, kinds) = row?;
+            let kinds =
+                serde_json::from_str(&kinds).map_err(|source| StoreError::CorruptDiagnosis {
+                    job_id: job_id.to_string(),
+                    window,
+                    source,
+                })?;
+            out.push(HistoryRow {
+                window,
+                findings,
+                kinds,
+            });
+        }
+        out.reverse();
+        Ok(out)
+    }
+}
+
+fn to_i64(what: &'static str, value: u64) -> Result<i64, StoreError> {
+    i64::try_from(value).map_err(|_| StoreError::OutOfRange { what, value })
+}
+
+/// Every stored summary of a window, sorted by node.
+fn load_window(
+    conn: &Connection,
+    job_id: &str,
+    window: u64,
+) -> Result<Vec<WindowSummary>, StoreError> {
+    let mut st = conn.prepare_cached(
+        "SELECT node, body FROM summaries WHERE job_id = ?1 AND window_index = ?2 ORDER BY node",
+    )?;
+    let rows = st.query_map(params![job_id, to_i64("window", window)?], |r| {
+        Ok((r.get::<_, String>(0)?, r.get::<_, Vec<u8>>(1)?))
+    })?;
+    let mut out = Vec::new();
+    for row in rows {
+        let (node, body) = row?;
+        let corrupt = |reason: String| StoreError::CorruptSummary {
+            job_id: job_id.to_string(),
+            window,
+            node: node.clone(),
+            reason,
+        };
+        // Stored bodies passed the size check on the way in; the bound here only guards
+        // against a database edited by hand.
+        let json = ingest::decompress(&body, usize::MAX / 2).map_err(|e| corrupt(e.to_string()))?;
+        let s: WindowSummary = serde_json::from_slice(&json).map_err(|e| corrupt(e.to_string()))?;
+        out.push(s);
+    }
+    Ok(out)
+}
+
+/// Least-recently-used windows of decoded summaries, bounded in summaries.
+#[derive(Default)]
+struct WindowCache {
+    entries: HashMap<(String, u64), (u64, Vec<WindowSummary>)>,
+    clock: u64,
+    summaries: usize,
+}
+
+impl WindowCache {
+    fn take(&mut self, key: &(String, u64)) -> Option<Vec<WindowSummary>> {
+        let (_, v) = self.entries.remove(key)?;
+        self.summaries -= v.len();
+        Some(v)
+    }
+
+    fn put(&mut self, key: (String, u64), v: Vec<WindowSummary>) {
+        self.clock += 1;
+        self.summaries += v.len();
+        self.entries.insert(key, (self.clock, v));
+        // The entry just used stays even when it alone exceeds the bound.
+        while self.summaries > CACHE_SUMMARIES && self.entries.len() > 1 {
+            let Some(oldest) = self
+                .entries
+                .iter()
+                .min_by_key(|(_, (used, _))| *used)
+                .map(|(k, _)| k.clone())
+            else {
+                break;
+            };
+            if let Some((_, v)) = self.entries.remove(&oldest) {
+                self.summaries -= v.len();
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use flare_model::summary::SUMMARY_VERSION;
+    use flare_model::RankSummary;
+
+    fn summary(node: &str, window: u64, ranks: &[u32]) -> WindowSummary {
+        WindowSummary {
+            version: SUMMARY_VERSION,
+            job_id: "job".into(),
+            node: node.into(),
+            window,
+            window_ns: 1_000,
+            start_unix_ns: window * 1_000,
+            end_unix_ns: (window + 1) * 1_000,
+            world_size: 8,
+            ranks: ranks
+                .iter()
+                .map(|&rank| RankSummary {
+                    rank,
+                    local_rank: rank % 4,
+                    pid: rank,
+                    iterations: vec![],
+                    ops: vec![],
+                    busy_ns: 0,
+                    observed_ns: 1_000,
+                    events: 0,
+                    dropped_total: 0,
+                })
+                .collect(),
+            hangs: vec![],
+        }
+    }
+
+    fn put(store: &mut Store, s: WindowSummary) -> Ingested {
+        let z = zstd::encode_all(serde_json::to_vec(&s).unwrap().as_slice(), 3).unwrap();
+        store.ingest(s, z, 42).unwrap()
+    }
+
+    #[test]
+    fn resent_summaries_replace_and_missing_ranks_are_ranges() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = Store::open(&dir.path().join("db.sqlite")).unwrap();
+        put(&mut store, summary("a", 5, &[0, 1]));
+        put(&mut store, summary("a", 5, &[0, 1]));
+        put(&mut store, summary("b", 5, &[4]));
+        let d = store.diagnosis("job", 5).unwrap().unwrap();
+        assert_eq!(d.nodes, 2);
+        assert_eq!(d.missing, vec![(2, 3), (5, 7)]);
+        assert_eq!(d.missing_ranks(), vec![2, 3, 5, 6, 7]);
+        let n: i64 = store
+            .conn
+            .query_row("SELECT COUNT(*) FROM summaries", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(n, 2);
+        let jobs = store.jobs().unwrap();
+        assert_eq!(jobs.len(), 1);
+        assert_eq!((jobs[0].nodes, jobs[0].ranks_seen), (2, 3));
+        assert_eq!(jobs[0].latest_analysed_window, Some(5));
+    }
+
+    #[test]
+    fn a_cold_cache_reloads_the_window_from_the_database() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("db.sqlite");
+        {
+            let mut store = Store::open(&path).unwrap();
+            put(&mut store, summary("a", 1, &[0, 1, 2, 3]));
+        }
+        let mut store = Store::open(&path).unwrap();
+        put(&mut store, summary("b", 1, &[4, 5, 6, 7]));
+        let d = store.diagnosis("job", 1).unwrap().unwrap();
+        assert_eq!((d.nodes, d.ranks_with_data), (2, 8));
+        assert!(d.missing.is_empty());
+    }
+
+    #[test]
+    fn a_newer_schema_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("db.sqlite");
+        Connection::open(&path)
+            .unwrap()
+            .execute_batch("PRAGMA user_version=99")
+            .unwrap();
+        let err = Store::open(&path).err().unwrap().to_string();
+        assert!(err.contains("schema version 99"), "{err}");
+    }
+
+    #[test]
+    fn the_cache_stays_bounded() {
+        let mut c = WindowCache::default();
+        for w in 0..(CACHE_SUMMARIES as u64 + 10) {
+            c.put(("j".into(), w), vec![summary("a", w, &[0])]);
+        }
+        assert_eq!(c.summaries, CACHE_SUMMARIES);
+        assert!(c.take(&("j".into(), 0)).is_none(), "oldest evicted");
+        assert!(c.take(&("j".into(), CACHE_SUMMARIES as u64 + 9)).is_some());
+    }
+}

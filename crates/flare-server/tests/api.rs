@@ -1,0 +1,386 @@
+//! The server end to end: a real server on 127.0.0.1:0 with a SQLite file in a scratch
+//! directory, and a blocking HTTP client as the agents use.
+
+use flare_model::summary::SUMMARY_VERSION;
+use flare_model::{IterationSample, OpKind, OpStats, RankSummary, WindowSummary};
+use flare_server::{run_blocking, ServerConfig};
+use serde_json::Value;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::mpsc;
+use std::thread::JoinHandle;
+
+const TOKEN: &str = "test-token-0123456789";
+const MAX_BODY: usize = 32 << 10;
+const MS: u64 = 1_000_000;
+
+struct TestServer {
+    addr: SocketAddr,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl TestServer {
+    fn start(db: &Path) -> TestServer {
+        let mut cfg = ServerConfig::new(
+            "127.0.0.1:0".parse().unwrap(),
+            db.to_path_buf(),
+            TOKEN.into(),
+        );
+        cfg.max_body_bytes = MAX_BODY;
+        let (addr_tx, addr_rx) = mpsc::channel();
+        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+        let thread = std::thread::spawn(move || {
+            run_blocking(cfg, move |addr| addr_tx.send(addr).unwrap(), async move {
+                let _ = stop_rx.await;
+            })
+            .expect("server failed");
+        });
+        let addr = addr_rx.recv().expect("server did not start");
+        TestServer {
+            addr,
+            stop: Some(stop_tx),
+            thread: Some(thread),
+        }
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+
+    fn stop(mut self) {
+        self.shutdown();
+    }
+
+    fn shutdown(&mut self) {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+        if let Some(t) = self.thread.take() {
+            t.join().expect("server thread panicked");
+        }
+    }
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+fn client() -> ureq::Agent {
+    ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .build()
+        .into()
+}
+
+fn reply(mut resp: ureq::http::Response<ureq::Body>) -> (u16, Value) {
+    let status = resp.status().as_u16();
+    let text = resp.body_mut().read_to_string().unwrap();
+    let v = serde_json::from_str(&text).unwrap_or_else(|_| panic!("not JSON: {text:?}"));
+    (status, v)
+}
+
+fn post(s: &TestServer, token: Option<&str>, encoding: Option<&str>, body: &[u8]) -> (u16, Value) {
+    let mut req = client()
+        .post(s.url("/api/v1/summaries"))
+        .header("Content-Type", "application/json");
+    if let Some(t) = token {
+        req = req.header("Authorization", format!("Bearer {t}"));
+    }
+    if let Some(e) = encoding {
+        req = req.header("Content-Encoding", e);
+    }
+    reply(req.send(body).unwrap())
+}
+
+fn get(s: &TestServer, path: &str, token: Option<&str>) -> (u16, Value) {
+    let mut req = client().get(s.url(path));
+    if let Some(t) = token {
+        req = req.header("Authorization", format!("Bearer {t}"));
+    }
+    reply(req.call().unwrap())
+}
+
+fn op(name: &str, kind: OpKind, group: Option<&str>, count: u64, total_ns: u64) -> OpStats {
+    OpStats {
+        name: name.into(),
+        kind,
+        group: group.map(str::to_string),
+        group_size: group.map(|_| 8),
+        count,
+        total_ns,
+        p50_ns: total_ns / count,
+        p99_ns: total_ns / count,
+        max_ns: total_ns / count,
+        bytes: 0,
+        flops: 0,
+        bus_gbps: None,
+        tflops: None,
+        issue_p50_ns: None,
+        issue_p99_ns: None,
+    }
+}
+
+/// One node's summary of a synchronous 8-rank job (4 ranks per node) in which
+/// `slow_rank` computes 1.3x slower and the others wait for it in the all-reduce.
+fn node_summary(job: &str, node: u32, window: u64, slow_rank: Option<u32>) -> WindowSummary {
+    let its = 10u64;
+    let jitter = |r: u32| 1.0 + 0.01 * ((r * 7 + window as u32) % 5) as f64 / 4.0;
+    let compute = |r: u32| 100.0 * jitter(r) * if Some(r) == slow_rank { 1.3 } else { 1.0 };
+    let iter_ms = (0..8).map(compute).fold(0.0, f64::max) + 10.0 + 20.0;
+    let ns = |ms: f64| (ms * its as f64 * MS as f64) as u64;
+    WindowSummary {
+        version: SUMMARY_VERSION,
+        job_id: job.into(),
+        node: format!("host-{node}"),
+        window,
+        window_ns: 60_000 * MS,
+        start_unix_ns: window * 60_000 * MS,
+        end_unix_ns: (window + 1) * 60_000 * MS,
+        world_size: 8,
+        ranks: (node * 4..node * 4 + 4)
+            .map(|r| {
+                let c = compute(r);
+                RankSummary {
+                    rank: r,
+                    local_rank: r % 4,
+                    pid: 4000 + r,
+                    iterations: (0..its)
+                        .map(|i| IterationSample {
+                            step: window * its + i,
+                            start_unix_ns: window * 60_000 * MS + i * iter_ms as u64 * MS,
+                            duration_ns: (iter_ms * MS as f64) as u64,
+                        })
+                        .collect(),
+                    ops: vec![
+                        op("gemm", OpKind::Compute, None, its * 50, ns(c)),
+                        op("dataloader", OpKind::DataLoader, None, its, ns(10.0)),
+                        op(
+                            "allreduce",
+                            OpKind::AllReduce,
+                            Some("dp"),
+                            its,
+                            ns(iter_ms - c - 10.0),
+                        ),
+                    ],
+                    busy_ns: ns(iter_ms),
+                    observed_ns: ns(iter_ms),
+                    events: its * 52,
+                    dropped_total: 0,
+                }
+            })
+            .collect(),
+        hangs: vec![],
+    }
+}
+
+fn zstd_json(s: &WindowSummary) -> Vec<u8> {
+    zstd::encode_all(serde_json::to_vec(s).unwrap().as_slice(), 3).unwrap()
+}
+
+#[test]
+fn unauthorized_requests_get_401() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = TestServer::start(&dir.path().join("flare.db"));
+    let body = serde_json::to_vec(&node_summary("j", 0, 1, None)).unwrap();
+    for token in [None, Some("wrong"), Some("")] {
+        let (status, v) = post(&s, token, None, &body);
+        assert_eq!(status, 401, "{token:?}: {v}");
+        assert!(v["error"].is_string(), "{v}");
+    }
+    let (status, v) = get(&s, "/api/jobs", None);
+    assert_eq!(status, 401);
+    assert!(v["error"].as_str().unwrap().contains("Bearer"), "{v}");
+    let (status, _) = get(&s, "/api/jobs/j/findings", Some("nope"));
+    assert_eq!(status, 401);
+    // Liveness needs no token.
+    let (status, v) = get(&s, "/healthz", None);
+    assert_eq!((status, v["status"].as_str()), (200, Some("ok")));
+    // Nothing was stored.
+    let (status, v) = get(&s, "/api/jobs", Some(TOKEN));
+    assert_eq!(status, 200);
+    assert_eq!(v, serde_json::json!([]));
+}
+
+#[test]
+fn bad_bodies_get_400_with_a_message() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = TestServer::start(&dir.path().join("flare.db"));
+    let good = node_summary("j", 0, 1, None);
+    let mut newer = serde_json::to_value(&good).unwrap();
+    newer["version"] = (SUMMARY_VERSION + 1).into();
+    let mut no_node = serde_json::to_value(&good).unwrap();
+    no_node.as_object_mut().unwrap().remove("node");
+    let cases: Vec<(Option<&str>, Vec<u8>, u16, &str)> = vec![
+        (
+            None,
+            b"{not json".to_vec(),
+            400,
+            "not a valid window summary",
+        ),
+        (
+            None,
+            serde_json::to_vec(&no_node).unwrap(),
+            400,
+            "missing field `node`",
+        ),
+        (Some("zstd"), b"plain bytes".to_vec(), 400, "not valid zstd"),
+        (None, zstd_json(&good), 400, "Content-Encoding: zstd"),
+        (
+            None,
+            serde_json::to_vec(&newer).unwrap(),
+            400,
+            "newer than this server",
+        ),
+        (None, vec![], 400, "empty"),
+        (
+            Some("gzip"),
+            serde_json::to_vec(&good).unwrap(),
+            415,
+            "not supported",
+        ),
+        (None, vec![b' '; MAX_BODY * 3], 413, "larger than"),
+        // A small zstd body that decompresses past the bound.
+        (
+            Some("zstd"),
+            zstd::encode_all(vec![b' '; MAX_BODY * 4].as_slice(), 3).unwrap(),
+            413,
+            "decompressed",
+        ),
+    ];
+    for (encoding, body, want_status, want) in cases {
+        let (status, v) = post(&s, Some(TOKEN), encoding, &body);
+        let msg = v["error"].as_str().unwrap_or_default();
+        assert_eq!(status, want_status, "{want}: {v}");
+        assert!(msg.contains(want), "{want:?} not in {msg:?}");
+    }
+    let (status, v) = get(&s, "/api/jobs", Some(TOKEN));
+    assert_eq!((status, v), (200, serde_json::json!([])));
+}
+
+#[test]
+fn finds_the_slow_rank_lists_the_job_and_survives_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("flare.db");
+    let s = TestServer::start(&db);
+    for window in [100, 101] {
+        for node in 0..2 {
+            let summary = node_summary("llama-70b", node, window, Some(6));
+            // One node compresses, the other does not: both are accepted.
+            let (status, v) = if node == 0 {
+                post(&s, Some(TOKEN), Some("zstd"), &zstd_json(&summary))
+            } else {
+                post(
+                    &s,
+                    Some(TOKEN),
+                    None,
+                    &serde_json::to_vec(&summary).unwrap(),
+                )
+            };
+            assert_eq!(status, 200, "{v}");
+            assert_eq!(v["job_id"], "llama-70b");
+            assert_eq!(v["window"], window);
+        }
+    }
+    // Re-sending a summary replaces it rather than adding a node.
+    let again = node_summary("llama-70b", 1, 101, Some(6));
+    let (status, v) = post(&s, Some(TOKEN), Some("zstd"), &zstd_json(&again));
+    assert_eq!((status, v["findings"].as_u64()), (200, Some(1)), "{v}");
+
+    let check = |s: &TestServer| {
+        let (status, doc) = get(s, "/api/jobs/llama-70b/findings", Some(TOKEN));
+        assert_eq!(status, 200, "{doc}");
+        assert_eq!(doc["job"]["id"], "llama-70b");
+        assert_eq!(doc["job"]["source"], "agent");
+        assert_eq!(doc["job"]["world_size"], 8);
+        assert_eq!(doc["job"]["ranks_with_data"], 8);
+        assert_eq!(doc["job"]["missing_ranks"], serde_json::json!([]));
+        assert_eq!(doc["job"]["window"], 101);
+        assert_eq!(doc["job"]["windows_analysed"], 2);
+        assert_eq!(doc["healthy"], false);
+        assert_eq!(doc["conclusive"], true);
+        let f = &doc["findings"][0];
+        assert_eq!(f["kind"], "slow_gpu", "{doc:#}");
+        assert_eq!(f["severity"], "warning");
+        assert_eq!(f["culprits"][0]["rank"], 6);
+        assert_eq!(f["culprits"][0]["element"], "host-1");
+        let history = doc["history"].as_array().unwrap();
+        assert_eq!(history.len(), 2);
+        assert_eq!(history[0]["window"], 100);
+        assert_eq!(history[0]["findings"], 1);
+        assert_eq!(history[0]["kinds"], serde_json::json!(["slow_gpu"]));
+
+        let (status, doc) = get(s, "/api/jobs/llama-70b/findings?window=100", Some(TOKEN));
+        assert_eq!(status, 200);
+        assert_eq!(doc["job"]["window"], 100);
+        assert_eq!(doc["findings"][0]["culprits"][0]["rank"], 6);
+    };
+    check(&s);
+
+    let (status, jobs) = get(&s, "/api/jobs", Some(TOKEN));
+    assert_eq!(status, 200);
+    let jobs = jobs.as_array().unwrap();
+    assert_eq!(jobs.len(), 1, "{jobs:?}");
+    let j = &jobs[0];
+    assert_eq!(j["job_id"], "llama-70b");
+    assert_eq!(j["world_size"], 8);
+    assert_eq!(j["nodes"], 2);
+    assert_eq!(j["ranks_seen"], 8);
+    assert_eq!(j["first_window"], 100);
+    assert_eq!(j["last_window"], 101);
+    assert_eq!(j["open_findings"], 1);
+    assert!(j["last_seen_unix_ns"].as_u64().unwrap() > 0);
+
+    let (status, v) = get(&s, "/api/jobs/nope/findings", Some(TOKEN));
+    assert_eq!(status, 404);
+    assert!(v["error"].as_str().unwrap().contains("unknown job"), "{v}");
+    let (status, v) = get(&s, "/api/jobs/llama-70b/findings?window=7", Some(TOKEN));
+    assert_eq!(status, 404);
+    assert!(v["error"].as_str().unwrap().contains("window 7"), "{v}");
+    let (status, v) = get(&s, "/api/jobs/llama-70b/findings?window=x", Some(TOKEN));
+    assert_eq!(status, 400, "{v}");
+
+    s.stop();
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    let mode: String = conn
+        .query_row("PRAGMA journal_mode", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(mode, "wal");
+    let summaries: i64 = conn
+        .query_row("SELECT COUNT(*) FROM summaries", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(summaries, 4);
+    drop(conn);
+
+    let s = TestServer::start(&db);
+    check(&s);
+}
+
+#[test]
+fn a_healthy_window_is_healthy_and_partial_windows_list_missing_ranks() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = TestServer::start(&dir.path().join("flare.db"));
+    let (status, v) = post(
+        &s,
+        Some(TOKEN),
+        Some("zstd"),
+        &zstd_json(&node_summary("ok", 0, 5, None)),
+    );
+    assert_eq!((status, v["findings"].as_u64()), (200, Some(0)), "{v}");
+    let (_, doc) = get(&s, "/api/jobs/ok/findings", Some(TOKEN));
+    assert_eq!(doc["job"]["missing_ranks"], serde_json::json!([4, 5, 6, 7]));
+    assert_eq!(doc["healthy"], true, "{doc:#}");
+    post(
+        &s,
+        Some(TOKEN),
+        Some("zstd"),
+        &zstd_json(&node_summary("ok", 1, 5, None)),
+    );
+    let (_, doc) = get(&s, "/api/jobs/ok/findings", Some(TOKEN));
+    assert_eq!(doc["job"]["missing_ranks"], serde_json::json!([]));
+    assert_eq!(doc["job"]["ranks_with_data"], 8);
+    assert_eq!(doc["findings"], serde_json::json!([]));
+    assert_eq!(doc["healthy"], true);
+}
