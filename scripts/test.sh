@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite: formatting, lints, and every test of the workspace.
-# Installs nothing today; later parts (Python, NATS, a browser) install themselves here,
-# idempotently.
+# Installs what it needs itself, idempotently: a Python venv under target/ with the
+# pinned tools (maturin, pytest, numpy, py-spy) and Flare's Python package
+# (scripts/python-env.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ ! -d ../shared/data ]; then
@@ -10,3 +11,8 @@ fi
 cargo fmt --all -- --check
 cargo clippy --workspace --release --all-targets -- -D warnings
 cargo test --workspace --release
+# The Python package, and the end-to-end test of a live job (server + agent + 8 traced
+# processes), which runs the `flare` binary that `cargo test --release` just built.
+bash scripts/python-env.sh >/dev/null
+FLARE_BIN="${CARGO_TARGET_DIR:-target}/release/flare" FLARE_E2E_REQUIRED=1 \
+  target/flare-venv/bin/python -m pytest -q -p no:cacheprovider crates/flare-py/tests tests/e2e

@@ -1,7 +1,8 @@
 //! `flare bench`: figures, not assertions. `accuracy` runs seeded scenarios (every fault
 //! kind at several scales plus fault-free runs, with seeds disjoint from the unit tests')
 //! and prints top-1/top-3 localization accuracy, the false-positive rate and latency;
-//! `speed` times simulation, the native format and diagnosis at scale.
+//! `speed` times simulation, the native format and diagnosis at scale; `overhead` measures
+//! what always-on tracing costs a loop of spans and what the agent sends for it.
 
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
@@ -27,6 +28,8 @@ pub enum Which {
     Accuracy(AccuracyArgs),
     /// Simulation, native format and diagnosis speed at scale.
     Speed(SpeedArgs),
+    /// What tracing costs a loop of spans with real work, and the summary bytes sent.
+    Overhead(crate::overhead::OverheadArgs),
 }
 
 #[derive(Args)]
@@ -67,6 +70,7 @@ pub fn run(a: BenchArgs) -> Result<ExitCode> {
     match a.which {
         Which::Accuracy(a) => accuracy(a),
         Which::Speed(a) => speed(a),
+        Which::Overhead(a) => crate::overhead::overhead(a),
     }
 }
 

@@ -1,8 +1,10 @@
 //! `flare`: diagnose distributed training jobs.
 
+mod agent;
 mod bench;
 mod demo;
 mod diagnose;
+mod overhead;
 mod present;
 mod serve;
 mod sim;
@@ -34,6 +36,8 @@ enum Command {
     Whatif(whatif::WhatIfArgs),
     /// Benchmarks that print figures (accuracy, speed).
     Bench(bench::BenchArgs),
+    /// Run the node agent: drain the tracer rings on this node, summarise each window, watch for hangs, serve metrics, push to the server.
+    Agent(agent::AgentArgs),
     /// Run the ingest server: node agents post window summaries, it diagnoses each window and serves the findings.
     Serve(serve::ServeArgs),
 }
@@ -46,6 +50,7 @@ fn main() -> ExitCode {
         Command::Demo(a) => demo::run(a),
         Command::Whatif(a) => whatif::run(a),
         Command::Bench(a) => bench::run(a),
+        Command::Agent(a) => agent::run(a),
         Command::Serve(a) => serve::run(a),
     };
     match result {

@@ -1,0 +1,372 @@
+//! The collector: finds tracer files, drains their rings, runs the watchdog and closes
+//! windows into [`WindowSummary`]s. Single-threaded and non-blocking: everything slow
+//! (stack captures, pushes) happens on other threads.
+
+use crate::source::{Liveness, PollCtx, Source};
+use crate::watchdog::{CaptureRequest, Watchdog};
+use crate::window::{RankParts, RankWindow, Windows};
+use crate::{stacks, AgentConfig, AgentError};
+use flare_model::summary::SUMMARY_VERSION;
+use flare_model::{HangRecord, WindowSummary};
+use flare_tracer::RingFile;
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+/// Running totals, for logs and metrics.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CollectorStats {
+    /// Files being drained now.
+    pub files_open: u64,
+    pub files_attached: u64,
+    /// Files of exited processes, drained and removed.
+    pub files_removed: u64,
+    /// Files that could not be opened (retried with backoff).
+    pub files_rejected: u64,
+    pub events: u64,
+    /// Events and spans that arrived after their window was emitted.
+    pub late: u64,
+    pub hangs: u64,
+    pub windows_closed: u64,
+}
+
+/// A file that failed to open: retried with backoff (it may still be being created),
+/// logged once.
+struct Rejected {
+    attempts: u32,
+    next_try: Instant,
+    logged: bool,
+}
+
+/// Failures before a file is reported (a file caught mid-creation opens on the retry).
+const REJECT_LOG_AFTER: u32 = 3;
+
+pub struct Collector {
+    cfg: AgentConfig,
+    windows: Windows,
+    sources: Vec<Source>,
+    rejected: HashMap<PathBuf, Rejected>,
+    /// The oldest window not emitted yet.
+    open_from: u64,
+    horizon_unix: u64,
+    /// The agent's clock: a monotonic reading and the Unix time it corresponds to.
+    /// Windows close on monotonic time, so wall-clock steps do not close them early.
+    anchor: (u64, u64),
+    last_scan: Option<Instant>,
+    watchdog: Watchdog,
+    /// Hang records waiting for their window to close: (window, job, record).
+    hangs: Vec<(u64, String, HangRecord)>,
+    stats: CollectorStats,
+    dir_error: Option<String>,
+}
+
+impl Collector {
+    pub fn new(cfg: AgentConfig) -> Result<Collector, AgentError> {
+        cfg.validate()?;
+        if let Some(p) = &cfg.py_spy {
+            if stacks::find_py_spy(Some(p)).is_none() {
+                return Err(AgentError::Config(format!(
+                    "py-spy path {} is not an executable file",
+                    p.display()
+                )));
+            }
+        }
+        let py_spy = stacks::find_py_spy(cfg.py_spy.as_deref());
+        match &py_spy {
+            Some(p) => {
+                tracing::info!(py_spy = %p.display(), "hang stacks of Python processes via py-spy")
+            }
+            None => tracing::info!("py-spy not found: hang stacks come from the tracer and /proc"),
+        }
+        let windows = Windows {
+            len_ns: cfg.window_ns(),
+        };
+        let anchor = flare_tracer::clock::anchor();
+        let horizon_unix = anchor.1.saturating_sub(cfg.backlog.as_nanos() as u64);
+        Ok(Collector {
+            watchdog: Watchdog::new(py_spy, cfg.stack_timeout),
+            open_from: windows.index(horizon_unix),
+            horizon_unix,
+            windows,
+            cfg,
+            sources: Vec::new(),
+            rejected: HashMap::new(),
+            anchor,
+            last_scan: None,
+            hangs: Vec::new(),
+            stats: CollectorStats::default(),
+            dir_error: None,
+        })
+    }
+
+    pub fn stats(&self) -> CollectorStats {
+        CollectorStats {
+            files_open: self.sources.iter().filter(|s| s.is_open()).count() as u64,
+            files_rejected: self.rejected.len() as u64,
+            ..self.stats
+        }
+    }
+
+    pub fn py_spy(&self) -> Option<&std::path::Path> {
+        self.watchdog.py_spy()
+    }
+
+    /// (monotonic ns, Unix ns) now, on the agent's clock.
+    fn now(&self) -> (u64, u64) {
+        let mono = flare_tracer::clock::now_ns();
+        (mono, self.anchor.1 + mono.saturating_sub(self.anchor.0))
+    }
+
+    /// One collection round: scan when due, drain every file, watch for hangs, and
+    /// return the summaries of windows whose end plus the grace has passed.
+    pub fn poll(&mut self) -> Vec<WindowSummary> {
+        let scan = self
+            .last_scan
+            .is_none_or(|t| t.elapsed() >= self.cfg.scan_interval);
+        let now_unix = self.collect(scan);
+        let grace = self.cfg.grace.as_nanos() as u64;
+        let mut out = Vec::new();
+        while self.windows.end(self.open_from).saturating_add(grace) <= now_unix {
+            out.extend(self.close_window(self.open_from));
+            self.open_from += 1;
+        }
+        self.forget_finished_sources();
+        out
+    }
+
+    /// Drains everything now and closes every window up to the current, partial one
+    /// (at shutdown, or for a one-shot run). Waits up to the stack timeout for hang
+    /// captures under way, so their records make it into the summary.
+    pub fn flush(&mut self) -> Vec<WindowSummary> {
+        let now_unix = self.collect(true);
+        if self.watchdog.busy() {
+            let deadline = Instant::now() + self.cfg.stack_timeout + Duration::from_secs(1);
+            let done = self.watchdog.wait_idle(deadline);
+            self.file_hangs(done);
+        }
+        let mut last = self.windows.index(now_unix);
+        for s in &self.sources {
+            if let Some((&w, _)) = s.windows.last_key_value() {
+                last = last.max(w);
+            }
+        }
+        if let Some(w) = self.hangs.iter().map(|h| h.0).max() {
+            last = last.max(w);
+        }
+        let mut out = Vec::new();
+        while self.open_from <= last {
+            out.extend(self.close_window(self.open_from));
+            self.open_from += 1;
+        }
+        self.forget_finished_sources();
+        out
+    }
+
+    /// Scans (if asked), drains, settles busy time and runs the watchdog. Returns the
+    /// agent's Unix time.
+    fn collect(&mut self, scan: bool) -> u64 {
+        if scan {
+            self.last_scan = Some(Instant::now());
+            self.scan();
+        }
+        let (now_mono, now_unix) = self.now();
+        let ctx = PollCtx {
+            windows: self.windows,
+            open_from: self.open_from,
+            now_mono,
+            grace_ns: self.cfg.grace.as_nanos() as u64,
+            max_exact: self.cfg.max_exact_samples,
+            horizon_unix: self.horizon_unix,
+        };
+        let liveness_grace = self.cfg.liveness_grace.as_nanos() as u64;
+        let timeout = self.cfg.hang_timeout.as_nanos() as u64;
+        let mut requests = Vec::new();
+        for s in self.sources.iter_mut().filter(|s| s.is_open()) {
+            // Decided before the drain, so the drain is the last one and loses nothing.
+            let dying = if s.exited() {
+                Some("exited")
+            } else if scan && s.liveness(now_mono, liveness_grace) == Liveness::Dead {
+                Some("died")
+            } else {
+                None
+            };
+            let d = s.drain(&ctx);
+            self.stats.events += d.events;
+            self.stats.late += d.late;
+            s.settle_busy(&ctx);
+            if let Some(how) = dying {
+                let (rank, pid) = (s.info.rank, s.info.pid);
+                match s.close_and_remove() {
+                    Ok(()) => {
+                        tracing::info!(rank, pid, file = %s.path().display(), "process {how}: drained and removed its tracer file")
+                    }
+                    Err(e) => {
+                        tracing::warn!(rank, pid, file = %s.path().display(), error = %e, "process {how}: drained, but its tracer file could not be removed")
+                    }
+                }
+                self.stats.files_removed += 1;
+                continue;
+            }
+            if self.cfg.heartbeat {
+                s.heartbeat(now_unix);
+            }
+            let stuck = s.new_stuck_spans(now_mono, timeout);
+            if !stuck.is_empty() {
+                let records = stuck.iter().map(|o| s.hang_record(o, now_mono)).collect();
+                requests.push(CaptureRequest {
+                    job: s.info.job_id.clone(),
+                    pid: s.info.pid,
+                    records,
+                    rings: s.ring_stacks(now_mono),
+                });
+            }
+        }
+        for r in requests {
+            self.watchdog.submit(r);
+        }
+        let done = self.watchdog.collect();
+        self.file_hangs(done);
+        now_unix
+    }
+
+    fn file_hangs(&mut self, done: Vec<(String, HangRecord)>) {
+        for (job, r) in done {
+            self.stats.hangs += 1;
+            let w = self.windows.index(r.detected_unix_ns).max(self.open_from);
+            self.hangs.push((w, job, r));
+        }
+    }
+
+    fn scan(&mut self) {
+        let found = match flare_tracer::discover(&self.cfg.shm_dir, self.cfg.job.as_deref()) {
+            Ok(f) => {
+                if self.dir_error.take().is_some() {
+                    tracing::info!(dir = %self.cfg.shm_dir.display(), "tracer directory readable again");
+                }
+                f
+            }
+            Err(e) => {
+                let msg = e.to_string();
+                if self.dir_error.as_deref() != Some(msg.as_str()) {
+                    tracing::warn!(dir = %self.cfg.shm_dir.display(), error = %msg, "cannot list the tracer directory");
+                    self.dir_error = Some(msg);
+                }
+                return;
+            }
+        };
+        let now = Instant::now();
+        let (now_mono, _) = self.now();
+        let open: HashSet<PathBuf> = self
+            .sources
+            .iter()
+            .filter(|s| s.is_open())
+            .map(|s| s.path.clone())
+            .collect();
+        for path in &found {
+            if open.contains(path) {
+                continue;
+            }
+            if self.rejected.get(path).is_some_and(|r| now < r.next_try) {
+                continue;
+            }
+            let result = RingFile::open(path).and_then(|f| match &self.cfg.job {
+                // File names carry a sanitized job id; the header has the real one.
+                Some(job) if &f.info().job_id != job => Err(flare_tracer::TracerError::Format {
+                    path: path.clone(),
+                    what: format!("belongs to job {:?}, not {job:?}", f.info().job_id),
+                }),
+                _ => Ok(f),
+            });
+            match result {
+                Ok(f) => {
+                    let i = f.info();
+                    tracing::info!(
+                        job = %i.job_id, rank = i.rank, local_rank = i.local_rank,
+                        pid = i.pid, file = %path.display(), "attached to a traced process"
+                    );
+                    self.rejected.remove(path);
+                    self.stats.files_attached += 1;
+                    self.sources.push(Source::new(f, now_mono));
+                }
+                Err(e) => {
+                    let r = self.rejected.entry(path.clone()).or_insert(Rejected {
+                        attempts: 0,
+                        next_try: now,
+                        logged: false,
+                    });
+                    r.attempts += 1;
+                    let backoff = self
+                        .cfg
+                        .scan_interval
+                        .saturating_mul(1 << r.attempts.min(6));
+                    r.next_try = now + backoff.min(Duration::from_secs(60));
+                    if r.attempts >= REJECT_LOG_AFTER && !r.logged {
+                        r.logged = true;
+                        tracing::warn!(error = %e, "skipping a file that is not a readable tracer file");
+                    } else {
+                        tracing::debug!(error = %e, attempts = r.attempts, "cannot open a tracer file yet");
+                    }
+                }
+            }
+        }
+        let found: HashSet<&PathBuf> = found.iter().collect();
+        self.rejected.retain(|p, _| found.contains(p));
+    }
+
+    /// Emits window `w`: one summary per job with data in it.
+    fn close_window(&mut self, w: u64) -> Vec<WindowSummary> {
+        let win = self.windows;
+        // job -> (world size, rank -> parts)
+        let mut jobs: BTreeMap<String, (u32, BTreeMap<u32, RankParts>)> = BTreeMap::new();
+        for s in &mut self.sources {
+            let rw = s.windows.remove(&w).unwrap_or_else(RankWindow::default);
+            let observed = s.observed_in(w, win);
+            if rw.is_empty() && observed.1 <= observed.0 {
+                continue;
+            }
+            let i = &s.info;
+            let job = jobs
+                .entry(i.job_id.clone())
+                .or_insert_with(|| (0, BTreeMap::new()));
+            job.0 = job.0.max(i.world_size);
+            job.1
+                .entry(i.rank)
+                .or_insert_with(|| RankParts::new(i.rank, i.local_rank, i.pid))
+                .absorb(rw, observed, s.dropped_total, i.pid);
+        }
+        let mut hangs: BTreeMap<String, Vec<HangRecord>> = BTreeMap::new();
+        let (due, later): (Vec<_>, Vec<_>) = std::mem::take(&mut self.hangs)
+            .into_iter()
+            .partition(|h| h.0 <= w);
+        self.hangs = later;
+        for (_, job, r) in due {
+            jobs.entry(job.clone())
+                .or_insert_with(|| (0, BTreeMap::new()));
+            hangs.entry(job).or_default().push(r);
+        }
+        let out: Vec<WindowSummary> = jobs
+            .into_iter()
+            .map(|(job_id, (world_size, ranks))| WindowSummary {
+                version: SUMMARY_VERSION,
+                hangs: hangs.remove(&job_id).unwrap_or_default(),
+                job_id,
+                node: self.cfg.node.clone(),
+                window: w,
+                window_ns: win.len_ns,
+                start_unix_ns: win.start(w),
+                end_unix_ns: win.end(w),
+                world_size,
+                ranks: ranks.into_values().map(RankParts::finish).collect(),
+            })
+            .collect();
+        self.stats.windows_closed += out.len() as u64;
+        out
+    }
+
+    /// Drops closed files whose windows have all been emitted.
+    fn forget_finished_sources(&mut self) {
+        let (open_from, win) = (self.open_from, self.windows);
+        self.sources
+            .retain(|s| s.is_open() || s.has_windows_from(open_from, win));
+    }
+}

@@ -1,0 +1,192 @@
+//! What `/proc` says about a traced process: whether it still is the process that wrote
+//! a file, whether it runs Python, and what its threads are blocked in.
+
+use std::path::Path;
+
+/// Whether `pid` is (still) the process that anchored its tracer file at `anchor_mono_ns`.
+/// `None` when `/proc` cannot tell (not mounted, another pid namespace): the caller falls
+/// back on `kill(pid, 0)`.
+pub fn same_process(pid: u32, anchor_mono_ns: u64) -> Option<bool> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let fields = stat_fields(&stat)?;
+    // Field 3 (state): a zombie or a dead task has stopped tracing for good.
+    let state = fields.first()?.chars().next()?;
+    if matches!(state, 'Z' | 'X' | 'x') {
+        return Some(false);
+    }
+    // Field 22 (starttime, clock ticks since boot): a process started after the file's
+    // anchor is a new process that reused the pid.
+    let ticks: u64 = fields.get(19)?.parse().ok()?;
+    let start_mono = start_time_mono_ns(ticks)?;
+    Some(start_mono <= anchor_mono_ns.saturating_add(2_000_000_000))
+}
+
+/// The fields after the command name in `/proc/PID/stat` (state first). The name sits
+/// in parentheses and may itself contain spaces and parentheses.
+fn stat_fields(stat: &str) -> Option<Vec<&str>> {
+    let close = stat.rfind(')')?;
+    Some(stat[close + 1..].split_whitespace().collect())
+}
+
+fn clock(id: libc::clockid_t) -> Option<u64> {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes the timespec we pass.
+    let r = unsafe { libc::clock_gettime(id, &mut ts) };
+    (r == 0).then(|| ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64)
+}
+
+/// Converts a start time in ticks since boot (`CLOCK_BOOTTIME`) to `CLOCK_MONOTONIC`,
+/// which the tracer's anchor uses (they differ by the time the host was suspended).
+fn start_time_mono_ns(ticks: u64) -> Option<u64> {
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    if hz <= 0 {
+        return None;
+    }
+    let boot_ns = ticks.saturating_mul(1_000_000_000) / hz as u64;
+    let offset = clock(libc::CLOCK_BOOTTIME)?.saturating_sub(clock(libc::CLOCK_MONOTONIC)?);
+    Some(boot_ns.saturating_sub(offset))
+}
+
+/// Whether the process runs a Python interpreter: its executable is `python*`, or it
+/// maps a `libpython` (embedded interpreters, uwsgi-style launchers).
+pub fn is_python(pid: u32) -> bool {
+    if let Ok(exe) = std::fs::read_link(format!("/proc/{pid}/exe")) {
+        let name = exe
+            .file_name()
+            .map(|n| n.to_string_lossy().to_lowercase())
+            .unwrap_or_default();
+        if name.starts_with("python") || name.starts_with("pypy") {
+            return true;
+        }
+    }
+    std::fs::read_to_string(format!("/proc/{pid}/maps"))
+        .map(|m| m.contains("/libpython"))
+        .unwrap_or(false)
+}
+
+/// One OS thread of a process, as the kernel sees it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Task {
+    pub tid: u32,
+    pub comm: String,
+    /// The kernel function it sleeps in ("0" or empty when running).
+    pub wchan: String,
+    /// The system call it is blocked in, by name where known, or "running".
+    pub syscall: String,
+}
+
+pub fn tasks(pid: u32) -> Vec<Task> {
+    let dir = format!("/proc/{pid}/task");
+    let Ok(entries) = std::fs::read_dir(&dir) else {
+        return Vec::new();
+    };
+    let mut out: Vec<Task> = entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .map(|tid| task(Path::new(&dir), tid))
+        .collect();
+    out.sort_by_key(|t| t.tid);
+    out
+}
+
+fn task(dir: &Path, tid: u32) -> Task {
+    let read = |f: &str| {
+        std::fs::read_to_string(dir.join(tid.to_string()).join(f))
+            .map(|s| s.trim().to_string())
+            .unwrap_or_default()
+    };
+    let syscall = read("syscall");
+    Task {
+        tid,
+        comm: read("comm"),
+        wchan: read("wchan"),
+        syscall: describe_syscall(&syscall),
+    }
+}
+
+/// `/proc/PID/task/TID/syscall` is "NR arg0 ... sp pc", "running", or "-1 sp pc" (blocked
+/// outside a system call).
+fn describe_syscall(raw: &str) -> String {
+    let first = raw.split_whitespace().next().unwrap_or("");
+    match first.parse::<i64>() {
+        Ok(-1) => "none (blocked outside a system call)".into(),
+        Ok(nr) => match syscall_name(nr) {
+            Some(n) => n.to_string(),
+            None => format!("#{nr}"),
+        },
+        Err(_) if first.is_empty() => "unknown".into(),
+        Err(_) => first.to_string(),
+    }
+}
+
+/// Names of the calls a stuck training process typically sits in.
+fn syscall_name(nr: i64) -> Option<&'static str> {
+    #[cfg(target_arch = "x86_64")]
+    let table: &[(i64, &str)] = &[
+        (0, "read"),
+        (1, "write"),
+        (7, "poll"),
+        (16, "ioctl"),
+        (23, "select"),
+        (35, "nanosleep"),
+        (45, "recvfrom"),
+        (47, "recvmsg"),
+        (61, "wait4"),
+        (202, "futex"),
+        (230, "clock_nanosleep"),
+        (232, "epoll_wait"),
+        (270, "pselect6"),
+        (271, "ppoll"),
+        (281, "epoll_pwait"),
+    ];
+    #[cfg(target_arch = "aarch64")]
+    let table: &[(i64, &str)] = &[
+        (22, "epoll_pwait"),
+        (29, "ioctl"),
+        (63, "read"),
+        (64, "write"),
+        (72, "pselect6"),
+        (73, "ppoll"),
+        (98, "futex"),
+        (101, "nanosleep"),
+        (115, "clock_nanosleep"),
+        (207, "recvfrom"),
+        (212, "recvmsg"),
+        (260, "wait4"),
+    ];
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+    let table: &[(i64, &str)] = &[];
+    table.iter().find(|(n, _)| *n == nr).map(|(_, s)| *s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn this_process_is_itself_and_not_python() {
+        let pid = std::process::id();
+        assert_eq!(same_process(pid, flare_tracer::clock::now_ns()), Some(true));
+        // A file anchored before this process started belongs to an older process.
+        assert_eq!(same_process(pid, 1), Some(false));
+        assert!(!is_python(pid));
+        let t = tasks(pid);
+        assert!(t.iter().any(|t| t.tid == pid), "{t:?}");
+    }
+
+    #[test]
+    fn stat_and_syscall_lines_parse() {
+        let f = stat_fields("42 (a (weird) name) S 1 2 3").unwrap();
+        assert_eq!(f[0], "S");
+        assert_eq!(describe_syscall("running"), "running");
+        assert_eq!(
+            describe_syscall("-1 0x7ff 0x7ff"),
+            "none (blocked outside a system call)"
+        );
+        assert!(describe_syscall("99999 0x0").starts_with("#99999"));
+    }
+}

@@ -1,0 +1,464 @@
+//! One traced process: its mapped tracer file, the span assembler fed from its rings, and
+//! its per-window accumulators.
+
+use crate::procfs;
+use crate::stacks::RingStack;
+use crate::window::{OpAcc, RankWindow, Windows};
+use flare_model::{HangRecord, IterationSample};
+use flare_tracer::{Assembler, Item, NameId, OpenSpan, ProcessInfo, RingEvent, RingFile, Span};
+use std::collections::hash_map::Entry;
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::{Path, PathBuf};
+
+/// What the collector knows at this poll, shared by every source.
+#[derive(Clone, Copy, Debug)]
+pub struct PollCtx {
+    pub windows: Windows,
+    /// The oldest window still open; earlier ones were emitted.
+    pub open_from: u64,
+    /// `CLOCK_MONOTONIC` now (the clock the tracer stamps events with).
+    pub now_mono: u64,
+    pub grace_ns: u64,
+    pub max_exact: usize,
+    /// Events before this (Unix ns) are not summarised (the agent's backlog horizon).
+    pub horizon_unix: u64,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DrainStats {
+    pub events: u64,
+    /// Events or spans that fell into windows already emitted (or implausibly far ahead).
+    pub late: u64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Liveness {
+    Alive,
+    /// The process called the tracer's shutdown.
+    Exited,
+    /// The process is gone (crashed, killed, or its pid now belongs to another process).
+    Dead,
+}
+
+/// A name from the file's table, cached once resolved (the file may be gone when a
+/// window closes). Unresolved ids are not cached: an id may be published after its use.
+fn resolve(file: Option<&RingFile>, cache: &mut HashMap<NameId, String>, id: NameId) -> String {
+    if let Some(n) = cache.get(&id) {
+        return n.clone();
+    }
+    match file {
+        Some(f) => match f.name(id) {
+            Some(n) => {
+                cache.insert(id, n.to_string());
+                n.to_string()
+            }
+            None => f.name_or(id),
+        },
+        None => format!("<name {}>", id.0),
+    }
+}
+
+/// Identifies an open span across polls, so the watchdog reports it once.
+type SpanKey = (u32, u64, u64, u32);
+
+fn span_key(o: &OpenSpan) -> SpanKey {
+    (o.ring, o.start_ns, o.async_id, o.name.0)
+}
+
+pub struct Source {
+    pub path: PathBuf,
+    file: Option<RingFile>,
+    pub info: ProcessInfo,
+    asm: Assembler,
+    events: Vec<RingEvent>,
+    items: Vec<Item>,
+    /// Each ring's owner at the last drain; a new owner means a reused ring.
+    ring_tids: Vec<u32>,
+    /// Per ring: the last step marker (step, Unix ns), closed by the next one.
+    last_step: HashMap<u32, (u64, u64)>,
+    pub windows: BTreeMap<u64, RankWindow>,
+    observed_from: Option<u64>,
+    pub observed_to: u64,
+    pub dropped_total: u64,
+    /// Agent monotonic time of the last drain that returned events.
+    last_activity_mono: u64,
+    fired: HashSet<SpanKey>,
+    /// Names resolved once per id (the file may be gone when a window closes).
+    names: HashMap<NameId, String>,
+}
+
+impl Source {
+    pub fn new(file: RingFile, now_mono: u64) -> Source {
+        let info = file.info().clone();
+        Source {
+            path: file.path().to_path_buf(),
+            ring_tids: vec![0; info.max_rings as usize],
+            file: Some(file),
+            info,
+            asm: Assembler::new(),
+            events: Vec::new(),
+            items: Vec::new(),
+            last_step: HashMap::new(),
+            windows: BTreeMap::new(),
+            observed_from: None,
+            observed_to: 0,
+            dropped_total: 0,
+            last_activity_mono: now_mono,
+            fired: HashSet::new(),
+            names: HashMap::new(),
+        }
+    }
+
+    pub fn is_open(&self) -> bool {
+        self.file.is_some()
+    }
+
+    pub fn liveness(&self, now_mono: u64, grace_ns: u64) -> Liveness {
+        let Some(file) = &self.file else {
+            return Liveness::Dead;
+        };
+        if file.exited() {
+            return Liveness::Exited;
+        }
+        let alive = match procfs::same_process(self.info.pid, self.info.anchor_mono_ns) {
+            Some(same) => same,
+            None => file.process_alive(),
+        };
+        // A process that still writes events is alive whatever /proc says (the agent
+        // may not share its pid namespace).
+        if alive || now_mono.saturating_sub(self.last_activity_mono) < grace_ns {
+            Liveness::Alive
+        } else {
+            Liveness::Dead
+        }
+    }
+
+    /// The process called the tracer's shutdown (one atomic load: checked every poll).
+    pub fn exited(&self) -> bool {
+        self.file.as_ref().is_some_and(RingFile::exited)
+    }
+
+    pub fn heartbeat(&self, unix_ns: u64) {
+        if let Some(f) = &self.file {
+            f.heartbeat(unix_ns);
+        }
+    }
+
+    fn name(&mut self, id: NameId) -> String {
+        resolve(self.file.as_ref(), &mut self.names, id)
+    }
+
+    fn group_name(&mut self, id: NameId) -> Option<String> {
+        (id != NameId::NONE).then(|| self.name(id))
+    }
+
+    /// Drains every ring and folds the events into the window accumulators.
+    pub fn drain(&mut self, ctx: &PollCtx) -> DrainStats {
+        let mut stats = DrainStats::default();
+        let Some(file) = &mut self.file else {
+            return stats;
+        };
+        // Owners are read before draining: a ring is reclaimed only once drained, so a
+        // new owner seen now has written nothing we already drained.
+        for (r, known) in self.ring_tids.iter_mut().enumerate() {
+            let (tid, _) = file.thread(r as u32);
+            if tid != *known {
+                if *known != 0 {
+                    self.asm.reset_ring(r as u32);
+                    self.last_step.remove(&(r as u32));
+                }
+                *known = tid;
+            }
+        }
+        self.dropped_total = file.drops().total();
+        let mut events = std::mem::take(&mut self.events);
+        events.clear();
+        let n = file.drain(&mut events);
+        let now_unix = self.info.to_unix_ns(ctx.now_mono);
+        if n > 0 {
+            self.last_activity_mono = ctx.now_mono;
+        }
+        if self.observed_from.is_none() {
+            // Watched since the tracer started (or its oldest buffered event, for
+            // files written with explicit times), but not before the backlog horizon.
+            // Rings that overflowed before the agent came lost the recent past: the
+            // watch then starts now, rather than report that time as idle.
+            let first = events
+                .iter()
+                .map(|e| self.info.to_unix_ns(e.event.ts_ns))
+                .min()
+                .unwrap_or(u64::MAX);
+            let from = if self.dropped_total > 0 {
+                now_unix
+            } else {
+                self.info.anchor_unix_ns.min(first).max(ctx.horizon_unix)
+            };
+            self.observed_from = Some(from.min(now_unix));
+        }
+        let future = now_unix.saturating_add(ctx.windows.len_ns);
+        let mut items = std::mem::take(&mut self.items);
+        // Events per window, counted in runs (events come in time order per ring), so
+        // the window map is touched once per run rather than once per event.
+        let mut run: Option<(u64, u64)> = None;
+        for e in &events {
+            stats.events += 1;
+            let ts = self.info.to_unix_ns(e.event.ts_ns);
+            let w = ctx.windows.index(ts);
+            if w < ctx.open_from || ts < ctx.horizon_unix || ts > future {
+                stats.late += 1;
+            } else {
+                match &mut run {
+                    Some((rw, n)) if *rw == w => *n += 1,
+                    _ => {
+                        if let Some((rw, n)) = run.replace((w, 1)) {
+                            self.windows.entry(rw).or_default().events += n;
+                        }
+                    }
+                }
+            }
+            items.clear();
+            self.asm.feed(e.ring, &e.event, &mut items);
+            for item in items.drain(..) {
+                stats.late += self.apply(item, ctx, future);
+            }
+        }
+        if let Some((rw, n)) = run {
+            self.windows.entry(rw).or_default().events += n;
+        }
+        self.events = events;
+        self.items = items;
+        self.observed_to = self.observed_to.max(now_unix);
+        stats
+    }
+
+    /// Folds one assembled item into its window; returns 1 when it was too late.
+    fn apply(&mut self, item: Item, ctx: &PollCtx, future: u64) -> u64 {
+        let win = ctx.windows;
+        let usable =
+            |ts: u64| ts >= ctx.horizon_unix && ts <= future && win.index(ts) >= ctx.open_from;
+        match item {
+            Item::Span(s) => {
+                let start = self.info.to_unix_ns(s.start_ns);
+                let end = self.info.to_unix_ns(s.end_ns);
+                if s.depth == 0 {
+                    self.add_busy(start, end, ctx);
+                }
+                if !usable(end) {
+                    return 1;
+                }
+                self.record_span(&s, win.index(end), ctx.max_exact);
+                0
+            }
+            Item::Step { ring, step, ts_ns } => {
+                let ts = self.info.to_unix_ns(ts_ns);
+                let prev = self.last_step.insert(ring, (step, ts));
+                match prev {
+                    Some((pstep, pts)) if ts >= pts => {
+                        if !usable(ts) {
+                            return 1;
+                        }
+                        self.windows
+                            .entry(win.index(ts))
+                            .or_default()
+                            .iterations
+                            .push(IterationSample {
+                                step: pstep,
+                                start_unix_ns: pts,
+                                duration_ns: ts - pts,
+                            });
+                        0
+                    }
+                    _ => 0,
+                }
+            }
+            // Counters and instants are counted as events; the summary has no place
+            // for free-form series (they would make its size unbounded).
+            Item::Counter { .. } | Item::Instant { .. } => 0,
+        }
+    }
+
+    fn record_span(&mut self, s: &Span, w: u64, cap: usize) {
+        let key = (s.name, s.kind, s.args.group);
+        let rw = self.windows.entry(w).or_default();
+        let acc = match rw.ops.entry(key) {
+            Entry::Occupied(e) => e.into_mut(),
+            Entry::Vacant(v) => {
+                let file = self.file.as_ref();
+                let name = resolve(file, &mut self.names, s.name);
+                let group = (s.args.group != NameId::NONE)
+                    .then(|| resolve(file, &mut self.names, s.args.group));
+                v.insert(OpAcc::new(name, s.kind, group, cap))
+            }
+        };
+        acc.record(
+            s.duration_ns(),
+            s.args.amount,
+            s.args.group_size,
+            s.args.issue_latency_ns,
+        );
+    }
+
+    /// Adds `[start, end)` (Unix ns) to the busy time of every open window it overlaps.
+    fn add_busy(&mut self, start: u64, end: u64, ctx: &PollCtx) {
+        if end <= start {
+            return;
+        }
+        let win = ctx.windows;
+        let last = win.index(end - 1);
+        let first = win.index(start).max(ctx.open_from);
+        for w in first..=last {
+            let (ws, we) = (win.start(w), win.end(w));
+            self.windows
+                .entry(w)
+                .or_default()
+                .busy
+                .add(start.max(ws), end.min(we));
+        }
+    }
+
+    /// Counts top-level spans still open as busy up to now, then finalizes busy time
+    /// older than the grace (later spans start after it).
+    pub fn settle_busy(&mut self, ctx: &PollCtx) {
+        if self.file.is_none() {
+            return;
+        }
+        let now_unix = self.info.to_unix_ns(ctx.now_mono);
+        let open: Vec<u64> = self
+            .asm
+            .open_spans()
+            .iter()
+            .filter(|o| o.depth == 0)
+            .map(|o| self.info.to_unix_ns(o.start_ns))
+            .collect();
+        for start in open {
+            self.add_busy(start, now_unix, ctx);
+        }
+        let floor = now_unix.saturating_sub(ctx.grace_ns);
+        for w in self.windows.values_mut() {
+            w.busy.advance(floor);
+        }
+    }
+
+    /// The part of window `w` this process was watched, `(from, to)` in Unix ns.
+    pub fn observed_in(&self, w: u64, win: Windows) -> (u64, u64) {
+        let from = self.observed_from.unwrap_or(u64::MAX).max(win.start(w));
+        let to = self.observed_to.min(win.end(w));
+        (from, to.max(from))
+    }
+
+    /// Whether this (closed) source still has windows not yet emitted.
+    pub fn has_windows_from(&self, open_from: u64, win: Windows) -> bool {
+        self.windows.keys().any(|&w| w >= open_from)
+            || (self.observed_from.is_some() && win.index(self.observed_to) >= open_from)
+    }
+
+    /// Open spans stalled past `timeout_ns` and not reported yet: the innermost per
+    /// thread, and every stalled async span.
+    pub fn new_stuck_spans(&mut self, now_mono: u64, timeout_ns: u64) -> Vec<OpenSpan> {
+        let open = self.asm.open_spans();
+        let live: HashSet<SpanKey> = open.iter().map(span_key).collect();
+        self.fired.retain(|k| live.contains(k));
+        let mut innermost: BTreeMap<u32, OpenSpan> = BTreeMap::new();
+        let mut out = Vec::new();
+        for o in open {
+            if o.async_id != 0 {
+                out.push(o);
+            } else if innermost.get(&o.ring).is_none_or(|i| o.depth > i.depth) {
+                innermost.insert(o.ring, o);
+            }
+        }
+        out.extend(innermost.into_values());
+        out.retain(|o| {
+            now_mono.saturating_sub(o.last_progress_ns) > timeout_ns
+                && !self.fired.contains(&span_key(o))
+                && self.thread_alive(o)
+        });
+        for o in &out {
+            self.fired.insert(span_key(o));
+        }
+        out
+    }
+
+    /// A thread that exited inside a span left it open; that is not a hang.
+    fn thread_alive(&self, o: &OpenSpan) -> bool {
+        let tid = self.ring_tids.get(o.ring as usize).copied().unwrap_or(0);
+        if o.async_id != 0 || tid == 0 {
+            return true;
+        }
+        let proc_dir = PathBuf::from(format!("/proc/{}", self.info.pid));
+        !proc_dir.exists() || proc_dir.join("task").join(tid.to_string()).exists()
+    }
+
+    /// The tracer's open spans per thread, innermost first, for the native stacks.
+    pub fn ring_stacks(&mut self, now_mono: u64) -> Vec<RingStack> {
+        let open = self.asm.open_spans();
+        let mut by_ring: BTreeMap<u32, RingStack> = BTreeMap::new();
+        for o in open.iter().rev() {
+            let frame = self.describe(o, now_mono);
+            let r = by_ring.entry(o.ring).or_insert_with(|| RingStack {
+                ring: o.ring,
+                ..RingStack::default()
+            });
+            if o.async_id != 0 {
+                r.async_frames.push(frame);
+            } else {
+                r.frames.push(frame);
+            }
+        }
+        let mut out: Vec<RingStack> = by_ring.into_values().collect();
+        for r in &mut out {
+            // Open spans come sorted by (ring, depth); reversed, the innermost is first.
+            r.async_frames.reverse();
+            if let Some(f) = &self.file {
+                let (tid, name) = f.thread(r.ring);
+                r.tid = tid;
+                r.thread_name = name;
+            }
+        }
+        out
+    }
+
+    fn describe(&mut self, o: &OpenSpan, now_mono: u64) -> String {
+        let name = self.name(o.name);
+        let mut d = format!("{name} [{}", o.kind.as_str());
+        if let Some(g) = self.group_name(o.args.group) {
+            d.push_str(&format!(" group={g} seq={}", o.args.seq));
+        }
+        d.push_str(&format!(
+            ", open {:.1}s, idle {:.1}s]",
+            now_mono.saturating_sub(o.start_ns) as f64 / 1e9,
+            now_mono.saturating_sub(o.last_progress_ns) as f64 / 1e9
+        ));
+        d
+    }
+
+    /// A hang record for a stalled span (stacks are filled in by the capture).
+    pub fn hang_record(&mut self, o: &OpenSpan, now_mono: u64) -> HangRecord {
+        HangRecord {
+            rank: self.info.rank,
+            pid: self.info.pid,
+            op: self.name(o.name),
+            kind: o.kind,
+            group: self.group_name(o.args.group),
+            in_flight_ns: now_mono.saturating_sub(o.start_ns),
+            detected_unix_ns: self.info.to_unix_ns(now_mono),
+            stacks: Vec::new(),
+            stack_source: "none".into(),
+        }
+    }
+
+    /// Drops the mapping and removes the file (the process is gone; all is drained).
+    pub fn close_and_remove(&mut self) -> std::io::Result<()> {
+        self.file = None;
+        self.asm = Assembler::new();
+        self.fired.clear();
+        match std::fs::remove_file(&self.path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
+            _ => Ok(()),
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}

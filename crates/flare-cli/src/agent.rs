@@ -1,0 +1,157 @@
+//! `flare agent`: the node agent. Drains the tracer rings of the processes on this node,
+//! summarises each window, watches for hangs, serves Prometheus metrics and pushes the
+//! summaries to `flare serve` (or writes them as JSON).
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use flare_agent::{AgentConfig, PushConfig};
+use std::io::Write;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+#[derive(Args)]
+pub struct AgentArgs {
+    /// Directory where traced processes create their ring files.
+    #[arg(long, default_value = "/dev/shm")]
+    pub shm_dir: PathBuf,
+    /// Only collect this job's processes (the tracer's job id); all jobs by default.
+    #[arg(long)]
+    pub job: Option<String>,
+    /// Node name in the summaries (the host name by default).
+    #[arg(long)]
+    pub node: Option<String>,
+    /// Summary window, aligned to Unix time so every node cuts the same windows.
+    #[arg(long, default_value = "10s", value_parser = duration)]
+    pub window: Duration,
+    /// How often the rings are drained.
+    #[arg(long, default_value = "100ms", value_parser = duration)]
+    pub poll: Duration,
+    /// Server to push summaries to (`http://host:port` of `flare serve`).
+    #[arg(long, value_name = "URL")]
+    pub server: Option<String>,
+    /// Bearer token for the server. Prefer the FLARE_TOKEN environment variable: a
+    /// command-line argument is visible to other users in `ps`.
+    #[arg(long, value_name = "TOKEN")]
+    pub token: Option<String>,
+    /// Also write every summary as JSON into this directory.
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Prometheus metrics address (`/metrics`); "off" disables it.
+    #[arg(long, default_value = flare_agent::DEFAULT_METRICS_LISTEN, value_parser = listen_addr)]
+    pub metrics_listen: Listen,
+    /// Report an op open with no progress for this long as a hang.
+    #[arg(long, default_value = "300s", value_parser = duration)]
+    pub hang_timeout: Duration,
+    /// py-spy binary for Python stacks of hung processes (default: py-spy on PATH, then
+    /// target/flare-venv/bin/py-spy).
+    #[arg(long, value_name = "PATH")]
+    pub py_spy: Option<PathBuf>,
+    /// Drain what is there, emit the current (partial) window, and exit. Without
+    /// --server or --out the summaries are printed as JSON lines.
+    #[arg(long)]
+    pub once: bool,
+}
+
+/// A metrics listen address, or none.
+#[derive(Clone, Copy, Debug)]
+pub struct Listen(Option<SocketAddr>);
+
+fn duration(s: &str) -> Result<Duration, String> {
+    flare_agent::parse_duration(s).map_err(|e| e.to_string())
+}
+
+fn listen_addr(s: &str) -> Result<Listen, String> {
+    if matches!(s, "off" | "none" | "") {
+        return Ok(Listen(None));
+    }
+    s.parse()
+        .map(|a| Listen(Some(a)))
+        .map_err(|_| format!("{s:?} is not an address like 127.0.0.1:9470 (or \"off\")"))
+}
+
+pub fn run(args: AgentArgs) -> Result<ExitCode> {
+    let token = match args.token {
+        Some(t) => Some(t),
+        None => match std::env::var("FLARE_TOKEN") {
+            Ok(t) => Some(t),
+            Err(std::env::VarError::NotPresent) => None,
+            Err(std::env::VarError::NotUnicode(_)) => bail!("FLARE_TOKEN is not valid UTF-8"),
+        },
+    };
+    let push = match args.server {
+        Some(server) => {
+            let Some(token) = token.filter(|t| !t.trim().is_empty()) else {
+                bail!("--server needs a token: pass --token TOKEN or set FLARE_TOKEN");
+            };
+            Some(PushConfig::new(server, Some(token)))
+        }
+        None => None,
+    };
+    let print = args.once && push.is_none() && args.out.is_none();
+    let mut cfg = AgentConfig {
+        shm_dir: args.shm_dir,
+        job: args.job,
+        window: args.window,
+        poll: args.poll,
+        hang_timeout: args.hang_timeout,
+        py_spy: args.py_spy,
+        out_dir: args.out,
+        push,
+        // A one-shot run neither serves metrics nor claims the files: producers that
+        // exit later should clean up after themselves.
+        metrics_listen: if args.once {
+            None
+        } else {
+            args.metrics_listen.0
+        },
+        heartbeat: !args.once,
+        ..AgentConfig::default()
+    };
+    if let Some(node) = args.node {
+        cfg.node = node;
+    }
+    // A one-shot run over a missing directory is a mistake; a long-running agent may
+    // start before the directory exists, and waits for it.
+    if args.once && !cfg.shm_dir.is_dir() {
+        bail!("{} is not a directory", cfg.shm_dir.display());
+    }
+    if !args.once && cfg.push.is_none() && cfg.out_dir.is_none() {
+        eprintln!("note: no --server and no --out: summaries only feed /metrics");
+    }
+    flare_agent::init_logging();
+    let agent = flare_agent::Agent::new(cfg).context("starting the agent")?;
+    let report = if args.once {
+        let (summaries, report) = agent.run_once();
+        if print {
+            let mut out = std::io::stdout().lock();
+            for s in &summaries {
+                serde_json::to_writer(&mut out, s)?;
+                writeln!(out)?;
+            }
+            out.flush()?;
+        }
+        report
+    } else {
+        let stop = flare_agent::install_stop_handlers()?;
+        agent.run(stop)
+    };
+    eprintln!(
+        "{} summaries, {} events, {} hangs",
+        report.summaries, report.events, report.hangs
+    );
+    let mut failed = report.write_errors > 0;
+    if let Some(p) = &report.push {
+        eprintln!(
+            "pushed {}, undelivered {}, dropped {}, rejected {}",
+            p.sent, p.queued, p.dropped, p.rejected
+        );
+        failed |= args.once && (p.queued > 0 || p.dropped > 0 || p.rejected > 0);
+    }
+    Ok(if failed {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    })
+}

@@ -1,0 +1,119 @@
+"""One rank of a small real training-like job for the end-to-end test.
+
+Each iteration: a `compute` span holding real matrix work (numpy matmuls) and a wait of
+E2E_DEVICE_MS that stands for the device time a training process spends waiting on its GPU
+kernels (this machine has no GPU; the wait keeps 8 processes from saturating 2 cores, so
+the timing reflects each rank's own work rather than the scheduler), then a real
+all-reduce of a gradient-sized array over TCP (a star through rank 0: every rank sends its
+array, rank 0 sums and sends the sum back) inside an `all_reduce` span, then `flare.step()`.
+One rank (E2E_SLOW_RANK) does E2E_SLOW_EXTRA more matmuls per iteration: the straggler the
+server must name. Nothing here knows about Flare's analysis; it only traces.
+"""
+
+import os
+import socket
+import struct
+import sys
+import time
+
+import numpy as np
+
+import flare
+
+RANK = int(os.environ["RANK"])
+WORLD = int(os.environ["WORLD_SIZE"])
+PORT = int(os.environ["E2E_PORT"])
+SLOW_RANK = int(os.environ.get("E2E_SLOW_RANK", "-1"))
+SLOW_EXTRA = int(os.environ.get("E2E_SLOW_EXTRA", "12"))
+SECONDS = float(os.environ.get("E2E_SECONDS", "10"))
+MATMULS = int(os.environ.get("E2E_MATMULS", "1"))
+DEVICE_S = float(os.environ.get("E2E_DEVICE_MS", "25")) / 1e3
+N = 256
+GRAD = 1 << 15  # float32 elements: 128 KiB per all-reduce
+
+
+def recv_exact(sock, n):
+    buf = bytearray(n)
+    view = memoryview(buf)
+    got = 0
+    while got < n:
+        k = sock.recv_into(view[got:])
+        if k == 0:
+            raise ConnectionError("peer closed")
+        got += k
+    return bytes(buf)
+
+
+def connect_star():
+    """Rank 0 accepts WORLD-1 peers; the others connect to it (retrying while it starts)."""
+    if RANK == 0:
+        srv = socket.socket()
+        srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        srv.bind(("127.0.0.1", PORT))
+        srv.listen(WORLD)
+        peers = {}
+        while len(peers) < WORLD - 1:
+            c, _ = srv.accept()
+            c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            (r,) = struct.unpack("<I", recv_exact(c, 4))
+            peers[r] = c
+        return peers
+    deadline = time.time() + 30
+    while True:
+        try:
+            c = socket.create_connection(("127.0.0.1", PORT))
+            break
+        except OSError:
+            if time.time() > deadline:
+                raise
+            time.sleep(0.05)
+    c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    c.sendall(struct.pack("<I", RANK))
+    return {0: c}
+
+
+def all_reduce(peers, grad):
+    nbytes = grad.nbytes
+    if RANK == 0:
+        total = grad.copy()
+        for r in sorted(peers):
+            total += np.frombuffer(recv_exact(peers[r], nbytes), dtype=np.float32)
+        out = total.tobytes()
+        for r in sorted(peers):
+            peers[r].sendall(out)
+        return total
+    peers[0].sendall(grad.tobytes())
+    return np.frombuffer(recv_exact(peers[0], nbytes), dtype=np.float32)
+
+
+def main():
+    flare.init()
+    peers = connect_star()
+    rng = np.random.default_rng(RANK)
+    a = rng.standard_normal((N, N), dtype=np.float32)
+    b = rng.standard_normal((N, N), dtype=np.float32)
+    grad = rng.standard_normal(GRAD, dtype=np.float32)
+    work = MATMULS + (SLOW_EXTRA if RANK == SLOW_RANK else 0)
+    # Everyone starts together and stops after the same number of iterations: rank 0
+    # decides when to stop and says so in the all-reduced array.
+    start = time.time()
+    step = 0
+    while True:
+        with flare.span("forward_backward", kind="compute"):
+            c = a
+            for _ in range(work):
+                c = np.tanh(c @ b)
+            time.sleep(DEVICE_S)
+        grad[0] = 1.0 if (RANK == 0 and time.time() - start > SECONDS) else 0.0
+        with flare.span("all_reduce", kind="all_reduce", amount=grad.nbytes, group="world", group_size=WORLD):
+            total = all_reduce(peers, grad)
+        step += 1
+        flare.step(step)
+        if total[0] >= 1.0:
+            break
+    flare.shutdown()
+    print(f"rank {RANK}: {step} iterations", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
