@@ -342,6 +342,7 @@ fn add_file_stats(stats: &mut KinetoImportStats, f: &ParsedFile) {
     stats.kernels_without_duration += f.stats.kernels_without_duration;
     stats.profiler_steps += f.stats.profiler_steps;
     stats.launch_calls += f.stats.launches;
+    stats.nccl_args_from_param_comms += f.stats.args_from_param_comms;
     for (cat, n) in &f.stats.skipped {
         *stats.skipped.entry(cat.clone()).or_insert(0) += n;
     }

@@ -11,8 +11,9 @@
 //!   `Src Rank` / `Dst Rank`, else from a two-rank communicator. NCCL kernels whose kind
 //!   cannot be told (`ncclDevKernel_Generic` without arguments) are kept as compute ops
 //!   and counted in [`KinetoImportStats::nccl_unrecognised`]. The collective arguments
-//!   are read from the kernel events, where PyTorch 2.x puts them (not from the
-//!   `record_param_comms` CPU ops).
+//!   are read from the kernel events, where PyTorch 2.x puts them; a kernel without
+//!   them takes those of the `record_param_comms` CPU op that launched it (the innermost
+//!   one around its launch call on the launching thread), where older versions put them.
 //! * Communicators are deduplicated across files by (process group name, members). A
 //!   group of every rank is `World`; otherwise the kind comes from Flare's own
 //!   `flare_group_kind` in `pg_config` or a Megatron-style description
@@ -96,6 +97,9 @@ pub struct KinetoImportStats {
     pub profiler_steps: u64,
     /// Kernel launch calls (`cudaLaunchKernel`, ...) read for issue times.
     pub launch_calls: u64,
+    /// NCCL kernels without collective arguments that took them from the
+    /// `record_param_comms` CPU op that launched them (older PyTorch traces).
+    pub nccl_args_from_param_comms: u64,
     /// Ranks whose file has no `ProfilerStep#N` span.
     pub ranks_without_steps: u64,
     /// Communicators made up because the trace did not say which group an NCCL kernel ran on.

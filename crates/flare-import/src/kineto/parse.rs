@@ -221,6 +221,8 @@ struct Args<'a> {
 
 /// One trace event, borrowing from the input.
 struct Event<'a> {
+    /// Kept raw: only launches and `record_param_comms` need it.
+    tid: Option<&'a RawValue>,
     ph: Option<Str<'a>>,
     cat: Option<Str<'a>>,
     name: Option<Str<'a>>,
@@ -250,6 +252,7 @@ impl<'de> Deserialize<'de> for Event<'de> {
             }
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Event<'de>, A::Error> {
                 let mut ev = Event {
+                    tid: None,
                     ph: None,
                     cat: None,
                     name: None,
@@ -260,6 +263,7 @@ impl<'de> Deserialize<'de> for Event<'de> {
                 while let Some(key) = map.next_key::<Str<'de>>()? {
                     match key.0.as_ref() {
                         "ph" => ev.ph = map.next_value()?,
+                        "tid" => ev.tid = map.next_value()?,
                         "cat" => ev.cat = map.next_value()?,
                         "name" => ev.name = map.next_value()?,
                         "ts" => ev.ts = map.next_value()?,
@@ -446,6 +450,9 @@ pub struct FileStats {
     pub nccl_kernels: u64,
     pub kernels_without_duration: u64,
     pub launches: u64,
+    /// NCCL kernels whose collective arguments came from the `record_param_comms` op
+    /// that launched them (traces that put them only there).
+    pub args_from_param_comms: u64,
     pub host_spans: u64,
     pub profiler_steps: u64,
     pub skipped: BTreeMap<String, u64>,
@@ -490,6 +497,10 @@ struct Collector {
     steps: Vec<StepRec>,
     kernels: Vec<KernelRec>,
     launches: HashMap<u64, i64>,
+    /// The CPU thread of each launch, to find the `record_param_comms` op around it.
+    launch_threads: HashMap<u64, u64>,
+    /// `record_param_comms` CPU ops: (thread, start, end, their collective arguments).
+    param_comms: Vec<(u64, i64, i64, NcclArgs)>,
     hosts: Vec<HostRec>,
     stats: FileStats,
     problem: Option<EventProblem>,
@@ -533,6 +544,9 @@ impl Collector {
                         Some(c) => {
                             let ts = required_ts(&ev, name)?;
                             self.launches.insert(c, ts);
+                            if let Some(t) = thread_id(&ev) {
+                                self.launch_threads.insert(c, t);
+                            }
                             self.stats.launches += 1;
                         }
                         None => self.skip("launch without correlation"),
@@ -567,6 +581,18 @@ impl Collector {
                         end,
                     });
                     self.stats.profiler_steps += 1;
+                    return Ok(());
+                }
+                if name == "record_param_comms" {
+                    // PyTorch's wrapper of every c10d collective: older traces carry the
+                    // collective's arguments here only, not on the kernel.
+                    if let (Some(tid), Some(dur)) = (thread_id(&ev), optional_dur(&ev, name)?) {
+                        let start = required_ts(&ev, name)?;
+                        let end = add(start, dur, name)?;
+                        let a = args.parse(name)?;
+                        self.param_comms.push((tid, start, end, nccl_args(&a)));
+                    }
+                    self.skip(cat);
                     return Ok(());
                 }
                 let flare_kind = if args.mention("Flare kind") {
@@ -635,22 +661,7 @@ impl Collector {
             .unwrap_or(0);
         let nccl = if name.starts_with("nccl") {
             self.stats.nccl_kernels += 1;
-            let u = |v: &Option<Lenient<'_>>| v.as_ref().and_then(Lenient::as_u64);
-            let s = |v: &Option<Lenient<'_>>| v.as_ref().and_then(Lenient::as_name);
-            Some(Box::new(NcclArgs {
-                collective: s(&args.collective),
-                in_nelems: u(&args.in_nelems),
-                group_size: u(&args.group_size),
-                dtype: s(&args.dtype),
-                pg_name: s(&args.pg_name),
-                pg_desc: s(&args.pg_desc),
-                pg_ranks: args.pg_ranks.as_ref().and_then(Lenient::as_rank_list),
-                seq: u(&args.seq),
-                src_rank: u(&args.src_rank),
-                dst_rank: u(&args.dst_rank),
-                global_start: u(&args.global_start),
-                global_stride: u(&args.global_stride),
-            }))
+            Some(Box::new(nccl_args(&args)))
         } else {
             None
         };
@@ -666,6 +677,85 @@ impl Collector {
         });
         self.stats.kernels += 1;
         Ok(())
+    }
+}
+
+/// The collective arguments PyTorch writes (on NCCL kernels, or on `record_param_comms`).
+fn nccl_args(args: &Args<'_>) -> NcclArgs {
+    let u = |v: &Option<Lenient<'_>>| v.as_ref().and_then(Lenient::as_u64);
+    let s = |v: &Option<Lenient<'_>>| v.as_ref().and_then(Lenient::as_name);
+    NcclArgs {
+        collective: s(&args.collective),
+        in_nelems: u(&args.in_nelems),
+        group_size: u(&args.group_size),
+        dtype: s(&args.dtype),
+        pg_name: s(&args.pg_name),
+        pg_desc: s(&args.pg_desc),
+        pg_ranks: args.pg_ranks.as_ref().and_then(Lenient::as_rank_list),
+        seq: u(&args.seq),
+        src_rank: u(&args.src_rank),
+        dst_rank: u(&args.dst_rank),
+        global_start: u(&args.global_start),
+        global_stride: u(&args.global_stride),
+    }
+}
+
+/// A CPU thread id: a number, or a name hashed to one (Chrome traces allow both).
+fn thread_id(ev: &Event<'_>) -> Option<u64> {
+    let raw = ev.tid?.get().trim();
+    raw.parse::<u64>().ok().or_else(|| {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        raw.hash(&mut h);
+        Some(h.finish())
+    })
+}
+
+impl NcclArgs {
+    /// Nothing that says which collective, how big or on which group.
+    fn is_empty(&self) -> bool {
+        self.collective.is_none()
+            && self.in_nelems.is_none()
+            && self.pg_name.is_none()
+            && self.pg_ranks.is_none()
+    }
+}
+
+impl Collector {
+    /// Gives NCCL kernels without arguments those of the `record_param_comms` op that
+    /// launched them: the innermost one on the launching thread around the launch call.
+    fn args_from_param_comms(&mut self) {
+        if self.param_comms.is_empty() {
+            return;
+        }
+        self.param_comms.sort_by_key(|p| (p.0, p.1));
+        for k in &mut self.kernels {
+            let Some(args) = k.nccl.as_deref_mut() else {
+                continue;
+            };
+            if !args.is_empty() {
+                continue;
+            }
+            let Some(c) = k.correlation else { continue };
+            let (Some(&ts), Some(&tid)) = (self.launches.get(&c), self.launch_threads.get(&c))
+            else {
+                continue;
+            };
+            // Ops of that thread starting at or before the launch; the last one that still
+            // covers it is the innermost.
+            let hi = self
+                .param_comms
+                .partition_point(|p| (p.0, p.1) <= (tid, ts));
+            let found = self.param_comms[..hi]
+                .iter()
+                .rev()
+                .take_while(|p| p.0 == tid)
+                .find(|p| p.2 >= ts);
+            if let Some(p) = found {
+                *args = p.3.clone();
+                self.stats.args_from_param_comms += 1;
+            }
+        }
     }
 }
 
@@ -922,6 +1012,8 @@ pub fn parse_file(path: &str, data: &[u8]) -> Result<ParsedFile, KinetoError> {
         steps: Vec::new(),
         kernels: Vec::new(),
         launches: HashMap::new(),
+        launch_threads: HashMap::new(),
+        param_comms: Vec::new(),
         hosts: Vec::new(),
         stats: FileStats::default(),
         problem: None,
@@ -961,6 +1053,7 @@ pub fn parse_file(path: &str, data: &[u8]) -> Result<ParsedFile, KinetoError> {
     }
     let dist = dist.unwrap_or_default();
     let mut c = collector;
+    c.args_from_param_comms();
     if let Some(base) = base_ns.filter(|&b| b != 0) {
         let shift = |t: i64| -> Result<i64, KinetoError> {
             t.checked_add(base).ok_or_else(|| KinetoError::Invalid {
@@ -1007,6 +1100,35 @@ pub fn parse_file(path: &str, data: &[u8]) -> Result<ParsedFile, KinetoError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn kernels_without_args_take_those_of_the_record_param_comms_that_launched_them() {
+        // An older PyTorch trace: the NCCL kernel names its collective only by its kernel
+        // name; `record_param_comms` around the launch holds the arguments. The second
+        // kernel's launch is outside any record_param_comms: it stays without arguments.
+        let json = br#"{"traceEvents": [
+          {"ph": "X", "cat": "kernel", "name": "ncclKernel_AllReduce_RING_LL_Sum_float", "pid": 0, "tid": 7, "ts": 200, "dur": 30, "args": {"correlation": 7, "stream": 7}},
+          {"ph": "X", "cat": "cpu_op", "name": "record_param_comms", "pid": 0, "tid": 1, "ts": 100, "dur": 50,
+           "args": {"Collective name": "allreduce", "In msg nelems": 1024, "Out msg nelems": 1024, "Group size": 2, "dtype": "Float",
+                    "Process Group Name": "0", "Process Group Ranks": "[0, 1]"}},
+          {"ph": "X", "cat": "cpu_op", "name": "record_param_comms", "pid": 0, "tid": 2, "ts": 100, "dur": 500,
+           "args": {"Collective name": "broadcast", "In msg nelems": 8, "Group size": 2, "dtype": "Float"}},
+          {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 0, "tid": 1, "ts": 120, "dur": 5, "args": {"correlation": 7}},
+          {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 0, "tid": 1, "ts": 300, "dur": 5, "args": {"correlation": 9}},
+          {"ph": "X", "cat": "kernel", "name": "ncclKernel_AllReduce_RING_LL_Sum_float", "pid": 0, "tid": 7, "ts": 400, "dur": 30, "args": {"correlation": 9}}
+        ]}"#;
+        let f = parse_file("old.json", json).unwrap();
+        let first = f.kernels[0].nccl.as_deref().unwrap();
+        assert_eq!(first.collective.as_deref(), Some("allreduce"));
+        assert_eq!(first.in_nelems, Some(1024));
+        assert_eq!(first.pg_name.as_deref(), Some("0"));
+        let second = f.kernels[1].nccl.as_deref().unwrap();
+        assert!(
+            second.is_empty(),
+            "the broadcast on another thread is not its launcher"
+        );
+        assert_eq!(f.stats.args_from_param_comms, 1);
+    }
 
     #[test]
     fn microseconds_convert_exactly() {
