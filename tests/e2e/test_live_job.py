@@ -27,10 +27,27 @@ SLOW_RANK = 5
 WINDOW_S = 2
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def free_port_range(n):
+    """A base port with n consecutive free ports after it (the workers' ring)."""
+    for _ in range(200):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            base = s.getsockname()[1]
+        if base + n > 65535:
+            continue
+        socks = []
+        try:
+            for p in range(base, base + n):
+                t = socket.socket()
+                socks.append(t)
+                t.bind(("127.0.0.1", p))
+            return base
+        except OSError:
+            continue
+        finally:
+            for t in socks:
+                t.close()
+    raise RuntimeError("no free port range")
 
 
 def get(url):
@@ -85,7 +102,7 @@ def start_job(tmp_path, procs, slow_rank, seconds):
     )
     procs.append(agent)
 
-    port = free_port()
+    port = free_port_range(WORLD)
     env_base = dict(os.environ)
     env_base.update(
         FLARE_JOB_ID="e2e",

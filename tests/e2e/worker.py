@@ -4,8 +4,9 @@ Each iteration: a `compute` span holding real matrix work (numpy matmuls) and a 
 E2E_DEVICE_MS that stands for the device time a training process spends waiting on its GPU
 kernels (this machine has no GPU; the wait keeps 8 processes from saturating 2 cores, so
 the timing reflects each rank's own work rather than the scheduler), then a real
-all-reduce of a gradient-sized array over TCP (a star through rank 0: every rank sends its
-array, rank 0 sums and sends the sum back) inside an `all_reduce` span, then `flare.step()`.
+ring all-reduce of a gradient-sized array over TCP (reduce-scatter then all-gather, every
+rank sending to its right neighbour and receiving from its left, so every rank does the
+same work) inside an `all_reduce` span, then `flare.step()`.
 One rank (E2E_SLOW_RANK) does E2E_SLOW_EXTRA more matmuls per iteration: the straggler the
 server must name. Nothing here knows about Flare's analysis; it only traces.
 """
@@ -44,58 +45,58 @@ def recv_exact(sock, n):
     return bytes(buf)
 
 
-def connect_star():
-    """Rank 0 accepts WORLD-1 peers; the others connect to it (retrying while it starts)."""
-    if RANK == 0:
-        srv = socket.socket()
-        srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        srv.bind(("127.0.0.1", PORT))
-        srv.listen(WORLD)
-        peers = {}
-        while len(peers) < WORLD - 1:
-            c, _ = srv.accept()
-            c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            (r,) = struct.unpack("<I", recv_exact(c, 4))
-            peers[r] = c
-        return peers
+def connect_ring():
+    """Each rank listens on PORT + rank for its left neighbour and connects to its right
+    neighbour (retrying while it starts). Returns (left, right) sockets."""
+    srv = socket.socket()
+    srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    srv.bind(("127.0.0.1", PORT + RANK))
+    srv.listen(1)
+    right_port = PORT + (RANK + 1) % WORLD
     deadline = time.time() + 30
     while True:
         try:
-            c = socket.create_connection(("127.0.0.1", PORT))
+            right = socket.create_connection(("127.0.0.1", right_port))
             break
         except OSError:
             if time.time() > deadline:
                 raise
             time.sleep(0.05)
-    c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    c.sendall(struct.pack("<I", RANK))
-    return {0: c}
+    left, _ = srv.accept()
+    srv.close()
+    for s in (left, right):
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    return left, right
 
 
-def all_reduce(peers, grad):
-    nbytes = grad.nbytes
-    if RANK == 0:
-        total = grad.copy()
-        for r in sorted(peers):
-            total += np.frombuffer(recv_exact(peers[r], nbytes), dtype=np.float32)
-        out = total.tobytes()
-        for r in sorted(peers):
-            peers[r].sendall(out)
-        return total
-    peers[0].sendall(grad.tobytes())
-    return np.frombuffer(recv_exact(peers[0], nbytes), dtype=np.float32)
+def all_reduce(ring, grad):
+    """Ring all-reduce (sum): WORLD-1 reduce-scatter steps, then WORLD-1 all-gather steps.
+    A chunk is small enough to sit in the socket buffer, so send-then-receive cannot
+    deadlock."""
+    left, right = ring
+    chunks = np.array_split(grad.copy(), WORLD)
+    for s in range(WORLD - 1):
+        send = chunks[(RANK - s) % WORLD]
+        right.sendall(send.tobytes())
+        i = (RANK - s - 1) % WORLD
+        chunks[i] = chunks[i] + np.frombuffer(recv_exact(left, chunks[i].nbytes), dtype=np.float32)
+    for s in range(WORLD - 1):
+        right.sendall(chunks[(RANK - s + 1) % WORLD].tobytes())
+        i = (RANK - s) % WORLD
+        chunks[i] = np.frombuffer(recv_exact(left, chunks[i].nbytes), dtype=np.float32)
+    return np.concatenate(chunks)
 
 
 def main():
     flare.init()
-    peers = connect_star()
+    ring = connect_ring()
     rng = np.random.default_rng(RANK)
     a = rng.standard_normal((N, N), dtype=np.float32)
     b = rng.standard_normal((N, N), dtype=np.float32)
     grad = rng.standard_normal(GRAD, dtype=np.float32)
     work = MATMULS + (SLOW_EXTRA if RANK == SLOW_RANK else 0)
-    # Everyone starts together and stops after the same number of iterations: rank 0
-    # decides when to stop and says so in the all-reduced array.
+    # Everyone stops after the same number of iterations: rank 0 decides when and says so
+    # in the all-reduced array (element 0 is 1 on rank 0 at the end, 0 elsewhere).
     start = time.time()
     step = 0
     while True:
@@ -106,7 +107,7 @@ def main():
             time.sleep(DEVICE_S)
         grad[0] = 1.0 if (RANK == 0 and time.time() - start > SECONDS) else 0.0
         with flare.span("all_reduce", kind="all_reduce", amount=grad.nbytes, group="world", group_size=WORLD):
-            total = all_reduce(peers, grad)
+            total = all_reduce(ring, grad)
         step += 1
         flare.step(step)
         if total[0] >= 1.0:

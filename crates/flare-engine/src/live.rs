@@ -30,6 +30,10 @@ pub struct LiveConfig {
     pub min_relative_score: f64,
     /// Fewest ranks with data (and fewest peers in a comparison) for a slow-rank verdict.
     pub min_ranks: usize,
+    /// Peers whose own time (outside collectives) is below this share of the time they
+    /// were observed did next to nothing in the window (a job starting or ending, ranks
+    /// idle between phases): a few stray milliseconds must not read as a huge excess.
+    pub min_own_share: f64,
 }
 
 impl Default for LiveConfig {
@@ -40,6 +44,7 @@ impl Default for LiveConfig {
             mad_floor: 0.01,
             min_relative_score: 0.75,
             min_ranks: 3,
+            min_own_share: 0.01,
         }
     }
 }
@@ -343,6 +348,16 @@ fn slow_rank_findings(
         if med.is_nan() || med <= 0.0 {
             continue;
         }
+        let share = |a: &RankAgg| a.own_ns / a.observed_ns.max(1.0);
+        let shares: Vec<f64> = peers.iter().map(|a| share(a)).collect();
+        if median(&mut shares.clone()) < cfg.min_own_share {
+            notes.push(format!(
+                "ranks {} spent under {:.0}% of the window outside collectives; not compared",
+                rank_list(&peers.iter().map(|a| a.rank).collect::<Vec<_>>(), 8),
+                cfg.min_own_share * 100.0
+            ));
+            continue;
+        }
         compared = true;
         let sd = mad.max(cfg.mad_floor * med);
         // Relative score on compute when every peer traced kernels, else on own time.
@@ -362,7 +377,15 @@ fn slow_rank_findings(
             };
             let z = (n.own - med) / sd;
             let rel = n.own / med - 1.0;
-            if z >= cfg.min_rank_z && rel >= cfg.min_rank_excess {
+            // The others (without this rank) must have done something comparable too.
+            let mut others: Vec<f64> = shares
+                .iter()
+                .enumerate()
+                .filter(|(j, _)| *j != i)
+                .map(|(_, v)| *v)
+                .collect();
+            let others_active = median(&mut others) >= cfg.min_own_share;
+            if z >= cfg.min_rank_z && rel >= cfg.min_rank_excess && others_active {
                 slow.push(slow_finding(a, i, &norms, peers.len(), unit, z, score, cfg));
             } else if score < cfg.min_relative_score {
                 low_scores.push((score, a, on_compute));
@@ -426,6 +449,7 @@ fn slow_finding(
     // shorter sync time gives back says how well the picture holds together.
     let waited_less = peer_sync - n.sync;
     let corroboration = (waited_less / excess).clamp(0.0, 1.0);
+    // Callers only get here when the peers' own time is a real share of the window.
     let ratio = n.own / peer_own.max(1e-9);
     let ul = unit.label();
 
@@ -1079,6 +1103,53 @@ mod tests {
             });
         }
         nodes.into_values().collect()
+    }
+
+    #[test]
+    fn stray_milliseconds_in_a_nearly_idle_window_are_not_a_straggler() {
+        // The window after a job ended: every rank is observed for 2 s, none ran an
+        // iteration; half did nothing, three ran a short GC pass at exit and one a long
+        // one (the peers' median without it is 0, which made a ratio explode).
+        let mut s = job(8, |_| 1.0, |_| 0.0).remove(0);
+        let mut all = Vec::new();
+        for node in 0..2u32 {
+            s.node = format!("node-{node}");
+            s.ranks = (0..4u32)
+                .map(|l| {
+                    let r = node * 4 + l;
+                    RankSummary {
+                        rank: r,
+                        local_rank: l,
+                        pid: 1000 + r,
+                        iterations: vec![],
+                        ops: match r {
+                            0..=3 => vec![],
+                            7 => vec![op("gc", OpKind::GarbageCollection, None, 1, 40 * MS)],
+                            _ => vec![op(
+                                "gc",
+                                OpKind::GarbageCollection,
+                                None,
+                                1,
+                                MS + 10_000 * r as u64,
+                            )],
+                        },
+                        busy_ns: 0,
+                        observed_ns: 2_000 * MS,
+                        events: 2,
+                        dropped_total: 0,
+                    }
+                })
+                .collect();
+            all.push(s.clone());
+        }
+        let d = analyze_window(&all, &LiveConfig::default());
+        let warn: Vec<_> = d
+            .findings
+            .iter()
+            .filter(|f| f.severity != Severity::Info)
+            .map(|f| f.summary.clone())
+            .collect();
+        assert!(warn.is_empty(), "{warn:?}");
     }
 
     #[test]
