@@ -11,6 +11,7 @@ One rank (E2E_SLOW_RANK) does E2E_SLOW_EXTRA more matmuls per iteration: the str
 server must name. Nothing here knows about Flare's analysis; it only traces.
 """
 
+import gc
 import os
 import socket
 import struct
@@ -88,6 +89,11 @@ def all_reduce(ring, grad):
 
 
 def main():
+    # As Megatron's --manual-gc does: no automatic cyclic GC passes at random points of a
+    # step (one rank's 1-2 ms pass is a real, if small, host stall that Flare reports).
+    gc.collect()
+    gc.freeze()
+    gc.disable()
     flare.init()
     ring = connect_ring()
     rng = np.random.default_rng(RANK)

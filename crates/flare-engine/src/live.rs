@@ -34,6 +34,11 @@ pub struct LiveConfig {
     /// were observed did next to nothing in the window (a job starting or ending, ranks
     /// idle between phases): a few stray milliseconds must not read as a huge excess.
     pub min_own_share: f64,
+    /// A slow-rank warning whose excess is under this fraction stands only when the
+    /// previous window flagged the same rank too (see [`confirm_with_previous`]): a few
+    /// seconds of a live job hold few iterations, and one window's 5-10% blip on one rank
+    /// (a scheduling hiccup) is not a straggler. Stronger excesses are reported at once.
+    pub confirm_below_excess: f64,
 }
 
 impl Default for LiveConfig {
@@ -45,6 +50,7 @@ impl Default for LiveConfig {
             min_relative_score: 0.75,
             min_ranks: 3,
             min_own_share: 0.01,
+            confirm_below_excess: 0.15,
         }
     }
 }
@@ -63,6 +69,49 @@ pub struct LiveDiagnosis {
 }
 
 const DETECTOR_SLOW: &str = "live_slow_rank";
+
+/// Continuity across windows: a slow-rank warning with an own-time excess under
+/// `cfg.confirm_below_excess` stays a warning only if `previous` (the job's previous
+/// window's findings) flagged the same rank, warning or not; otherwise it becomes an
+/// `info` finding marked unconfirmed, and the next window confirms it if it persists.
+/// Pure: the caller (the server) passes the previous window's findings.
+pub fn confirm_with_previous(
+    d: &mut LiveDiagnosis,
+    previous: Option<&[Finding]>,
+    cfg: &LiveConfig,
+) {
+    let flagged_before = |rank: Option<u32>| {
+        previous.is_some_and(|p| {
+            p.iter().any(|f| {
+                f.detector == DETECTOR_SLOW && f.culprits.first().and_then(|c| c.rank) == rank
+            })
+        })
+    };
+    for f in d.findings.iter_mut() {
+        if f.detector != DETECTOR_SLOW || f.severity != Severity::Warning {
+            continue;
+        }
+        let excess = f
+            .evidence
+            .iter()
+            .find(|e| e.metric == "own_time_ratio")
+            .map(|e| e.value - 1.0)
+            .unwrap_or(f64::INFINITY);
+        let rank = f.culprits.first().and_then(|c| c.rank);
+        if excess < cfg.confirm_below_excess && !flagged_before(rank) {
+            f.severity = Severity::Info;
+            f.summary = format!(
+                "unconfirmed (first window with it; a warning if the next window shows it too): {}",
+                f.summary
+            );
+        }
+    }
+    d.findings.sort_by(|a, b| {
+        b.severity
+            .cmp(&a.severity)
+            .then(b.confidence.total_cmp(&a.confidence))
+    });
+}
 const DETECTOR_SCORE: &str = "live_score";
 const DETECTOR_HANG: &str = "live_hang";
 /// Most slow-rank findings per window; more than this is a job-wide pattern, and the
@@ -1150,6 +1199,35 @@ mod tests {
             .map(|f| f.summary.clone())
             .collect();
         assert!(warn.is_empty(), "{warn:?}");
+    }
+
+    #[test]
+    fn a_mild_excess_needs_a_second_window_and_a_strong_one_does_not() {
+        let cfg = LiveConfig::default();
+        let mild = job(8, |r| if r == 5 { 1.08 } else { 1.0 }, |_| 0.0);
+        let mut first = analyze_window(&mild, &cfg);
+        confirm_with_previous(&mut first, None, &cfg);
+        assert!(
+            first.findings.iter().all(|f| f.severity == Severity::Info),
+            "{:#?}",
+            first.findings
+        );
+        let slow = first
+            .findings
+            .iter()
+            .find(|f| f.detector == DETECTOR_SLOW)
+            .expect("kept as info");
+        assert!(slow.summary.starts_with("unconfirmed"), "{}", slow.summary);
+        let mut second = analyze_window(&mild, &cfg);
+        confirm_with_previous(&mut second, Some(&first.findings), &cfg);
+        assert_eq!(second.findings[0].severity, Severity::Warning);
+        assert_eq!(second.findings[0].culprits[0].rank, Some(5));
+
+        let strong = job(8, |r| if r == 5 { 1.3 } else { 1.0 }, |_| 0.0);
+        let mut at_once = analyze_window(&strong, &cfg);
+        confirm_with_previous(&mut at_once, None, &cfg);
+        assert_eq!(at_once.findings[0].severity, Severity::Warning);
+        assert_eq!(at_once.findings[0].culprits[0].rank, Some(5));
     }
 
     #[test]

@@ -7,7 +7,7 @@
 //! atomically so two nodes posting at once cannot leave a diagnosis that misses one.
 
 use crate::ingest;
-use flare_engine::live::{analyze_window, LiveConfig, LiveDiagnosis};
+use flare_engine::live::{analyze_window, confirm_with_previous, LiveConfig, LiveDiagnosis};
 use flare_model::{Finding, Severity, WindowSummary};
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 use serde::{Deserialize, Serialize};
@@ -307,8 +307,26 @@ impl Store {
             Ok(i) => summaries[i] = summary,
             Err(i) => summaries.insert(i, summary),
         }
-        let diagnosis =
-            WindowDiagnosis::new(&summaries, analyze_window(&summaries, &self.live), now_ns);
+        let mut live = analyze_window(&summaries, &self.live);
+        // Mild slow-rank verdicts need the previous window to agree (continuity).
+        let previous: Option<WindowDiagnosis> = match window.checked_sub(1) {
+            Some(prev) => tx
+                .prepare_cached(
+                    "SELECT diagnosis FROM findings WHERE job_id = ?1 AND window_index = ?2",
+                )?
+                .query_row(params![key.0, to_i64("window", prev)?], |r| {
+                    r.get::<_, String>(0)
+                })
+                .optional()?
+                .and_then(|t| serde_json::from_str(&t).ok()),
+            None => None,
+        };
+        confirm_with_previous(
+            &mut live,
+            previous.as_ref().map(|p| p.findings.as_slice()),
+            &self.live,
+        );
+        let diagnosis = WindowDiagnosis::new(&summaries, live, now_ns);
         let n = diagnosis.findings.len();
         let kinds = serde_json::to_string(&diagnosis.kinds()).map_err(StoreError::Encode)?;
         let body = serde_json::to_string(&diagnosis).map_err(StoreError::Encode)?;
