@@ -138,6 +138,7 @@ impl FreeQueue {
 
     /// Returns an index. Never full: only indices taken by `pop` come back.
     fn push(&self, v: u32) {
+        let mut spins = 0u32;
         let mut pos = self.enqueue_pos.load(Ordering::Relaxed);
         loop {
             let cell = &self.cells[pos & self.mask];
@@ -158,10 +159,18 @@ impl FreeQueue {
                     Err(cur) => pos = cur,
                 }
             } else if diff < 0 {
-                // Cannot happen (at most `capacity` indices exist); losing the slot is
-                // safer than spinning in NCCL's thread.
-                debug_assert!(false, "free queue overflow");
-                return;
+                // The cell still holds an index a pop has claimed but not yet released
+                // (between its CAS and its `seq` store). The queue never holds more than
+                // its capacity, so this is transient: wait for that pop to finish rather
+                // than drop the index, which would leak the slot from the pool for good
+                // (it did: a stress test lost 62 of 64 slots under load).
+                spins += 1;
+                if spins < 64 {
+                    std::hint::spin_loop();
+                } else {
+                    std::thread::yield_now();
+                }
+                pos = self.enqueue_pos.load(Ordering::Relaxed);
             } else {
                 pos = self.enqueue_pos.load(Ordering::Relaxed);
             }
