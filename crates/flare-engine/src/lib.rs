@@ -112,11 +112,7 @@ pub fn diagnose<'t>(trace: &'t Trace, cfg: &EngineConfig) -> Diagnosis<'t> {
             Outcome::NotEnoughData(why) => skipped.push((d.id().to_string(), why)),
         }
     }
-    findings.sort_by(|a, b| {
-        b.severity
-            .cmp(&a.severity)
-            .then(b.confidence.total_cmp(&a.confidence))
-    });
+    findings.sort_by(Finding::by_importance);
     Diagnosis {
         findings,
         skipped,

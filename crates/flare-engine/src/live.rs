@@ -69,49 +69,6 @@ pub struct LiveDiagnosis {
 }
 
 const DETECTOR_SLOW: &str = "live_slow_rank";
-
-/// Continuity across windows: a slow-rank warning with an own-time excess under
-/// `cfg.confirm_below_excess` stays a warning only if `previous` (the job's previous
-/// window's findings) flagged the same rank, warning or not; otherwise it becomes an
-/// `info` finding marked unconfirmed, and the next window confirms it if it persists.
-/// Pure: the caller (the server) passes the previous window's findings.
-pub fn confirm_with_previous(
-    d: &mut LiveDiagnosis,
-    previous: Option<&[Finding]>,
-    cfg: &LiveConfig,
-) {
-    let flagged_before = |rank: Option<u32>| {
-        previous.is_some_and(|p| {
-            p.iter().any(|f| {
-                f.detector == DETECTOR_SLOW && f.culprits.first().and_then(|c| c.rank) == rank
-            })
-        })
-    };
-    for f in d.findings.iter_mut() {
-        if f.detector != DETECTOR_SLOW || f.severity != Severity::Warning {
-            continue;
-        }
-        let excess = f
-            .evidence
-            .iter()
-            .find(|e| e.metric == "own_time_ratio")
-            .map(|e| e.value - 1.0)
-            .unwrap_or(f64::INFINITY);
-        let rank = f.culprits.first().and_then(|c| c.rank);
-        if excess < cfg.confirm_below_excess && !flagged_before(rank) {
-            f.severity = Severity::Info;
-            f.summary = format!(
-                "unconfirmed (first window with it; a warning if the next window shows it too): {}",
-                f.summary
-            );
-        }
-    }
-    d.findings.sort_by(|a, b| {
-        b.severity
-            .cmp(&a.severity)
-            .then(b.confidence.total_cmp(&a.confidence))
-    });
-}
 const DETECTOR_SCORE: &str = "live_score";
 const DETECTOR_HANG: &str = "live_hang";
 /// Most slow-rank findings per window; more than this is a job-wide pattern, and the
@@ -170,11 +127,7 @@ pub fn analyze_window(window: &[WindowSummary], cfg: &LiveConfig) -> LiveDiagnos
     }
     drop_note(&aggs, &mut notes);
 
-    findings.sort_by(|a, b| {
-        b.severity
-            .cmp(&a.severity)
-            .then(b.confidence.total_cmp(&a.confidence))
-    });
+    findings.sort_by(Finding::by_importance);
     let localized = findings
         .iter()
         .any(|f| f.severity > Severity::Info && !f.culprits.is_empty());
@@ -184,6 +137,45 @@ pub fn analyze_window(window: &[WindowSummary], cfg: &LiveConfig) -> LiveDiagnos
         findings,
         notes,
     }
+}
+
+/// Continuity across windows: a slow-rank warning with an own-time excess under
+/// `cfg.confirm_below_excess` stays a warning only if `previous` (the job's previous
+/// window's findings) flagged the same rank, warning or not; otherwise it becomes an
+/// `info` finding marked unconfirmed, and the next window confirms it if it persists.
+/// Pure: the caller (the server) passes the previous window's findings.
+pub fn confirm_with_previous(
+    d: &mut LiveDiagnosis,
+    previous: Option<&[Finding]>,
+    cfg: &LiveConfig,
+) {
+    let flagged_before = |rank: Option<u32>| {
+        previous.is_some_and(|p| {
+            p.iter().any(|f| {
+                f.detector == DETECTOR_SLOW && f.culprits.first().and_then(|c| c.rank) == rank
+            })
+        })
+    };
+    for f in d.findings.iter_mut() {
+        if f.detector != DETECTOR_SLOW || f.severity != Severity::Warning {
+            continue;
+        }
+        let excess = f
+            .evidence
+            .iter()
+            .find(|e| e.metric == "own_time_ratio")
+            .map(|e| e.value - 1.0)
+            .unwrap_or(f64::INFINITY);
+        let rank = f.culprits.first().and_then(|c| c.rank);
+        if excess < cfg.confirm_below_excess && !flagged_before(rank) {
+            f.severity = Severity::Info;
+            f.summary = format!(
+                "unconfirmed (first window with it; a warning if the next window shows it too): {}",
+                f.summary
+            );
+        }
+    }
+    d.findings.sort_by(Finding::by_importance);
 }
 
 /// Per-rank totals, one entry per rank (a rank reported twice keeps its longer record).

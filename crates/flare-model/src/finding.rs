@@ -222,6 +222,14 @@ impl Finding {
     pub fn rank_key(&self) -> (Severity, f64) {
         (self.severity, self.confidence)
     }
+
+    /// The order of every findings list, most important first: severity, then confidence.
+    /// For `sort_by`.
+    pub fn by_importance(a: &Finding, b: &Finding) -> std::cmp::Ordering {
+        b.severity
+            .cmp(&a.severity)
+            .then(b.confidence.total_cmp(&a.confidence))
+    }
 }
 
 #[cfg(test)]
