@@ -309,16 +309,13 @@ impl Store {
         }
         let mut live = analyze_window(&summaries, &self.live);
         // Mild slow-rank verdicts need the previous window to agree (continuity).
-        let previous: Option<WindowDiagnosis> = match window.checked_sub(1) {
-            Some(prev) => tx
-                .prepare_cached(
-                    "SELECT diagnosis FROM findings WHERE job_id = ?1 AND window_index = ?2",
-                )?
-                .query_row(params![key.0, to_i64("window", prev)?], |r| {
-                    r.get::<_, String>(0)
-                })
-                .optional()?
-                .and_then(|t| serde_json::from_str(&t).ok()),
+        // A stored diagnosis that no longer parses only costs the continuity check; the
+        // API reports it as corrupt when asked for that window.
+        let previous = match window.checked_sub(1) {
+            Some(prev) => match read_diagnosis(&tx, &key.0, prev) {
+                Err(StoreError::CorruptDiagnosis { .. }) => None,
+                other => other?,
+            },
             None => None,
         };
         confirm_with_previous(
@@ -400,24 +397,7 @@ impl Store {
         job_id: &str,
         window: u64,
     ) -> Result<Option<WindowDiagnosis>, StoreError> {
-        let Ok(w) = i64::try_from(window) else {
-            return Ok(None);
-        };
-        let text: Option<String> = self
-            .conn
-            .prepare_cached(
-                "SELECT diagnosis FROM findings WHERE job_id = ?1 AND window_index = ?2",
-            )?
-            .query_row(params![job_id, w], |r| r.get(0))
-            .optional()?;
-        text.map(|t| {
-            serde_json::from_str(&t).map_err(|source| StoreError::CorruptDiagnosis {
-                job_id: job_id.to_string(),
-                window,
-                source,
-            })
-        })
-        .transpose()
+        read_diagnosis(&self.conn, job_id, window)
     }
 
     pub fn windows_analysed(&self, job_id: &str) -> Result<u64, StoreError> {
@@ -466,6 +446,29 @@ fn to_i64(what: &'static str, value: u64) -> Result<i64, StoreError> {
 }
 
 /// Every stored summary of a window, sorted by node.
+/// The stored diagnosis of one window (any connection or open transaction).
+fn read_diagnosis(
+    conn: &Connection,
+    job_id: &str,
+    window: u64,
+) -> Result<Option<WindowDiagnosis>, StoreError> {
+    let Ok(w) = i64::try_from(window) else {
+        return Ok(None);
+    };
+    let text: Option<String> = conn
+        .prepare_cached("SELECT diagnosis FROM findings WHERE job_id = ?1 AND window_index = ?2")?
+        .query_row(params![job_id, w], |r| r.get(0))
+        .optional()?;
+    text.map(|t| {
+        serde_json::from_str(&t).map_err(|source| StoreError::CorruptDiagnosis {
+            job_id: job_id.to_string(),
+            window,
+            source,
+        })
+    })
+    .transpose()
+}
+
 fn load_window(
     conn: &Connection,
     job_id: &str,
