@@ -464,7 +464,7 @@ fn kernel_op(
     ordinals: &mut HashMap<u32, u32>,
     stats: &mut KinetoImportStats,
 ) -> Result<Op, KinetoError> {
-    let issue = k.correlation.and_then(|c| f.launches.get(&c).copied());
+    let issue = k.correlation.and_then(|c| f.launches.get(&c)).map(|l| l.ts);
     if issue.is_none() {
         stats.kernels_without_launch += 1;
     }

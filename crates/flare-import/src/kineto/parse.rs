@@ -409,6 +409,14 @@ pub struct NcclArgs {
     pub global_stride: Option<u64>,
 }
 
+/// A kernel launch call (`cudaLaunchKernel`, ...): when the CPU issued the kernel, and on
+/// which thread (to find the `record_param_comms` op around it).
+#[derive(Debug, Clone, Copy)]
+pub struct LaunchRec {
+    pub ts: i64,
+    pub tid: Option<u64>,
+}
+
 /// A GPU kernel.
 #[derive(Debug, Clone)]
 pub struct KernelRec {
@@ -469,8 +477,8 @@ pub struct ParsedFile {
     pub names: NameTable,
     pub steps: Vec<StepRec>,
     pub kernels: Vec<KernelRec>,
-    /// Correlation id to CPU launch time.
-    pub launches: HashMap<u64, i64>,
+    /// Correlation id to the CPU launch call.
+    pub launches: HashMap<u64, LaunchRec>,
     pub hosts: Vec<HostRec>,
     pub stats: FileStats,
 }
@@ -496,9 +504,7 @@ struct Collector {
     names: NameTable,
     steps: Vec<StepRec>,
     kernels: Vec<KernelRec>,
-    launches: HashMap<u64, i64>,
-    /// The CPU thread of each launch, to find the `record_param_comms` op around it.
-    launch_threads: HashMap<u64, u64>,
+    launches: HashMap<u64, LaunchRec>,
     /// `record_param_comms` CPU ops: (thread, start, end, their collective arguments).
     param_comms: Vec<(u64, i64, i64, NcclArgs)>,
     hosts: Vec<HostRec>,
@@ -543,10 +549,8 @@ impl Collector {
                     match corr {
                         Some(c) => {
                             let ts = required_ts(&ev, name)?;
-                            self.launches.insert(c, ts);
-                            if let Some(t) = thread_id(&ev) {
-                                self.launch_threads.insert(c, t);
-                            }
+                            let tid = thread_id(&ev);
+                            self.launches.insert(c, LaunchRec { ts, tid });
                             self.stats.launches += 1;
                         }
                         None => self.skip("launch without correlation"),
@@ -737,8 +741,7 @@ impl Collector {
                 continue;
             }
             let Some(c) = k.correlation else { continue };
-            let (Some(&ts), Some(&tid)) = (self.launches.get(&c), self.launch_threads.get(&c))
-            else {
+            let Some(&LaunchRec { ts, tid: Some(tid) }) = self.launches.get(&c) else {
                 continue;
             };
             // Ops of that thread starting at or before the launch; the last one that still
@@ -1012,7 +1015,6 @@ pub fn parse_file(path: &str, data: &[u8]) -> Result<ParsedFile, KinetoError> {
         steps: Vec::new(),
         kernels: Vec::new(),
         launches: HashMap::new(),
-        launch_threads: HashMap::new(),
         param_comms: Vec::new(),
         hosts: Vec::new(),
         stats: FileStats::default(),
@@ -1079,8 +1081,8 @@ pub fn parse_file(path: &str, data: &[u8]) -> Result<ParsedFile, KinetoError> {
             h.start = shift(h.start)?;
             h.end = shift(h.end)?;
         }
-        for t in c.launches.values_mut() {
-            *t = shift(*t)?;
+        for l in c.launches.values_mut() {
+            l.ts = shift(l.ts)?;
         }
     }
     Ok(ParsedFile {
