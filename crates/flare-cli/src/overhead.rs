@@ -11,6 +11,7 @@
 
 use anyhow::{Context, Result};
 use clap::Args;
+use flare_engine::stats::{mean, median};
 use flare_model::OpKind;
 use flare_tracer::SpanArgs;
 use std::hint::black_box;
@@ -58,11 +59,6 @@ fn calibrate(us: f64) -> u64 {
         best = best.min(t.elapsed().as_secs_f64());
     }
     ((us * 1e-6 / best) * probe as f64).max(1.0) as u64
-}
-
-fn median(v: &mut [f64]) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
 }
 
 pub fn overhead(a: OverheadArgs) -> Result<ExitCode> {
@@ -165,11 +161,11 @@ pub fn overhead(a: OverheadArgs) -> Result<ExitCode> {
     let _ = flare_tracer::shutdown();
     let _ = std::fs::remove_dir_all(&dir);
 
-    let plain = median(&mut plain_ns.clone());
-    let traced = median(&mut traced_ns.clone());
-    let overhead_pct = (traced - plain) / plain * 100.0;
-    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
+    // Means first: `median` reorders the samples.
     let mean_pct = (mean(&traced_ns) - mean(&plain_ns)) / mean(&plain_ns) * 100.0;
+    let plain = median(&mut plain_ns);
+    let traced = median(&mut traced_ns);
+    let overhead_pct = (traced - plain) / plain * 100.0;
     let raw_bytes = st.written * flare_tracer::layout::EVENT_SIZE as u64;
     let wire_pct = wire_bytes as f64 / raw_bytes.max(1) as f64 * 100.0;
     let out = serde_json::json!({
