@@ -419,14 +419,17 @@ fn slow_rank_findings(
             let z = (n.own - med) / sd;
             let rel = n.own / med - 1.0;
             // The others (without this rank) must have done something comparable too.
-            let mut others: Vec<f64> = shares
-                .iter()
-                .enumerate()
-                .filter(|(j, _)| *j != i)
-                .map(|(_, v)| *v)
-                .collect();
-            let others_active = median(&mut others) >= cfg.min_own_share;
-            if z >= cfg.min_rank_z && rel >= cfg.min_rank_excess && others_active {
+            // Checked only for a suspect: a median per rank would be quadratic in ranks.
+            let others_active = || {
+                let mut others: Vec<f64> = shares
+                    .iter()
+                    .enumerate()
+                    .filter(|(j, _)| *j != i)
+                    .map(|(_, v)| *v)
+                    .collect();
+                median(&mut others) >= cfg.min_own_share
+            };
+            if z >= cfg.min_rank_z && rel >= cfg.min_rank_excess && others_active() {
                 slow.push(slow_finding(a, i, &norms, peers.len(), unit, z, score, cfg));
             } else if score < cfg.min_relative_score {
                 low_scores.push((score, a, on_compute));
