@@ -53,17 +53,22 @@ pub struct AccuracyArgs {
 
 #[derive(Args)]
 pub struct SpeedArgs {
-    /// Ranks of the diagnosed job.
-    #[arg(long, default_value_t = 8192)]
-    pub ranks: u32,
-    /// Iterations of the diagnosed job.
-    #[arg(long, default_value_t = 10)]
-    pub iterations: u32,
-    /// Ranks and iterations of the generation run.
+    /// Ranks of the streamed job (simulated iteration by iteration, each iteration
+    /// pushed into the streaming engine and the window re-diagnosed).
     #[arg(long, default_value_t = 10240)]
-    pub sim_ranks: u32,
+    pub ranks: u32,
+    /// Iterations of the streamed job.
     #[arg(long, default_value_t = 20)]
-    pub sim_iterations: u32,
+    pub iterations: u32,
+    /// Iterations the streaming engine keeps (its window).
+    #[arg(long, default_value_t = 20)]
+    pub window: u32,
+    /// Ranks and iterations of the batch run: simulated, written to a native file, read
+    /// back and diagnosed as `flare diagnose` does (0 skips it).
+    #[arg(long, default_value_t = 8192)]
+    pub batch_ranks: u32,
+    #[arg(long, default_value_t = 10)]
+    pub batch_iterations: u32,
 }
 
 pub fn run(a: BenchArgs) -> Result<ExitCode> {
@@ -359,39 +364,106 @@ fn peak_rss_mb() -> Option<f64> {
 }
 
 fn speed(a: SpeedArgs) -> Result<ExitCode> {
-    let dir = std::env::temp_dir().join(format!("flare-bench-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-    // 1. Generation at the largest scale.
-    let mut cfg = SimConfig::for_scale(a.sim_ranks);
-    cfg.iterations = a.sim_iterations;
-    cfg.fault = FaultKind::SlowGpu;
-    let t = Instant::now();
-    let big = simulate(&cfg)?;
-    let sim_s = t.elapsed().as_secs_f64();
-    let ops = big.trace.op_count();
-    let path = dir.join("big.flare");
-    let t = Instant::now();
-    flare_import::native::write_native_file(&big.trace, &path)?;
-    let write_s = t.elapsed().as_secs_f64();
-    let bytes = std::fs::metadata(&path)?.len();
-    drop(big);
-    println!(
-        "simulate {} ranks x {} iterations: {ops} ops in {sim_s:.2} s ({:.1} M ops/s); native write {write_s:.2} s, {:.1} MB ({:.1} bytes/op); peak RSS so far {:.0} MB",
-        a.sim_ranks,
-        a.sim_iterations,
-        ops as f64 / sim_s / 1e6,
-        bytes as f64 / 1e6,
-        bytes as f64 / ops as f64,
-        peak_rss_mb().unwrap_or(f64::NAN)
-    );
-    std::fs::remove_file(&path).ok();
-    // 2. Diagnosis of the target job from its file, as `flare diagnose` does.
+    // 1. Streaming: each iteration is digested as soon as the simulator has it, then the
+    //    window is localized again, as a live deployment would.
     let mut cfg = SimConfig::for_scale(a.ranks);
     cfg.iterations = a.iterations;
     cfg.fault = FaultKind::SlowGpu;
+    let wall = Instant::now();
+    let mut engine: Option<flare_engine::Engine> = None;
+    let mut push_ms = Vec::new();
+    let mut detect_ms = Vec::new();
+    let mut phases: Vec<flare_engine::digest::PhaseTimes> = Vec::new();
+    let mut ops = 0usize;
+    let mut last = None;
+    let mut failed = None;
+    flare_sim::simulate_streaming(&cfg, |event| match event {
+        flare_sim::SimEvent::Start(job) => {
+            let ctx = flare_engine::JobContext::new(
+                job.job.clone(),
+                job.meta.clone(),
+                job.communicators.clone(),
+                job.names.clone(),
+                (0..job.job.world_size).collect(),
+            );
+            engine = Some(flare_engine::Engine::new(
+                ctx,
+                EngineConfig::default(),
+                a.window as usize,
+            ));
+        }
+        flare_sim::SimEvent::Iteration(chunk) => {
+            let Some(engine) = engine.as_mut() else {
+                return;
+            };
+            ops += chunk.ranks.iter().map(|r| r.ops.len()).sum::<usize>();
+            let t = Instant::now();
+            if let Err(e) = engine.push_ranks(&chunk.ranks, &[chunk.iteration]) {
+                failed = Some(e);
+                return;
+            }
+            push_ms.push(t.elapsed().as_secs_f64() * 1e3);
+            phases.push(engine.last_phase_times());
+            drop(chunk);
+            let t = Instant::now();
+            last = Some(engine.diagnose());
+            detect_ms.push(t.elapsed().as_secs_f64() * 1e3);
+        }
+    })?;
+    if let Some(e) = failed {
+        anyhow::bail!("streaming engine refused an iteration: {e}");
+    }
+    let wall_s = wall.elapsed().as_secs_f64();
+    let rss = peak_rss_mb().unwrap_or(f64::NAN);
+    let per_it: Vec<f64> = push_ms.iter().zip(&detect_ms).map(|(p, d)| p + d).collect();
+    let engine_s = (push_ms.iter().sum::<f64>() + detect_ms.last().copied().unwrap_or(0.0)) / 1e3;
+    let top = last
+        .as_ref()
+        .and_then(|d| d.localized().next().map(|f| f.summary.clone()))
+        .unwrap_or_else(|| "nothing localized".into());
+    let ms_of = |f: fn(&flare_engine::digest::PhaseTimes) -> std::time::Duration| {
+        let mut v: Vec<f64> = phases.iter().map(|p| f(p).as_secs_f64() * 1e3).collect();
+        percentile(&mut v, 0.5)
+    };
+    println!(
+        "streaming {} ranks x {} iterations ({ops} ops, window {}): per new iteration digest p50 {:.1} ms (max {:.1}) + localization of the window p50 {:.1} ms (max {:.1}) = p50 {:.1} ms (max {:.1})",
+        a.ranks,
+        a.iterations,
+        a.window,
+        percentile(&mut push_ms.clone(), 0.5),
+        percentile(&mut push_ms.clone(), 1.0),
+        percentile(&mut detect_ms.clone(), 0.5),
+        percentile(&mut detect_ms.clone(), 1.0),
+        percentile(&mut per_it.clone(), 0.5),
+        percentile(&mut per_it.clone(), 1.0),
+    );
+    println!(
+        "  whole window: every iteration digested + the final localization = {engine_s:.2} s of engine time; digest phases p50: keys {:.1} ms, ranks {:.1} ms, instances {:.1} ms, merge {:.1} ms",
+        ms_of(|p| p.keys),
+        ms_of(|p| p.ranks),
+        ms_of(|p| p.instances),
+        ms_of(|p| p.merge),
+    );
+    println!(
+        "  top finding: {top}; wall {wall_s:.1} s with the simulator; peak RSS {rss:.0} MB (simulator included)"
+    );
+    if a.batch_ranks == 0 {
+        return Ok(ExitCode::SUCCESS);
+    }
+    // 2. Batch: a trace file diagnosed as `flare diagnose` does.
+    let dir = std::env::temp_dir().join(format!("flare-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let mut cfg = SimConfig::for_scale(a.batch_ranks);
+    cfg.iterations = a.batch_iterations;
+    cfg.fault = FaultKind::SlowGpu;
+    let t = Instant::now();
     let out = simulate(&cfg)?;
+    let sim_s = t.elapsed().as_secs_f64();
     let path = dir.join("diag.flare");
+    let t = Instant::now();
     flare_import::native::write_native_file(&out.trace, &path)?;
+    let write_s = t.elapsed().as_secs_f64();
+    let bytes = std::fs::metadata(&path)?.len();
     let ops = out.trace.op_count();
     drop(out);
     let t = Instant::now();
@@ -406,9 +478,11 @@ fn speed(a: SpeedArgs) -> Result<ExitCode> {
         .map(|f| f.summary.clone())
         .unwrap_or_else(|| "nothing localized".into());
     println!(
-        "diagnose {} ranks x {} iterations ({ops} ops): read {read_s:.2} s + engine {diag_s:.2} s = {:.2} s; top finding: {top}; peak RSS {:.0} MB",
-        a.ranks,
-        a.iterations,
+        "batch {} ranks x {} iterations ({ops} ops): simulate {sim_s:.2} s ({:.1} M ops/s), native write {write_s:.2} s ({:.1} bytes/op), read {read_s:.2} s + engine {diag_s:.2} s = {:.2} s; top finding: {top}; peak RSS {:.0} MB",
+        a.batch_ranks,
+        a.batch_iterations,
+        ops as f64 / sim_s / 1e6,
+        bytes as f64 / ops as f64,
         read_s + diag_s,
         peak_rss_mb().unwrap_or(f64::NAN)
     );

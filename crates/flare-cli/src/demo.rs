@@ -71,10 +71,10 @@ pub fn run(a: DemoArgs) -> Result<ExitCode> {
     if a.json {
         println!(
             "{}",
-            serde_json::to_string_pretty(&crate::present::json(&d, ms))?
+            serde_json::to_string_pretty(&crate::present::json(&out.trace, &d, ms))?
         );
     } else {
-        print!("{}", crate::present::text(&d, ms));
+        print!("{}", crate::present::text(&out.trace, &d, ms));
         println!("Injected (ground truth): {}", out.truth.description);
         let verdict = match d.localized().next() {
             None if out.truth.expected_finding.is_none() => {
@@ -89,6 +89,7 @@ pub fn run(a: DemoArgs) -> Result<ExitCode> {
         println!("Verdict against ground truth: {verdict}");
     }
     let html = crate::present::report_html(
+        &out.trace,
         &d,
         &format!(
             "Flare diagnosis — simulated {}-GPU job ({shape})",

@@ -288,13 +288,14 @@ pub fn run(a: DiagnoseArgs) -> Result<ExitCode> {
     if a.json {
         println!(
             "{}",
-            serde_json::to_string_pretty(&crate::present::json(&d, diag_ms))?
+            serde_json::to_string_pretty(&crate::present::json(&trace, &d, diag_ms))?
         );
     } else {
-        print!("{}", crate::present::text(&d, diag_ms));
+        print!("{}", crate::present::text(&trace, &d, diag_ms));
     }
     if let Some(report) = &a.report {
         let html = crate::present::report_html(
+            &trace,
             &d,
             &format!("Flare diagnosis — {}", trace.job.job_id),
             &format!(

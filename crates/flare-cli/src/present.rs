@@ -2,7 +2,7 @@
 
 use flare_engine::breakdown::rank_time;
 use flare_engine::Diagnosis;
-use flare_model::{Finding, Severity};
+use flare_model::{Finding, Severity, Trace};
 use flare_report::{Heatmap, RankBreakdown, ReportInput};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::time::Duration;
@@ -28,8 +28,8 @@ pub fn bar(len: u64, msg: &str) -> ProgressBar {
 
 /// Per-rank time breakdowns, the ranks with the most idle plus exposed communication first,
 /// at most `limit` of them.
-pub fn breakdowns(d: &Diagnosis, limit: usize) -> Vec<flare_engine::breakdown::RankTime> {
-    let mut v: Vec<_> = d.analysis.trace.ranks.iter().map(rank_time).collect();
+pub fn breakdowns(t: &Trace, limit: usize) -> Vec<flare_engine::breakdown::RankTime> {
+    let mut v: Vec<_> = t.ranks.iter().map(rank_time).collect();
     v.sort_by(|x, y| {
         (y.idle_ns + y.exposed_communication_ns)
             .total_cmp(&(x.idle_ns + x.exposed_communication_ns))
@@ -39,9 +39,8 @@ pub fn breakdowns(d: &Diagnosis, limit: usize) -> Vec<flare_engine::breakdown::R
 }
 
 /// The JSON document `--json` prints: the findings plus what was analysed.
-pub fn json(d: &Diagnosis, elapsed_ms: f64) -> serde_json::Value {
-    let t = d.analysis.trace;
-    let breakdown: Vec<serde_json::Value> = breakdowns(d, 64)
+pub fn json(t: &Trace, d: &Diagnosis, elapsed_ms: f64) -> serde_json::Value {
+    let breakdown: Vec<serde_json::Value> = breakdowns(t, 64)
         .iter()
         .map(|b| {
             serde_json::json!({
@@ -62,7 +61,7 @@ pub fn json(d: &Diagnosis, elapsed_ms: f64) -> serde_json::Value {
             "world_size": t.job.world_size,
             "ranks_with_data": t.ranks.len(),
             "missing_ranks": t.meta.missing_ranks,
-            "iterations": d.analysis.iterations,
+            "iterations": d.iterations,
             "ops": t.op_count(),
         },
         "healthy": d.conclusive() && d.localized().next().is_none(),
@@ -82,10 +81,9 @@ fn severity_word(s: Severity) -> &'static str {
 }
 
 /// Text for a person: what is wrong, where, the evidence, the confidence and the action.
-pub fn text(d: &Diagnosis, elapsed_ms: f64) -> String {
-    let t = d.analysis.trace;
+pub fn text(t: &Trace, d: &Diagnosis, elapsed_ms: f64) -> String {
     let mut out = String::new();
-    let its = &d.analysis.iterations;
+    let its = &d.iterations;
     out.push_str(&format!(
         "Flare diagnosis of {} ({} ranks, {} ops, iterations {}..{}) in {:.0} ms\n",
         t.job.job_id,
@@ -112,7 +110,7 @@ pub fn text(d: &Diagnosis, elapsed_ms: f64) -> String {
     for (i, f) in d.findings.iter().enumerate() {
         out.push_str(&finding_text(i + 1, f));
     }
-    let b = breakdowns(d, 8);
+    let b = breakdowns(t, 8);
     if !b.is_empty() {
         out.push_str("\nTime per rank (most idle + exposed communication first), ms:\n");
         out.push_str(&format!(
@@ -164,13 +162,11 @@ pub fn finding_text(n: usize, f: &Finding) -> String {
 }
 
 /// Builds the HTML report's input from a diagnosis.
-pub fn report_html(d: &Diagnosis, title: &str, subtitle: &str) -> String {
-    let a = &d.analysis;
-    let t = a.trace;
-    let iteration_times_ms: Vec<(u32, f64)> = a
+pub fn report_html(t: &Trace, d: &Diagnosis, title: &str, subtitle: &str) -> String {
+    let iteration_times_ms: Vec<(u32, f64)> = d
         .iterations
         .iter()
-        .zip(&a.iteration_ns)
+        .zip(&d.iteration_ns)
         .filter_map(|(&it, ns)| ns.map(|v| (it, v / 1e6)))
         .collect();
     let flagged_iterations: Vec<u32> = d
@@ -185,7 +181,7 @@ pub fn report_html(d: &Diagnosis, title: &str, subtitle: &str) -> String {
     } else {
         t.job.cluster.gpus_per_node.max(1) as usize
     };
-    let n_its = a.n_its();
+    let n_its = d.iterations.len();
     let n_rows = t.ranks.len().div_ceil(per_row);
     let mut values = vec![f64::NAN; n_rows * n_its];
     let mut rows = Vec::with_capacity(n_rows);
@@ -199,7 +195,7 @@ pub fn report_html(d: &Diagnosis, title: &str, subtitle: &str) -> String {
         });
         for i in 0..n_its {
             let v = (lo..hi)
-                .map(|r| a.relative_excess(r, i) * 100.0)
+                .map(|r| d.relative_excess(r, i) * 100.0)
                 .filter(|v| v.is_finite())
                 .fold(f64::NAN, f64::max);
             values[row * n_its + i] = v;
@@ -241,7 +237,7 @@ pub fn report_html(d: &Diagnosis, title: &str, subtitle: &str) -> String {
             title: "Self-time excess per rank and iteration: how much longer a rank took between its collectives than the other members (%)".into(),
             row_label: if per_row == 1 { "rank".into() } else { "node".into() },
             rows,
-            columns: a.iterations.iter().map(|i| i.to_string()).collect(),
+            columns: d.iterations.iter().map(|i| i.to_string()).collect(),
             values,
             unit: "%".into(),
             highlight_rows,

@@ -6,15 +6,20 @@
 pub mod analysis;
 pub mod breakdown;
 pub mod clock;
+pub mod context;
 pub mod detectors;
+pub mod digest;
 pub mod flight_recorder;
 pub mod live;
 pub mod stats;
+pub mod stream;
 pub mod whatif;
 pub mod whatif_trace;
 
 pub use analysis::Analysis;
+pub use context::JobContext;
 use flare_model::{Finding, Severity, Trace};
+pub use stream::Engine;
 
 /// Thresholds shared by the detectors. Defaults are the documented behaviour.
 #[derive(Clone, Debug)]
@@ -30,6 +35,19 @@ pub struct EngineConfig {
     pub min_transfer_ratio: f64,
     /// A stage or replica is imbalanced at this ratio of compute to the median.
     pub min_imbalance: f64,
+    /// Worker threads for digesting iterations (0: one per available core).
+    pub threads: usize,
+}
+
+impl EngineConfig {
+    /// The worker threads to use.
+    pub fn threads(&self) -> usize {
+        if self.threads > 0 {
+            self.threads
+        } else {
+            std::thread::available_parallelism().map_or(1, |n| n.get())
+        }
+    }
 }
 
 impl Default for EngineConfig {
@@ -40,6 +58,7 @@ impl Default for EngineConfig {
             min_rank_z: 6.0,
             min_transfer_ratio: 1.3,
             min_imbalance: 1.08,
+            threads: 0,
         }
     }
 }
@@ -75,15 +94,31 @@ pub fn registry() -> Vec<Box<dyn Detector>> {
 }
 
 /// The engine's answer for a window.
-pub struct Diagnosis<'t> {
+#[derive(Clone, Debug, Default)]
+pub struct Diagnosis {
     /// Most important first: severity, then confidence.
     pub findings: Vec<Finding>,
     /// Detectors that could not run, with why.
     pub skipped: Vec<(String, String)>,
-    pub analysis: Analysis<'t>,
+    /// The window's iterations and their durations (median rank span, ns).
+    pub iterations: Vec<u32>,
+    pub iteration_ns: Vec<Option<f64>>,
+    /// Rank ids with data, in the order of [`Diagnosis::relative_excess`]'s rank index.
+    pub ranks: Vec<u32>,
+    /// Per (rank index, iteration index), rank-major: the rank's self time before its
+    /// collectives over the other members' median, minus 1 (NaN when unknown).
+    pub self_excess: Vec<f64>,
 }
 
-impl Diagnosis<'_> {
+impl Diagnosis {
+    /// A rank's relative self-time excess in an iteration (NaN when unknown).
+    pub fn relative_excess(&self, rank_index: usize, it_index: usize) -> f64 {
+        self.self_excess
+            .get(rank_index * self.iterations.len() + it_index)
+            .copied()
+            .unwrap_or(f64::NAN)
+    }
+
     /// Whether the detectors that localize slowdowns could run. A window where they could
     /// not (two ranks, no communicator metadata) is not evidence of health.
     pub fn conclusive(&self) -> bool {
@@ -101,21 +136,26 @@ impl Diagnosis<'_> {
     }
 }
 
-/// Runs every detector on a trace window.
-pub fn diagnose<'t>(trace: &'t Trace, cfg: &EngineConfig) -> Diagnosis<'t> {
-    let analysis = Analysis::new(trace);
-    let mut findings = Vec::new();
-    let mut skipped = Vec::new();
-    for d in registry() {
-        match d.detect(&analysis, cfg) {
-            Outcome::Findings(mut f) => findings.append(&mut f),
-            Outcome::NotEnoughData(why) => skipped.push((d.id().to_string(), why)),
-        }
+/// Runs every detector on a trace: its iterations are digested one by one, as the
+/// streaming engine does, and the whole trace is the window.
+pub fn diagnose(trace: &Trace, cfg: &EngineConfig) -> Diagnosis {
+    let engine = batch_engine(trace, cfg);
+    let split = digest::split_instances(&engine.digests().collect::<Vec<_>>());
+    if split {
+        // Some instance's members carry different iteration tags (time-windowed
+        // iterations, ops launched across a step boundary): tag each instance with its
+        // earliest member's iteration and digest again.
+        let unified = trace.unify_instance_iterations();
+        return batch_engine(&unified, cfg).diagnose();
     }
-    findings.sort_by(Finding::by_importance);
-    Diagnosis {
-        findings,
-        skipped,
-        analysis,
-    }
+    engine.diagnose()
+}
+
+fn batch_engine(trace: &Trace, cfg: &EngineConfig) -> Engine {
+    let its = trace.iterations_with_ops();
+    let mut engine = Engine::new(JobContext::from_trace(trace), cfg.clone(), its.len());
+    engine
+        .push(trace)
+        .expect("a trace's iterations are distinct and pushed in order");
+    engine
 }

@@ -70,6 +70,52 @@ impl Trace {
         self.ranks.iter().map(|r| r.ops.len()).sum()
     }
 
+    /// Iterations that some rank recorded a span or an op for, sorted.
+    pub fn iterations_with_ops(&self) -> Vec<u32> {
+        let mut its = self.iterations();
+        for r in &self.ranks {
+            // Ops of one iteration are (nearly) contiguous: look up only on a change.
+            let mut last = None;
+            for o in &r.ops {
+                if last != Some(o.iteration) {
+                    last = Some(o.iteration);
+                    if let Err(pos) = its.binary_search(&o.iteration) {
+                        its.insert(pos, o.iteration);
+                    }
+                }
+            }
+        }
+        its
+    }
+
+    /// A copy where every collective or P2P instance (the same communicator and sequence
+    /// number on each member) carries the iteration of its earliest-tagged member, so
+    /// that no instance is split between two iterations.
+    pub fn unify_instance_iterations(&self) -> Trace {
+        let mut first: std::collections::HashMap<(u32, u32), u32> = Default::default();
+        for r in &self.ranks {
+            for o in r
+                .ops
+                .iter()
+                .filter(|o| o.kind.is_sync() && o.comm != Op::NO_COMM)
+            {
+                let e = first.entry((o.comm, o.seq)).or_insert(o.iteration);
+                *e = (*e).min(o.iteration);
+            }
+        }
+        let mut t = self.clone();
+        for r in &mut t.ranks {
+            for o in r
+                .ops
+                .iter_mut()
+                .filter(|o| o.kind.is_sync() && o.comm != Op::NO_COMM)
+            {
+                o.iteration = first[&(o.comm, o.seq)];
+            }
+        }
+        t
+    }
+
     /// Iterations present on at least one rank, sorted.
     pub fn iterations(&self) -> Vec<u32> {
         let mut its: Vec<u32> = self

@@ -130,6 +130,20 @@ pub struct SimOutput {
     pub truth: Truth,
 }
 
+/// One iteration of a streamed simulation: every rank's ops and span for it, ranks in
+/// order (a rank that hung before the iteration has none).
+pub struct SimChunk {
+    pub iteration: u32,
+    pub ranks: Vec<RankTrace>,
+}
+
+/// What a streamed simulation hands over, in order: the job once, then its iterations.
+pub enum SimEvent<'a> {
+    /// The job, its communicators and op names (no ranks' ops yet).
+    Start(&'a Trace),
+    Iteration(SimChunk),
+}
+
 struct CommState {
     members: Vec<u32>,
     /// Pending (rank, op index) of the instance in progress.
@@ -153,7 +167,24 @@ struct RankState {
     comms: [CommId; 7],
     speed: f64,
     done: bool,
+    /// Ops already handed over: op indices count from the start of the run.
+    ops_base: u32,
     trace: RankTrace,
+}
+
+impl RankState {
+    /// Takes the rank's ops and span of iteration `it`, which come first: every earlier
+    /// iteration was handed over already.
+    fn drain_iteration(&mut self, it: u32) -> RankTrace {
+        let k = self.trace.ops.partition_point(|o| o.iteration <= it);
+        let j = self.trace.iterations.partition_point(|s| s.iteration <= it);
+        self.ops_base += k as u32;
+        RankTrace {
+            rank: self.trace.rank,
+            ops: self.trace.ops.drain(..k).collect(),
+            iterations: self.trace.iterations.drain(..j).collect(),
+        }
+    }
 }
 
 fn role_index(r: Role) -> usize {
@@ -168,8 +199,34 @@ fn role_index(r: Role) -> usize {
     }
 }
 
-/// Runs the simulation.
+/// Runs the simulation and returns the whole trace.
 pub fn simulate(cfg: &SimConfig) -> Result<SimOutput, SimError> {
+    let mut ranks: Vec<RankTrace> = Vec::new();
+    let mut out = simulate_streaming(cfg, |event| {
+        let SimEvent::Iteration(chunk) = event else {
+            return;
+        };
+        if ranks.is_empty() {
+            ranks = chunk.ranks;
+            return;
+        }
+        for (acc, r) in ranks.iter_mut().zip(chunk.ranks) {
+            acc.ops.extend(r.ops);
+            acc.iterations.extend(r.iterations);
+        }
+    })?;
+    out.trace.ranks = ranks;
+    Ok(out)
+}
+
+/// Runs the simulation and hands over the job, then each iteration as soon as every rank
+/// has finished it (then the rest at the end, for a job that hangs), so that memory holds
+/// about two iterations of ops whatever the run length. The returned trace has the job,
+/// its communicators and names but no ranks.
+pub fn simulate_streaming(
+    cfg: &SimConfig,
+    mut on_event: impl FnMut(SimEvent),
+) -> Result<SimOutput, SimError> {
     let par = &cfg.parallel;
     let world = par.world_size();
     if cfg.microbatches < par.pp {
@@ -354,12 +411,11 @@ pub fn simulate(cfg: &SimConfig) -> Result<SimOutput, SimError> {
                 comms: rank_comms[r as usize],
                 speed: 1.0 + costs.gpu_spread * noise.normal(&[4, r as u64]),
                 done: false,
+                ops_base: 0,
                 trace: RankTrace {
                     rank: r,
-                    ops: Vec::with_capacity(
-                        programs[co.pp as usize].len() * cfg.iterations as usize,
-                    ),
-                    iterations: Vec::with_capacity(cfg.iterations as usize),
+                    ops: Vec::with_capacity(programs[co.pp as usize].len() * 2),
+                    iterations: Vec::with_capacity(2),
                 },
             }
         })
@@ -374,11 +430,6 @@ pub fn simulate(cfg: &SimConfig) -> Result<SimOutput, SimError> {
         dl_spike: &dl_spike,
         net_spike: &net_spike,
     };
-    let mut runnable: Vec<u32> = (0..world).rev().collect();
-    while let Some(r) = runnable.pop() {
-        ctx.run_rank(r, &mut ranks, &mut comm_states, &mut runnable);
-    }
-
     let truth = truth_for(spec.as_ref(), par, &cluster, cfg.seed, spike_iterations);
     let trace = Trace {
         meta: TraceMeta {
@@ -404,9 +455,43 @@ pub fn simulate(cfg: &SimConfig) -> Result<SimOutput, SimError> {
             microbatches: Some(cfg.microbatches),
         },
         communicators,
-        names: names.names,
-        ranks: ranks.into_iter().map(|r| r.trace).collect(),
+        names: names.names.clone(),
+        ranks: Vec::new(),
     };
+    on_event(SimEvent::Start(&trace));
+    let mut runnable: Vec<u32> = (0..world).rev().collect();
+    let mut completed = vec![0u32; cfg.iterations as usize];
+    let mut next_emit = 0u32;
+    let mut emit = |it: u32, ranks: &mut [RankState]| {
+        let chunk = SimChunk {
+            iteration: it,
+            ranks: ranks.iter_mut().map(|st| st.drain_iteration(it)).collect(),
+        };
+        on_event(SimEvent::Iteration(chunk));
+    };
+    while let Some(r) = runnable.pop() {
+        ctx.run_rank(
+            r,
+            &mut ranks,
+            &mut comm_states,
+            &mut runnable,
+            &mut completed,
+        );
+        while next_emit < cfg.iterations && completed[next_emit as usize] == world {
+            emit(next_emit, &mut ranks);
+            next_emit += 1;
+        }
+    }
+    // A hung job: what the ranks did in the iterations nobody finished.
+    for it in next_emit..cfg.iterations {
+        if ranks
+            .iter()
+            .any(|st| st.trace.iterations.iter().any(|s| s.iteration == it))
+        {
+            emit(it, &mut ranks);
+        }
+    }
+
     Ok(SimOutput { trace, truth })
 }
 
@@ -436,6 +521,7 @@ impl Ctx<'_> {
         ranks: &mut [RankState],
         comms: &mut [CommState],
         runnable: &mut Vec<u32>,
+        completed: &mut [u32],
     ) {
         let c = self.costs;
         loop {
@@ -459,6 +545,7 @@ impl Ctx<'_> {
                     span.end_ns = Some(st.gpu_free);
                 }
                 st.pc = 0;
+                completed[st.iteration as usize] += 1;
                 st.iteration += 1;
                 if st.iteration == self.cfg.iterations {
                     st.done = true;
@@ -597,7 +684,7 @@ impl Ctx<'_> {
                     } else {
                         Op::NO_PEER
                     };
-                    let op_index = st.trace.ops.len() as u32;
+                    let op_index = st.ops_base + st.trace.ops.len() as u32;
                     st.trace.ops.push(Op {
                         kind: step.kind,
                         name: step.name,
@@ -661,7 +748,8 @@ impl Ctx<'_> {
                     .noise
                     .uniform(&[21, m as u64, comm as u64, cs.seq as u64])) as i64;
             let end = end_base + skew;
-            st.trace.ops[idx as usize].end_ns = end;
+            let local = (idx - st.ops_base) as usize;
+            st.trace.ops[local].end_ns = end;
             st.gpu_free = end;
             if step.kind.is_p2p() {
                 // Megatron synchronises after batched P2P exchanges.

@@ -2,7 +2,6 @@
 //! reached it. The ranks that never arrived and are not themselves stuck in another
 //! collective are the cause; the others are waiting on them.
 
-use super::rank_culprit;
 use crate::{Analysis, Detector, EngineConfig, Outcome};
 use flare_model::{Component, Evidence, Finding, FindingKind, Severity};
 use std::collections::{BTreeMap, BTreeSet};
@@ -21,37 +20,31 @@ impl Detector for HangDetector {
     }
 
     fn detect(&self, a: &Analysis, _cfg: &EngineConfig) -> Outcome {
-        let trace = a.trace;
-        // Ranks that are stuck: their last sync op never ended.
-        let mut stuck: BTreeSet<u32> = BTreeSet::new();
-        for r in &trace.ranks {
-            if r.ops.iter().any(|o| o.kind.is_sync() && o.end().is_none()) {
-                stuck.insert(r.rank);
-            }
-        }
+        let ctx = a.ctx;
+        // Ranks that are stuck: a sync op of theirs never ended.
+        let stuck: BTreeSet<u32> = (0..a.n_ranks())
+            .filter(|&ri| a.digests.iter().any(|d| d.ranks[ri].stuck))
+            .map(|ri| a.rank_id(ri))
+            .collect();
         if stuck.is_empty() {
             return Outcome::Findings(vec![]);
         }
-        let present: BTreeSet<u32> = trace.ranks.iter().map(|r| r.rank).collect();
         // Stuck instances: members in flight, others absent.
-        let mut culprits: BTreeMap<u32, Vec<usize>> = BTreeMap::new();
+        let mut culprits: BTreeMap<u32, Vec<(usize, usize)>> = BTreeMap::new();
+        // (iteration index, index into its in-flight list)
         let mut stuck_instances = 0;
-        for (ii, inst) in a.instances.iter().enumerate() {
-            if inst.in_flight == 0 {
-                continue;
-            }
-            stuck_instances += 1;
-            let Some(comm) = trace.communicators.get(inst.comm as usize) else {
-                continue;
-            };
-            let arrived: BTreeSet<u32> = a
-                .instance_members(inst)
-                .iter()
-                .map(|m| trace.ranks[m.rank_index as usize].rank)
-                .collect();
-            for &m in &comm.members {
-                if !arrived.contains(&m) && !stuck.contains(&m) {
-                    culprits.entry(m).or_default().push(ii);
+        for (ii, d) in a.digests.iter().enumerate() {
+            for (k, fl) in d.in_flight.iter().enumerate() {
+                stuck_instances += 1;
+                let inst = &fl.instance;
+                let Some(comm) = ctx.communicators.get(inst.comm as usize) else {
+                    continue;
+                };
+                let arrived: BTreeSet<u32> = fl.arrived.iter().copied().collect();
+                for &m in &comm.members {
+                    if !arrived.contains(&m) && !stuck.contains(&m) {
+                        culprits.entry(m).or_default().push((ii, k));
+                    }
                 }
             }
         }
@@ -76,23 +69,23 @@ impl Detector for HangDetector {
                 .push(flare_model::Culprit::new(Component::Process));
             return Outcome::Findings(vec![f]);
         }
-        let mut ranked: Vec<(u32, Vec<usize>)> = culprits.into_iter().collect();
+        let mut ranked: Vec<(u32, Vec<(usize, usize)>)> = culprits.into_iter().collect();
         // The rank that blocks the most instances first.
         ranked.sort_by_key(|(r, v)| (std::cmp::Reverse(v.len()), *r));
-        let top = ranked[0].1[0];
-        let inst = &a.instances[top];
-        let comm = &trace.communicators[inst.comm as usize];
-        let op_name = trace.name(inst.name);
+        let (top_it, top) = ranked[0].1[0];
+        let inst = &a.digests[top_it].in_flight[top].instance;
+        let comm = &ctx.communicators[inst.comm as usize];
+        let op_name = ctx.name(inst.name);
         let missing: Vec<u32> = ranked.iter().map(|(r, _)| *r).collect();
         let mut evidence = vec![Evidence::new(
             "ranks_waiting",
             stuck.len() as f64,
-            Some(trace.job.world_size as f64),
+            Some(ctx.job.world_size as f64),
             "ranks",
             format!(
                 "{} of {} ranks are stuck in a collective at the end of the trace",
                 stuck.len(),
-                trace.job.world_size
+                ctx.job.world_size
             ),
         )];
         evidence.push(Evidence::new(
@@ -112,19 +105,18 @@ impl Detector for HangDetector {
             ),
         ));
         for &r in missing.iter().take(4) {
-            let last = trace
-                .ranks
-                .iter()
-                .find(|t| t.rank == r)
-                .and_then(|t| t.ops.last().map(|o| (o, t)));
+            let last = ctx
+                .rank_index(r)
+                .and_then(|ri| a.digests.iter().rev().find_map(|d| d.ranks[ri].last_op));
             let detail = match last {
-                Some((o, _)) => format!(
-                    "rank {r}'s last op: {} {} (iteration {}), which completed",
+                Some(o) => format!(
+                    "rank {r}'s last op: {} {} (iteration {}), which {}",
                     o.kind.as_str(),
-                    trace.name(o.name),
-                    o.iteration
+                    ctx.name(o.name),
+                    o.iteration,
+                    if o.ended { "completed" } else { "never ended" }
                 ),
-                None if !present.contains(&r) => format!("rank {r} has no trace at all"),
+                None if ctx.rank_index(r).is_none() => format!("rank {r} has no trace at all"),
                 None => format!("rank {r} recorded no op"),
             };
             evidence.push(Evidence::new("last_op", 0.0, None, "", detail));
@@ -133,7 +125,7 @@ impl Detector for HangDetector {
             .iter()
             .take(8)
             .map(|(r, v)| {
-                let mut c = rank_culprit(trace, Component::Process, *r);
+                let mut c = ctx.rank_culprit(Component::Process, *r);
                 c.score = v.len() as f64 / ranked[0].1.len() as f64;
                 c
             })

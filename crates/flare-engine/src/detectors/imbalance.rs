@@ -3,18 +3,16 @@
 
 use crate::stats::{confidence, median};
 use crate::{Analysis, Detector, EngineConfig, Outcome};
-use flare_model::{Component, Culprit, Evidence, Finding, FindingKind, OpKind, Severity};
+use flare_model::{Component, Culprit, Evidence, Finding, FindingKind, Severity};
 use std::collections::BTreeMap;
 
 /// Compute time per (rank index, iteration index), ns.
 fn compute_per_rank_iteration(a: &Analysis) -> Vec<f64> {
     let n_its = a.n_its();
-    let mut out = vec![0.0; a.trace.ranks.len() * n_its];
-    for (ri, r) in a.trace.ranks.iter().enumerate() {
-        for o in r.ops.iter().filter(|o| o.kind == OpKind::Compute) {
-            if let (Some(d), Some(i)) = (o.duration(), a.iteration_index(o.iteration)) {
-                out[ri * n_its + i] += d as f64;
-            }
+    let mut out = vec![0.0; a.n_ranks() * n_its];
+    for ri in 0..a.n_ranks() {
+        for i in 0..n_its {
+            out[ri * n_its + i] = a.rank(ri, i).compute_ns;
         }
     }
     out
@@ -34,18 +32,18 @@ impl Detector for StageImbalanceDetector {
     }
 
     fn detect(&self, a: &Analysis, cfg: &EngineConfig) -> Outcome {
-        let Some(par) = a.trace.job.parallel.as_ref().filter(|p| p.pp > 1) else {
+        let Some(par) = a.ctx.job.parallel.as_ref().filter(|p| p.pp > 1) else {
             return Outcome::NotEnoughData("needs the pipeline layout (pp > 1)".into());
         };
         let n_its = a.n_its();
         let c = compute_per_rank_iteration(a);
         let mut per_stage: BTreeMap<u32, Vec<f64>> = BTreeMap::new();
-        for (ri, r) in a.trace.ranks.iter().enumerate() {
+        for ri in 0..a.n_ranks() {
             let row = &c[ri * n_its..(ri + 1) * n_its];
             let total: f64 = row.iter().sum();
             if total > 0.0 {
                 per_stage
-                    .entry(par.coords(r.rank).pp)
+                    .entry(par.coords(a.rank_id(ri)).pp)
                     .or_default()
                     .push(total);
             }
@@ -114,40 +112,45 @@ impl Detector for SequenceImbalanceDetector {
     }
 
     fn detect(&self, a: &Analysis, cfg: &EngineConfig) -> Outcome {
-        let Some(par) = a.trace.job.parallel.as_ref().filter(|p| p.dp > 1) else {
+        let Some(par) = a.ctx.job.parallel.as_ref().filter(|p| p.dp > 1) else {
             return Outcome::NotEnoughData("needs the data-parallel layout (dp > 1)".into());
         };
         let n_its = a.n_its();
         let c = compute_per_rank_iteration(a);
-        let coords: Vec<_> = a.trace.ranks.iter().map(|r| par.coords(r.rank)).collect();
+        let coords: Vec<_> = a.ctx.ranks.iter().map(|&r| par.coords(r)).collect();
         let mut heavy_per_it: Vec<(u32, u32, f64)> = Vec::new();
+        let mut stage_vals: Vec<Vec<f64>> = vec![Vec::new(); par.pp as usize];
+        let mut replica: Vec<Vec<f64>> = vec![Vec::new(); par.dp as usize];
         for i in 0..n_its {
             // Normalise each rank by its stage's median, so stage imbalance does not leak in.
-            let mut stage_vals: BTreeMap<u32, Vec<f64>> = BTreeMap::new();
+            stage_vals.iter_mut().for_each(Vec::clear);
             for (ri, co) in coords.iter().enumerate() {
                 let v = c[ri * n_its + i];
                 if v > 0.0 {
-                    stage_vals.entry(co.pp).or_default().push(v);
+                    stage_vals[co.pp as usize].push(v);
                 }
             }
-            let stage_med: BTreeMap<u32, f64> = stage_vals
-                .into_iter()
-                .map(|(s, mut v)| (s, median(&mut v)))
+            let stage_med: Vec<f64> = stage_vals
+                .iter_mut()
+                .map(|v| if v.is_empty() { f64::NAN } else { median(v) })
                 .collect();
-            let mut replica: BTreeMap<u32, Vec<f64>> = BTreeMap::new();
+            replica.iter_mut().for_each(Vec::clear);
             for (ri, co) in coords.iter().enumerate() {
                 let v = c[ri * n_its + i];
-                if let Some(&m) = stage_med.get(&co.pp).filter(|&&m| v > 0.0 && m > 0.0) {
-                    replica.entry(co.dp).or_default().push(v / m);
+                let m = stage_med[co.pp as usize];
+                if v > 0.0 && m > 0.0 {
+                    replica[co.dp as usize].push(v / m);
                 }
             }
-            if replica.len() < 2 {
+            let loads: Vec<(u32, f64)> = replica
+                .iter_mut()
+                .enumerate()
+                .filter(|(_, v)| !v.is_empty())
+                .map(|(d, v)| (d as u32, median(v)))
+                .collect();
+            if loads.len() < 2 {
                 continue;
             }
-            let loads: Vec<(u32, f64)> = replica
-                .into_iter()
-                .map(|(d, mut v)| (d, median(&mut v)))
-                .collect();
             let mut all: Vec<f64> = loads.iter().map(|x| x.1).collect();
             let typical = median(&mut all);
             let &(d, l) = loads

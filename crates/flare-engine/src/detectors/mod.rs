@@ -6,18 +6,6 @@ pub mod iteration;
 pub mod slow_path;
 pub mod slow_rank;
 
-use flare_model::{Component, Culprit, Trace};
-
-/// A culprit for one rank, with its place in the cluster and the job.
-pub(crate) fn rank_culprit(trace: &Trace, component: Component, rank: u32) -> Culprit {
-    Culprit::at_rank(
-        component,
-        rank,
-        &trace.job.cluster,
-        trace.job.parallel.as_ref(),
-    )
-}
-
 /// Formats a list of iterations compactly: `3-7, 12`.
 pub(crate) fn iteration_ranges(its: &[u32]) -> String {
     let mut out = Vec::new();

@@ -11,15 +11,9 @@
 use crate::stats::{confidence, median};
 use crate::{Analysis, Detector, EngineConfig, Outcome};
 use flare_model::{Component, Culprit, Evidence, Finding, FindingKind, PathElement, Severity};
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 
 pub struct SlowPathDetector;
-
-#[derive(Default)]
-struct CommSlowness {
-    /// Per iteration: median ratio of its transfers to comparable ones.
-    per_iteration: BTreeMap<u32, Vec<f64>>,
-}
 
 impl Detector for SlowPathDetector {
     fn id(&self) -> &'static str {
@@ -33,60 +27,21 @@ impl Detector for SlowPathDetector {
     }
 
     fn detect(&self, a: &Analysis, cfg: &EngineConfig) -> Outcome {
-        let trace = a.trace;
-        // Class of comparable instances: same op kind, bytes and group size, per iteration.
-        let mut class_times: HashMap<(u8, u64, u32, u32), Vec<f64>> = HashMap::new();
-        for inst in &a.instances {
-            if inst.present != inst.expected_traced || inst.present < 2 {
-                continue;
-            }
-            if let Some(t) = inst.transfer_ns() {
-                class_times
-                    .entry((inst.kind as u8, inst.bytes, inst.expected, inst.iteration))
-                    .or_default()
-                    .push(t as f64);
+        let ctx = a.ctx;
+        // Per communicator and iteration: its transfers against comparable ones (the same
+        // op kind, bytes and group size on other communicators in the same iteration),
+        // computed when the iteration was digested.
+        let mut by_comm: Vec<Vec<(u32, f64)>> = vec![Vec::new(); ctx.communicators.len()];
+        let mut any = false;
+        for d in &a.digests {
+            for &(comm, ratio) in &d.comm_transfer {
+                if let Some(v) = by_comm.get_mut(comm as usize) {
+                    v.push((d.iteration, ratio as f64));
+                    any = true;
+                }
             }
         }
-        let class_stats: HashMap<(u8, u64, u32, u32), (f64, usize)> = class_times
-            .into_iter()
-            .map(|(k, mut v)| {
-                let n = v.len();
-                (k, (median(&mut v), n))
-            })
-            .collect();
-        // Comms per class across the window: need several to compare.
-        let mut class_comms: HashMap<(u8, u64, u32), HashSet<u32>> = HashMap::new();
-        for inst in &a.instances {
-            class_comms
-                .entry((inst.kind as u8, inst.bytes, inst.expected))
-                .or_default()
-                .insert(inst.comm);
-        }
-        let mut per_comm: HashMap<u32, CommSlowness> = HashMap::new();
-        for inst in &a.instances {
-            if inst.present != inst.expected_traced || inst.present < 2 {
-                continue;
-            }
-            let Some(t) = inst.transfer_ns() else {
-                continue;
-            };
-            if class_comms[&(inst.kind as u8, inst.bytes, inst.expected)].len() < 3 {
-                continue;
-            }
-            let (med, n) =
-                class_stats[&(inst.kind as u8, inst.bytes, inst.expected, inst.iteration)];
-            if n < 3 || med <= 0.0 {
-                continue;
-            }
-            per_comm
-                .entry(inst.comm)
-                .or_default()
-                .per_iteration
-                .entry(inst.iteration)
-                .or_default()
-                .push(t as f64 / med);
-        }
-        if per_comm.is_empty() {
+        if !any {
             return Outcome::NotEnoughData(
                 "no op seen on 3 or more communicators with complete transfers".into(),
             );
@@ -94,12 +49,8 @@ impl Detector for SlowPathDetector {
         let n_its = a.n_its();
         let mut slow: HashMap<u32, (f64, Vec<u32>)> = HashMap::new();
         let mut normal: Vec<u32> = Vec::new();
-        for (&comm, s) in &per_comm {
-            let ratios: Vec<(u32, f64)> = s
-                .per_iteration
-                .iter()
-                .map(|(&it, v)| (it, median(&mut v.clone())))
-                .collect();
+        for (comm, ratios) in by_comm.iter().enumerate().filter(|(_, v)| !v.is_empty()) {
+            let comm = comm as u32;
             let mut all: Vec<f64> = ratios.iter().map(|r| r.1).collect();
             let overall = median(&mut all);
             let bad: Vec<u32> = ratios
@@ -121,11 +72,11 @@ impl Detector for SlowPathDetector {
             return Outcome::Findings(vec![]);
         }
         // Map communicators onto the fabric.
-        let cluster = &trace.job.cluster;
+        let cluster = &ctx.job.cluster;
         let mut buf = Vec::new();
         let elements_of = |comm: u32, buf: &mut Vec<PathElement>| -> HashSet<PathElement> {
             let mut set = HashSet::new();
-            let Some(c) = trace.communicators.get(comm as usize) else {
+            let Some(c) = ctx.communicators.get(comm as usize) else {
                 return set;
             };
             let n = c.members.len();
@@ -205,7 +156,7 @@ impl SlowPathDetector {
         explains: usize,
         normal_through: usize,
     ) -> Finding {
-        let trace = a.trace;
+        let ctx = a.ctx;
         let mut ratios: Vec<f64> = explained.iter().map(|c| slow[c].0).collect();
         let ratio = median(&mut ratios);
         let mut its: Vec<u32> = explained.iter().flat_map(|c| slow[c].1.clone()).collect();
@@ -213,12 +164,7 @@ impl SlowPathDetector {
         its.dedup();
         let mut examples: Vec<&str> = explained
             .iter()
-            .filter_map(|&c| {
-                trace
-                    .communicators
-                    .get(c as usize)
-                    .map(|c| c.label.as_str())
-            })
+            .filter_map(|&c| ctx.communicators.get(c as usize).map(|c| c.label.as_str()))
             .collect();
         examples.sort_unstable();
         examples.truncate(4);
@@ -249,8 +195,8 @@ impl SlowPathDetector {
         if let PathElement::Nic { node, rail } = element {
             culprit.node = Some(node);
             culprit.local_gpu = Some(rail);
-            let rank = node * trace.job.cluster.gpus_per_node + rail;
-            if rank < trace.job.world_size {
+            let rank = node * ctx.job.cluster.gpus_per_node + rail;
+            if rank < ctx.job.world_size {
                 culprit.rank = Some(rank);
             }
         }

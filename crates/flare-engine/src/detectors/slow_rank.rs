@@ -9,11 +9,11 @@
 //! peers' (slow GPU), host phases longer (GC, dataloader), or kernels issued too late for
 //! the GPU to stay busy (launch-bound: low issue latency with starved kernels).
 
-use super::{iteration_ranges, rank_culprit};
+use super::iteration_ranges;
+use crate::digest::HOST_KINDS;
 use crate::stats::{confidence, median, median_mad};
 use crate::{Analysis, Detector, EngineConfig, Outcome};
 use flare_model::{Component, Evidence, Finding, FindingKind, OpKind, Severity};
-use std::collections::HashMap;
 
 pub struct SlowRankDetector;
 
@@ -39,8 +39,12 @@ impl Detector for SlowRankDetector {
 
     fn detect(&self, a: &Analysis, cfg: &EngineConfig) -> Outcome {
         let n_its = a.n_its();
-        let n_ranks = a.trace.ranks.len();
-        if n_its == 0 || a.self_expected_ns.iter().all(|&e| e == 0.0) {
+        let n_ranks = a.n_ranks();
+        if n_its == 0
+            || a.digests
+                .iter()
+                .all(|d| d.ranks.iter().all(|r| r.self_expected_ns == 0.0))
+        {
             return Outcome::NotEnoughData(
                 "no collective with 3 or more members seen by all of them".into(),
             );
@@ -51,8 +55,9 @@ impl Detector for SlowRankDetector {
         for (r, (rel_r, tot_r)) in rel.iter_mut().zip(tot.iter_mut()).enumerate() {
             let (mut e, mut x) = (0.0, 0.0);
             for i in 0..n_its {
-                e += a.self_excess_ns[r * n_its + i];
-                x += a.self_expected_ns[r * n_its + i];
+                let ri = a.rank(r, i);
+                e += ri.self_excess_ns;
+                x += ri.self_expected_ns;
             }
             if x > 0.0 {
                 *rel_r = e / x;
@@ -65,16 +70,12 @@ impl Detector for SlowRankDetector {
         }
         let (m, s) = median_mad(&valid);
         let s = s.max(0.002);
-        // Per iteration, for faults that come and go.
-        let mut per_it_stats = Vec::with_capacity(n_its);
-        for i in 0..n_its {
-            let v: Vec<f64> = (0..n_ranks)
-                .map(|r| a.relative_excess(r, i))
-                .filter(|v| v.is_finite())
-                .collect();
-            let (mi, si) = median_mad(&v);
-            per_it_stats.push((mi, si.max(0.003)));
-        }
+        // Per iteration, for faults that come and go (computed when digested).
+        let per_it_stats: Vec<(f64, f64)> = a
+            .digests
+            .iter()
+            .map(|d| (d.excess_median, d.excess_mad.max(0.003)))
+            .collect();
         let min_hits = if n_its >= 4 { 2 } else { 1 };
         let mut suspects = Vec::new();
         for r in 0..n_ranks {
@@ -94,7 +95,7 @@ impl Detector for SlowRankDetector {
                 let excess: f64 = if sustained {
                     tot[r]
                 } else {
-                    hits.iter().map(|&i| a.self_excess_ns[r * n_its + i]).sum()
+                    hits.iter().map(|&i| a.rank(r, i).self_excess_ns).sum()
                 };
                 suspects.push(Suspect {
                     rank_index: r,
@@ -117,118 +118,78 @@ impl Detector for SlowRankDetector {
         } else {
             suspects.truncate(5);
         }
-        let peers = PeerStats::new(a);
         let top_excess = suspects[0].excess_ns.max(1.0);
+        let all: Vec<usize> = (0..n_its).collect();
         let findings = suspects
             .iter()
-            .map(|s| self.explain(a, cfg, s, &peers, top_excess, m))
+            .map(|s| {
+                let peers = PeerStats::of(a, s.rank_index, &all);
+                self.explain(a, cfg, s, &peers, top_excess, m)
+            })
             .collect();
         Outcome::Findings(findings)
     }
 }
 
-/// Per-rank op statistics and the medians of peers (ranks of the same pipeline stage).
+/// A suspect's compute and issue latency against its peers' (ranks of the same pipeline
+/// stage), from the per-iteration peer medians of the digests.
 struct PeerStats {
-    /// Per rank index: mean duration of compute ops by name.
-    compute_mean: Vec<HashMap<u32, f64>>,
-    /// Per rank index: median issue latency of compute ops, ns.
-    issue_latency: Vec<f64>,
-    /// (name, iteration) -> median host op duration over all ranks.
-    host_median: HashMap<(u32, u32), f64>,
-    /// Peer group of each rank index.
-    group: Vec<u32>,
-    /// Per group: median of compute_mean by name, median issue latency.
-    group_compute: HashMap<(u32, u32), f64>,
-    group_issue: HashMap<u32, f64>,
+    /// Weighted ratio of its compute time to its peers' for the same ops.
+    compute_ratio: Option<f64>,
+    /// Its median issue latency (median of its per-iteration medians), ns.
+    issue_latency: f64,
+    /// Its peers' (median over iterations of the per-iteration peer median), ns.
+    peer_issue: f64,
 }
 
 impl PeerStats {
-    fn new(a: &Analysis) -> Self {
-        let trace = a.trace;
-        let group: Vec<u32> = trace
-            .ranks
-            .iter()
-            .map(|r| {
-                trace
-                    .job
-                    .parallel
-                    .as_ref()
-                    .map_or(0, |p| p.coords(r.rank).pp)
-            })
-            .collect();
-        let mut compute_mean = Vec::with_capacity(trace.ranks.len());
-        let mut issue_latency = Vec::with_capacity(trace.ranks.len());
-        let mut host: HashMap<(u32, u32), Vec<f64>> = HashMap::new();
+    fn of(a: &Analysis, ri: usize, scope: &[usize]) -> Self {
+        let group = a.ctx.peer_group[ri];
+        let mut own: Vec<(u32, f64, u32)> = Vec::new();
+        let mut peer: Vec<(u32, Vec<f64>)> = Vec::new();
         let mut lat = Vec::new();
-        for r in &trace.ranks {
-            let mut sums: HashMap<u32, (f64, u32)> = HashMap::new();
-            lat.clear();
-            for o in &r.ops {
-                let Some(d) = o.duration() else { continue };
-                if o.kind == OpKind::Compute {
-                    let e = sums.entry(o.name).or_default();
-                    e.0 += d as f64;
-                    e.1 += 1;
-                    if let Some(i) = o.issue() {
-                        lat.push((o.start_ns - i) as f64);
+        let mut peer_lat = Vec::new();
+        for &i in scope {
+            let d = a.digests[i];
+            for st in d.names_of(ri) {
+                match own.iter_mut().find(|x| x.0 == st.name) {
+                    Some(x) => {
+                        x.1 += st.sum_ns;
+                        x.2 += st.count;
                     }
-                } else if o.kind.is_host() {
-                    host.entry((o.name, o.iteration))
-                        .or_default()
-                        .push(d as f64);
+                    None => own.push((st.name, st.sum_ns, st.count)),
                 }
             }
-            compute_mean.push(
-                sums.into_iter()
-                    .map(|(k, (s, n))| (k, s / n as f64))
-                    .collect(),
-            );
-            issue_latency.push(if lat.is_empty() {
-                f64::NAN
-            } else {
-                median(&mut lat)
-            });
-        }
-        let host_median = host
-            .into_iter()
-            .map(|(k, mut v)| (k, median(&mut v)))
-            .collect();
-        let mut gc: HashMap<(u32, u32), Vec<f64>> = HashMap::new();
-        let mut gi: HashMap<u32, Vec<f64>> = HashMap::new();
-        for (ri, means) in compute_mean.iter().enumerate() {
-            for (&name, &m) in means {
-                gc.entry((group[ri], name)).or_default().push(m);
+            let lo = d.peer_medians.partition_point(|p| p.0 < group);
+            for &(g, name, m) in d.peer_medians[lo..].iter().take_while(|p| p.0 == group) {
+                debug_assert_eq!(g, group);
+                if name == u32::MAX {
+                    peer_lat.push(m);
+                } else {
+                    match peer.iter_mut().find(|x| x.0 == name) {
+                        Some(x) => x.1.push(m),
+                        None => peer.push((name, vec![m])),
+                    }
+                }
             }
-            if issue_latency[ri].is_finite() {
-                gi.entry(group[ri]).or_default().push(issue_latency[ri]);
+            let p = d.ranks[ri].issue_p50_ns;
+            if p.is_finite() {
+                lat.push(p);
             }
         }
+        let (mut own_sum, mut peer_sum) = (0.0, 0.0);
+        for (name, sum, count) in &own {
+            if let Some((_, v)) = peer.iter_mut().find(|x| x.0 == *name) {
+                own_sum += sum / (*count).max(1) as f64;
+                peer_sum += median(v);
+            }
+        }
+        let med = |v: &mut Vec<f64>| if v.is_empty() { f64::NAN } else { median(v) };
         PeerStats {
-            compute_mean,
-            issue_latency,
-            host_median,
-            group_compute: gc
-                .into_iter()
-                .map(|(k, mut v)| (k, median(&mut v)))
-                .collect(),
-            group_issue: gi
-                .into_iter()
-                .map(|(k, mut v)| (k, median(&mut v)))
-                .collect(),
-            group,
+            compute_ratio: (peer_sum > 0.0).then(|| own_sum / peer_sum),
+            issue_latency: med(&mut lat),
+            peer_issue: med(&mut peer_lat),
         }
-    }
-
-    /// Weighted ratio of this rank's compute time to its peers' for the same ops.
-    fn compute_ratio(&self, ri: usize) -> Option<f64> {
-        let (mut own, mut peer) = (0.0, 0.0);
-        for (&name, &m) in &self.compute_mean[ri] {
-            if let Some(&p) = self.group_compute.get(&(self.group[ri], name)) {
-                own += m;
-                peer += p;
-            }
-        }
-        (peer > 0.0).then(|| own / peer)
     }
 }
 
@@ -242,40 +203,31 @@ impl SlowRankDetector {
         top_excess: f64,
         median_rel: f64,
     ) -> Finding {
-        let trace = a.trace;
-        let rt = &trace.ranks[s.rank_index];
-        let rank = rt.rank;
+        let rank = a.rank_id(s.rank_index);
         let its: Vec<u32> = if s.sustained {
             vec![]
         } else {
             s.iterations.iter().map(|&i| a.iterations[i]).collect()
         };
-        let in_scope = |it: u32| its.is_empty() || its.binary_search(&it).is_ok();
         // Host phases longer than the same phase on other ranks.
-        let mut host_excess: HashMap<OpKind, f64> = HashMap::new();
-        for o in rt
-            .ops
-            .iter()
-            .filter(|o| o.kind.is_host() && in_scope(o.iteration))
-        {
-            if let (Some(d), Some(&med)) =
-                (o.duration(), peers.host_median.get(&(o.name, o.iteration)))
-            {
-                *host_excess.entry(o.kind).or_default() += (d as f64 - med).max(0.0);
+        let mut host_excess = [0.0f64; 5];
+        let scope: Vec<usize> = if s.sustained {
+            (0..a.n_its()).collect()
+        } else {
+            s.iterations.clone()
+        };
+        for &i in &scope {
+            for (slot, v) in a.rank(s.rank_index, i).host_excess_ns.iter().enumerate() {
+                host_excess[slot] += v;
             }
         }
-        let (host_kind, host_ns) = host_excess
-            .iter()
-            .max_by(|x, y| x.1.total_cmp(y.1))
-            .map(|(k, v)| (*k, *v))
+        let (host_kind, host_ns) = (0..HOST_KINDS.len())
+            .max_by(|&x, &y| host_excess[x].total_cmp(&host_excess[y]))
+            .map(|slot| (HOST_KINDS[slot], host_excess[slot]))
             .unwrap_or((OpKind::HostOther, 0.0));
-        let compute_ratio = peers.compute_ratio(s.rank_index);
-        let issue = peers.issue_latency[s.rank_index];
-        let peer_issue = peers
-            .group_issue
-            .get(&peers.group[s.rank_index])
-            .copied()
-            .unwrap_or(f64::NAN);
+        let compute_ratio = peers.compute_ratio;
+        let issue = peers.issue_latency;
+        let peer_issue = peers.peer_issue;
         let mut evidence = vec![Evidence::new(
             "self_time_excess",
             s.rel * 100.0,
@@ -379,7 +331,7 @@ impl SlowRankDetector {
                 "check the GPU's clocks, temperature and power cap (nvidia-smi -q -d PERFORMANCE); if it stays slow, drain the node and replace the GPU".to_string(),
             )
         };
-        let mut culprit = rank_culprit(trace, component, rank);
+        let mut culprit = a.ctx.rank_culprit(component, rank);
         culprit.score = (s.excess_ns / top_excess).clamp(0.0, 1.0);
         let where_ = culprit.describe();
         Finding {

@@ -1,0 +1,119 @@
+//! What stays the same for every iteration of a job: where ranks run, which communicators
+//! exist, op names, and which ranks the trace holds data for. Built once per job; each
+//! iteration's digest is indexed by the rank indices defined here.
+
+use flare_model::{Communicator, Component, Culprit, JobInfo, Trace, TraceMeta};
+
+/// The job-level context of a diagnosis.
+#[derive(Clone, Debug)]
+pub struct JobContext {
+    pub job: JobInfo,
+    pub meta: TraceMeta,
+    pub communicators: Vec<Communicator>,
+    pub names: Vec<String>,
+    /// Rank ids with data, in the order their digests index them (rank index -> rank).
+    pub ranks: Vec<u32>,
+    /// Rank id -> rank index, `u32::MAX` for ranks without data.
+    index_of: Vec<u32>,
+    /// Per communicator: how many of its members have data (sampled traces hold only some
+    /// ranks; the others cannot be compared).
+    pub comm_traced: Vec<u32>,
+    /// Per rank index: the peer group ranks are compared within (the pipeline stage when
+    /// the layout is known, else 0).
+    pub peer_group: Vec<u32>,
+}
+
+impl JobContext {
+    /// The context of a trace: its job, communicators, names and the ranks it holds.
+    pub fn from_trace(trace: &Trace) -> Self {
+        let ranks: Vec<u32> = trace.ranks.iter().map(|r| r.rank).collect();
+        Self::new(
+            trace.job.clone(),
+            trace.meta.clone(),
+            trace.communicators.clone(),
+            trace.names.clone(),
+            ranks,
+        )
+    }
+
+    pub fn new(
+        job: JobInfo,
+        meta: TraceMeta,
+        communicators: Vec<Communicator>,
+        names: Vec<String>,
+        ranks: Vec<u32>,
+    ) -> Self {
+        let top = ranks
+            .iter()
+            .copied()
+            .max()
+            .map_or(0, |m| m as usize + 1)
+            .max(job.world_size as usize);
+        let mut index_of = vec![u32::MAX; top];
+        for (i, &r) in ranks.iter().enumerate() {
+            // A rank listed twice keeps its first index; the importers never emit that.
+            if index_of[r as usize] == u32::MAX {
+                index_of[r as usize] = i as u32;
+            }
+        }
+        let comm_traced = communicators
+            .iter()
+            .map(|c| {
+                c.members
+                    .iter()
+                    .filter(|&&m| index_of.get(m as usize).is_some_and(|&i| i != u32::MAX))
+                    .count() as u32
+            })
+            .collect();
+        let peer_group = ranks
+            .iter()
+            .map(|&r| job.parallel.as_ref().map_or(0, |p| p.coords(r).pp))
+            .collect();
+        JobContext {
+            job,
+            meta,
+            communicators,
+            names,
+            ranks,
+            index_of,
+            comm_traced,
+            peer_group,
+        }
+    }
+
+    pub fn n_ranks(&self) -> usize {
+        self.ranks.len()
+    }
+
+    /// The rank index of a rank id, when the trace holds data for it.
+    pub fn rank_index(&self, rank: u32) -> Option<usize> {
+        self.index_of
+            .get(rank as usize)
+            .filter(|&&i| i != u32::MAX)
+            .map(|&i| i as usize)
+    }
+
+    pub fn name(&self, id: u32) -> &str {
+        self.names
+            .get(id as usize)
+            .map(String::as_str)
+            .unwrap_or("?")
+    }
+
+    /// Members a communicator has (0 for an unknown id).
+    pub fn comm_size(&self, comm: u32) -> u32 {
+        self.communicators
+            .get(comm as usize)
+            .map_or(0, |c| c.members.len() as u32)
+    }
+
+    /// A culprit for one rank, with its place in the cluster and the job.
+    pub fn rank_culprit(&self, component: Component, rank: u32) -> Culprit {
+        Culprit::at_rank(
+            component,
+            rank,
+            &self.job.cluster,
+            self.job.parallel.as_ref(),
+        )
+    }
+}

@@ -1,0 +1,1416 @@
+//! One iteration, preprocessed once when it arrives.
+//!
+//! The engine never keeps raw ops: each iteration is reduced to an [`IterationDigest`]
+//! (per-rank figures, the collective *instances* with their arrivals and transfer times,
+//! and what the hang detector needs), so a window of 20 iterations of a 10,000-rank job
+//! costs tens of megabytes instead of gigabytes, and a new iteration costs one pass over
+//! its own ops. Offline diagnosis feeds a trace's iterations through the same code.
+//!
+//! Building a digest takes three passes, split over threads:
+//! 1. per rank: its ops in order (self time before each sync op, compute, host phases,
+//!    issue latency, busy time), producing one *member* record per sync op;
+//! 2. grouping: members sorted by (communicator, sequence number) into instances, by
+//!    counting sort over each communicator's sequence range;
+//! 3. per instance: arrivals, transfer time, and each member's self time against the
+//!    other members' (the excess is delay the rank made itself).
+
+use crate::context::JobContext;
+use crate::stats::median;
+use flare_model::{IterationSpan, Op, OpKind};
+
+/// Host-phase kinds, in the order of [`RankIteration::host_ns`].
+pub const HOST_KINDS: [OpKind; 5] = [
+    OpKind::DataLoader,
+    OpKind::GarbageCollection,
+    OpKind::Optimizer,
+    OpKind::Checkpoint,
+    OpKind::HostOther,
+];
+
+/// Slot of a host kind in [`HOST_KINDS`].
+pub fn host_slot(kind: OpKind) -> Option<usize> {
+    HOST_KINDS.iter().position(|&k| k == kind)
+}
+
+/// Bins of the issue-latency histogram: log-spaced, 4 per power of two from 1 us.
+pub const ISSUE_BINS: usize = 48;
+
+/// The histogram bin of an issue latency in ns.
+pub fn issue_bin(ns: f64) -> usize {
+    if ns <= 1e3 {
+        return 0;
+    }
+    ((4.0 * (ns / 1e3).log2()) as usize + 1).min(ISSUE_BINS - 1)
+}
+
+/// The lower edge of an issue-latency bin, ns.
+pub fn issue_bin_floor(bin: usize) -> f64 {
+    if bin == 0 {
+        0.0
+    } else {
+        1e3 * 2f64.powf((bin - 1) as f64 / 4.0)
+    }
+}
+
+/// One collective or P2P exchange: the same (communicator, sequence number) on every member.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Instance {
+    pub comm: u32,
+    pub seq: u32,
+    pub iteration: u32,
+    pub kind: OpKind,
+    pub name: u32,
+    pub bytes: u64,
+    /// Members the communicator has.
+    pub expected: u32,
+    /// Members the communicator has that the trace holds data for.
+    pub expected_traced: u32,
+    /// Members that recorded the op.
+    pub present: u32,
+    pub in_flight: u32,
+    pub last_arrival: i64,
+    pub second_last_arrival: i64,
+    pub median_arrival: i64,
+    /// Rank id of the last member to arrive.
+    pub last_rank: u32,
+    /// Median end over members, when every present member finished.
+    pub end: Option<i64>,
+}
+
+impl Instance {
+    /// Time from the last arrival to the end: the transfer itself, without waiting.
+    pub fn transfer_ns(&self) -> Option<i64> {
+        self.end.map(|e| (e - self.last_arrival).max(0))
+    }
+
+    /// Every member the trace could hold recorded it.
+    pub fn complete(&self) -> bool {
+        self.present == self.expected_traced
+    }
+}
+
+/// The last op a rank recorded.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct LastOp {
+    pub kind: OpKind,
+    pub name: u32,
+    pub iteration: u32,
+    pub ended: bool,
+}
+
+/// One rank's figures for one iteration.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RankIteration {
+    /// The rank's iteration span, when it recorded one.
+    pub start_ns: Option<i64>,
+    /// `None` while unfinished (or without a span).
+    pub end_ns: Option<i64>,
+    pub ops: u32,
+    /// Time before its sync ops (of 3+ members) beyond the other members' median, ns.
+    pub self_excess_ns: f64,
+    /// The matching sum of the other members' median (the expected self time), ns.
+    pub self_expected_ns: f64,
+    pub compute_ns: f64,
+    pub compute_ops: u32,
+    /// FLOPs of compute ops that carry them, and those ops' time.
+    pub flops: f64,
+    pub flops_ns: f64,
+    /// Time inside sync ops (collectives and P2P), ns.
+    pub sync_ns: f64,
+    /// The part of it spent waiting for the last member to arrive, ns.
+    pub wait_ns: f64,
+    /// Bytes x bus factor of its completed collectives, and their transfer time.
+    pub bus_bytes: f64,
+    pub bus_ns: f64,
+    /// Host-phase time per [`HOST_KINDS`] slot, ns.
+    pub host_ns: [f64; 5],
+    /// Host-phase time beyond the median of the same phase (by name) on all ranks, ns.
+    pub host_excess_ns: [f64; 5],
+    /// Time covered by at least one traced op, ns.
+    pub busy_ns: f64,
+    /// Median issue latency (GPU start minus CPU launch) of its compute ops, ns.
+    pub issue_p50_ns: f64,
+    pub issue_hist: [u16; ISSUE_BINS],
+    /// A sync op of this rank never ended.
+    pub stuck: bool,
+    pub last_op: Option<LastOp>,
+}
+
+impl Default for RankIteration {
+    fn default() -> Self {
+        RankIteration {
+            start_ns: None,
+            end_ns: None,
+            ops: 0,
+            self_excess_ns: 0.0,
+            self_expected_ns: 0.0,
+            compute_ns: 0.0,
+            compute_ops: 0,
+            flops: 0.0,
+            flops_ns: 0.0,
+            sync_ns: 0.0,
+            wait_ns: 0.0,
+            bus_bytes: 0.0,
+            bus_ns: 0.0,
+            host_ns: [0.0; 5],
+            host_excess_ns: [0.0; 5],
+            busy_ns: 0.0,
+            issue_p50_ns: f64::NAN,
+            issue_hist: [0; ISSUE_BINS],
+            stuck: false,
+            last_op: None,
+        }
+    }
+}
+
+impl RankIteration {
+    pub fn host_total(&self) -> f64 {
+        self.host_ns.iter().sum()
+    }
+
+    /// Length of its iteration span, when finished.
+    pub fn span_ns(&self) -> Option<f64> {
+        match (self.start_ns, self.end_ns) {
+            (Some(s), Some(e)) if e > s => Some((e - s) as f64),
+            _ => None,
+        }
+    }
+}
+
+/// Total duration and count of one compute op name on one rank in one iteration.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct NameStat {
+    pub rank_index: u32,
+    pub name: u32,
+    pub sum_ns: f64,
+    pub count: u32,
+}
+
+/// An instance some members are still in at the end of the iteration's data.
+#[derive(Clone, Debug, PartialEq)]
+pub struct InFlight {
+    pub instance: Instance,
+    /// Rank ids that arrived.
+    pub arrived: Vec<u32>,
+}
+
+/// Everything the detectors need from one iteration.
+#[derive(Clone, Debug, PartialEq)]
+pub struct IterationDigest {
+    pub iteration: u32,
+    /// Median over ranks of their own iteration span; `None` when some rank never
+    /// finished it or no rank recorded a span.
+    pub duration_ns: Option<f64>,
+    /// Per rank index of the job context.
+    pub ranks: Vec<RankIteration>,
+    /// Compute ops by name, grouped by rank index (ascending).
+    pub compute_names: Vec<NameStat>,
+    /// Instances some members are still in (the others are in [`Members::instances`]
+    /// while the iteration is analysed, and not kept).
+    pub in_flight: Vec<InFlight>,
+    /// Instances in the iteration.
+    pub n_instances: u32,
+    /// Per communicator with ops in the iteration: (communicator, lowest sequence number,
+    /// highest). Overlapping ranges in two iterations mean an instance was split between
+    /// them (members tagged with different iterations).
+    pub seq_ranges: Vec<(u32, u32, u32)>,
+    /// Median and robust deviation (scaled MAD) over ranks of their relative self-time
+    /// excess (NaN when no rank has one).
+    pub excess_median: f64,
+    pub excess_mad: f64,
+    /// Per (peer group, compute op name): the median over the group's ranks of the op's
+    /// mean duration, ns; sorted. `name == u32::MAX` holds the median issue latency.
+    pub peer_medians: Vec<(u32, u32, f64)>,
+    /// Per communicator with complete transfers comparable to others' (the same op kind,
+    /// bytes and group size on 3 or more communicators in the iteration): the median of
+    /// its transfer times over the class median, by communicator id.
+    pub comm_transfer: Vec<(u32, f32)>,
+    /// Ops read.
+    pub ops: u64,
+}
+
+/// Whether some communicator's sequence numbers overlap between two digests: an
+/// instance whose members were tagged with different iterations.
+pub fn split_instances(digests: &[&IterationDigest]) -> bool {
+    let mut seen: std::collections::HashMap<u32, Vec<(u32, u32)>> = Default::default();
+    for d in digests {
+        for &(c, lo, hi) in &d.seq_ranges {
+            let v = seen.entry(c).or_default();
+            if v.iter().any(|&(a, b)| lo <= b && a <= hi) {
+                return true;
+            }
+            v.push((lo, hi));
+        }
+    }
+    false
+}
+
+impl IterationDigest {
+    /// The compute name statistics of one rank.
+    pub fn names_of(&self, rank_index: usize) -> &[NameStat] {
+        let ri = rank_index as u32;
+        let lo = self.compute_names.partition_point(|s| s.rank_index < ri);
+        let hi = self.compute_names.partition_point(|s| s.rank_index <= ri);
+        &self.compute_names[lo..hi]
+    }
+}
+
+/// One rank's ops for the iteration being digested: `ops` may hold ops of other
+/// iterations too (they are skipped), `span` is its iteration span if it recorded one.
+#[derive(Clone, Copy, Debug)]
+pub struct RankSlice<'a> {
+    pub rank_index: usize,
+    pub ops: &'a [Op],
+    pub span: Option<IterationSpan>,
+}
+
+/// One sync op of one rank, as the instance pass and later analyses see it.
+#[derive(Clone, Copy, Debug)]
+pub struct Member {
+    pub rank_index: u32,
+    /// Id of the same rank's previous member in this iteration, `u32::MAX` if none.
+    pub prev: u32,
+    pub arrival: i64,
+    /// `Op::IN_FLIGHT` while in flight.
+    pub end: i64,
+    /// Time since the rank's previous sync op ended (or its iteration began), `i64::MIN`
+    /// when unknown.
+    pub gap: i64,
+    /// Time outside sync ops since its previous sync op of 3+ members (P2P waits
+    /// excluded), `i64::MIN` when unknown or when this op has fewer than 3 members.
+    pub gap3: i64,
+    pub bytes: u64,
+    pub name: u32,
+    /// Instance slot (see [`Members::instance_of`]).
+    pub slot: u32,
+    /// Position of the op among the rank's ops of the iteration.
+    pub position: u32,
+    pub kind: OpKind,
+}
+
+/// One thread's members: the ranks of one contiguous range, sorted by instance slot
+/// (within a slot, by rank index).
+#[derive(Default)]
+struct Chunk {
+    members: Vec<Member>,
+    /// Members of slot `s` are `members[starts[s]..starts[s + 1]]`.
+    starts: Vec<u32>,
+    /// Ids are `base + index`.
+    base: u32,
+    /// The (communicator, sequence) key of every sync op of the chunk's ranks, in op order.
+    keys: Vec<(u32, u32)>,
+    lo: Vec<u32>,
+    hi: Vec<u32>,
+    unknown_comm: bool,
+    /// Scratch for the counting sort.
+    fill: Vec<u32>,
+}
+
+/// The members of one iteration grouped into instances. Kept while the iteration is
+/// analysed (the graph search walks them) and reused for the next one, so that a
+/// streaming engine does not allocate (and fault in) fresh memory every iteration.
+#[derive(Default)]
+pub struct Members {
+    chunks: Vec<Chunk>,
+    /// Per slot: its instance index, `u32::MAX` for an empty slot.
+    slot_instance: Vec<u32>,
+    /// Per instance: its slot.
+    instance_slot: Vec<u32>,
+    /// Per rank index: id of its last member, `u32::MAX` if none.
+    last_of_rank: Vec<u32>,
+    passes: Vec<InstancePass>,
+    /// The iteration's instances, in slot order (by communicator, then sequence).
+    pub instances: Vec<Instance>,
+    /// How long the last build's phases took.
+    pub times: PhaseTimes,
+    /// Buffers of a digest that left the window, reused for the next one.
+    pub(crate) spare_ranks: Vec<RankIteration>,
+    pub(crate) spare_names: Vec<NameStat>,
+}
+
+impl Members {
+    /// Keeps the buffers of a digest that left the window for the next iteration.
+    pub fn recycle(&mut self, d: IterationDigest) {
+        self.spare_ranks = d.ranks;
+        self.spare_names = d.compute_names;
+    }
+}
+
+impl Members {
+    /// The member with this id.
+    pub fn get(&self, id: u32) -> &Member {
+        let t = self.chunks.partition_point(|c| c.base <= id) - 1;
+        &self.chunks[t].members[(id - self.chunks[t].base) as usize]
+    }
+
+    /// Ids of the members of instance `i`, in rank-index order.
+    pub fn of_instance(&self, i: usize) -> impl Iterator<Item = u32> + '_ {
+        let s = self.instance_slot[i] as usize;
+        self.chunks
+            .iter()
+            .flat_map(move |c| (c.starts[s]..c.starts[s + 1]).map(move |k| c.base + k))
+    }
+
+    /// Instance index of a member.
+    pub fn instance_of(&self, m: &Member) -> u32 {
+        self.slot_instance[m.slot as usize]
+    }
+
+    /// Id of a rank's last member of the iteration (walk back with [`Member::prev`]).
+    pub fn last_of_rank(&self, rank_index: usize) -> Option<u32> {
+        self.last_of_rank
+            .get(rank_index)
+            .copied()
+            .filter(|&m| m != u32::MAX)
+    }
+
+    pub fn len(&self) -> usize {
+        self.chunks.iter().map(|c| c.members.len()).sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// Wall time of the phases of the last digest built, for the speed benchmark.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct PhaseTimes {
+    /// Pass 1a: the keys of sync ops and each communicator's sequence range.
+    pub keys: std::time::Duration,
+    /// Pass 1b (per rank) and the host-phase medians.
+    pub ranks: std::time::Duration,
+    /// Pass 2: per instance.
+    pub instances: std::time::Duration,
+    /// Gathering the results.
+    pub merge: std::time::Duration,
+}
+
+/// Per-rank state carried from one iteration to the next: when its last sync op ended.
+#[derive(Clone, Debug, Default)]
+pub struct Carry {
+    pub last_sync_end: Vec<Option<i64>>,
+}
+
+impl Carry {
+    pub fn new(n_ranks: usize) -> Self {
+        Carry {
+            last_sync_end: vec![None; n_ranks],
+        }
+    }
+}
+
+/// Runs `f` over `n` items split into contiguous ranges, one per thread, and returns the
+/// results in range order.
+pub(crate) fn par_ranges<T: Send>(
+    n: usize,
+    threads: usize,
+    f: impl Fn(std::ops::Range<usize>) -> T + Sync,
+) -> Vec<T> {
+    let threads = threads.clamp(1, n.max(1));
+    if threads == 1 {
+        return vec![f(0..n)];
+    }
+    let per = n.div_ceil(threads);
+    std::thread::scope(|s| {
+        let handles: Vec<_> = (0..threads)
+            .map(|t| {
+                let lo = (t * per).min(n);
+                let hi = ((t + 1) * per).min(n);
+                let f = &f;
+                s.spawn(move || f(lo..hi))
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("engine worker panicked"))
+            .collect()
+    })
+}
+
+/// Runs `f` on each item of `items` on its own thread (one item per thread).
+fn par_each<T: Send>(items: &mut [T], f: impl Fn(usize, &mut T) + Sync) {
+    if items.len() <= 1 {
+        if let Some(x) = items.first_mut() {
+            f(0, x);
+        }
+        return;
+    }
+    std::thread::scope(|s| {
+        for (i, x) in items.iter_mut().enumerate() {
+            let f = &f;
+            s.spawn(move || f(i, x));
+        }
+    });
+}
+
+/// Threads for an iteration of this many ops: spawning is not worth it for small ones.
+pub(crate) fn threads_for(ops: usize, configured: usize) -> usize {
+    if ops < 40_000 {
+        1
+    } else {
+        configured.max(1)
+    }
+}
+
+/// Maps (communicator, sequence) to instance slots: a dense range per communicator, or
+/// for sparse sequence numbers the position in the sorted list of distinct keys.
+enum SlotMap {
+    Dense {
+        base: Vec<u32>,
+        lo: Vec<u32>,
+        /// (first slot, communicator) of the communicators with ops, by first slot.
+        firsts: Vec<(u32, u32)>,
+    },
+    Sparse {
+        keys: Vec<(u32, u32)>,
+    },
+}
+
+impl SlotMap {
+    /// The (communicator, sequence) of a slot.
+    fn key(&self, slot: usize) -> (u32, u32) {
+        match self {
+            SlotMap::Dense { lo, firsts, .. } => {
+                let k = firsts.partition_point(|f| f.0 as usize <= slot) - 1;
+                let (first, comm) = firsts[k];
+                (comm, lo[comm as usize] + (slot as u32 - first))
+            }
+            SlotMap::Sparse { keys } => keys[slot],
+        }
+    }
+
+    #[inline]
+    fn slot(&self, comm: u32, seq: u32) -> usize {
+        match self {
+            SlotMap::Dense { base, lo, .. } => {
+                (base[comm as usize] + (seq - lo[comm as usize])) as usize
+            }
+            SlotMap::Sparse { keys } => keys
+                .binary_search(&(comm, seq))
+                .expect("every key was collected"),
+        }
+    }
+}
+
+/// A fast log2 in quarters for the issue histogram.
+#[inline]
+fn issue_bin_fast(ns: f64) -> usize {
+    if ns <= 1e3 {
+        return 0;
+    }
+    let x = ns / 1e3;
+    let bits = x.to_bits();
+    let exp = ((bits >> 52) & 0x7ff) as i64 - 1023;
+    let quarter = ((bits >> 50) & 0x3) as i64; // top two mantissa bits: an approximation
+    ((4 * exp + quarter + 1).max(0) as usize).min(ISSUE_BINS - 1)
+}
+
+/// Pass 1a over one chunk of ranks: the keys of their sync ops and each
+/// communicator's sequence range.
+fn collect_keys(
+    ctx: &JobContext,
+    iteration: u32,
+    by_index: &[Option<&RankSlice>],
+    range: std::ops::Range<usize>,
+    c: &mut Chunk,
+) {
+    let n_comms = ctx.communicators.len();
+    c.keys.clear();
+    c.lo.clear();
+    c.lo.resize(n_comms, u32::MAX);
+    c.hi.clear();
+    c.hi.resize(n_comms, 0);
+    c.unknown_comm = false;
+    for slice in range.filter_map(|ri| by_index[ri]) {
+        for o in slice.ops {
+            if o.iteration != iteration || !o.kind.is_sync() || o.comm == Op::NO_COMM {
+                continue;
+            }
+            c.keys.push((o.comm, o.seq));
+            match c.lo.get_mut(o.comm as usize) {
+                Some(l) => {
+                    *l = (*l).min(o.seq);
+                    let h = &mut c.hi[o.comm as usize];
+                    *h = (*h).max(o.seq);
+                }
+                None => c.unknown_comm = true,
+            }
+        }
+    }
+}
+
+fn slot_map(ctx: &JobContext, chunks: &[Chunk]) -> (SlotMap, usize, Vec<(u32, u32, u32)>) {
+    let n_comms = ctx.communicators.len();
+    let mut lo = vec![u32::MAX; n_comms];
+    let mut hi = vec![0u32; n_comms];
+    let mut unknown = false;
+    let mut keys = 0usize;
+    for c in chunks {
+        unknown |= c.unknown_comm;
+        keys += c.keys.len();
+        for k in 0..n_comms {
+            lo[k] = lo[k].min(c.lo[k]);
+            hi[k] = hi[k].max(c.hi[k]);
+        }
+    }
+    let mut ranges: Vec<(u32, u32, u32)> = (0..n_comms)
+        .filter(|&k| lo[k] != u32::MAX)
+        .map(|k| (k as u32, lo[k], hi[k]))
+        .collect();
+    let dense_slots: u64 = ranges.iter().map(|r| (r.2 - r.1) as u64 + 1).sum();
+    if unknown || dense_slots > 4 * keys as u64 + 65_536 {
+        let mut all: Vec<(u32, u32)> = chunks.iter().flat_map(|c| c.keys.iter().copied()).collect();
+        all.sort_unstable();
+        all.dedup();
+        if unknown {
+            // Ranges of communicators the context does not know, for the split check.
+            ranges.clear();
+            let mut i = 0;
+            while i < all.len() {
+                let mut j = i;
+                while j < all.len() && all[j].0 == all[i].0 {
+                    j += 1;
+                }
+                ranges.push((all[i].0, all[i].1, all[j - 1].1));
+                i = j;
+            }
+        }
+        let n = all.len();
+        return (SlotMap::Sparse { keys: all }, n, ranges);
+    }
+    let mut base = vec![0u32; n_comms];
+    let mut firsts = Vec::with_capacity(ranges.len());
+    let mut next = 0u32;
+    for k in 0..n_comms {
+        if lo[k] != u32::MAX {
+            base[k] = next;
+            firsts.push((next, k as u32));
+            next += hi[k] - lo[k] + 1;
+        }
+    }
+    (SlotMap::Dense { base, lo, firsts }, next as usize, ranges)
+}
+
+/// Pass 1b over one chunk of ranks: per-rank figures, and the chunk's members written
+/// straight into slot order.
+#[allow(clippy::too_many_arguments)]
+fn scan_chunk(
+    ctx: &JobContext,
+    iteration: u32,
+    by_index: &[Option<&RankSlice>],
+    range: std::ops::Range<usize>,
+    map: &SlotMap,
+    n_slots: usize,
+    carry: &[Option<i64>],
+    c: &mut Chunk,
+    ranks_out: &mut [RankIteration],
+) -> RankPass {
+    // Counting sort of the chunk's keys by slot.
+    c.starts.clear();
+    c.starts.resize(n_slots + 1, 0);
+    for &(comm, seq) in &c.keys {
+        c.starts[map.slot(comm, seq) + 1] += 1;
+    }
+    for i in 1..c.starts.len() {
+        c.starts[i] += c.starts[i - 1];
+    }
+    let mut fill = std::mem::take(&mut c.fill);
+    fill.clear();
+    fill.extend_from_slice(&c.starts[..n_slots]);
+    c.members.clear();
+    c.members.resize(
+        c.keys.len(),
+        Member {
+            rank_index: 0,
+            prev: u32::MAX,
+            arrival: 0,
+            end: 0,
+            gap: 0,
+            gap3: 0,
+            bytes: 0,
+            name: 0,
+            slot: 0,
+            position: 0,
+            kind: OpKind::Compute,
+        },
+    );
+    let mut out = RankPass::default();
+    let mut issue: Vec<f64> = Vec::new();
+    let first = range.start;
+    for ri in range {
+        let Some(slice) = by_index[ri] else {
+            ranks_out[ri - first] = RankIteration::default();
+            out.carry.push(carry[ri]);
+            out.last.push(u32::MAX);
+            continue;
+        };
+        let mut r = RankIteration {
+            start_ns: slice.span.map(|s| s.start_ns),
+            end_ns: slice.span.and_then(|s| s.end_ns),
+            ..RankIteration::default()
+        };
+        // Self time since the previous sync op (of 3+ members for `acc`): waiting inside
+        // P2P exchanges in between is excluded, being late to them is not.
+        let (mut prev_end, mut acc) = match slice.span {
+            Some(s) => (
+                Some(carry[ri].map_or(s.start_ns, |c| c.max(s.start_ns))),
+                Some(0i64),
+            ),
+            None => (carry[ri], carry[ri].map(|_| 0)),
+        };
+        let mut prev_member = u32::MAX;
+        issue.clear();
+        let (mut busy_lo, mut busy_hi) = (i64::MIN, i64::MIN);
+        let first_name = out.names.len();
+        for (position, o) in slice
+            .ops
+            .iter()
+            .filter(|o| o.iteration == iteration)
+            .enumerate()
+        {
+            let position = position as u32;
+            r.ops += 1;
+            let end = o.end();
+            r.last_op = Some(LastOp {
+                kind: o.kind,
+                name: o.name,
+                iteration,
+                ended: end.is_some(),
+            });
+            if let Some(e) = end {
+                // Union of op intervals: ops come sorted by start.
+                if o.start_ns > busy_hi {
+                    if busy_hi > busy_lo {
+                        r.busy_ns += (busy_hi - busy_lo) as f64;
+                    }
+                    busy_lo = o.start_ns;
+                    busy_hi = e;
+                } else {
+                    busy_hi = busy_hi.max(e);
+                }
+            }
+            let dur = o.duration().map(|d| d as f64);
+            if o.kind.is_sync() {
+                match dur {
+                    Some(d) => r.sync_ns += d,
+                    None => r.stuck = true,
+                }
+                if o.comm != Op::NO_COMM {
+                    let gap = prev_end.map_or(i64::MIN, |p| (o.start_ns - p).max(0));
+                    acc = match (acc, prev_end) {
+                        (Some(a), Some(p)) => Some(a + (o.start_ns - p).max(0)),
+                        _ => None,
+                    };
+                    let gap3 = if ctx.comm_size(o.comm) >= 3 {
+                        let g = acc.unwrap_or(i64::MIN);
+                        acc = Some(0);
+                        g
+                    } else {
+                        i64::MIN
+                    };
+                    prev_end = end;
+                    if end.is_none() {
+                        acc = None;
+                    }
+                    let slot = map.slot(o.comm, o.seq);
+                    let local = fill[slot];
+                    fill[slot] += 1;
+                    c.members[local as usize] = Member {
+                        rank_index: ri as u32,
+                        prev: prev_member,
+                        arrival: o.start_ns,
+                        end: o.end_ns,
+                        gap,
+                        gap3,
+                        bytes: o.amount,
+                        name: o.name,
+                        slot: slot as u32,
+                        position,
+                        kind: o.kind,
+                    };
+                    prev_member = c.base + local;
+                }
+            } else if o.kind == OpKind::Compute {
+                if let Some(d) = dur {
+                    r.compute_ns += d;
+                    r.compute_ops += 1;
+                    if o.amount > 0 {
+                        r.flops += o.amount as f64;
+                        r.flops_ns += d;
+                    }
+                    match out.names[first_name..]
+                        .iter_mut()
+                        .find(|s| s.name == o.name)
+                    {
+                        Some(s) => {
+                            s.sum_ns += d;
+                            s.count += 1;
+                        }
+                        None => out.names.push(NameStat {
+                            rank_index: ri as u32,
+                            name: o.name,
+                            sum_ns: d,
+                            count: 1,
+                        }),
+                    }
+                    if let Some(i) = o.issue() {
+                        let lat = (o.start_ns - i) as f64;
+                        issue.push(lat);
+                        let b = issue_bin_fast(lat);
+                        r.issue_hist[b] = r.issue_hist[b].saturating_add(1);
+                    }
+                }
+            } else if let (Some(slot), Some(d)) = (host_slot(o.kind), dur) {
+                r.host_ns[slot] += d;
+                out.host_ops.push((ri as u32, slot as u8, o.name, d));
+            }
+        }
+        if busy_hi > busy_lo {
+            r.busy_ns += (busy_hi - busy_lo) as f64;
+        }
+        if !issue.is_empty() {
+            r.issue_p50_ns = median(&mut issue);
+        }
+        ranks_out[ri - first] = r;
+        out.carry.push(prev_end);
+        out.last.push(prev_member);
+    }
+    c.fill = fill;
+    out
+}
+
+/// Output of the per-rank pass over one chunk of ranks.
+#[derive(Default)]
+struct RankPass {
+    names: Vec<NameStat>,
+    /// (rank index, host slot, name, duration)
+    host_ops: Vec<(u32, u8, u32, f64)>,
+    carry: Vec<Option<i64>>,
+    last: Vec<u32>,
+}
+
+/// Digests one iteration. `slices` hold every rank with data for it (any order);
+/// `carry` holds each rank's last sync end from the previous iteration and is updated;
+/// `members` is scratch space that holds this iteration's members afterwards.
+pub fn build(
+    ctx: &JobContext,
+    iteration: u32,
+    slices: &[RankSlice],
+    carry: &mut Carry,
+    threads: usize,
+    members: &mut Members,
+) -> IterationDigest {
+    let n_ranks = ctx.n_ranks();
+    let ops: usize = slices.iter().map(|s| s.ops.len()).sum();
+    let threads = threads_for(ops, threads).min(n_ranks.max(1));
+    let mut by_index: Vec<Option<&RankSlice>> = vec![None; n_ranks];
+    for s in slices {
+        if s.rank_index < n_ranks {
+            by_index[s.rank_index] = Some(s);
+        }
+    }
+    let per = n_ranks.div_ceil(threads).max(1);
+    let range_of = |t: usize| (t * per).min(n_ranks)..((t + 1) * per).min(n_ranks);
+    members.chunks.resize_with(threads, Chunk::default);
+    members.chunks.truncate(threads);
+
+    let t0 = std::time::Instant::now();
+    // Pass 1a: keys and sequence ranges.
+    par_each(&mut members.chunks, |t, c| {
+        collect_keys(ctx, iteration, &by_index, range_of(t), c)
+    });
+    let t1 = t0.elapsed();
+    let (map, n_slots, seq_ranges) = slot_map(ctx, &members.chunks);
+    let mut base = 0u32;
+    for c in members.chunks.iter_mut() {
+        c.base = base;
+        base += c.keys.len() as u32;
+    }
+
+    // Pass 1b: per rank, members into slot order.
+    let carry_in = &carry.last_sync_end;
+    let mut passes: Vec<Option<RankPass>> = (0..threads).map(|_| None).collect();
+    let mut ranks = std::mem::take(&mut members.spare_ranks);
+    ranks.clear();
+    ranks.resize(n_ranks, RankIteration::default());
+    {
+        let mut parts: Vec<&mut [RankIteration]> = Vec::with_capacity(threads);
+        let mut rest: &mut [RankIteration] = &mut ranks;
+        for t in 0..threads {
+            let (a, b) = rest.split_at_mut(range_of(t).len());
+            parts.push(a);
+            rest = b;
+        }
+        type Work<'w> = (
+            (&'w mut Chunk, &'w mut Option<RankPass>),
+            &'w mut [RankIteration],
+        );
+        let mut work: Vec<Work> = members
+            .chunks
+            .iter_mut()
+            .zip(passes.iter_mut())
+            .zip(parts)
+            .collect();
+        par_each(&mut work, |t, ((c, out), part)| {
+            **out = Some(scan_chunk(
+                ctx,
+                iteration,
+                &by_index,
+                range_of(t),
+                &map,
+                n_slots,
+                carry_in,
+                c,
+                part,
+            ));
+        });
+    }
+    let mut names = std::mem::take(&mut members.spare_names);
+    names.clear();
+    let mut host_ops = Vec::new();
+    members.last_of_rank.clear();
+    let mut ri = 0;
+    for p in passes.into_iter().flatten() {
+        names.extend(p.names);
+        host_ops.extend(p.host_ops);
+        members.last_of_rank.extend(p.last);
+        for c in p.carry {
+            carry.last_sync_end[ri] = c;
+            ri += 1;
+        }
+    }
+
+    // Host phases against the same phase on the other ranks.
+    host_excess(&mut ranks, &mut host_ops);
+    let t3 = t0.elapsed();
+
+    // Pass 2: per instance, over slot ranges.
+    let chunks = &members.chunks;
+    // Split slots so that each thread gets about as many members.
+    let before = |slot: usize| -> u64 { chunks.iter().map(|c| c.starts[slot] as u64).sum() };
+    let total = before(n_slots);
+    let mut bounds = vec![0usize];
+    for t in 1..threads {
+        let target = total * t as u64 / threads as u64;
+        let (mut lo, mut hi) = (*bounds.last().expect("one bound"), n_slots);
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            if before(mid) < target {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        bounds.push(lo);
+    }
+    bounds.push(n_slots);
+    members.passes.resize_with(threads, InstancePass::default);
+    members.passes.truncate(threads);
+    par_each(&mut members.passes, |t, out| {
+        instance_pass(
+            ctx,
+            iteration,
+            chunks,
+            &map,
+            bounds[t]..bounds[t + 1],
+            n_ranks,
+            out,
+        )
+    });
+    let t4 = t0.elapsed();
+    let mut instances = std::mem::take(&mut members.instances);
+    instances.clear();
+    let mut in_flight = Vec::new();
+    members.slot_instance.clear();
+    members.slot_instance.resize(n_slots, u32::MAX);
+    members.instance_slot.clear();
+    for res in &mut members.passes {
+        let base = instances.len() as u32;
+        for (k, &slot) in res.slots.iter().enumerate() {
+            members.slot_instance[slot as usize] = base + k as u32;
+        }
+        members.instance_slot.extend_from_slice(&res.slots);
+        for (k, arrived) in res.arrived.drain(..) {
+            in_flight.push(InFlight {
+                instance: res.instances[k as usize].clone(),
+                arrived,
+            });
+        }
+        let _ = base;
+        instances.extend_from_slice(&res.instances);
+        for (ri, acc) in res.per_rank.iter().enumerate() {
+            let r = &mut ranks[ri];
+            r.self_excess_ns += acc[0];
+            r.self_expected_ns += acc[1];
+            r.wait_ns += acc[2];
+            r.bus_bytes += acc[3];
+            r.bus_ns += acc[4];
+        }
+    }
+
+    members.times = PhaseTimes {
+        keys: t1,
+        ranks: t3 - t1,
+        instances: t4 - t3,
+        merge: t0.elapsed() - t4,
+    };
+    let mut spans: Vec<f64> = Vec::with_capacity(n_ranks);
+    let mut unfinished = false;
+    for s in by_index.iter().flatten().filter_map(|s| s.span) {
+        match s.end_ns {
+            Some(e) if e > s.start_ns => spans.push((e - s.start_ns) as f64),
+            Some(_) => {}
+            None => unfinished = true,
+        }
+    }
+    let duration_ns = (!unfinished && !spans.is_empty()).then(|| median(&mut spans));
+    let comm_transfer = comm_transfer(&instances);
+    let n_instances = instances.len() as u32;
+    let rel: Vec<f64> = ranks
+        .iter()
+        .filter(|r| r.self_expected_ns > 0.0)
+        .map(|r| r.self_excess_ns / r.self_expected_ns)
+        .collect();
+    let (excess_median, excess_mad) = crate::stats::median_mad(&rel);
+    let peer_medians = peer_medians(ctx, &ranks, &names);
+    members.instances = instances;
+    IterationDigest {
+        iteration,
+        duration_ns,
+        ranks,
+        compute_names: names,
+        in_flight,
+        n_instances,
+        excess_median,
+        excess_mad,
+        peer_medians,
+        seq_ranges,
+        comm_transfer,
+        ops: ops as u64,
+    }
+}
+
+/// Per (peer group, compute op name): the median over the group's ranks of the op's
+/// mean duration; and per group (name `u32::MAX`) the median issue latency.
+fn peer_medians(
+    ctx: &JobContext,
+    ranks: &[RankIteration],
+    names: &[NameStat],
+) -> Vec<(u32, u32, f64)> {
+    let mut v: Vec<(u32, u32, f64)> = names
+        .iter()
+        .map(|s| {
+            (
+                ctx.peer_group[s.rank_index as usize],
+                s.name,
+                s.sum_ns / s.count.max(1) as f64,
+            )
+        })
+        .collect();
+    v.extend(
+        ranks
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| r.issue_p50_ns.is_finite())
+            .map(|(ri, r)| (ctx.peer_group[ri], u32::MAX, r.issue_p50_ns)),
+    );
+    v.sort_unstable_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)).then(a.2.total_cmp(&b.2)));
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < v.len() {
+        let mut j = i;
+        while j < v.len() && (v[j].0, v[j].1) == (v[i].0, v[i].1) {
+            j += 1;
+        }
+        // Sorted by value within the key: the median directly.
+        let n = j - i;
+        let m = if n % 2 == 1 {
+            v[i + n / 2].2
+        } else {
+            (v[i + n / 2 - 1].2 + v[i + n / 2].2) / 2.0
+        };
+        out.push((v[i].0, v[i].1, m));
+        i = j;
+    }
+    out
+}
+
+/// Each communicator's transfer times against comparable instances of the iteration (same
+/// op kind, bytes and group size on other communicators): the per-iteration input of the
+/// slow-path detector. Instances come grouped by communicator.
+fn comm_transfer(instances: &[Instance]) -> Vec<(u32, f32)> {
+    // A handful of classes per job: a linear map is faster than hashing.
+    /// (op kind, bytes, group size), transfer times, distinct communicators, last one.
+    type Class = ((OpKind, u64, u32), Vec<f64>, u32, u32);
+    let mut classes: Vec<Class> = Vec::new();
+    let mut class_of = vec![u32::MAX; instances.len()];
+    let mut last = usize::MAX;
+    for (i, inst) in instances.iter().enumerate() {
+        if !inst.complete() || inst.present < 2 {
+            continue;
+        }
+        let Some(t) = inst.transfer_ns() else {
+            continue;
+        };
+        let key = (inst.kind, inst.bytes, inst.expected);
+        let c = if last < classes.len() && classes[last].0 == key {
+            last
+        } else {
+            match classes.iter().position(|c| c.0 == key) {
+                Some(c) => c,
+                None => {
+                    classes.push((key, Vec::new(), 0, u32::MAX));
+                    classes.len() - 1
+                }
+            }
+        };
+        last = c;
+        let entry = &mut classes[c];
+        entry.1.push(t as f64);
+        if entry.3 != inst.comm {
+            entry.2 += 1;
+            entry.3 = inst.comm;
+        }
+        class_of[i] = c as u32;
+    }
+    let medians: Vec<Option<f64>> = classes
+        .iter_mut()
+        .map(|(_, v, comms, _)| {
+            let n = v.len();
+            let m = median(v);
+            (n >= 3 && *comms >= 3 && m > 0.0).then_some(m)
+        })
+        .collect();
+    let mut out = Vec::new();
+    let mut ratios: Vec<f64> = Vec::new();
+    let mut i = 0;
+    while i < instances.len() {
+        let comm = instances[i].comm;
+        let mut j = i;
+        ratios.clear();
+        while j < instances.len() && instances[j].comm == comm {
+            if let Some(Some(m)) = class_of
+                .get(j)
+                .filter(|&&c| c != u32::MAX)
+                .map(|&c| medians[c as usize])
+            {
+                if let Some(t) = instances[j].transfer_ns() {
+                    ratios.push(t as f64 / m);
+                }
+            }
+            j += 1;
+        }
+        if !ratios.is_empty() {
+            out.push((comm, median(&mut ratios) as f32));
+        }
+        i = j;
+    }
+    out
+}
+
+/// Each host op's excess over the median of the same phase (by name) on all ranks.
+fn host_excess(ranks: &mut [RankIteration], host_ops: &mut [(u32, u8, u32, f64)]) {
+    if host_ops.is_empty() {
+        return;
+    }
+    host_ops.sort_unstable_by(|a, b| a.2.cmp(&b.2).then(a.0.cmp(&b.0)));
+    let mut buf = Vec::new();
+    let mut i = 0;
+    while i < host_ops.len() {
+        let mut j = i;
+        while j < host_ops.len() && host_ops[j].2 == host_ops[i].2 {
+            j += 1;
+        }
+        buf.clear();
+        buf.extend(host_ops[i..j].iter().map(|h| h.3));
+        let med = median(&mut buf);
+        for &(ri, slot, _, d) in &host_ops[i..j] {
+            ranks[ri as usize].host_excess_ns[slot as usize] += (d - med).max(0.0);
+        }
+        i = j;
+    }
+}
+
+/// One thread's output of the instance pass; reused from iteration to iteration.
+#[derive(Default)]
+struct InstancePass {
+    instances: Vec<Instance>,
+    /// Slot of each instance.
+    slots: Vec<u32>,
+    /// (index into `instances`, rank ids that arrived) of instances in flight.
+    arrived: Vec<(u32, Vec<u32>)>,
+    /// Per rank index: self excess, self expected, wait, bus bytes, bus time.
+    per_rank: Vec<[f64; 5]>,
+}
+
+fn instance_pass(
+    ctx: &JobContext,
+    iteration: u32,
+    chunks: &[Chunk],
+    map: &SlotMap,
+    range: std::ops::Range<usize>,
+    n_ranks: usize,
+    out: &mut InstancePass,
+) {
+    out.instances.clear();
+    out.slots.clear();
+    out.arrived.clear();
+    out.per_rank.clear();
+    out.per_rank.resize(n_ranks, [0.0; 5]);
+    let mut arrivals: Vec<i64> = Vec::new();
+    let mut ends: Vec<f64> = Vec::new();
+    let mut gaps: Vec<f64> = Vec::new();
+    let mut ms: Vec<&Member> = Vec::new();
+    for slot in range {
+        ms.clear();
+        for c in chunks {
+            ms.extend(&c.members[c.starts[slot] as usize..c.starts[slot + 1] as usize]);
+        }
+        if ms.is_empty() {
+            continue;
+        }
+        let m0 = ms[0];
+        let (comm, seq) = map.key(slot);
+        arrivals.clear();
+        ends.clear();
+        let (mut last, mut second, mut last_rank, mut in_flight) = (i64::MIN, i64::MIN, 0u32, 0u32);
+        for m in &ms {
+            arrivals.push(m.arrival);
+            if m.arrival > last {
+                second = last;
+                last = m.arrival;
+                last_rank = ctx.ranks[m.rank_index as usize];
+            } else if m.arrival > second {
+                second = m.arrival;
+            }
+            if m.end == Op::IN_FLIGHT {
+                in_flight += 1;
+            } else {
+                ends.push(m.end as f64);
+            }
+        }
+        let n = ms.len() as u32;
+        let mid = arrivals.len() / 2;
+        arrivals.select_nth_unstable(mid);
+        let median_arrival = arrivals[mid];
+        let end = (in_flight == 0).then(|| median(&mut ends) as i64);
+        let known = (comm as usize) < ctx.communicators.len();
+        let expected = if known { ctx.comm_size(comm) } else { n };
+        let expected_traced = if known {
+            ctx.comm_traced[comm as usize]
+        } else {
+            n
+        };
+        let inst = Instance {
+            comm,
+            seq,
+            iteration,
+            kind: m0.kind,
+            name: m0.name,
+            bytes: m0.bytes,
+            expected,
+            expected_traced,
+            present: n,
+            in_flight,
+            last_arrival: last,
+            second_last_arrival: if n > 1 { second } else { last },
+            median_arrival,
+            last_rank,
+            end,
+        };
+        // Waiting and bandwidth per member.
+        if let Some(e) = end {
+            let transfer = (e - last).max(0) as f64;
+            let factor = inst.kind.bus_factor(expected);
+            for m in &ms {
+                let acc = &mut out.per_rank[m.rank_index as usize];
+                acc[2] += (last - m.arrival).max(0) as f64;
+                if inst.bytes > 0 && transfer > 0.0 {
+                    acc[3] += inst.bytes as f64 * factor;
+                    acc[4] += transfer;
+                }
+            }
+        }
+        // Self time against the other members': same work, so the excess is the rank's own.
+        if n >= 3 && n == expected_traced {
+            gaps.clear();
+            gaps.extend(
+                ms.iter()
+                    .map(|m| m.gap3)
+                    .filter(|&g| g != i64::MIN)
+                    .map(|g| g as f64),
+            );
+            if gaps.len() == ms.len() {
+                let med = median(&mut gaps);
+                for m in &ms {
+                    let acc = &mut out.per_rank[m.rank_index as usize];
+                    acc[0] += m.gap3 as f64 - med;
+                    acc[1] += med;
+                }
+            }
+        }
+        if in_flight > 0 {
+            out.arrived.push((
+                out.instances.len() as u32,
+                ms.iter()
+                    .map(|m| ctx.ranks[m.rank_index as usize])
+                    .collect(),
+            ));
+        }
+        out.instances.push(inst);
+        out.slots.push(slot as u32);
+    }
+}
+
+/// Per rank, the range of its ops holding iteration `it`, for a trace whose ops are
+/// (mostly) grouped by iteration: from the first op tagged `it` to the last.
+pub fn iteration_ranges(ops: &[Op], iterations: &[u32]) -> Vec<(usize, usize)> {
+    let mut out = vec![(usize::MAX, 0usize); iterations.len()];
+    let mut cursor = 0usize;
+    for (i, o) in ops.iter().enumerate() {
+        // Iterations usually come in order: try the current one first.
+        let k = if iterations.get(cursor) == Some(&o.iteration) {
+            cursor
+        } else {
+            match iterations.binary_search(&o.iteration) {
+                Ok(k) => {
+                    cursor = k;
+                    k
+                }
+                Err(_) => continue,
+            }
+        };
+        let r = &mut out[k];
+        r.0 = r.0.min(i);
+        r.1 = i + 1;
+    }
+    out.into_iter()
+        .map(|(a, b)| if a == usize::MAX { (0, 0) } else { (a, b) })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use flare_model::{ClusterTopology, Communicator, GroupKind, JobInfo, TraceMeta};
+
+    fn op(kind: OpKind, comm: u32, seq: u32, start: i64, end: i64) -> Op {
+        Op {
+            kind,
+            name: 0,
+            iteration: 0,
+            comm,
+            seq,
+            peer: Op::NO_PEER,
+            start_ns: start,
+            end_ns: end,
+            issue_ns: Op::UNKNOWN,
+            amount: 0,
+        }
+    }
+
+    fn ctx(ranks: u32) -> JobContext {
+        JobContext::new(
+            JobInfo {
+                job_id: "t".into(),
+                world_size: ranks,
+                cluster: ClusterTopology::for_world(ranks, 8, 4),
+                parallel: None,
+                microbatches: None,
+            },
+            TraceMeta::default(),
+            vec![Communicator {
+                id: 0,
+                kind: GroupKind::World,
+                members: (0..ranks).collect(),
+                label: "world".into(),
+            }],
+            vec!["x".into()],
+            (0..ranks).collect(),
+        )
+    }
+
+    #[test]
+    fn instances_arrivals_and_self_excess() {
+        // Four ranks compute then all-reduce twice; rank 2 computes 30 longer before the
+        // first, and everyone waits for it.
+        let c = ctx(4);
+        let ops: Vec<Vec<Op>> = (0..4)
+            .map(|r| {
+                let late = if r == 2 { 30 } else { 0 };
+                vec![
+                    op(OpKind::Compute, Op::NO_COMM, 0, 0, 100 + late),
+                    op(OpKind::AllReduce, 0, 0, 100 + late, 140),
+                    op(OpKind::Compute, Op::NO_COMM, 0, 140, 240),
+                    op(OpKind::AllReduce, 0, 1, 240, 260),
+                ]
+            })
+            .collect();
+        let slices: Vec<RankSlice> = ops
+            .iter()
+            .enumerate()
+            .map(|(i, o)| RankSlice {
+                rank_index: i,
+                ops: o,
+                span: Some(IterationSpan {
+                    iteration: 0,
+                    start_ns: 0,
+                    end_ns: Some(260),
+                }),
+            })
+            .collect();
+        let mut carry = Carry::new(4);
+        let mut m = Members::default();
+        let d = build(&c, 0, &slices, &mut carry, 1, &mut m);
+        assert_eq!(d.n_instances, 2);
+        let i0 = &m.instances[0];
+        assert_eq!((i0.present, i0.last_rank, i0.last_arrival), (4, 2, 130));
+        assert_eq!(i0.transfer_ns(), Some(10));
+        assert_eq!(d.ranks[2].self_excess_ns, 30.0);
+        assert_eq!(d.ranks[0].self_excess_ns, 0.0);
+        assert_eq!(d.ranks[0].wait_ns, 30.0);
+        assert_eq!(d.duration_ns, Some(260.0));
+        assert_eq!(m.of_instance(1).count(), 4);
+        let last = m.last_of_rank(2).unwrap();
+        let first = m.get(last).prev;
+        assert_eq!(m.instance_of(m.get(first)), 0);
+        assert_eq!(m.get(first).gap3, 130);
+        assert_eq!(carry.last_sync_end[3], Some(260));
+        // The same with sparse sequence numbers (sort-based grouping).
+        let sparse: Vec<Vec<Op>> = ops
+            .iter()
+            .map(|v| {
+                v.iter()
+                    .map(|o| Op {
+                        seq: o.seq * 1_000_000,
+                        ..*o
+                    })
+                    .collect()
+            })
+            .collect();
+        let slices: Vec<RankSlice> = sparse
+            .iter()
+            .enumerate()
+            .map(|(i, o)| RankSlice {
+                rank_index: i,
+                ops: o,
+                span: None,
+            })
+            .collect();
+        let d2 = build(&c, 0, &slices, &mut Carry::new(4), 1, &mut m);
+        assert_eq!(d2.n_instances, 2);
+        assert_eq!(m.instances[0].last_rank, 2);
+    }
+
+    #[test]
+    fn issue_bins_are_monotone() {
+        let mut prev = 0;
+        for ns in [0.0, 500.0, 1e3, 2e3, 1e4, 1e5, 1e6, 1e9, 1e12] {
+            let b = issue_bin(ns);
+            assert!(b >= prev && b < ISSUE_BINS, "{ns}");
+            assert!(issue_bin_floor(b) <= ns.max(0.0) + 1e-9, "{ns}");
+            prev = b;
+        }
+    }
+}

@@ -1,0 +1,205 @@
+//! The streaming engine: iterations in, one at a time; a diagnosis of the latest window
+//! whenever asked. Offline diagnosis ([`crate::diagnose`]) feeds a whole trace through it.
+//!
+//! Each pushed iteration is digested at once (see [`crate::digest`]) and its raw ops are
+//! not kept, so memory holds the window's digests, not its events, and the cost of a new
+//! iteration is one pass over that iteration's ops plus the window-level detectors.
+
+use crate::analysis::Analysis;
+use crate::context::JobContext;
+use crate::digest::{self, Carry, IterationDigest, Members, RankSlice};
+use crate::{registry, Diagnosis, EngineConfig, Outcome};
+use flare_model::{Finding, RankTrace, Trace};
+use std::collections::VecDeque;
+
+/// What the streaming engine refuses.
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum StreamError {
+    #[error("iteration {0} was already pushed; push each iteration once, with all its ranks")]
+    Duplicate(u32),
+    #[error("iteration {iteration} is older than the window, which starts at {window_start}")]
+    TooOld { iteration: u32, window_start: u32 },
+}
+
+/// Per-iteration hook run on the members before they are dropped (the graph search).
+pub(crate) type MemberHook =
+    dyn Fn(&JobContext, &mut IterationDigest, &Members, &EngineConfig) + Send + Sync;
+
+/// Keeps the digests of the last `window` iterations of one job.
+pub struct Engine {
+    ctx: JobContext,
+    cfg: EngineConfig,
+    window: usize,
+    digests: VecDeque<IterationDigest>,
+    carry: Carry,
+    /// Scratch space for each iteration's members, reused.
+    members: Members,
+    /// Ops in pushed chunks for ranks the job context does not know.
+    pub unknown_rank_ops: u64,
+}
+
+impl Engine {
+    /// An engine for one job keeping `window` iterations (at least 1).
+    pub fn new(ctx: JobContext, cfg: EngineConfig, window: usize) -> Self {
+        let n = ctx.n_ranks();
+        Engine {
+            ctx,
+            cfg,
+            window: window.max(1),
+            digests: VecDeque::new(),
+            carry: Carry::new(n),
+            members: Members::default(),
+            unknown_rank_ops: 0,
+        }
+    }
+
+    pub fn context(&self) -> &JobContext {
+        &self.ctx
+    }
+
+    pub fn config(&self) -> &EngineConfig {
+        &self.cfg
+    }
+
+    /// Iterations currently in the window.
+    pub fn iterations(&self) -> Vec<u32> {
+        self.digests.iter().map(|d| d.iteration).collect()
+    }
+
+    pub fn digests(&self) -> impl Iterator<Item = &IterationDigest> {
+        self.digests.iter()
+    }
+
+    /// How long the phases of the last digest took.
+    pub fn last_phase_times(&self) -> digest::PhaseTimes {
+        self.members.times
+    }
+
+    /// Digests one iteration from per-rank slices (every rank with data for it).
+    pub fn push_slices(&mut self, iteration: u32, slices: &[RankSlice]) -> Result<(), StreamError> {
+        if self.digests.iter().any(|d| d.iteration == iteration) {
+            return Err(StreamError::Duplicate(iteration));
+        }
+        if self.digests.len() == self.window {
+            let first = self.digests[0].iteration;
+            if iteration < first {
+                return Err(StreamError::TooOld {
+                    iteration,
+                    window_start: first,
+                });
+            }
+        }
+        if self.digests.len() == self.window {
+            // The oldest iteration leaves the window: its buffers serve the new one.
+            if let Some(old) = self.digests.pop_front() {
+                self.members.recycle(old);
+            }
+        }
+        let mut d = digest::build(
+            &self.ctx,
+            iteration,
+            slices,
+            &mut self.carry,
+            self.cfg.threads(),
+            &mut self.members,
+        );
+        for hook in member_hooks() {
+            hook(&self.ctx, &mut d, &self.members, &self.cfg);
+        }
+        let pos = self.digests.partition_point(|x| x.iteration < iteration);
+        self.digests.insert(pos, d);
+        while self.digests.len() > self.window {
+            self.digests.pop_front();
+        }
+        Ok(())
+    }
+
+    /// Pushes every iteration a trace chunk holds, in order. Ranks the job context does
+    /// not know are counted in [`Engine::unknown_rank_ops`].
+    pub fn push(&mut self, chunk: &Trace) -> Result<(), StreamError> {
+        self.push_ranks(&chunk.ranks, &chunk.iterations_with_ops())
+    }
+
+    /// Pushes iterations `iterations` (sorted) of per-rank traces: a chunk of a live job
+    /// or of a streamed simulation. The job's communicators and names come from the
+    /// context.
+    pub fn push_ranks(
+        &mut self,
+        ranks: &[RankTrace],
+        iterations: &[u32],
+    ) -> Result<(), StreamError> {
+        // Per rank, where each iteration's ops are: one pass over the ops, split by rank.
+        let ops: usize = ranks.iter().map(|r| r.ops.len()).sum();
+        let threads = digest::threads_for(ops, self.cfg.threads());
+        let ranges: Vec<Vec<(usize, usize)>> = digest::par_ranges(ranks.len(), threads, |range| {
+            ranks[range]
+                .iter()
+                .map(|r| digest::iteration_ranges(&r.ops, iterations))
+                .collect::<Vec<_>>()
+        })
+        .into_iter()
+        .flatten()
+        .collect();
+        for r in ranks {
+            if self.ctx.rank_index(r.rank).is_none() {
+                self.unknown_rank_ops += r.ops.len() as u64;
+            }
+        }
+        for (k, &it) in iterations.iter().enumerate() {
+            let slices: Vec<RankSlice> = ranks
+                .iter()
+                .zip(&ranges)
+                .filter_map(|(r, rg)| {
+                    let ri = self.ctx.rank_index(r.rank)?;
+                    let (a, b) = rg[k];
+                    let span = r.iterations.iter().find(|s| s.iteration == it).copied();
+                    (b > a || span.is_some()).then_some(RankSlice {
+                        rank_index: ri,
+                        ops: &r.ops[a..b],
+                        span,
+                    })
+                })
+                .collect();
+            self.push_slices(it, &slices)?;
+        }
+        Ok(())
+    }
+
+    /// Runs every detector on the window.
+    pub fn diagnose(&self) -> Diagnosis {
+        let a = Analysis::new(&self.ctx, self.digests.iter().collect());
+        run_detectors(&a, &self.cfg)
+    }
+}
+
+/// The hooks run on every iteration's members (none yet: the graph search joins here).
+fn member_hooks() -> Vec<&'static MemberHook> {
+    Vec::new()
+}
+
+/// Runs the registry on a window.
+pub(crate) fn run_detectors(a: &Analysis, cfg: &EngineConfig) -> Diagnosis {
+    let mut findings = Vec::new();
+    let mut skipped = Vec::new();
+    for d in registry() {
+        match d.detect(a, cfg) {
+            Outcome::Findings(mut f) => findings.append(&mut f),
+            Outcome::NotEnoughData(why) => skipped.push((d.id().to_string(), why)),
+        }
+    }
+    findings.sort_by(Finding::by_importance);
+    let mut self_excess = Vec::with_capacity(a.n_ranks() * a.n_its());
+    for ri in 0..a.n_ranks() {
+        for i in 0..a.n_its() {
+            self_excess.push(a.relative_excess(ri, i));
+        }
+    }
+    Diagnosis {
+        findings,
+        skipped,
+        iterations: a.iterations.clone(),
+        iteration_ns: a.iteration_ns.clone(),
+        ranks: a.ctx.ranks.clone(),
+        self_excess,
+    }
+}
