@@ -1,5 +1,6 @@
 //! `flare`: diagnose distributed training jobs.
 
+mod accuracy;
 mod agent;
 mod bench;
 mod demo;

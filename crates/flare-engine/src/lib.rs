@@ -4,6 +4,7 @@
 //! module behind the [`Detector`] trait, and [`registry`] is the one list of them.
 
 pub mod analysis;
+pub mod baselines;
 pub mod breakdown;
 pub mod clock;
 pub mod context;

@@ -123,6 +123,9 @@ pub struct Truth {
     pub culprits: Vec<Culprit>,
     /// Iterations with a cluster-wide spike that must not be blamed on anyone.
     pub spike_iterations: Vec<u32>,
+    /// Background noise injected besides the fault (busy switches), for reading misses.
+    #[serde(default)]
+    pub background: Vec<String>,
     pub seed: u64,
 }
 
@@ -144,6 +147,35 @@ impl Truth {
             Component::Switch => t.element == culprit.element,
             Component::Stage => t.stage == culprit.stage,
             Component::Network => false,
+        })
+    }
+}
+
+impl Truth {
+    /// Whether naming `rank` (without saying what is wrong with it) points at the
+    /// injected fault: the rank itself, a rank behind the faulty NIC or switch, or a
+    /// rank of the imbalanced stage. Used to score tools that only name ranks; a
+    /// sequence imbalance has no rank to name.
+    pub fn locates_rank(&self, rank: u32, cluster: &ClusterTopology, par: &ParallelConfig) -> bool {
+        let Some(kind) = self.expected_finding else {
+            return false;
+        };
+        let loc = cluster.loc(rank);
+        self.culprits.iter().any(|t| match kind {
+            FindingKind::SequenceImbalance => false,
+            FindingKind::StageImbalance => t.stage == Some(par.coords(rank).pp),
+            FindingKind::SlowLink => t.node == Some(loc.node) && t.local_gpu == Some(loc.local),
+            FindingKind::SlowSwitch => {
+                t.element
+                    == Some(
+                        PathElement::Leaf {
+                            pod: cluster.pod_of(loc.node),
+                            rail: loc.local,
+                        }
+                        .label(),
+                    )
+            }
+            _ => t.rank == Some(rank),
         })
     }
 }
@@ -250,6 +282,7 @@ pub fn truth_for(
             expected_finding: None,
             culprits: vec![],
             spike_iterations,
+            background: vec![],
             seed,
         };
     };
@@ -353,6 +386,7 @@ pub fn truth_for(
         expected_finding: Some(expected),
         culprits,
         spike_iterations,
+        background: vec![],
         seed,
     }
 }

@@ -56,7 +56,20 @@ pub struct Costs {
     pub net_latency_ns: f64,
     pub compute_jitter: f64,
     pub comm_jitter: f64,
+    /// Static spread of GPU speed (sigma of a lognormal factor): no two GPUs of a real
+    /// cluster run at exactly the same clocks.
     pub gpu_spread: f64,
+    /// Slow variation of each GPU's speed over time (thermal and power management):
+    /// sigma of a factor that changes every few iterations.
+    pub thermal_drift: f64,
+    /// Probability that a rank's CPU is held up once in an iteration by untraced
+    /// operating-system noise (interrupts, other processes), and the longest such pause.
+    pub os_jitter_probability: f64,
+    pub os_jitter_max_ns: f64,
+    /// Probability per iteration that one leaf switch carries background traffic from
+    /// other jobs, and the worst slowdown of the transfers crossing it.
+    pub background_congestion_probability: f64,
+    pub background_congestion_max: f64,
     pub tp_bytes: u64,
     pub pp_bytes: u64,
     pub cp_bytes: u64,
@@ -80,7 +93,12 @@ impl Default for Costs {
             net_latency_ns: 25e3,
             compute_jitter: 0.02,
             comm_jitter: 0.04,
-            gpu_spread: 0.004,
+            gpu_spread: 0.008,
+            thermal_drift: 0.004,
+            os_jitter_probability: 0.03,
+            os_jitter_max_ns: 2e6,
+            background_congestion_probability: 0.15,
+            background_congestion_max: 1.6,
             tp_bytes: 32 << 20,
             pp_bytes: 8 << 20,
             cp_bytes: 16 << 20,
@@ -155,6 +173,8 @@ struct CommState {
     latency_ns: f64,
     inter_node: bool,
     kind: GroupKind,
+    /// Leaf switches (pod, rail) its ring crosses.
+    leaves: Vec<(u32, u32)>,
 }
 
 struct RankState {
@@ -349,6 +369,7 @@ pub fn simulate_streaming(
     for c in &communicators {
         let (mut base_bw, mut fault_bw) = (f64::INFINITY, f64::INFINITY);
         let mut inter_node = false;
+        let mut leaves = Vec::new();
         let n = c.members.len();
         for i in 0..n {
             let a = cluster.loc(c.members[i]);
@@ -358,6 +379,11 @@ pub fn simulate_streaming(
             for e in &path {
                 base_bw = base_bw.min(elem_bw(e, false));
                 fault_bw = fault_bw.min(elem_bw(e, true));
+                if let PathElement::Leaf { pod, rail } = *e {
+                    if !leaves.contains(&(pod, rail)) {
+                        leaves.push((pod, rail));
+                    }
+                }
             }
         }
         comm_states.push(CommState {
@@ -374,6 +400,7 @@ pub fn simulate_streaming(
             },
             inter_node,
             kind: c.kind,
+            leaves,
         });
     }
 
@@ -392,6 +419,24 @@ pub fn simulate_streaming(
             }
         }
     }
+
+    // Background traffic of other jobs: in some iterations one leaf switch is busier.
+    let mut background = Vec::new();
+    let congestion: Vec<Option<(u32, u32, f64)>> = (0..cfg.iterations)
+        .map(|it| {
+            let k = it as u64;
+            (noise.uniform(&[40, k]) < costs.background_congestion_probability).then(|| {
+                let pod = (noise.uniform(&[41, k]) * cluster.pods() as f64) as u32;
+                let rail = (noise.uniform(&[42, k]) * cluster.gpus_per_node as f64) as u32;
+                let f = 1.0 + (costs.background_congestion_max - 1.0) * noise.uniform(&[43, k]);
+                background.push(format!(
+                    "iteration {it}: {} carries background traffic (x{f:.2})",
+                    PathElement::Leaf { pod, rail }.label()
+                ));
+                (pod, rail, f)
+            })
+        })
+        .collect();
 
     let mut names = NameTable::default();
     for n in schedule::NAMES {
@@ -429,8 +474,10 @@ pub fn simulate_streaming(
         programs: &programs,
         dl_spike: &dl_spike,
         net_spike: &net_spike,
+        congestion: &congestion,
     };
-    let truth = truth_for(spec.as_ref(), par, &cluster, cfg.seed, spike_iterations);
+    let mut truth = truth_for(spec.as_ref(), par, &cluster, cfg.seed, spike_iterations);
+    truth.background = background;
     let trace = Trace {
         meta: TraceMeta {
             source: "simulator".into(),
@@ -507,6 +554,7 @@ struct Ctx<'a> {
     programs: &'a [Vec<Step>],
     dl_spike: &'a [f64],
     net_spike: &'a [f64],
+    congestion: &'a [Option<(u32, u32, f64)>],
 }
 
 impl Ctx<'_> {
@@ -580,6 +628,13 @@ impl Ctx<'_> {
                 f
             };
             let fault = self.active(it);
+            // Untraced operating-system noise holds the CPU up once in some iterations.
+            let (rk, ik) = (r as u64, it as u64);
+            if self.noise.uniform(&[32, rk, ik]) < c.os_jitter_probability
+                && st.pc == (self.noise.uniform(&[34, rk, ik]) * program.len() as f64) as usize
+            {
+                st.cpu += (c.os_jitter_max_ns * self.noise.uniform(&[33, rk, ik])) as i64;
+            }
             match step.work {
                 Work::DataLoader | Work::Gc => {
                     let mut dur = if step.work == Work::DataLoader {
@@ -627,7 +682,12 @@ impl Ctx<'_> {
                         Work::Backward => 2.0 * c.forward_block_ns,
                         _ => c.optimizer_ns,
                     };
-                    let mut factor = st.speed;
+                    // Clocks drift with temperature and power: a factor that changes every
+                    // few iterations.
+                    let thermal = (c.thermal_drift
+                        * self.noise.normal(&[31, r as u64, (it / 3) as u64]))
+                    .exp();
+                    let mut factor = st.speed * thermal;
                     let mut issue_factor = 1.0;
                     match fault {
                         Some(Fault::SlowGpu { rank, factor: f }) if *rank == r => factor *= f,
@@ -738,7 +798,12 @@ impl Ctx<'_> {
             _ => step.kind.bus_factor(n),
         };
         let jit = (c.comm_jitter * self.noise.normal(&[20, comm as u64, cs.seq as u64])).exp();
-        let transfer = (cs.latency_ns + factor * step.bytes as f64 / bw * 1e9) * net * jit;
+        let background = match self.congestion[it as usize] {
+            Some((pod, rail, f)) if cs.leaves.contains(&(pod, rail)) => f,
+            _ => 1.0,
+        };
+        let transfer =
+            (cs.latency_ns + factor * step.bytes as f64 / bw * 1e9) * net * jit * background;
         let end_base = cs.max_arrival + transfer as i64;
         for &(m, idx) in &cs.pending {
             let st = &mut ranks[m as usize];
