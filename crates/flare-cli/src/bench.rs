@@ -164,11 +164,14 @@ fn speed(a: SpeedArgs) -> Result<ExitCode> {
         crate::accuracy::percentile(&mut per_it.clone(), 1.0),
     );
     println!(
-        "  whole window: every iteration digested + the final localization = {engine_s:.2} s of engine time; digest phases p50: keys {:.1} ms, ranks {:.1} ms, instances {:.1} ms, merge {:.1} ms",
+        "  whole window: every iteration digested + the final localization = {engine_s:.2} s of engine time; digest phases p50: keys {:.1} ms, ranks {:.1} ms, instances {:.1} ms, merge {:.1} ms, abnormal ops {:.1} ms, graph search {:.1} ms, history {:.1} ms",
         ms_of(|p| p.keys),
         ms_of(|p| p.ranks),
         ms_of(|p| p.instances),
         ms_of(|p| p.merge),
+        ms_of(|p| p.abnormal),
+        ms_of(|p| p.graph),
+        ms_of(|p| p.history),
     );
     println!(
         "  top finding: {top}; wall {wall_s:.1} s with the simulator; peak RSS {rss:.0} MB (simulator included)"

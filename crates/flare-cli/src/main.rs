@@ -9,6 +9,7 @@ mod overhead;
 mod present;
 mod serve;
 mod sim;
+mod train;
 mod whatif;
 
 use clap::{Parser, Subcommand};
@@ -37,6 +38,8 @@ enum Command {
     Whatif(whatif::WhatIfArgs),
     /// Benchmarks that print figures (accuracy, speed).
     Bench(bench::BenchArgs),
+    /// Train the abnormal-op classifier (a random forest, after Holmes) on simulated jobs and write the model the engine compiles in.
+    Train(train::TrainArgs),
     /// Run the node agent: drain the tracer rings on this node, summarise each window, watch for hangs, serve metrics, push to the server.
     Agent(agent::AgentArgs),
     /// Run the ingest server: node agents post window summaries, it diagnoses each window and serves the findings.
@@ -51,6 +54,7 @@ fn main() -> ExitCode {
         Command::Demo(a) => demo::run(a),
         Command::Whatif(a) => whatif::run(a),
         Command::Bench(a) => bench::run(a),
+        Command::Train(a) => train::run(a),
         Command::Agent(a) => agent::run(a),
         Command::Serve(a) => serve::run(a),
     };

@@ -2,7 +2,9 @@
 //! exist, op names, and which ranks the trace holds data for. Built once per job; each
 //! iteration's digest is indexed by the rank indices defined here.
 
-use flare_model::{Communicator, Component, Culprit, JobInfo, Trace, TraceMeta};
+use flare_model::{Communicator, Component, Culprit, JobInfo, PathElement, Trace, TraceMeta};
+use std::collections::HashMap;
+use std::sync::OnceLock;
 
 /// The job-level context of a diagnosis.
 #[derive(Clone, Debug)]
@@ -21,6 +23,30 @@ pub struct JobContext {
     /// Per rank index: the peer group ranks are compared within (the pipeline stage when
     /// the layout is known, else 0).
     pub peer_group: Vec<u32>,
+    /// Per communicator: the fabric elements its ring crosses (computed on first use).
+    fabric: OnceLock<Fabric>,
+    /// Communicators grouped by role (computed on first use).
+    roles: OnceLock<Roles>,
+}
+
+/// Communicators that play the same role in the job: the same kind and size, between the
+/// same peer groups (stages). Their ops at the same point of an iteration are the same
+/// work on different ranks.
+#[derive(Clone, Debug, Default)]
+pub struct Roles {
+    /// Per communicator: its role.
+    pub of: Vec<u32>,
+    /// Per role: its communicators, by id.
+    pub members: Vec<Vec<u32>>,
+}
+
+/// Where each communicator's traffic goes through the fabric.
+#[derive(Clone, Debug)]
+pub struct Fabric {
+    /// Per communicator: the elements its ring crosses, sorted.
+    pub elements: Vec<Vec<PathElement>>,
+    /// Per element: how many communicators cross it.
+    pub crossings: HashMap<PathElement, u32>,
 }
 
 impl JobContext {
@@ -78,7 +104,77 @@ impl JobContext {
             index_of,
             comm_traced,
             peer_group,
+            fabric: OnceLock::new(),
+            roles: OnceLock::new(),
         }
+    }
+
+    /// The communicators grouped by role.
+    pub fn roles(&self) -> &Roles {
+        self.roles.get_or_init(|| {
+            let mut keys: HashMap<(u8, usize, u32, u32), u32> = HashMap::new();
+            let mut roles = Roles::default();
+            let group_of = |r: u32| {
+                self.job.parallel.as_ref().map_or(0, |p| {
+                    if r < p.world_size() {
+                        p.coords(r).pp
+                    } else {
+                        0
+                    }
+                })
+            };
+            for (id, c) in self.communicators.iter().enumerate() {
+                let first = c.members.first().map_or(0, |&r| group_of(r));
+                let last = c.members.last().map_or(0, |&r| group_of(r));
+                let key = (c.kind as u8, c.members.len(), first, last);
+                let next = keys.len() as u32;
+                let role = *keys.entry(key).or_insert(next);
+                if role as usize == roles.members.len() {
+                    roles.members.push(Vec::new());
+                }
+                roles.members[role as usize].push(id as u32);
+                roles.of.push(role);
+            }
+            roles
+        })
+    }
+
+    /// The fabric elements each communicator crosses (its ring, both directions), and
+    /// how many communicators cross each element.
+    pub fn fabric(&self) -> &Fabric {
+        self.fabric.get_or_init(|| {
+            let cluster = &self.job.cluster;
+            let mut buf = Vec::new();
+            let mut crossings: HashMap<PathElement, u32> = HashMap::new();
+            let elements = self
+                .communicators
+                .iter()
+                .map(|c| {
+                    let mut set: Vec<PathElement> = Vec::new();
+                    let n = c.members.len();
+                    for i in 0..n {
+                        let (x, y) = (
+                            cluster.loc(c.members[i]),
+                            cluster.loc(c.members[(i + 1) % n]),
+                        );
+                        cluster.path(x, y, &mut buf);
+                        set.extend(buf.iter().copied());
+                        cluster.path(y, x, &mut buf);
+                        set.extend(buf.iter().copied());
+                    }
+                    set.sort_unstable();
+                    set.dedup();
+                    for e in &set {
+                        *crossings.entry(*e).or_default() += 1;
+                    }
+                    set
+                })
+                .collect();
+            Fabric {
+                elements,
+                crossings,
+            }
+        })
     }
 
     pub fn n_ranks(&self) -> usize {

@@ -131,6 +131,9 @@ pub struct RankIteration {
     /// Median issue latency (GPU start minus CPU launch) of its compute ops, ns.
     pub issue_p50_ns: f64,
     pub issue_hist: [u16; ISSUE_BINS],
+    /// Median interval between the CPU launch of a compute op and the launch of the op
+    /// after it, ns: how fast its CPU issues work (long on a launch-bound rank).
+    pub launch_gap_p50_ns: f64,
     /// A sync op of this rank never ended.
     pub stuck: bool,
     pub last_op: Option<LastOp>,
@@ -156,6 +159,7 @@ impl Default for RankIteration {
             host_excess_ns: [0.0; 5],
             busy_ns: 0.0,
             issue_p50_ns: f64::NAN,
+            launch_gap_p50_ns: f64::NAN,
             issue_hist: [0; ISSUE_BINS],
             stuck: false,
             last_op: None,
@@ -219,12 +223,22 @@ pub struct IterationDigest {
     pub excess_median: f64,
     pub excess_mad: f64,
     /// Per (peer group, compute op name): the median over the group's ranks of the op's
-    /// mean duration, ns; sorted. `name == u32::MAX` holds the median issue latency.
+    /// mean duration, ns; sorted. `name == u32::MAX` holds the median issue latency,
+    /// `u32::MAX - 1` the median launch interval.
     pub peer_medians: Vec<(u32, u32, f64)>,
     /// Per communicator with complete transfers comparable to others' (the same op kind,
     /// bytes and group size on 3 or more communicators in the iteration): the median of
     /// its transfer times over the class median, by communicator id.
     pub comm_transfer: Vec<(u32, f32)>,
+    /// What the graph search blamed this iteration's waiting and slow transfers on.
+    pub blame: Vec<crate::graph::Blame>,
+    /// Op groups judged abnormal, and those the classifier scored.
+    pub abnormal_groups: u32,
+    pub scored_groups: u32,
+    /// The most abnormal groups: (rank index, communicator, name, mean over its class).
+    pub abnormal_examples: Vec<(u32, u32, u32, f32)>,
+    /// Drift factor of iteration time the classifier's thresholds were shifted by.
+    pub drift: f32,
     /// Ops read.
     pub ops: u64,
 }
@@ -283,9 +297,49 @@ pub struct Member {
     pub name: u32,
     /// Instance slot (see [`Members::instance_of`]).
     pub slot: u32,
-    /// Position of the op among the rank's ops of the iteration.
-    pub position: u32,
+    /// Its op group, an index into its chunk's groups (see [`Members::group_of`]).
+    pub group: u32,
     pub kind: OpKind,
+}
+
+/// One rank's ops of one name on one communicator in one iteration: Holmes' unit of
+/// abnormal-op detection ("an op on a GPU").
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct OpGroup {
+    pub rank_index: u32,
+    pub comm: u32,
+    pub name: u32,
+    pub kind: OpKind,
+    pub bytes: u64,
+    /// Ops that ended, and those in flight.
+    pub n: u32,
+    pub in_flight: u32,
+    /// Durations (arrival to end) of the ended ops, ns.
+    pub sum_d: f64,
+    pub sum_d2: f64,
+    pub min_d: f64,
+    pub max_d: f64,
+    /// Waiting for the last member (sum), and transfer after it (sum), ns.
+    pub sum_wait: f64,
+    pub sum_transfer: f64,
+}
+
+impl OpGroup {
+    pub fn mean_d(&self) -> f64 {
+        if self.n == 0 {
+            0.0
+        } else {
+            self.sum_d / self.n as f64
+        }
+    }
+
+    pub fn std_d(&self) -> f64 {
+        if self.n < 2 {
+            return 0.0;
+        }
+        let m = self.mean_d();
+        (self.sum_d2 / self.n as f64 - m * m).max(0.0).sqrt()
+    }
 }
 
 /// One thread's members: the ranks of one contiguous range, sorted by instance slot
@@ -304,6 +358,13 @@ struct Chunk {
     unknown_comm: bool,
     /// Scratch for the counting sort.
     fill: Vec<u32>,
+    /// The chunk's op groups, rank by rank; ids are `group_base + index`.
+    groups: Vec<OpGroup>,
+    group_base: u32,
+    /// (op group, duration) of every ended sync op in op order, rank by rank, and per op
+    /// group where its rank's run starts and how long it is (for quartiles on demand).
+    rank_durations: Vec<(u32, f32)>,
+    group_run: Vec<(u32, u32)>,
 }
 
 /// The members of one iteration grouped into instances. Kept while the iteration is
@@ -321,8 +382,13 @@ pub struct Members {
     passes: Vec<InstancePass>,
     /// The iteration's instances, in slot order (by communicator, then sequence).
     pub instances: Vec<Instance>,
+    /// Per instance: its transfer time over the median of the same op (kind, bytes, group
+    /// size) on other communicators in the iteration (1.0 without comparison).
+    pub transfer_ratio: Vec<f32>,
     /// How long the last build's phases took.
     pub times: PhaseTimes,
+    /// The iteration's slot map, to find the same op on another communicator.
+    map: SlotMap,
     /// Buffers of a digest that left the window, reused for the next one.
     pub(crate) spare_ranks: Vec<RankIteration>,
     pub(crate) spare_names: Vec<NameStat>,
@@ -368,6 +434,75 @@ impl Members {
         self.chunks.iter().map(|c| c.members.len()).sum()
     }
 
+    /// Op groups of the iteration, rank by rank: `(global id, group)`.
+    pub fn groups(&self) -> impl Iterator<Item = (u32, &OpGroup)> + '_ {
+        self.chunks.iter().flat_map(|c| {
+            c.groups
+                .iter()
+                .enumerate()
+                .map(move |(k, g)| (c.group_base + k as u32, g))
+        })
+    }
+
+    /// The op groups of each thread's chunk: `(first global id, groups)`.
+    pub fn group_chunks(&self) -> impl Iterator<Item = (u32, &[OpGroup])> + '_ {
+        self.chunks
+            .iter()
+            .map(|c| (c.group_base, c.groups.as_slice()))
+    }
+
+    /// Op groups in all.
+    pub fn n_groups(&self) -> usize {
+        self.chunks.iter().map(|c| c.groups.len()).sum()
+    }
+
+    /// The op group with this global id.
+    pub fn group(&self, id: u32) -> &OpGroup {
+        let t = self.chunks.partition_point(|c| c.group_base <= id) - 1;
+        &self.chunks[t].groups[(id - self.chunks[t].group_base) as usize]
+    }
+
+    /// The instance holding the op of `comm` that comes `offset` ops after its first in
+    /// the iteration: the same point of the schedule on another communicator.
+    pub fn instance_at(&self, comm: u32, offset: u32) -> Option<usize> {
+        let first = self.map.first_seq(comm)?;
+        let slot = self.map.find(comm, first.checked_add(offset)?)?;
+        self.slot_instance
+            .get(slot)
+            .copied()
+            .filter(|&i| i != u32::MAX)
+            .map(|i| i as usize)
+    }
+
+    /// How many ops of its communicator precede the op `seq` of `comm` in the iteration.
+    pub fn offset_of(&self, comm: u32, seq: u32) -> u32 {
+        self.map
+            .first_seq(comm)
+            .map_or(0, |f| seq.saturating_sub(f))
+    }
+
+    /// Global op group id of a member.
+    pub fn group_of(&self, member_id: u32) -> u32 {
+        let t = self.chunks.partition_point(|c| c.base <= member_id) - 1;
+        let c = &self.chunks[t];
+        c.group_base + c.members[(member_id - c.base) as usize].group
+    }
+
+    /// Durations (arrival to end) of the ended ops of an op group, in op order.
+    pub fn durations(&self, group_id: u32, out: &mut Vec<f64>) {
+        out.clear();
+        let t = self.chunks.partition_point(|c| c.group_base <= group_id) - 1;
+        let c = &self.chunks[t];
+        let local = group_id - c.group_base;
+        let (start, len) = c.group_run[local as usize];
+        out.extend(
+            c.rank_durations[start as usize..(start + len) as usize]
+                .iter()
+                .filter(|x| x.0 == local)
+                .map(|x| x.1 as f64),
+        );
+    }
+
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -384,6 +519,10 @@ pub struct PhaseTimes {
     pub instances: std::time::Duration,
     /// Gathering the results.
     pub merge: std::time::Duration,
+    /// Abnormal-op detection, the graph search, and the history update.
+    pub abnormal: std::time::Duration,
+    pub graph: std::time::Duration,
+    pub history: std::time::Duration,
 }
 
 /// Per-rank state carried from one iteration to the next: when its last sync op ended.
@@ -461,10 +600,18 @@ enum SlotMap {
         lo: Vec<u32>,
         /// (first slot, communicator) of the communicators with ops, by first slot.
         firsts: Vec<(u32, u32)>,
+        /// Slots in all.
+        n: usize,
     },
     Sparse {
         keys: Vec<(u32, u32)>,
     },
+}
+
+impl Default for SlotMap {
+    fn default() -> Self {
+        SlotMap::Sparse { keys: Vec::new() }
+    }
 }
 
 impl SlotMap {
@@ -477,6 +624,33 @@ impl SlotMap {
                 (comm, lo[comm as usize] + (slot as u32 - first))
             }
             SlotMap::Sparse { keys } => keys[slot],
+        }
+    }
+
+    /// The slot of a key, if the iteration has it.
+    fn find(&self, comm: u32, seq: u32) -> Option<usize> {
+        match self {
+            SlotMap::Dense { base, lo, n, .. } => {
+                let l = *lo.get(comm as usize)?;
+                if l == u32::MAX || seq < l {
+                    return None;
+                }
+                let slot = (base[comm as usize] + (seq - l)) as usize;
+                // The next communicator's range starts where this one's ends.
+                (slot < *n && self.key(slot) == (comm, seq)).then_some(slot)
+            }
+            SlotMap::Sparse { keys } => keys.binary_search(&(comm, seq)).ok(),
+        }
+    }
+
+    /// The first sequence number of a communicator in the iteration.
+    fn first_seq(&self, comm: u32) -> Option<u32> {
+        match self {
+            SlotMap::Dense { lo, .. } => lo.get(comm as usize).copied().filter(|&l| l != u32::MAX),
+            SlotMap::Sparse { keys } => {
+                let i = keys.partition_point(|k| k.0 < comm);
+                keys.get(i).filter(|k| k.0 == comm).map(|k| k.1)
+            }
         }
     }
 
@@ -589,7 +763,16 @@ fn slot_map(ctx: &JobContext, chunks: &[Chunk]) -> (SlotMap, usize, Vec<(u32, u3
             next += hi[k] - lo[k] + 1;
         }
     }
-    (SlotMap::Dense { base, lo, firsts }, next as usize, ranges)
+    (
+        SlotMap::Dense {
+            base,
+            lo,
+            firsts,
+            n: next as usize,
+        },
+        next as usize,
+        ranges,
+    )
 }
 
 /// Pass 1b over one chunk of ranks: per-rank figures, and the chunk's members written
@@ -631,12 +814,16 @@ fn scan_chunk(
             bytes: 0,
             name: 0,
             slot: 0,
-            position: 0,
+            group: 0,
             kind: OpKind::Compute,
         },
     );
+    c.groups.clear();
+    c.rank_durations.clear();
+    c.group_run.clear();
     let mut out = RankPass::default();
     let mut issue: Vec<f64> = Vec::new();
+    let mut launch_gaps: Vec<f64> = Vec::new();
     let first = range.start;
     for ri in range {
         let Some(slice) = by_index[ri] else {
@@ -663,14 +850,22 @@ fn scan_chunk(
         issue.clear();
         let (mut busy_lo, mut busy_hi) = (i64::MIN, i64::MIN);
         let first_name = out.names.len();
-        for (position, o) in slice
-            .ops
-            .iter()
-            .filter(|o| o.iteration == iteration)
-            .enumerate()
-        {
-            let position = position as u32;
+        let first_group = c.groups.len();
+        let run_start = c.rank_durations.len() as u32;
+        launch_gaps.clear();
+        let mut pending_launch: Option<i64> = None;
+        for o in slice.ops.iter().filter(|o| o.iteration == iteration) {
             r.ops += 1;
+            if let Some(i) = o.issue() {
+                if let Some(p) = pending_launch.take() {
+                    if i >= p {
+                        launch_gaps.push((i - p) as f64);
+                    }
+                }
+                if o.kind == OpKind::Compute {
+                    pending_launch = Some(i);
+                }
+            }
             let end = o.end();
             r.last_op = Some(LastOp {
                 kind: o.kind,
@@ -716,6 +911,45 @@ fn scan_chunk(
                     let slot = map.slot(o.comm, o.seq);
                     let local = fill[slot];
                     fill[slot] += 1;
+                    // Its op group: the rank's ops of this name on this communicator.
+                    let gi = match c.groups[first_group..]
+                        .iter()
+                        .position(|g| g.comm == o.comm && g.name == o.name)
+                    {
+                        Some(k) => first_group + k,
+                        None => {
+                            c.groups.push(OpGroup {
+                                rank_index: ri as u32,
+                                comm: o.comm,
+                                name: o.name,
+                                kind: o.kind,
+                                bytes: o.amount,
+                                n: 0,
+                                in_flight: 0,
+                                sum_d: 0.0,
+                                sum_d2: 0.0,
+                                min_d: f64::INFINITY,
+                                max_d: 0.0,
+                                sum_wait: 0.0,
+                                sum_transfer: 0.0,
+                            });
+                            c.groups.len() - 1
+                        }
+                    };
+                    let g = &mut c.groups[gi];
+                    match dur {
+                        Some(d) => {
+                            g.n += 1;
+                            g.sum_d += d;
+                            g.sum_d2 += d * d;
+                            g.min_d = g.min_d.min(d);
+                            g.max_d = g.max_d.max(d);
+                        }
+                        None => g.in_flight += 1,
+                    }
+                    if let Some(d) = dur {
+                        c.rank_durations.push((gi as u32, d as f32));
+                    }
                     c.members[local as usize] = Member {
                         rank_index: ri as u32,
                         prev: prev_member,
@@ -726,7 +960,7 @@ fn scan_chunk(
                         bytes: o.amount,
                         name: o.name,
                         slot: slot as u32,
-                        position,
+                        group: gi as u32,
                         kind: o.kind,
                     };
                     prev_member = c.base + local;
@@ -766,11 +1000,16 @@ fn scan_chunk(
                 out.host_ops.push((ri as u32, slot as u8, o.name, d));
             }
         }
+        let run = (run_start, c.rank_durations.len() as u32 - run_start);
+        c.group_run.resize(c.groups.len(), run);
         if busy_hi > busy_lo {
             r.busy_ns += (busy_hi - busy_lo) as f64;
         }
         if !issue.is_empty() {
             r.issue_p50_ns = median(&mut issue);
+        }
+        if !launch_gaps.is_empty() {
+            r.launch_gap_p50_ns = median(&mut launch_gaps);
         }
         ranks_out[ri - first] = r;
         out.carry.push(prev_end);
@@ -881,6 +1120,12 @@ pub fn build(
         }
     }
 
+    let mut group_base = 0u32;
+    for c in members.chunks.iter_mut() {
+        c.group_base = group_base;
+        group_base += c.groups.len() as u32;
+    }
+    let n_groups = group_base as usize;
     // Host phases against the same phase on the other ranks.
     host_excess(&mut ranks, &mut host_ops);
     let t3 = t0.elapsed();
@@ -915,9 +1160,21 @@ pub fn build(
             &map,
             bounds[t]..bounds[t + 1],
             n_ranks,
+            n_groups,
             out,
         )
     });
+    // Waiting and transfer per op group, from every thread's share of the instances.
+    for res in &members.passes {
+        for c in members.chunks.iter_mut() {
+            let base = c.group_base as usize;
+            for (k, g) in c.groups.iter_mut().enumerate() {
+                let acc = res.per_group[base + k];
+                g.sum_wait += acc[0];
+                g.sum_transfer += acc[1];
+            }
+        }
+    }
     let t4 = t0.elapsed();
     let mut instances = std::mem::take(&mut members.instances);
     instances.clear();
@@ -954,6 +1211,7 @@ pub fn build(
         ranks: t3 - t1,
         instances: t4 - t3,
         merge: t0.elapsed() - t4,
+        ..PhaseTimes::default()
     };
     let mut spans: Vec<f64> = Vec::with_capacity(n_ranks);
     let mut unfinished = false;
@@ -965,7 +1223,8 @@ pub fn build(
         }
     }
     let duration_ns = (!unfinished && !spans.is_empty()).then(|| median(&mut spans));
-    let comm_transfer = comm_transfer(&instances);
+    let comm_transfer = comm_transfer(&instances, &mut members.transfer_ratio);
+    members.map = map;
     let n_instances = instances.len() as u32;
     let rel: Vec<f64> = ranks
         .iter()
@@ -987,6 +1246,11 @@ pub fn build(
         peer_medians,
         seq_ranges,
         comm_transfer,
+        blame: Vec::new(),
+        abnormal_groups: 0,
+        scored_groups: 0,
+        abnormal_examples: Vec::new(),
+        drift: 1.0,
         ops: ops as u64,
     }
 }
@@ -1015,6 +1279,13 @@ fn peer_medians(
             .filter(|(_, r)| r.issue_p50_ns.is_finite())
             .map(|(ri, r)| (ctx.peer_group[ri], u32::MAX, r.issue_p50_ns)),
     );
+    v.extend(
+        ranks
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| r.launch_gap_p50_ns.is_finite())
+            .map(|(ri, r)| (ctx.peer_group[ri], u32::MAX - 1, r.launch_gap_p50_ns)),
+    );
     v.sort_unstable_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)).then(a.2.total_cmp(&b.2)));
     let mut out = Vec::new();
     let mut i = 0;
@@ -1039,7 +1310,7 @@ fn peer_medians(
 /// Each communicator's transfer times against comparable instances of the iteration (same
 /// op kind, bytes and group size on other communicators): the per-iteration input of the
 /// slow-path detector. Instances come grouped by communicator.
-fn comm_transfer(instances: &[Instance]) -> Vec<(u32, f32)> {
+fn comm_transfer(instances: &[Instance], per_instance: &mut Vec<f32>) -> Vec<(u32, f32)> {
     // A handful of classes per job: a linear map is faster than hashing.
     /// (op kind, bytes, group size), transfer times, distinct communicators, last one.
     type Class = ((OpKind, u64, u32), Vec<f64>, u32, u32);
@@ -1082,6 +1353,15 @@ fn comm_transfer(instances: &[Instance]) -> Vec<(u32, f32)> {
             (n >= 3 && *comms >= 3 && m > 0.0).then_some(m)
         })
         .collect();
+    per_instance.clear();
+    per_instance.extend(instances.iter().enumerate().map(|(i, inst)| {
+        match (class_of[i], inst.transfer_ns()) {
+            (c, Some(t)) if c != u32::MAX => {
+                medians[c as usize].map_or(1.0, |m| (t as f64 / m) as f32)
+            }
+            _ => 1.0,
+        }
+    }));
     let mut out = Vec::new();
     let mut ratios: Vec<f64> = Vec::new();
     let mut i = 0;
@@ -1142,8 +1422,13 @@ struct InstancePass {
     arrived: Vec<(u32, Vec<u32>)>,
     /// Per rank index: self excess, self expected, wait, bus bytes, bus time.
     per_rank: Vec<[f64; 5]>,
+    /// Per op group (global id): waiting, transfer.
+    per_group: Vec<[f64; 2]>,
+    /// Scratch: the members of the slot being read, with their global op group.
+    ms: Vec<(Member, u32)>,
 }
 
+#[allow(clippy::too_many_arguments)]
 fn instance_pass(
     ctx: &JobContext,
     iteration: u32,
@@ -1151,6 +1436,7 @@ fn instance_pass(
     map: &SlotMap,
     range: std::ops::Range<usize>,
     n_ranks: usize,
+    n_groups: usize,
     out: &mut InstancePass,
 ) {
     out.instances.clear();
@@ -1158,24 +1444,30 @@ fn instance_pass(
     out.arrived.clear();
     out.per_rank.clear();
     out.per_rank.resize(n_ranks, [0.0; 5]);
+    out.per_group.clear();
+    out.per_group.resize(n_groups, [0.0; 2]);
+    let mut ms = std::mem::take(&mut out.ms);
     let mut arrivals: Vec<i64> = Vec::new();
     let mut ends: Vec<f64> = Vec::new();
     let mut gaps: Vec<f64> = Vec::new();
-    let mut ms: Vec<&Member> = Vec::new();
     for slot in range {
         ms.clear();
         for c in chunks {
-            ms.extend(&c.members[c.starts[slot] as usize..c.starts[slot + 1] as usize]);
+            ms.extend(
+                c.members[c.starts[slot] as usize..c.starts[slot + 1] as usize]
+                    .iter()
+                    .map(|m| (*m, c.group_base + m.group)),
+            );
         }
         if ms.is_empty() {
             continue;
         }
-        let m0 = ms[0];
+        let m0 = ms[0].0;
         let (comm, seq) = map.key(slot);
         arrivals.clear();
         ends.clear();
         let (mut last, mut second, mut last_rank, mut in_flight) = (i64::MIN, i64::MIN, 0u32, 0u32);
-        for m in &ms {
+        for (m, _) in &ms {
             arrivals.push(m.arrival);
             if m.arrival > last {
                 second = last;
@@ -1223,13 +1515,17 @@ fn instance_pass(
         if let Some(e) = end {
             let transfer = (e - last).max(0) as f64;
             let factor = inst.kind.bus_factor(expected);
-            for m in &ms {
+            for (m, g) in &ms {
+                let wait = (last - m.arrival).max(0) as f64;
                 let acc = &mut out.per_rank[m.rank_index as usize];
-                acc[2] += (last - m.arrival).max(0) as f64;
+                acc[2] += wait;
                 if inst.bytes > 0 && transfer > 0.0 {
                     acc[3] += inst.bytes as f64 * factor;
                     acc[4] += transfer;
                 }
+                let ga = &mut out.per_group[*g as usize];
+                ga[0] += wait;
+                ga[1] += (m.end - last).max(0) as f64;
             }
         }
         // Self time against the other members': same work, so the excess is the rank's own.
@@ -1237,13 +1533,13 @@ fn instance_pass(
             gaps.clear();
             gaps.extend(
                 ms.iter()
-                    .map(|m| m.gap3)
+                    .map(|(m, _)| m.gap3)
                     .filter(|&g| g != i64::MIN)
                     .map(|g| g as f64),
             );
             if gaps.len() == ms.len() {
                 let med = median(&mut gaps);
-                for m in &ms {
+                for (m, _) in &ms {
                     let acc = &mut out.per_rank[m.rank_index as usize];
                     acc[0] += m.gap3 as f64 - med;
                     acc[1] += med;
@@ -1254,13 +1550,14 @@ fn instance_pass(
             out.arrived.push((
                 out.instances.len() as u32,
                 ms.iter()
-                    .map(|m| ctx.ranks[m.rank_index as usize])
+                    .map(|(m, _)| ctx.ranks[m.rank_index as usize])
                     .collect(),
             ));
         }
         out.instances.push(inst);
         out.slots.push(slot as u32);
     }
+    out.ms = ms;
 }
 
 /// Per rank, the range of its ops holding iteration `it`, for a trace whose ops are

@@ -3,14 +3,18 @@
 //! [`Analysis`] preprocesses the window once; each detector ([`detectors`]) is a small
 //! module behind the [`Detector`] trait, and [`registry`] is the one list of them.
 
+pub mod abnormal;
 pub mod analysis;
 pub mod baselines;
 pub mod breakdown;
+pub mod changepoint;
 pub mod clock;
 pub mod context;
 pub mod detectors;
 pub mod digest;
 pub mod flight_recorder;
+pub mod forest;
+pub mod graph;
 pub mod live;
 pub mod stats;
 pub mod stream;
@@ -32,12 +36,23 @@ pub struct EngineConfig {
     pub min_rank_excess: f64,
     /// ...and by this many robust standard deviations of the ranks' excess.
     pub min_rank_z: f64,
-    /// A communicator's transfers are slow at this ratio to comparable ones.
+    /// A communicator's transfers are slow at this ratio to comparable ones...
     pub min_transfer_ratio: f64,
+    /// ...and when the slowness comes and goes (in some iterations only), at this ratio:
+    /// milder transient slowdowns are background traffic of other jobs, not a fault to
+    /// act on.
+    pub min_transient_path_ratio: f64,
     /// A stage or replica is imbalanced at this ratio of compute to the median.
     pub min_imbalance: f64,
     /// Worker threads for digesting iterations (0: one per available core).
     pub threads: usize,
+    /// How op groups are judged abnormal before the graph search.
+    pub abnormal: abnormal::AbnormalMethod,
+    /// A rank or path is to blame when the waiting it caused is at least this share of
+    /// the job's time over the window...
+    pub min_blame_share: f64,
+    /// ...or at least this share of the time of two or more iterations (intermittent).
+    pub min_iteration_blame_share: f64,
 }
 
 impl EngineConfig {
@@ -58,8 +73,12 @@ impl Default for EngineConfig {
             min_rank_excess: 0.02,
             min_rank_z: 6.0,
             min_transfer_ratio: 1.3,
+            min_transient_path_ratio: 2.0,
             min_imbalance: 1.08,
             threads: 0,
+            abnormal: abnormal::AbnormalMethod::Forest,
+            min_blame_share: 0.005,
+            min_iteration_blame_share: 0.02,
         }
     }
 }
@@ -88,6 +107,7 @@ pub fn registry() -> Vec<Box<dyn Detector>> {
         Box::new(detectors::hang::HangDetector),
         Box::new(detectors::iteration::IterationDetector),
         Box::new(detectors::slow_rank::SlowRankDetector),
+        Box::new(detectors::graph::GraphDetector),
         Box::new(detectors::slow_path::SlowPathDetector),
         Box::new(detectors::imbalance::StageImbalanceDetector),
         Box::new(detectors::imbalance::SequenceImbalanceDetector),

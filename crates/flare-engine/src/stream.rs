@@ -5,6 +5,7 @@
 //! not kept, so memory holds the window's digests, not its events, and the cost of a new
 //! iteration is one pass over that iteration's ops plus the window-level detectors.
 
+use crate::abnormal::History;
 use crate::analysis::Analysis;
 use crate::context::JobContext;
 use crate::digest::{self, Carry, IterationDigest, Members, RankSlice};
@@ -21,10 +22,6 @@ pub enum StreamError {
     TooOld { iteration: u32, window_start: u32 },
 }
 
-/// Per-iteration hook run on the members before they are dropped (the graph search).
-pub(crate) type MemberHook =
-    dyn Fn(&JobContext, &mut IterationDigest, &Members, &EngineConfig) + Send + Sync;
-
 /// Keeps the digests of the last `window` iterations of one job.
 pub struct Engine {
     ctx: JobContext,
@@ -36,6 +33,11 @@ pub struct Engine {
     members: Members,
     /// Ops in pushed chunks for ranks the job context does not know.
     pub unknown_rank_ops: u64,
+    /// Each op group's history, for the classifier's temporal feature.
+    history: History,
+    /// Durations of the latest iterations (in push order), for drift and the iteration
+    /// ratio.
+    recent: VecDeque<f64>,
 }
 
 impl Engine {
@@ -50,6 +52,8 @@ impl Engine {
             carry: Carry::new(n),
             members: Members::default(),
             unknown_rank_ops: 0,
+            history: History::new(n),
+            recent: VecDeque::new(),
         }
     }
 
@@ -103,9 +107,7 @@ impl Engine {
             self.cfg.threads(),
             &mut self.members,
         );
-        for hook in member_hooks() {
-            hook(&self.ctx, &mut d, &self.members, &self.cfg);
-        }
+        self.analyze_members(&mut d);
         let pos = self.digests.partition_point(|x| x.iteration < iteration);
         self.digests.insert(pos, d);
         while self.digests.len() > self.window {
@@ -165,16 +167,64 @@ impl Engine {
         Ok(())
     }
 
+    /// The per-iteration analysis that needs the members: abnormal op groups (Holmes'
+    /// classifier, thresholds shifted by the drift of iteration time), then the graph
+    /// search that blames their delay on ranks and paths.
+    fn analyze_members(&mut self, d: &mut IterationDigest) {
+        const RECENT: usize = 32;
+        let iteration_ratio = match d.duration_ns {
+            Some(t) if !self.recent.is_empty() => {
+                let mut v: Vec<f64> = self.recent.iter().copied().collect();
+                t / crate::stats::median(&mut v).max(1.0)
+            }
+            _ => 1.0,
+        };
+        let drift = if self.recent.len() >= 4 {
+            let mut series: Vec<f64> = self.recent.iter().copied().collect();
+            series.extend(d.duration_ns);
+            crate::changepoint::drift_factor(&series, &crate::changepoint::ChangeConfig::default())
+        } else {
+            1.0
+        };
+        let t0 = std::time::Instant::now();
+        let verdicts = crate::abnormal::detect(
+            &self.ctx,
+            &self.members,
+            &self.history,
+            iteration_ratio,
+            drift,
+            self.cfg.abnormal,
+        );
+        let t1 = std::time::Instant::now();
+        d.blame = crate::graph::walk(
+            &self.ctx,
+            &self.members,
+            &self.members.instances,
+            &self.members.transfer_ratio,
+            &verdicts.abnormal,
+        );
+        let t2 = std::time::Instant::now();
+        d.abnormal_groups = verdicts.n_abnormal;
+        d.scored_groups = verdicts.scored;
+        d.abnormal_examples = verdicts.examples;
+        d.drift = drift as f32;
+        self.history.update(&self.members);
+        self.members.times.abnormal = t1 - t0;
+        self.members.times.graph = t2 - t1;
+        self.members.times.history = t2.elapsed();
+        if let Some(t) = d.duration_ns {
+            self.recent.push_back(t);
+            while self.recent.len() > RECENT {
+                self.recent.pop_front();
+            }
+        }
+    }
+
     /// Runs every detector on the window.
     pub fn diagnose(&self) -> Diagnosis {
         let a = Analysis::new(&self.ctx, self.digests.iter().collect());
         run_detectors(&a, &self.cfg)
     }
-}
-
-/// The hooks run on every iteration's members (none yet: the graph search joins here).
-fn member_hooks() -> Vec<&'static MemberHook> {
-    Vec::new()
 }
 
 /// Runs the registry on a window.

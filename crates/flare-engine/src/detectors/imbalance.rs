@@ -55,12 +55,18 @@ impl Detector for StageImbalanceDetector {
             .into_iter()
             .map(|(s, mut v)| (s, median(&mut v)))
             .collect();
-        let mut loads: Vec<f64> = stage_load.iter().map(|x| x.1).collect();
-        let typical = median(&mut loads);
         let &(stage, heaviest) = stage_load
             .iter()
             .max_by(|x, y| x.1.total_cmp(&y.1))
             .expect("two stages");
+        // The heaviest stage against the others (with two stages, the median of all would
+        // be their mean and halve the imbalance).
+        let mut loads: Vec<f64> = stage_load
+            .iter()
+            .filter(|x| x.0 != stage)
+            .map(|x| x.1)
+            .collect();
+        let typical = median(&mut loads);
         let ratio = heaviest / typical;
         if ratio < cfg.min_imbalance {
             return Outcome::Findings(vec![]);

@@ -1,10 +1,27 @@
 //! The detectors, one module each.
 
+pub(crate) mod cause;
+pub mod graph;
 pub mod hang;
 pub mod imbalance;
 pub mod iteration;
 pub mod slow_path;
 pub mod slow_rank;
+
+/// Whether a delay shared evenly by these ranks (rank indices) is structural (a whole
+/// stage or data-parallel replica doing more work) rather than a device: more ranks than a
+/// device fault would involve, spread over more than one node (a slow node is a device).
+pub(crate) fn structural(a: &crate::Analysis, ranks: &[usize]) -> bool {
+    let limit = (a.n_ranks() / 64).max(4);
+    if ranks.len() <= limit {
+        return false;
+    }
+    let cluster = &a.ctx.job.cluster;
+    let first = ranks.first().map(|&r| cluster.loc(a.rank_id(r)).node);
+    ranks
+        .iter()
+        .any(|&r| Some(cluster.loc(a.rank_id(r)).node) != first)
+}
 
 /// Formats a list of iterations compactly: `3-7, 12`.
 pub(crate) fn iteration_ranges(its: &[u32]) -> String {

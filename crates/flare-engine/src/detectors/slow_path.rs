@@ -55,7 +55,7 @@ impl Detector for SlowPathDetector {
             let overall = median(&mut all);
             let bad: Vec<u32> = ratios
                 .iter()
-                .filter(|r| r.1 >= cfg.min_transfer_ratio.max(1.5))
+                .filter(|r| r.1 >= cfg.min_transient_path_ratio)
                 .map(|r| r.0)
                 .collect();
             let min_hits = if n_its >= 4 { 2 } else { 1 };

@@ -9,11 +9,11 @@
 //! peers' (slow GPU), host phases longer (GC, dataloader), or kernels issued too late for
 //! the GPU to stay busy (launch-bound: low issue latency with starved kernels).
 
+use super::cause::rank_cause;
 use super::iteration_ranges;
-use crate::digest::HOST_KINDS;
-use crate::stats::{confidence, median, median_mad};
+use crate::stats::{confidence, median_mad};
 use crate::{Analysis, Detector, EngineConfig, Outcome};
-use flare_model::{Component, Evidence, Finding, FindingKind, OpKind, Severity};
+use flare_model::{Evidence, Finding, Severity};
 
 pub struct SlowRankDetector;
 
@@ -111,85 +111,25 @@ impl Detector for SlowRankDetector {
             return Outcome::Findings(vec![]);
         }
         suspects.sort_by(|x, y| y.excess_ns.total_cmp(&x.excess_ns));
-        // Many suspects at once is a structural effect, not a device: leave it to the
-        // imbalance detectors and report only the clearest few.
-        if suspects.len() > (n_ranks / 8).max(4) {
-            suspects.truncate(2);
-        } else {
-            suspects.truncate(5);
+        // Many ranks late by about as much, across nodes, is a structural effect (a stage
+        // or a data-parallel replica with more work), not a device: leave it to the
+        // imbalance detectors.
+        let top = suspects[0].excess_ns;
+        let sharing: Vec<usize> = suspects
+            .iter()
+            .filter(|s| s.excess_ns >= 0.5 * top)
+            .map(|s| s.rank_index)
+            .collect();
+        if super::structural(a, &sharing) {
+            return Outcome::Findings(vec![]);
         }
+        suspects.truncate(5);
         let top_excess = suspects[0].excess_ns.max(1.0);
-        let all: Vec<usize> = (0..n_its).collect();
         let findings = suspects
             .iter()
-            .map(|s| {
-                let peers = PeerStats::of(a, s.rank_index, &all);
-                self.explain(a, cfg, s, &peers, top_excess, m)
-            })
+            .map(|s| self.explain(a, cfg, s, top_excess, m))
             .collect();
         Outcome::Findings(findings)
-    }
-}
-
-/// A suspect's compute and issue latency against its peers' (ranks of the same pipeline
-/// stage), from the per-iteration peer medians of the digests.
-struct PeerStats {
-    /// Weighted ratio of its compute time to its peers' for the same ops.
-    compute_ratio: Option<f64>,
-    /// Its median issue latency (median of its per-iteration medians), ns.
-    issue_latency: f64,
-    /// Its peers' (median over iterations of the per-iteration peer median), ns.
-    peer_issue: f64,
-}
-
-impl PeerStats {
-    fn of(a: &Analysis, ri: usize, scope: &[usize]) -> Self {
-        let group = a.ctx.peer_group[ri];
-        let mut own: Vec<(u32, f64, u32)> = Vec::new();
-        let mut peer: Vec<(u32, Vec<f64>)> = Vec::new();
-        let mut lat = Vec::new();
-        let mut peer_lat = Vec::new();
-        for &i in scope {
-            let d = a.digests[i];
-            for st in d.names_of(ri) {
-                match own.iter_mut().find(|x| x.0 == st.name) {
-                    Some(x) => {
-                        x.1 += st.sum_ns;
-                        x.2 += st.count;
-                    }
-                    None => own.push((st.name, st.sum_ns, st.count)),
-                }
-            }
-            let lo = d.peer_medians.partition_point(|p| p.0 < group);
-            for &(g, name, m) in d.peer_medians[lo..].iter().take_while(|p| p.0 == group) {
-                debug_assert_eq!(g, group);
-                if name == u32::MAX {
-                    peer_lat.push(m);
-                } else {
-                    match peer.iter_mut().find(|x| x.0 == name) {
-                        Some(x) => x.1.push(m),
-                        None => peer.push((name, vec![m])),
-                    }
-                }
-            }
-            let p = d.ranks[ri].issue_p50_ns;
-            if p.is_finite() {
-                lat.push(p);
-            }
-        }
-        let (mut own_sum, mut peer_sum) = (0.0, 0.0);
-        for (name, sum, count) in &own {
-            if let Some((_, v)) = peer.iter_mut().find(|x| x.0 == *name) {
-                own_sum += sum / (*count).max(1) as f64;
-                peer_sum += median(v);
-            }
-        }
-        let med = |v: &mut Vec<f64>| if v.is_empty() { f64::NAN } else { median(v) };
-        PeerStats {
-            compute_ratio: (peer_sum > 0.0).then(|| own_sum / peer_sum),
-            issue_latency: med(&mut lat),
-            peer_issue: med(&mut peer_lat),
-        }
     }
 }
 
@@ -199,7 +139,6 @@ impl SlowRankDetector {
         a: &Analysis,
         cfg: &EngineConfig,
         s: &Suspect,
-        peers: &PeerStats,
         top_excess: f64,
         median_rel: f64,
     ) -> Finding {
@@ -209,25 +148,11 @@ impl SlowRankDetector {
         } else {
             s.iterations.iter().map(|&i| a.iterations[i]).collect()
         };
-        // Host phases longer than the same phase on other ranks.
-        let mut host_excess = [0.0f64; 5];
         let scope: Vec<usize> = if s.sustained {
             (0..a.n_its()).collect()
         } else {
             s.iterations.clone()
         };
-        for &i in &scope {
-            for (slot, v) in a.rank(s.rank_index, i).host_excess_ns.iter().enumerate() {
-                host_excess[slot] += v;
-            }
-        }
-        let (host_kind, host_ns) = (0..HOST_KINDS.len())
-            .max_by(|&x, &y| host_excess[x].total_cmp(&host_excess[y]))
-            .map(|slot| (HOST_KINDS[slot], host_excess[slot]))
-            .unwrap_or((OpKind::HostOther, 0.0));
-        let compute_ratio = peers.compute_ratio;
-        let issue = peers.issue_latency;
-        let peer_issue = peers.peer_issue;
         let mut evidence = vec![Evidence::new(
             "self_time_excess",
             s.rel * 100.0,
@@ -257,80 +182,9 @@ impl SlowRankDetector {
                 ),
             ));
         }
-        if let Some(cr) = compute_ratio {
-            evidence.push(Evidence::new(
-                "compute_time_ratio",
-                cr,
-                Some(1.0),
-                "x",
-                "mean duration of its compute kernels over the same kernels on ranks of the same stage".into(),
-            ));
-        }
-        if issue.is_finite() && peer_issue.is_finite() {
-            evidence.push(Evidence::new(
-                "issue_latency_ms",
-                issue / 1e6,
-                Some(peer_issue / 1e6),
-                "ms",
-                "median time from CPU launch to GPU start of its kernels (low: the GPU waits for the CPU)".into(),
-            ));
-        }
-        let window_excess = s.excess_ns.max(1.0);
-        let (kind, component, what, action) = if host_ns >= 0.4 * window_excess {
-            evidence.push(Evidence::new(
-                "host_phase_excess_ms",
-                host_ns / 1e6,
-                None,
-                "ms",
-                format!(
-                    "{} took this much longer than on the other ranks",
-                    host_kind.as_str()
-                ),
-            ));
-            let (what, action) = match host_kind {
-                OpKind::GarbageCollection => (
-                    "garbage-collection pauses",
-                    "schedule Python GC (gc.freeze() after start-up, gc.disable() with gc.collect() every N steps on all ranks at once)",
-                ),
-                OpKind::DataLoader => (
-                    "dataloader stalls",
-                    "fix the input pipeline on this rank: more dataloader workers, prefetching, check its node's storage and CPU load",
-                ),
-                OpKind::Checkpoint => ("checkpoint writes", "make checkpointing asynchronous or stagger it"),
-                _ => ("host-side pauses", "profile the host side of this rank (py-spy) and remove the pause"),
-            };
-            (
-                FindingKind::HostStall,
-                Component::Host,
-                what,
-                action.to_string(),
-            )
-        } else if issue.is_finite()
-            && peer_issue.is_finite()
-            && issue < 0.5 * peer_issue
-            && compute_ratio.is_some_and(|c| c > 1.0 + cfg.min_rank_excess / 2.0)
-        {
-            (
-                FindingKind::LaunchBound,
-                Component::Process,
-                "kernel launches that cannot keep its GPU busy",
-                "the CPU of this rank is the bottleneck: check CPU contention and pinning on its node, accidental device syncs, and use CUDA graphs or fewer, larger kernels".to_string(),
-            )
-        } else if compute_ratio.is_none() {
-            (
-                FindingKind::SlowRank,
-                Component::Process,
-                "its own delays before collectives (the trace has no compute or host ops to tell GPU from host)",
-                "trace this rank's compute and host side (torch.profiler or flare's tracer) to tell a slow GPU from a host stall; meanwhile check its GPU clocks and its node's CPU load".to_string(),
-            )
-        } else {
-            (
-                FindingKind::SlowGpu,
-                Component::Gpu,
-                "slow compute",
-                "check the GPU's clocks, temperature and power cap (nvidia-smi -q -d PERFORMANCE); if it stays slow, drain the node and replace the GPU".to_string(),
-            )
-        };
+        let c = rank_cause(a, cfg, s.rank_index, &scope, s.excess_ns);
+        evidence.extend(c.evidence);
+        let (kind, component, what, action) = (c.kind, c.component, c.what, c.action);
         let mut culprit = a.ctx.rank_culprit(component, rank);
         culprit.score = (s.excess_ns / top_excess).clamp(0.0, 1.0);
         let where_ = culprit.describe();

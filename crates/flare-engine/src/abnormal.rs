@@ -1,0 +1,609 @@
+//! Abnormal-op detection after Holmes (NSDI'25).
+//!
+//! The unit is an *op group*: one rank's ops of one name on one communicator in one
+//! iteration ([`OpGroup`]). Each gets Holmes' per-op features (mean, standard deviation,
+//! z-score, quartiles and interquartile range of its durations, its size and pattern)
+//! relative to the same op on the other ranks in the same iteration, plus the split of its
+//! time into waiting for the last member and transfer, its duration against its own
+//! history, and the iteration's duration against the window's: 16 numbers
+//! ([`FEATURE_NAMES`]). A random forest trained offline on simulated jobs (`flare train`,
+//! the model in `models/abnormal_op.json`) says which groups are abnormal; groups that are
+//! clearly normal by a cheap gate skip it. Thresholds of the time-valued features are
+//! shifted by the drift of iteration time ([`crate::changepoint::drift_factor`]) as Holmes
+//! does, so that a job that became slower everywhere does not flag every op.
+//!
+//! The 3-sigma rule (an op group is abnormal when its mean duration exceeds the mean of
+//! its class by three standard deviations) is kept as the baseline the benchmark compares
+//! the forest with.
+
+use crate::context::JobContext;
+use crate::digest::{Members, OpGroup};
+use crate::forest::Forest;
+use crate::stats::median;
+use flare_model::OpKind;
+use serde::{Deserialize, Serialize};
+use std::sync::OnceLock;
+
+pub const N_FEATURES: usize = 16;
+
+pub const FEATURE_NAMES: [&str; N_FEATURES] = [
+    "mean_ratio",
+    "std_ratio",
+    "z_score",
+    "q1_ratio",
+    "median_ratio",
+    "q3_ratio",
+    "iqr_ratio",
+    "max_ratio",
+    "log2_bytes",
+    "log2_group_size",
+    "p2p",
+    "log2_count",
+    "wait_share",
+    "transfer_ratio",
+    "history_ratio",
+    "iteration_ratio",
+];
+
+/// Features whose scale follows the job's iteration time (the op against its own history,
+/// the iteration against the window): their thresholds move with the drift factor.
+pub const DRIFT_FEATURES: [usize; 2] = [14, 15];
+
+/// How op groups are judged abnormal.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AbnormalMethod {
+    /// The random forest (Holmes).
+    #[default]
+    Forest,
+    /// Mean duration above the class mean plus three standard deviations.
+    ThreeSigma,
+}
+
+/// The gate in front of the forest: a group below every one of these is normal without
+/// asking the forest (most groups of a healthy iteration). The forest is trained on the
+/// rows that pass it.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Gate {
+    pub mean_ratio: f32,
+    pub max_ratio: f32,
+    pub history_ratio: f32,
+    pub transfer_ratio: f32,
+}
+
+impl Default for Gate {
+    fn default() -> Self {
+        Gate {
+            mean_ratio: 1.03,
+            max_ratio: 1.25,
+            history_ratio: 1.05,
+            transfer_ratio: 1.15,
+        }
+    }
+}
+
+impl Gate {
+    pub fn passes(&self, f: &[f32; N_FEATURES]) -> bool {
+        f[0] >= self.mean_ratio
+            || f[7] >= self.max_ratio
+            || f[14] >= self.history_ratio
+            || f[13] >= self.transfer_ratio
+    }
+}
+
+/// A trained model as stored in the repository.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Model {
+    pub format: String,
+    pub version: u32,
+    pub features: Vec<String>,
+    pub drift_features: Vec<usize>,
+    pub gate: Gate,
+    /// Forest probability at or above which a group is abnormal.
+    pub threshold: f32,
+    /// How it was trained (for people; the command reproduces it).
+    pub training: serde_json::Value,
+    pub forest: Forest,
+}
+
+/// The model compiled into the engine.
+pub fn model() -> &'static Model {
+    static MODEL: OnceLock<Model> = OnceLock::new();
+    MODEL.get_or_init(|| {
+        serde_json::from_str(include_str!("../models/abnormal_op.json"))
+            .expect("the embedded abnormal-op model parses (a test checks it)")
+    })
+}
+
+/// Per (rank, communicator, name): an exponential average of the group's mean duration
+/// over earlier iterations.
+#[derive(Clone, Debug, Default)]
+pub struct History {
+    per_rank: Vec<Vec<(u32, u32, f32)>>,
+}
+
+impl History {
+    const ALPHA: f32 = 0.3;
+
+    pub fn new(n_ranks: usize) -> Self {
+        History {
+            per_rank: vec![Vec::new(); n_ranks],
+        }
+    }
+
+    pub fn get(&self, g: &OpGroup) -> Option<f32> {
+        self.per_rank
+            .get(g.rank_index as usize)?
+            .iter()
+            .find(|e| e.0 == g.comm && e.1 == g.name)
+            .map(|e| e.2)
+    }
+
+    /// Folds in an iteration's groups.
+    pub fn update(&mut self, members: &Members) {
+        for (_, g) in members.groups() {
+            if g.n == 0 {
+                continue;
+            }
+            let m = g.mean_d() as f32;
+            let Some(v) = self.per_rank.get_mut(g.rank_index as usize) else {
+                continue;
+            };
+            match v.iter_mut().find(|e| e.0 == g.comm && e.1 == g.name) {
+                Some(e) => e.2 = (1.0 - Self::ALPHA) * e.2 + Self::ALPHA * m,
+                None => v.push((g.comm, g.name, m)),
+            }
+        }
+    }
+}
+
+/// Key of a group's class: the same op (kind, name, bytes) on a communicator of the same
+/// size, on any rank.
+type ClassKey = (OpKind, u32, u64, u32);
+
+/// Per class in one iteration: median and robust deviation of group mean durations,
+/// plain mean and standard deviation (for the 3-sigma rule), median mean transfer.
+#[derive(Clone, Copy, Debug)]
+struct ClassRef {
+    median: f64,
+    mad: f64,
+    mean: f64,
+    std: f64,
+    transfer: f64,
+}
+
+/// The classes of an iteration's groups and their references.
+pub struct Classes {
+    keys: Vec<ClassKey>,
+    refs: Vec<ClassRef>,
+    /// Per group (by position in `Members::groups()` order): its class index.
+    of_group: Vec<u32>,
+}
+
+impl Classes {
+    pub fn new(ctx: &JobContext, members: &Members) -> Self {
+        let mut keys: Vec<ClassKey> = Vec::new();
+        let mut means: Vec<Vec<f64>> = Vec::new();
+        let mut transfers: Vec<Vec<f64>> = Vec::new();
+        let mut of_group = Vec::with_capacity(members.n_groups());
+        let mut last = usize::MAX;
+        for (_, g) in members.groups() {
+            let key = (g.kind, g.name, g.bytes, ctx.comm_size(g.comm));
+            let c = if last < keys.len() && keys[last] == key {
+                last
+            } else {
+                match keys.iter().position(|k| *k == key) {
+                    Some(c) => c,
+                    None => {
+                        keys.push(key);
+                        means.push(Vec::new());
+                        transfers.push(Vec::new());
+                        keys.len() - 1
+                    }
+                }
+            };
+            last = c;
+            of_group.push(c as u32);
+            if g.n > 0 {
+                means[c].push(g.mean_d());
+                transfers[c].push(g.sum_transfer / g.n as f64);
+            }
+        }
+        let refs = means
+            .iter_mut()
+            .zip(transfers.iter_mut())
+            .map(|(m, t)| {
+                let n = m.len().max(1) as f64;
+                let mean = m.iter().sum::<f64>() / n;
+                let std = (m.iter().map(|x| (x - mean) * (x - mean)).sum::<f64>() / n).sqrt();
+                let (median_v, mad) = crate::stats::median_mad(m);
+                ClassRef {
+                    median: median_v,
+                    mad,
+                    mean,
+                    std,
+                    transfer: if t.is_empty() { f64::NAN } else { median(t) },
+                }
+            })
+            .collect();
+        Classes {
+            keys,
+            refs,
+            of_group,
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.keys.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.keys.is_empty()
+    }
+}
+
+/// The features of one group. `pos` is its position in `Members::groups()` order,
+/// `durations` a scratch buffer.
+#[allow(clippy::too_many_arguments)]
+pub fn features(
+    ctx: &JobContext,
+    members: &Members,
+    classes: &Classes,
+    history: &History,
+    iteration_ratio: f64,
+    id: u32,
+    pos: usize,
+    g: &OpGroup,
+    durations: &mut Vec<f64>,
+) -> [f32; N_FEATURES] {
+    let r = classes.refs[classes.of_group[pos] as usize];
+    let refd = r.median.max(1.0);
+    let mean = g.mean_d();
+    members.durations(id, durations);
+    let (q1, q2, q3) = quartiles(durations);
+    let n = g.n.max(1) as f64;
+    let history_ratio = history
+        .get(g)
+        .filter(|h| *h > 0.0)
+        .map_or(1.0, |h| mean / h as f64);
+    let transfer = g.sum_transfer / n;
+    [
+        (mean / refd) as f32,
+        (g.std_d() / refd) as f32,
+        ((mean - r.median) / r.mad.max(0.02 * refd)) as f32,
+        (q1 / refd) as f32,
+        (q2 / refd) as f32,
+        (q3 / refd) as f32,
+        ((q3 - q1) / refd) as f32,
+        (g.max_d / refd) as f32,
+        (1.0 + g.bytes as f64).log2() as f32,
+        (ctx.comm_size(g.comm).max(1) as f64).log2() as f32,
+        g.kind.is_p2p() as u8 as f32,
+        (1.0 + g.n as f64).log2() as f32,
+        ((g.sum_wait / n) / refd) as f32,
+        if r.transfer > 0.0 {
+            (transfer / r.transfer) as f32
+        } else {
+            1.0
+        },
+        history_ratio as f32,
+        iteration_ratio as f32,
+    ]
+}
+
+/// Quartiles (linear interpolation) of a set; zeros when empty. Reorders it.
+fn quartiles(v: &mut [f64]) -> (f64, f64, f64) {
+    if v.is_empty() {
+        return (0.0, 0.0, 0.0);
+    }
+    v.sort_unstable_by(|a, b| a.total_cmp(b));
+    let q = |p: f64| {
+        let x = p * (v.len() - 1) as f64;
+        let (lo, hi) = (x.floor() as usize, x.ceil() as usize);
+        v[lo] + (v[hi] - v[lo]) * (x - lo as f64)
+    };
+    (q(0.25), q(0.5), q(0.75))
+}
+
+/// What abnormal-op detection concluded for one iteration.
+#[derive(Clone, Debug, Default)]
+pub struct Verdicts {
+    /// Per op group (global id): abnormal.
+    pub abnormal: Vec<bool>,
+    /// Groups the forest scored (past the gate), and those found abnormal.
+    pub scored: u32,
+    pub n_abnormal: u32,
+    /// The most abnormal groups: (rank index, communicator, name, mean ratio).
+    pub examples: Vec<(u32, u32, u32, f32)>,
+}
+
+/// One thread's verdicts: flags of its groups, groups scored, examples (mean ratio, rank
+/// index, communicator, name).
+type ChunkVerdicts = (Vec<bool>, u32, Vec<(f32, u32, u32, u32)>);
+
+/// Judges every op group of an iteration, one thread per chunk of ranks.
+pub fn detect(
+    ctx: &JobContext,
+    members: &Members,
+    history: &History,
+    iteration_ratio: f64,
+    drift: f64,
+    method: AbnormalMethod,
+) -> Verdicts {
+    let classes = Classes::new(ctx, members);
+    let m = model();
+    let mut scale = [1.0f32; N_FEATURES];
+    for &f in &m.drift_features {
+        if let Some(s) = scale.get_mut(f) {
+            *s = drift as f32;
+        }
+    }
+    let chunks: Vec<(u32, &[OpGroup])> = members.group_chunks().collect();
+    let judge = |base: u32, groups: &[OpGroup]| -> ChunkVerdicts {
+        let mut flags = vec![false; groups.len()];
+        let mut scored = 0u32;
+        let mut examples = Vec::new();
+        let mut buf = Vec::new();
+        for (k, g) in groups.iter().enumerate() {
+            if g.n == 0 {
+                continue;
+            }
+            let id = base + k as u32;
+            let r = classes.refs[classes.of_group[id as usize] as usize];
+            let abnormal = match method {
+                AbnormalMethod::ThreeSigma => {
+                    scored += 1;
+                    g.mean_d() > r.mean + 3.0 * r.std && r.std > 0.0
+                }
+                AbnormalMethod::Forest => {
+                    // The gate first, on figures that need no quartiles.
+                    let refd = r.median.max(1.0);
+                    let quick_mean = (g.mean_d() / refd) as f32;
+                    let quick_max = (g.max_d / refd) as f32;
+                    let hist = history
+                        .get(g)
+                        .filter(|h| *h > 0.0)
+                        .map_or(1.0, |h| (g.mean_d() / h as f64) as f32);
+                    let transfer = if r.transfer > 0.0 {
+                        (g.sum_transfer / g.n as f64 / r.transfer) as f32
+                    } else {
+                        1.0
+                    };
+                    let gate = m.gate;
+                    if quick_mean < gate.mean_ratio
+                        && quick_max < gate.max_ratio
+                        && hist < gate.history_ratio * drift as f32
+                        && transfer < gate.transfer_ratio
+                    {
+                        false
+                    } else {
+                        scored += 1;
+                        let f = features(
+                            ctx,
+                            members,
+                            &classes,
+                            history,
+                            iteration_ratio,
+                            id,
+                            id as usize,
+                            g,
+                            &mut buf,
+                        );
+                        m.forest.predict_scaled(&f, &scale) >= m.threshold
+                    }
+                }
+            };
+            if abnormal {
+                flags[k] = true;
+                let ratio = (g.mean_d() / r.median.max(1.0)) as f32;
+                examples.push((ratio, g.rank_index, g.comm, g.name));
+            }
+        }
+        examples.sort_by(|a, b| b.0.total_cmp(&a.0));
+        examples.truncate(8);
+        (flags, scored, examples)
+    };
+    let results: Vec<ChunkVerdicts> = if chunks.len() <= 1 {
+        chunks.iter().map(|&(b, g)| judge(b, g)).collect()
+    } else {
+        std::thread::scope(|s| {
+            let handles: Vec<_> = chunks
+                .iter()
+                .map(|&(b, g)| {
+                    let judge = &judge;
+                    s.spawn(move || judge(b, g))
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().expect("abnormal-op worker panicked"))
+                .collect()
+        })
+    };
+    let mut v = Verdicts {
+        abnormal: Vec::with_capacity(members.n_groups()),
+        ..Verdicts::default()
+    };
+    let mut examples = Vec::new();
+    for (flags, scored, ex) in results {
+        v.n_abnormal += flags.iter().filter(|&&f| f).count() as u32;
+        v.abnormal.extend(flags);
+        v.scored += scored;
+        examples.extend(ex);
+    }
+    examples.sort_by(|a, b| b.0.total_cmp(&a.0));
+    v.examples = examples
+        .into_iter()
+        .take(8)
+        .map(|(r, ri, c, n)| (ri, c, n, r))
+        .collect();
+    v
+}
+
+/// One training row: the features of a gated op group and whether the injected fault made
+/// it longer.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct LabeledRow {
+    pub features: [f32; N_FEATURES],
+    pub abnormal: bool,
+}
+
+/// The label of a group: the fault made its ops take noticeably longer than in the
+/// fault-free twin run (same seed, so the same noise): by 5% of their fault-free time and
+/// by 0.2% of the iteration.
+pub fn label(fault_total_ns: f64, twin_total_ns: f64, twin_iteration_ns: f64) -> bool {
+    let extra = fault_total_ns - twin_total_ns;
+    extra >= 0.05 * twin_total_ns && extra >= 0.002 * twin_iteration_ns
+}
+
+/// The gated rows of one iteration with their features, for training and evaluation:
+/// (global group id, features). Groups are in `Members::groups()` order.
+pub fn gated_rows(
+    ctx: &JobContext,
+    members: &Members,
+    history: &History,
+    iteration_ratio: f64,
+    gate: &Gate,
+) -> Vec<(u32, [f32; N_FEATURES])> {
+    let classes = Classes::new(ctx, members);
+    let mut buf = Vec::new();
+    let mut out = Vec::new();
+    for (pos, (id, g)) in members.groups().enumerate() {
+        if g.n == 0 {
+            continue;
+        }
+        let f = features(
+            ctx,
+            members,
+            &classes,
+            history,
+            iteration_ratio,
+            id,
+            pos,
+            g,
+            &mut buf,
+        );
+        if gate.passes(&f) {
+            out.push((id, f));
+        }
+    }
+    out
+}
+
+/// The slices of iteration `it` (the `k`-th) of a trace, given each rank's ranges.
+fn slices_at<'a>(
+    t: &'a flare_model::Trace,
+    ranges: &[Vec<(usize, usize)>],
+    k: usize,
+    it: u32,
+) -> Vec<crate::digest::RankSlice<'a>> {
+    t.ranks
+        .iter()
+        .enumerate()
+        .map(|(i, r)| crate::digest::RankSlice {
+            rank_index: i,
+            ops: &r.ops[ranges[i][k].0..ranges[i][k].1],
+            span: r.iterations.iter().find(|s| s.iteration == it).copied(),
+        })
+        .collect()
+}
+
+/// The labelled rows of one training scenario: `fault` is a simulated job with a fault,
+/// `twin` the same job (same seed, same noise) without it. Both are digested iteration by
+/// iteration as the engine does; each gated op group of the faulty run gets its features
+/// and the label [`label`] from the twin's same group.
+pub fn labeled_rows(
+    fault: &flare_model::Trace,
+    twin: &flare_model::Trace,
+    gate: &Gate,
+) -> Vec<LabeledRow> {
+    use crate::digest::{build, iteration_ranges, Carry};
+    use std::collections::HashMap;
+    let ctx = JobContext::from_trace(fault);
+    let twin_ctx = JobContext::from_trace(twin);
+    let its = fault.iterations_with_ops();
+    let ranges_of = |t: &flare_model::Trace| -> Vec<Vec<(usize, usize)>> {
+        t.ranks
+            .iter()
+            .map(|r| iteration_ranges(&r.ops, &its))
+            .collect()
+    };
+    let fr = ranges_of(fault);
+    let tr = ranges_of(twin);
+    let (mut fc, mut tc) = (Carry::new(ctx.n_ranks()), Carry::new(twin_ctx.n_ranks()));
+    let (mut fm, mut tm) = (Members::default(), Members::default());
+    let mut history = History::new(ctx.n_ranks());
+    let mut recent: Vec<f64> = Vec::new();
+    let mut out = Vec::new();
+    for (k, &it) in its.iter().enumerate() {
+        let fd = build(&ctx, it, &slices_at(fault, &fr, k, it), &mut fc, 1, &mut fm);
+        let td = build(
+            &twin_ctx,
+            it,
+            &slices_at(twin, &tr, k, it),
+            &mut tc,
+            1,
+            &mut tm,
+        );
+        let iteration_ratio = match (fd.duration_ns, recent.is_empty()) {
+            (Some(t), false) => {
+                let mut v = recent.clone();
+                t / median(&mut v).max(1.0)
+            }
+            _ => 1.0,
+        };
+        let twin_total: HashMap<(u32, u32, u32), f64> = tm
+            .groups()
+            .map(|(_, g)| ((g.rank_index, g.comm, g.name), g.sum_d))
+            .collect();
+        let twin_iteration = td.duration_ns.unwrap_or(0.0);
+        for (id, f) in gated_rows(&ctx, &fm, &history, iteration_ratio, gate) {
+            let g = fm.group(id);
+            let Some(&t) = twin_total.get(&(g.rank_index, g.comm, g.name)) else {
+                continue;
+            };
+            out.push(LabeledRow {
+                features: f,
+                abnormal: label(g.sum_d, t, twin_iteration),
+            });
+        }
+        history.update(&fm);
+        if let Some(t) = fd.duration_ns {
+            recent.push(t);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn embedded_model_is_consistent() {
+        let m = model();
+        assert_eq!(m.format, "flare-abnormal-op-forest");
+        assert_eq!(m.features, FEATURE_NAMES.map(String::from).to_vec());
+        assert_eq!(m.forest.n_features, N_FEATURES);
+        assert_eq!(m.drift_features, DRIFT_FEATURES.to_vec());
+        assert!(!m.forest.trees.is_empty());
+        for t in &m.forest.trees {
+            for n in &t.nodes {
+                assert!(n.0 == crate::forest::LEAF || (n.0 as usize) < N_FEATURES);
+                assert!((n.2 as usize) < t.nodes.len() && (n.3 as usize) < t.nodes.len());
+            }
+        }
+    }
+
+    #[test]
+    fn quartiles_and_labels() {
+        assert_eq!(quartiles(&mut [4.0, 1.0, 3.0, 2.0, 5.0]), (2.0, 3.0, 4.0));
+        assert_eq!(quartiles(&mut []), (0.0, 0.0, 0.0));
+        assert!(label(110.0, 100.0, 1000.0));
+        assert!(!label(104.0, 100.0, 1000.0), "under 5% of its own time");
+        assert!(
+            !label(110.0, 100.0, 10_000.0),
+            "under 0.2% of the iteration"
+        );
+    }
+}

@@ -1,0 +1,444 @@
+//! Cross-iteration ranking of what the graph search ([`crate::graph`]) blamed, with a
+//! topology-aware decay for shared fabric elements.
+//!
+//! Every iteration's search credits ranks (their own work) and communicators (their
+//! paths) with the waiting and slow transfers they caused. Over the window:
+//!
+//! - a rank whose blame is a clear share of the job's time is a device finding, explained
+//!   by its own figures (slow GPU, host stall, launch-bound). When many ranks share the
+//!   blame evenly (a whole stage, a data-parallel replica) the cause is structural, not a
+//!   device, and is left to the imbalance detectors;
+//! - communicators' blame is spread over the elements their paths cross, and each
+//!   element's score is decayed by the share of the communicators crossing it that were
+//!   *not* slow, squared: a NIC whose every group is slow keeps its score, the leaf switch
+//!   above it (crossed by many healthy groups too) loses most of it, so shared switches
+//!   are not over-blamed; a congested switch keeps its score because everything through
+//!   it is slow, while each NIC under it explains only part of the slow groups.
+//!
+//! Blame that appears in some iterations only (an intermittent fault) counts when it is a
+//! clear share of those iterations, in two of them at least. A path slowdown that comes
+//! and goes must also be strong (transfers at least twice as long), which keeps transient
+//! background traffic of other jobs out.
+
+use super::cause::rank_cause;
+use super::iteration_ranges;
+use crate::graph::Root;
+use crate::stats::{confidence, median};
+use crate::{Analysis, Detector, EngineConfig, Outcome};
+use flare_model::{Component, Culprit, Evidence, Finding, FindingKind, PathElement, Severity};
+use std::collections::HashMap;
+
+pub struct GraphDetector;
+
+impl Detector for GraphDetector {
+    fn id(&self) -> &'static str {
+        "graph"
+    }
+    fn summary(&self) -> &'static str {
+        "abnormal ops traced back through the op/communicator graph to the rank or path that caused them (Holmes)"
+    }
+    fn needs(&self) -> &'static str {
+        "collectives or P2P with communicator and sequence on their members, arrival and end times"
+    }
+
+    fn detect(&self, a: &Analysis, cfg: &EngineConfig) -> Outcome {
+        let n_its = a.n_its();
+        let n_ranks = a.n_ranks();
+        if n_its == 0 || a.digests.iter().all(|d| d.n_instances == 0) {
+            return Outcome::NotEnoughData("no collective or P2P exchange to search".into());
+        }
+        // The job's time per iteration, to weigh blame against.
+        let mut known: Vec<f64> = a.iteration_ns.iter().flatten().copied().collect();
+        let typical = if known.is_empty() {
+            0.0
+        } else {
+            median(&mut known)
+        };
+        let rank_time: Vec<f64> = a
+            .iteration_ns
+            .iter()
+            .map(|t| t.unwrap_or(typical) * n_ranks as f64)
+            .collect();
+        let total_time: f64 = rank_time.iter().sum();
+        if total_time <= 0.0 {
+            return Outcome::NotEnoughData("no iteration with a duration".into());
+        }
+        let mut rank_blame = vec![0.0f64; n_ranks];
+        let mut rank_per_it: HashMap<usize, Vec<f64>> = HashMap::new();
+        let mut comm_blame: HashMap<u32, Vec<f64>> = HashMap::new();
+        for (i, d) in a.digests.iter().enumerate() {
+            for b in &d.blame {
+                match b.root {
+                    Root::Rank(ri) => {
+                        let ri = ri as usize;
+                        if ri < n_ranks {
+                            rank_blame[ri] += b.ns;
+                            rank_per_it.entry(ri).or_insert_with(|| vec![0.0; n_its])[i] += b.ns;
+                        }
+                    }
+                    Root::Comm(c) => {
+                        comm_blame.entry(c).or_insert_with(|| vec![0.0; n_its])[i] += b.ns;
+                    }
+                }
+            }
+        }
+        let mut findings = Vec::new();
+        if let Some(f) =
+            self.rank_finding(a, cfg, &rank_blame, &rank_per_it, &rank_time, total_time)
+        {
+            findings.push(f);
+        }
+        if let Some(f) = self.path_finding(a, cfg, &comm_blame, &rank_time, total_time) {
+            findings.push(f);
+        }
+        Outcome::Findings(findings)
+    }
+}
+
+/// Iterations where a blame series is a clear share of the iteration's time.
+fn hit_iterations(per_it: &[f64], rank_time: &[f64], min_share: f64) -> Vec<usize> {
+    (0..per_it.len())
+        .filter(|&i| rank_time[i] > 0.0 && per_it[i] / rank_time[i] >= min_share)
+        .collect()
+}
+
+impl GraphDetector {
+    fn rank_finding(
+        &self,
+        a: &Analysis,
+        cfg: &EngineConfig,
+        blame: &[f64],
+        per_it: &HashMap<usize, Vec<f64>>,
+        rank_time: &[f64],
+        total_time: f64,
+    ) -> Option<Finding> {
+        let (top, &w) = blame
+            .iter()
+            .enumerate()
+            .max_by(|x, y| x.1.total_cmp(y.1).then(y.0.cmp(&x.0)))?;
+        if w <= 0.0 {
+            return None;
+        }
+        let sharing_ranks: Vec<usize> = (0..blame.len()).filter(|&r| blame[r] >= 0.5 * w).collect();
+        let sharing = sharing_ranks.len();
+        if super::structural(a, &sharing_ranks) {
+            return None;
+        }
+        let share = w / total_time;
+        let series = &per_it[&top];
+        let hits = hit_iterations(series, rank_time, cfg.min_iteration_blame_share);
+        let sustained = share >= cfg.min_blame_share && hits.len() * 2 > a.n_its();
+        if !sustained && hits.len() < 2 {
+            return None;
+        }
+        let scope: Vec<usize> = if sustained {
+            (0..a.n_its()).collect()
+        } else {
+            hits.clone()
+        };
+        let scoped: f64 = scope.iter().map(|&i| series[i]).sum();
+        let scoped_time: f64 = scope.iter().map(|&i| rank_time[i]).sum();
+        let mut rest: Vec<f64> = blame.iter().copied().filter(|&b| b > 0.0).collect();
+        rest.sort_by(|x, y| y.total_cmp(x));
+        let runner_up = rest.get(1).copied().unwrap_or(0.0);
+        let cause = rank_cause(a, cfg, top, &scope, scoped / a.n_ranks().max(1) as f64);
+        let rank = a.rank_id(top);
+        let its: Vec<u32> = if sustained {
+            vec![]
+        } else {
+            hits.iter().map(|&i| a.iterations[i]).collect()
+        };
+        let abnormal: u32 = scope.iter().map(|&i| a.digests[i].abnormal_groups).sum();
+        let mut evidence = vec![
+            Evidence::new(
+                "blame_share",
+                scoped / scoped_time * 100.0,
+                Some(cfg.min_blame_share * 100.0),
+                "%",
+                format!(
+                    "the waiting it caused: {:.1} ms of rank time ({} iterations), traced back from abnormal ops through the collective/P2P graph to its own work",
+                    scoped / 1e6,
+                    scope.len()
+                ),
+            ),
+            Evidence::new(
+                "blame_over_runner_up",
+                if runner_up > 0.0 { w / runner_up } else { f64::INFINITY },
+                Some(1.0),
+                "x",
+                format!(
+                    "its blame over the next rank's; {} rank(s) hold at least half of its blame",
+                    sharing
+                ),
+            ),
+            Evidence::new(
+                "abnormal_op_groups",
+                abnormal as f64,
+                None,
+                "op groups",
+                format!(
+                    "op groups (a rank's ops of one name on one communicator in one iteration) judged abnormal by the {} in those iterations",
+                    method_name(cfg)
+                ),
+            ),
+        ];
+        evidence.extend(cause.evidence);
+        let mut culprit = a.ctx.rank_culprit(cause.component, rank);
+        culprit.score = 1.0;
+        let c = if runner_up > 0.0 { w / runner_up } else { 10.0 };
+        Some(Finding {
+            kind: cause.kind,
+            severity: Severity::Warning,
+            summary: format!(
+                "rank {rank} makes the job wait {:.1}% of its time through {}{} ({})",
+                scoped / scoped_time * 100.0,
+                cause.what,
+                if its.is_empty() {
+                    String::new()
+                } else {
+                    format!(" in iterations {}", iteration_ranges(&its))
+                },
+                culprit.describe()
+            ),
+            confidence: confidence(
+                (scoped / scoped_time / cfg.min_blame_share) * (c - 1.0).clamp(0.0, 10.0),
+                4.0,
+            ),
+            culprits: vec![culprit],
+            evidence,
+            action: cause.action,
+            iterations: its,
+            detector: self.id().into(),
+        })
+    }
+
+    fn path_finding(
+        &self,
+        a: &Analysis,
+        cfg: &EngineConfig,
+        comm_blame: &HashMap<u32, Vec<f64>>,
+        rank_time: &[f64],
+        total_time: f64,
+    ) -> Option<Finding> {
+        if comm_blame.is_empty() {
+            return None;
+        }
+        let fabric = a.ctx.fabric();
+        // Per communicator, its transfers against the same op elsewhere in each iteration;
+        // slow ones are slow over the window, or strongly in two iterations or more.
+        let mut ratios: HashMap<u32, Vec<(usize, f64)>> = HashMap::new();
+        for (i, d) in a.digests.iter().enumerate() {
+            for &(c, r) in &d.comm_transfer {
+                ratios.entry(c).or_default().push((i, r as f64));
+            }
+        }
+        let is_slow = |v: &[(usize, f64)]| {
+            let mut all: Vec<f64> = v.iter().map(|x| x.1).collect();
+            let strong = v
+                .iter()
+                .filter(|x| x.1 >= cfg.min_transient_path_ratio)
+                .count();
+            median(&mut all) >= cfg.min_transfer_ratio || strong >= 2
+        };
+        let slow: Vec<u32> = ratios
+            .iter()
+            .filter(|(c, v)| comm_blame.contains_key(c) && is_slow(v))
+            .map(|(c, _)| *c)
+            .collect();
+        if slow.is_empty() {
+            return None;
+        }
+        // Per element: blame of its slow communicators, how many of them, and how many
+        // measured communicators cross it.
+        let mut through: HashMap<PathElement, (f64, u32, Vec<f64>)> = HashMap::new();
+        for &c in &slow {
+            let Some(elements) = fabric.elements.get(c as usize) else {
+                continue;
+            };
+            for &e in elements {
+                let entry = through
+                    .entry(e)
+                    .or_insert_with(|| (0.0, 0, vec![0.0; a.n_its()]));
+                entry.1 += 1;
+                for (i, v) in comm_blame[&c].iter().enumerate() {
+                    entry.0 += v;
+                    entry.2[i] += v;
+                }
+            }
+        }
+        let mut measured: HashMap<PathElement, u32> = HashMap::new();
+        for c in ratios.keys() {
+            for &e in fabric
+                .elements
+                .get(*c as usize)
+                .map_or(&[][..], |v| v.as_slice())
+            {
+                if through.contains_key(&e) {
+                    *measured.entry(e).or_default() += 1;
+                }
+            }
+        }
+        // Topology-aware decay: the share of the element's measured communicators that
+        // were slow, squared.
+        let precision = |e: &PathElement, n_slow: u32| {
+            n_slow as f64
+                / measured
+                    .get(e)
+                    .copied()
+                    .unwrap_or(n_slow)
+                    .max(n_slow)
+                    .max(1) as f64
+        };
+        let score = |e: &PathElement, w: f64, n_slow: u32| {
+            let p = precision(e, n_slow);
+            w * p * p
+        };
+        let (element, (w, n_slow, series)) = through
+            .iter()
+            .max_by(|x, y| {
+                score(x.0, x.1 .0, x.1 .1)
+                    .total_cmp(&score(y.0, y.1 .0, y.1 .1))
+                    .then(y.0.cmp(x.0))
+            })
+            .map(|(e, v)| (*e, v.clone()))?;
+        let share = w / total_time;
+        let hits = hit_iterations(&series, rank_time, cfg.min_iteration_blame_share);
+        // How much slower its slow communicators' transfers were, per iteration.
+        let ratio_in = |i: usize| -> f64 {
+            let mut v: Vec<f64> = a.digests[i]
+                .comm_transfer
+                .iter()
+                .filter(|(c, _)| {
+                    slow.contains(c) && fabric.elements[*c as usize].contains(&element)
+                })
+                .map(|(_, r)| *r as f64)
+                .collect();
+            if v.is_empty() {
+                1.0
+            } else {
+                median(&mut v)
+            }
+        };
+        let sustained = share >= cfg.min_blame_share && hits.len() * 2 > a.n_its();
+        let strong_hits: Vec<usize> = hits
+            .iter()
+            .copied()
+            .filter(|&i| ratio_in(i) >= crate::graph::STRONG_PATH_RATIO as f64)
+            .collect();
+        if !sustained && strong_hits.len() < 2 {
+            return None;
+        }
+        let scope: Vec<usize> = if sustained {
+            (0..a.n_its()).collect()
+        } else {
+            strong_hits
+        };
+        let mut ratios: Vec<f64> = scope.iter().map(|&i| ratio_in(i)).collect();
+        let ratio = median(&mut ratios);
+        let scoped: f64 = scope.iter().map(|&i| series[i]).sum();
+        let scoped_time: f64 = scope.iter().map(|&i| rank_time[i]).sum();
+        let crossing = measured
+            .get(&element)
+            .copied()
+            .unwrap_or(n_slow)
+            .max(n_slow);
+        let (kind, component, action) = match element {
+            PathElement::Nic { .. } => (
+                FindingKind::SlowLink,
+                Component::Nic,
+                "check the NIC and its cable and switch port (ibstat, port error counters, link width and speed); reseat or replace, or drain the node",
+            ),
+            PathElement::NvLink { .. } => (
+                FindingKind::SlowLink,
+                Component::Link,
+                "check NVLink status and error counters on this node (nvidia-smi nvlink -s -e); drain the node if links are degraded",
+            ),
+            PathElement::Leaf { .. } => (
+                FindingKind::SlowSwitch,
+                Component::Switch,
+                "check the leaf switch's port counters, congestion and routing; move traffic off it or fix the flapping or congested ports",
+            ),
+            PathElement::Spine => (
+                FindingKind::SlowSwitch,
+                Component::Network,
+                "inter-pod traffic is slow: check spine congestion and adaptive routing",
+            ),
+        };
+        let mut culprit = Culprit::new(component);
+        culprit.element = Some(element.label());
+        match element {
+            PathElement::Nic { node, rail } => {
+                culprit.node = Some(node);
+                culprit.local_gpu = Some(rail);
+                let rank = node * a.ctx.job.cluster.gpus_per_node + rail;
+                if rank < a.ctx.job.world_size {
+                    culprit.rank = Some(rank);
+                }
+            }
+            PathElement::NvLink { node } => culprit.node = Some(node),
+            _ => {}
+        }
+        let its: Vec<u32> = if sustained {
+            vec![]
+        } else {
+            scope.iter().map(|&i| a.iterations[i]).collect()
+        };
+        let precision = precision(&element, n_slow);
+        Some(Finding {
+            kind,
+            severity: Severity::Warning,
+            summary: format!(
+                "{} is slow: transfers through it take x{ratio:.2} as long as the same ops elsewhere, costing the job {:.1}% of its time ({} of the {} communicators crossing it are slow{})",
+                element.label(),
+                scoped / scoped_time * 100.0,
+                n_slow,
+                crossing,
+                if its.is_empty() {
+                    String::new()
+                } else {
+                    format!(", iterations {}", iteration_ranges(&its))
+                }
+            ),
+            confidence: confidence(
+                (ratio - 1.0) * precision * (scoped / scoped_time / cfg.min_blame_share),
+                1.0,
+            ),
+            culprits: vec![culprit],
+            evidence: vec![
+                Evidence::new(
+                    "transfer_time_ratio",
+                    ratio,
+                    Some(1.0),
+                    "x",
+                    "median transfer time (end minus last arrival) of its slow communicators over the same op on other communicators".into(),
+                ),
+                Evidence::new(
+                    "blame_share",
+                    scoped / scoped_time * 100.0,
+                    Some(cfg.min_blame_share * 100.0),
+                    "%",
+                    "excess transfer time and the waiting it caused, traced through the collective/P2P graph".into(),
+                ),
+                Evidence::new(
+                    "slow_share_of_crossing_groups",
+                    precision,
+                    None,
+                    "",
+                    format!(
+                        "{n_slow} slow communicators cross it out of {crossing}: the decay that keeps a shared switch from being blamed for one NIC"
+                    ),
+                ),
+            ],
+            action: action.into(),
+            iterations: its,
+            detector: self.id().into(),
+        })
+    }
+}
+
+fn method_name(cfg: &EngineConfig) -> &'static str {
+    match cfg.abnormal {
+        crate::abnormal::AbnormalMethod::Forest => "random forest",
+        crate::abnormal::AbnormalMethod::ThreeSigma => "3-sigma rule",
+    }
+}

@@ -1,0 +1,299 @@
+//! Graph localization after Holmes: from abnormal ops to the device or path that caused
+//! them, one iteration at a time.
+//!
+//! The graph joins each member of a collective or P2P exchange to the instance it belongs
+//! to and to the same rank's previous sync op. Abnormal op groups are the symptoms; the
+//! search explains each instance that holds abnormal members:
+//!
+//! - its *transfer* (end minus last arrival) is slow when every member is abnormal and the
+//!   transfer is long against the same op on other communicators: the communicator's path
+//!   is to blame (NIC, link or switch, told apart across iterations by
+//!   [`crate::detectors::graph`]);
+//! - its *waiting* (members idle until the last arrival) is explained by the last member
+//!   to arrive among the normal ones (Holmes: "one member looks normal, backtrack to that
+//!   GPU"). Either that rank was late by its own doing (its time since its previous sync
+//!   op), and it is the root; or it was held up in its previous sync op (waiting there, or
+//!   a slow transfer there), and the search follows that op to its own instance and cause
+//!   (across stages for P2P: the sender of a late activation).
+//!
+//! Each instance's waiting (summed over its abnormal members) is credited to its root, its
+//! excess transfer to its communicator, so a rank's blame is the time it made others wait.
+
+use crate::context::JobContext;
+use crate::digest::{Instance, Members};
+use serde::{Deserialize, Serialize};
+
+/// What an instance's delay is blamed on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum Root {
+    /// A rank's own work (rank index).
+    Rank(u32),
+    /// A communicator's path (transfers slow for every member).
+    Comm(u32),
+}
+
+/// The time an iteration's waiting and slow transfers are blamed on one root.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Blame {
+    pub root: Root,
+    /// Waiting (or excess transfer) caused, summed over the members that suffered it, ns.
+    pub ns: f64,
+    /// Instances whose delay led to it.
+    pub instances: u32,
+}
+
+/// A transfer this much slower than the same op elsewhere, with every member abnormal,
+/// blames the path; this much slower blames it whatever the members look like.
+pub const PATH_RATIO: f32 = 1.2;
+pub const STRONG_PATH_RATIO: f32 = 2.0;
+/// A late member whose own time since its previous sync op exceeds its peers' by this
+/// share of the delay being explained made that delay itself.
+const OWN_SHARE: f64 = 0.5;
+/// An earlier op where a member was held up by this share of the delay being explained
+/// (or more) is where that delay came from.
+const HELD_SHARE: f64 = 0.05;
+/// How far back along a rank's earlier sync ops the search looks for where it was held.
+const LOOK_BACK: usize = 64;
+/// Peer communicators consulted for the normal time before an op.
+const PEERS: usize = 16;
+
+#[derive(Clone, Copy, PartialEq)]
+enum State {
+    Unknown,
+    Pending,
+    Done(Option<Root>),
+}
+
+/// Explains one iteration. `instances` and `transfer_ratio` are indexed by instance,
+/// `abnormal` by op group.
+pub fn walk(
+    ctx: &JobContext,
+    members: &Members,
+    instances: &[Instance],
+    transfer_ratio: &[f32],
+    abnormal: &[bool],
+) -> Vec<Blame> {
+    let mut search = Search {
+        ctx,
+        members,
+        instances,
+        transfer_ratio,
+        end_root: vec![State::Unknown; instances.len()],
+        gaps: Vec::new(),
+    };
+    let abnormal_member = |id: u32| {
+        abnormal
+            .get(members.group_of(id) as usize)
+            .copied()
+            .unwrap_or(false)
+    };
+    let mut blame: Vec<Blame> = Vec::new();
+    let mut credit = |root: Root, ns: f64| {
+        if ns <= 0.0 {
+            return;
+        }
+        match blame.iter_mut().find(|b| b.root == root) {
+            Some(b) => {
+                b.ns += ns;
+                b.instances += 1;
+            }
+            None => blame.push(Blame {
+                root,
+                ns,
+                instances: 1,
+            }),
+        }
+    };
+    let mut ids: Vec<u32> = Vec::new();
+    for (i, inst) in instances.iter().enumerate() {
+        if !inst.complete() || inst.present < 2 || inst.end.is_none() {
+            continue;
+        }
+        ids.clear();
+        ids.extend(members.of_instance(i));
+        let n_abnormal = ids.iter().filter(|&&m| abnormal_member(m)).count();
+        if n_abnormal == 0 {
+            continue;
+        }
+        let ratio = transfer_ratio.get(i).copied().unwrap_or(1.0);
+        // Excess transfer: the path.
+        if (n_abnormal == ids.len() && ratio >= PATH_RATIO) || ratio >= STRONG_PATH_RATIO {
+            let t = inst.transfer_ns().unwrap_or(0) as f64;
+            let excess = t * (1.0 - 1.0 / ratio as f64) * ids.len() as f64;
+            credit(Root::Comm(inst.comm), excess);
+        }
+        // Waiting of the abnormal members: the late arrival.
+        let wait: f64 = ids
+            .iter()
+            .filter(|&&m| abnormal_member(m))
+            .map(|&m| (inst.last_arrival - members.get(m).arrival).max(0) as f64)
+            .sum();
+        let Some((late, lateness)) = search.late_member(i) else {
+            continue;
+        };
+        if wait > 0.0 && lateness > 0.0 {
+            if let Some(root) = search.explain(i, late, lateness) {
+                credit(root, wait);
+            }
+        }
+    }
+    blame.sort_by_key(|b| b.root);
+    blame
+}
+
+struct Search<'a> {
+    ctx: &'a JobContext,
+    members: &'a Members,
+    instances: &'a [Instance],
+    transfer_ratio: &'a [f32],
+    /// Per instance: what made it end late (memoized).
+    end_root: Vec<State>,
+    gaps: Vec<f64>,
+}
+
+/// What the search concluded about one late member.
+enum Step {
+    Root(Root),
+    /// Held up at this earlier instance for this long: follow it.
+    Follow(usize, f64),
+}
+
+impl Search<'_> {
+    /// The last member to arrive at an instance, with its lateness against the median
+    /// member. Holmes backtracks on the member whose op "looks normal" (short: it did not
+    /// wait), a proxy for the last arriver; with arrival times in the trace the search
+    /// uses the last arriver itself.
+    fn late_member(&self, i: usize) -> Option<(u32, f64)> {
+        let inst = &self.instances[i];
+        let mut best: Option<(u32, i64)> = None;
+        for m in self.members.of_instance(i) {
+            let a = self.members.get(m).arrival;
+            if best.is_none_or(|b| a > b.1) {
+                best = Some((m, a));
+            }
+        }
+        let (m, a) = best?;
+        Some((m, (a - inst.median_arrival).max(0) as f64))
+    }
+
+    /// How much longer member `id` (of instance `i`) took since its previous sync op than
+    /// its peers took at the same point: the ranks of its peer group doing the same op on
+    /// communicators of the same role. `None` without enough peers.
+    fn own_excess(&mut self, i: usize, id: u32) -> Option<f64> {
+        let m = *self.members.get(id);
+        if m.gap == i64::MIN {
+            return None;
+        }
+        let inst = &self.instances[i];
+        let group = self.ctx.peer_group.get(m.rank_index as usize).copied()?;
+        let roles = self.ctx.roles();
+        let role = *roles.of.get(inst.comm as usize)?;
+        let peers = &roles.members[role as usize];
+        let offset = self.members.offset_of(inst.comm, inst.seq);
+        let start = peers.partition_point(|&c| c <= inst.comm);
+        self.gaps.clear();
+        for k in 0..peers.len().min(PEERS + 1) {
+            let c = peers[(start + k) % peers.len()];
+            if c == inst.comm {
+                continue;
+            }
+            let Some(j) = self.members.instance_at(c, offset) else {
+                continue;
+            };
+            for x in self.members.of_instance(j) {
+                let p = self.members.get(x);
+                if p.gap != i64::MIN && self.ctx.peer_group[p.rank_index as usize] == group {
+                    self.gaps.push(p.gap as f64);
+                }
+            }
+        }
+        // Without peer communicators, the other members of a collective do the same work.
+        if self.gaps.len() < 3 && inst.present >= 3 {
+            self.gaps.clear();
+            for x in self.members.of_instance(i) {
+                let p = self.members.get(x);
+                if x != id && p.gap != i64::MIN {
+                    self.gaps.push(p.gap as f64);
+                }
+            }
+        }
+        if self.gaps.len() < 2 {
+            return None;
+        }
+        Some(m.gap as f64 - crate::stats::median(&mut self.gaps))
+    }
+
+    /// Why member `late` of instance `i` arrived `delay` later than the members it made
+    /// wait: its own work, or an earlier op where it was held up.
+    fn step(&mut self, i: usize, late: u32, delay: f64) -> Step {
+        let m = *self.members.get(late);
+        if self
+            .own_excess(i, late)
+            .is_some_and(|o| o >= OWN_SHARE * delay)
+        {
+            return Step::Root(Root::Rank(m.rank_index));
+        }
+        // A rank that waited at a sync op is aligned with that op's last arrival: what
+        // came before is absorbed, so the most recent op where it was held up is the one
+        // its delay came from.
+        let significant = (HELD_SHARE * delay).max(1e3);
+        let mut k = m.prev;
+        let mut steps = 0;
+        while k != u32::MAX && steps < LOOK_BACK {
+            let p = self.members.get(k);
+            let j = self.members.instance_of(p) as usize;
+            if let Some(pj) = self.instances.get(j) {
+                let waited = (pj.last_arrival - p.arrival).max(0) as f64;
+                let ratio = self.transfer_ratio.get(j).copied().unwrap_or(1.0).max(1.0) as f64;
+                let slow = pj.transfer_ns().unwrap_or(0) as f64 * (1.0 - 1.0 / ratio);
+                if waited + slow >= significant {
+                    return Step::Follow(j, (waited + slow).min(delay));
+                }
+            }
+            k = p.prev;
+            steps += 1;
+        }
+        Step::Root(Root::Rank(m.rank_index))
+    }
+
+    /// The root of a late member's delay, following held-up ops back through the graph.
+    /// Iterative, so that long chains cannot exhaust the stack; what made each followed
+    /// instance end late is memoized.
+    fn explain(&mut self, i: usize, late: u32, delay: f64) -> Option<Root> {
+        let (mut j, mut held) = match self.step(i, late, delay) {
+            Step::Root(r) => return Some(r),
+            Step::Follow(j, h) => (j, h),
+        };
+        let mut chain: Vec<usize> = Vec::new();
+        let result = loop {
+            match self.end_root[j] {
+                State::Done(r) => break r,
+                // Instances are held up only by earlier ones; a cycle ends the chain.
+                State::Pending => break None,
+                State::Unknown => {}
+            }
+            self.end_root[j] = State::Pending;
+            chain.push(j);
+            let inst = &self.instances[j];
+            let ratio = self.transfer_ratio.get(j).copied().unwrap_or(1.0).max(1.0) as f64;
+            let excess = inst.transfer_ns().unwrap_or(0) as f64 * (1.0 - 1.0 / ratio);
+            if ratio >= PATH_RATIO as f64 && excess >= OWN_SHARE * held {
+                break Some(Root::Comm(inst.comm));
+            }
+            let Some((late, _)) = self.late_member(j) else {
+                break None;
+            };
+            match self.step(j, late, held) {
+                Step::Root(r) => break Some(r),
+                Step::Follow(k, h) => {
+                    j = k;
+                    held = h;
+                }
+            }
+        };
+        for c in chain {
+            self.end_root[c] = State::Done(result);
+        }
+        result
+    }
+}
