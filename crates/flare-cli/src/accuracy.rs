@@ -9,7 +9,7 @@
 
 use crate::bench::AccuracyArgs;
 use anyhow::Result;
-use flare_engine::baselines::{hta_stragglers, nvrx_scores, nvrx_stragglers};
+use flare_engine::baselines::{hta_stragglers, nvrx_gpu_stragglers, nvrx_scores, nvrx_stragglers};
 use flare_engine::{diagnose, EngineConfig};
 use flare_model::ParallelConfig;
 use flare_sim::fault::FaultKind;
@@ -22,7 +22,7 @@ use std::sync::Mutex;
 use std::time::Instant;
 
 /// The methods compared.
-const METHODS: [&str; 3] = ["flare", "hta", "nvrx"];
+const METHODS: [&str; 4] = ["flare", "hta", "nvrx_gpu", "nvrx"];
 
 /// Held-out job shapes per scale: (tp, cp, ep, dp, pp). Every 8,192-rank shape has four
 /// or more parallel dimensions.
@@ -165,16 +165,22 @@ fn run_one(sc: &Scenario, iterations: u32, baselines: bool) -> Result<Outcome> {
             .collect();
         let what = format!("latest starters {:?}", &hta[..hta.len().min(3)]);
         verdicts.insert("hta", rank_verdict(&hta, what));
-        let nvrx = nvrx_stragglers(&nvrx_scores(&out.trace), 0.75);
-        let what = format!(
-            "scores below 0.75: {:?}",
-            nvrx.iter()
-                .take(3)
-                .map(|(r, s)| format!("{r} ({s:.2})"))
-                .collect::<Vec<_>>()
-        );
-        let ranks: Vec<u32> = nvrx.iter().map(|x| x.0).collect();
-        verdicts.insert("nvrx", rank_verdict(&ranks, what));
+        let scores = nvrx_scores(&out.trace);
+        for (name, flagged) in [
+            ("nvrx_gpu", nvrx_gpu_stragglers(&scores, 0.75)),
+            ("nvrx", nvrx_stragglers(&scores, 0.75)),
+        ] {
+            let what = format!(
+                "scores below 0.75: {:?}",
+                flagged
+                    .iter()
+                    .take(3)
+                    .map(|(r, s)| format!("{r} ({s:.2})"))
+                    .collect::<Vec<_>>()
+            );
+            let ranks: Vec<u32> = flagged.iter().map(|x| x.0).collect();
+            verdicts.insert(name, rank_verdict(&ranks, what));
+        }
     }
     Ok(Outcome {
         sc: sc.clone(),
@@ -430,7 +436,8 @@ pub fn accuracy(a: AccuracyArgs) -> Result<ExitCode> {
     let titles = [
         ("flare", "Flare (the first localized finding must name the injected kind and culprit)"),
         ("hta", "Baseline: Holistic Trace Analysis' straggler heuristic (latest starters of the dominant NCCL kernel, 2 per iteration); credited when its first rank sits on the culprit (the rank, behind the NIC or switch, or in the stage); it always names ranks"),
-        ("nvrx", "Baseline: nvidia-resiliency-ext scores (GPU and section, relative and individual, below 0.75); credited like HTA"),
+        ("nvrx_gpu", "Baseline: nvidia-resiliency-ext GPU scores (relative and individual over kernels, below 0.75), as its Megatron integration reports them; credited like HTA"),
+        ("nvrx", "Baseline: nvidia-resiliency-ext GPU and section scores (host phases timed as sections: dataloader, GC, optimizer), below 0.75; credited like HTA"),
     ];
     for (m, title) in titles {
         if let Some(t) = tables.get(m) {

@@ -67,6 +67,7 @@ pub fn json(t: &Trace, d: &Diagnosis, elapsed_ms: f64) -> serde_json::Value {
         "healthy": d.conclusive() && d.localized().next().is_none(),
         "conclusive": d.conclusive(),
         "findings": d.findings,
+        "rank_metrics": d.rank_metrics,
         "skipped_detectors": d.skipped.iter().map(|(id, why)| serde_json::json!({"detector": id, "reason": why})).collect::<Vec<_>>(),
         "diagnosis_ms": elapsed_ms,
     })
@@ -110,6 +111,28 @@ pub fn text(t: &Trace, d: &Diagnosis, elapsed_ms: f64) -> String {
     for (i, f) in d.findings.iter().enumerate() {
         out.push_str(&finding_text(i + 1, f));
     }
+    if d.rank_metrics
+        .iter()
+        .any(|m| m.relative_score < 0.95 || m.individual_score < 0.95)
+    {
+        out.push_str("\nPer-rank metrics, lowest performance score first (scores: 1.0 = fastest peer / own best):\n");
+        out.push_str(&format!(
+            "   {:>6} {:>9} {:>10} {:>8} {:>9} {:>8} {:>8}\n",
+            "rank", "relative", "individual", "TFLOPS", "bus GB/s", "void", "launch"
+        ));
+        for m in d.rank_metrics.iter().take(8) {
+            out.push_str(&format!(
+                "   {:>6} {:>9.3} {:>10.3} {:>8.1} {:>9.1} {:>7.1}% {:>7.1}%\n",
+                m.rank,
+                m.relative_score,
+                m.individual_score,
+                m.tflops,
+                m.bus_gbps,
+                m.void_share * 100.0,
+                m.immediate_launch_share * 100.0
+            ));
+        }
+    }
     let b = breakdowns(t, 8);
     if !b.is_empty() {
         out.push_str("\nTime per rank (most idle + exposed communication first), ms:\n");
@@ -147,7 +170,7 @@ pub fn finding_text(n: usize, f: &Finding) -> String {
     for c in f.culprits.iter().take(5) {
         s.push_str(&format!("   culprit: {}\n", c.describe()));
     }
-    for e in f.evidence.iter().take(6) {
+    for e in f.evidence.iter().take(8) {
         let base = e
             .baseline
             .map(|b| format!(" (baseline {b:.3})"))
@@ -156,6 +179,21 @@ pub fn finding_text(n: usize, f: &Finding) -> String {
             "   evidence: {} = {:.3} {}{} — {}\n",
             e.metric, e.value, e.unit, base, e.detail
         ));
+    }
+    if f.evidence.len() > 8 {
+        s.push_str(&format!(
+            "   ... {} more evidence items in --json\n",
+            f.evidence.len() - 8
+        ));
+    }
+    // Agreement of independent detectors matters to a reader: always shown.
+    if let Some(e) = f
+        .evidence
+        .iter()
+        .skip(8)
+        .find(|e| e.metric == "corroborating_detectors")
+    {
+        s.push_str(&format!("   {}\n", e.detail));
     }
     s.push_str(&format!("   action: {}\n", f.action));
     s

@@ -239,7 +239,7 @@ fn bench_accuracy_prints_the_documented_json() {
         "--iterations",
         "6",
     ]));
-    for method in ["flare", "hta", "nvrx"] {
+    for method in ["flare", "hta", "nvrx_gpu", "nvrx"] {
         for k in ["top1", "top3", "false_positive_rate", "scenarios"] {
             assert!(
                 v[method]["overall"].get(k).is_some(),

@@ -338,11 +338,35 @@ fn individual(per_name: &HashMap<u32, Vec<(u32, f64)>>, weighted: bool) -> f64 {
     }
 }
 
+impl NvrxRankScores {
+    /// The lower of its GPU scores (kernels only, no user sections).
+    pub fn min_gpu(&self) -> f64 {
+        [self.gpu_relative, self.gpu_individual]
+            .into_iter()
+            .filter(|v| v.is_finite())
+            .fold(f64::INFINITY, f64::min)
+    }
+}
+
 /// NVRx's stragglers: ranks with a score below `threshold`, the lowest score first.
 pub fn nvrx_stragglers(scores: &[NvrxRankScores], threshold: f64) -> Vec<(u32, f64)> {
+    stragglers_by(scores, threshold, NvrxRankScores::min)
+}
+
+/// NVRx's stragglers by GPU scores only (the default of its Megatron integration; sections
+/// are what a user chooses to time).
+pub fn nvrx_gpu_stragglers(scores: &[NvrxRankScores], threshold: f64) -> Vec<(u32, f64)> {
+    stragglers_by(scores, threshold, NvrxRankScores::min_gpu)
+}
+
+fn stragglers_by(
+    scores: &[NvrxRankScores],
+    threshold: f64,
+    score: impl Fn(&NvrxRankScores) -> f64,
+) -> Vec<(u32, f64)> {
     let mut v: Vec<(u32, f64)> = scores
         .iter()
-        .map(|s| (s.rank, s.min()))
+        .map(|s| (s.rank, score(s)))
         .filter(|(_, m)| *m < threshold)
         .collect();
     v.sort_by(|a, b| a.1.total_cmp(&b.1).then(a.0.cmp(&b.0)));

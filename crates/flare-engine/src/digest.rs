@@ -212,8 +212,10 @@ pub struct IterationDigest {
     /// Instances some members are still in (the others are in [`Members::instances`]
     /// while the iteration is analysed, and not kept).
     pub in_flight: Vec<InFlight>,
-    /// Instances in the iteration.
+    /// Instances in the iteration, and those every member the trace holds recorded and
+    /// completed (the ones that can be compared and searched).
     pub n_instances: u32,
+    pub complete_instances: u32,
     /// Per communicator with ops in the iteration: (communicator, lowest sequence number,
     /// highest). Overlapping ranges in two iterations mean an instance was split between
     /// them (members tagged with different iterations).
@@ -260,6 +262,31 @@ pub fn split_instances(digests: &[&IterationDigest]) -> bool {
 }
 
 impl IterationDigest {
+    /// A digest with nothing in it but the iteration's duration (for tests and for
+    /// iterations a source reports only as a duration).
+    pub fn empty(iteration: u32, duration_ns: Option<f64>, n_ranks: usize) -> Self {
+        IterationDigest {
+            iteration,
+            duration_ns,
+            ranks: vec![RankIteration::default(); n_ranks],
+            compute_names: Vec::new(),
+            in_flight: Vec::new(),
+            n_instances: 0,
+            complete_instances: 0,
+            excess_median: f64::NAN,
+            excess_mad: f64::NAN,
+            peer_medians: Vec::new(),
+            seq_ranges: Vec::new(),
+            comm_transfer: Vec::new(),
+            blame: Vec::new(),
+            abnormal_groups: 0,
+            scored_groups: 0,
+            abnormal_examples: Vec::new(),
+            drift: 1.0,
+            ops: 0,
+        }
+    }
+
     /// The compute name statistics of one rank.
     pub fn names_of(&self, rank_index: usize) -> &[NameStat] {
         let ri = rank_index as u32;
@@ -1226,6 +1253,10 @@ pub fn build(
     let comm_transfer = comm_transfer(&instances, &mut members.transfer_ratio);
     members.map = map;
     let n_instances = instances.len() as u32;
+    let complete_instances = instances
+        .iter()
+        .filter(|i| i.complete() && i.present >= 2 && i.end.is_some())
+        .count() as u32;
     let rel: Vec<f64> = ranks
         .iter()
         .filter(|r| r.self_expected_ns > 0.0)
@@ -1241,6 +1272,7 @@ pub fn build(
         compute_names: names,
         in_flight,
         n_instances,
+        complete_instances,
         excess_median,
         excess_mad,
         peer_medians,

@@ -9,6 +9,7 @@ pub mod baselines;
 pub mod breakdown;
 pub mod changepoint;
 pub mod clock;
+pub mod consolidate;
 pub mod context;
 pub mod detectors;
 pub mod digest;
@@ -53,6 +54,9 @@ pub struct EngineConfig {
     pub min_blame_share: f64,
     /// ...or at least this share of the time of two or more iterations (intermittent).
     pub min_iteration_blame_share: f64,
+    /// A rank's relative or individual performance score (nvidia-resiliency-ext's: best
+    /// peer's or its own best kernel time over its own) below this is reported.
+    pub min_relative_score: f64,
 }
 
 impl EngineConfig {
@@ -69,7 +73,7 @@ impl EngineConfig {
 impl Default for EngineConfig {
     fn default() -> Self {
         EngineConfig {
-            delta: 1.1,
+            delta: 1.05,
             min_rank_excess: 0.02,
             min_rank_z: 6.0,
             min_transfer_ratio: 1.3,
@@ -79,6 +83,7 @@ impl Default for EngineConfig {
             abnormal: abnormal::AbnormalMethod::Forest,
             min_blame_share: 0.005,
             min_iteration_blame_share: 0.02,
+            min_relative_score: 0.75,
         }
     }
 }
@@ -108,6 +113,7 @@ pub fn registry() -> Vec<Box<dyn Detector>> {
         Box::new(detectors::iteration::IterationDetector),
         Box::new(detectors::slow_rank::SlowRankDetector),
         Box::new(detectors::graph::GraphDetector),
+        Box::new(detectors::metrics::MetricsDetector),
         Box::new(detectors::slow_path::SlowPathDetector),
         Box::new(detectors::imbalance::StageImbalanceDetector),
         Box::new(detectors::imbalance::SequenceImbalanceDetector),
@@ -129,6 +135,8 @@ pub struct Diagnosis {
     /// Per (rank index, iteration index), rank-major: the rank's self time before its
     /// collectives over the other members' median, minus 1 (NaN when unknown).
     pub self_excess: Vec<f64>,
+    /// Per-rank metrics of the ranks with the lowest performance scores (at most 16).
+    pub rank_metrics: Vec<detectors::metrics::RankMetrics>,
 }
 
 impl Diagnosis {
@@ -143,7 +151,7 @@ impl Diagnosis {
     /// Whether the detectors that localize slowdowns could run. A window where they could
     /// not (two ranks, no communicator metadata) is not evidence of health.
     pub fn conclusive(&self) -> bool {
-        ["slow_rank", "slow_path"]
+        ["slow_rank", "slow_path", "graph"]
             .iter()
             .any(|id| !self.skipped.iter().any(|(s, _)| s == id))
             || self.localized().next().is_some()

@@ -10,7 +10,7 @@ use crate::analysis::Analysis;
 use crate::context::JobContext;
 use crate::digest::{self, Carry, IterationDigest, Members, RankSlice};
 use crate::{registry, Diagnosis, EngineConfig, Outcome};
-use flare_model::{Finding, RankTrace, Trace};
+use flare_model::{RankTrace, Trace};
 use std::collections::VecDeque;
 
 /// What the streaming engine refuses.
@@ -237,13 +237,23 @@ pub(crate) fn run_detectors(a: &Analysis, cfg: &EngineConfig) -> Diagnosis {
             Outcome::NotEnoughData(why) => skipped.push((d.id().to_string(), why)),
         }
     }
-    findings.sort_by(Finding::by_importance);
+    let findings = crate::consolidate::consolidate(findings);
     let mut self_excess = Vec::with_capacity(a.n_ranks() * a.n_its());
     for ri in 0..a.n_ranks() {
         for i in 0..a.n_its() {
             self_excess.push(a.relative_excess(ri, i));
         }
     }
+    let mut rank_metrics = crate::detectors::metrics::rank_metrics(a);
+    rank_metrics.sort_by(|x, y| {
+        let (sx, sy) = (
+            x.relative_score.min(x.individual_score),
+            y.relative_score.min(y.individual_score),
+        );
+        sx.total_cmp(&sy).then(x.rank.cmp(&y.rank))
+    });
+    rank_metrics.retain(|m| m.relative_score.is_finite() || m.bus_gbps.is_finite());
+    rank_metrics.truncate(16);
     Diagnosis {
         findings,
         skipped,
@@ -251,5 +261,6 @@ pub(crate) fn run_detectors(a: &Analysis, cfg: &EngineConfig) -> Diagnosis {
         iteration_ns: a.iteration_ns.clone(),
         ranks: a.ctx.ranks.clone(),
         self_excess,
+        rank_metrics,
     }
 }

@@ -44,8 +44,16 @@ impl Detector for GraphDetector {
     fn detect(&self, a: &Analysis, cfg: &EngineConfig) -> Outcome {
         let n_its = a.n_its();
         let n_ranks = a.n_ranks();
-        if n_its == 0 || a.digests.iter().all(|d| d.n_instances == 0) {
-            return Outcome::NotEnoughData("no collective or P2P exchange to search".into());
+        if n_ranks < 3 {
+            // Abnormal ops are judged against the same op on other ranks.
+            return Outcome::NotEnoughData(format!(
+                "{n_ranks} ranks with data; at least 3 are needed"
+            ));
+        }
+        if n_its == 0 || a.digests.iter().all(|d| d.complete_instances == 0) {
+            return Outcome::NotEnoughData(
+                "no collective or P2P exchange that every member recorded and completed".into(),
+            );
         }
         // The job's time per iteration, to weigh blame against.
         let mut known: Vec<f64> = a.iteration_ns.iter().flatten().copied().collect();

@@ -1,9 +1,12 @@
-//! Iteration irregularity (Holmes' delta-irregularity): iterations that take more than
-//! `delta` times the typical one. A run of irregular iterations to the end of the window
-//! is a persistent shift; isolated ones are spikes. Neither names a culprit: that is the
-//! other detectors' job, and a cluster-wide spike must not be blamed on anyone.
+//! Iteration time: delta-irregular iterations (Holmes: longer than `delta` times the
+//! typical one, down to delta = 1.05) and Bayesian online change points
+//! ([`crate::changepoint`]), kept only when the level shifts by 10% or more. A change that
+//! lasts is a fail-slow onset (or a speed-up); one that comes back within two iterations
+//! is a spike. None of these names a culprit: the localization detectors do, and a
+//! cluster-wide spike must not be blamed on anyone.
 
 use super::iteration_ranges;
+use crate::changepoint::{change_points, ChangeConfig};
 use crate::stats::median;
 use crate::{Analysis, Detector, EngineConfig, Outcome};
 use flare_model::{Evidence, Finding, FindingKind, Severity};
@@ -15,7 +18,7 @@ impl Detector for IterationDetector {
         "iteration"
     }
     fn summary(&self) -> &'static str {
-        "delta-irregular iterations: spikes versus a persistent slowdown"
+        "delta-irregular iterations and change points of iteration time: fail-slow onsets versus spikes"
     }
     fn needs(&self) -> &'static str {
         "iteration markers on the ranks (ProfilerStep#N, flare.step())"
@@ -34,68 +37,102 @@ impl Detector for IterationDetector {
                 times.len()
             ));
         }
-        let mut v: Vec<f64> = times.iter().map(|t| t.1).collect();
-        let typical = median(&mut v);
-        let irregular: Vec<usize> = (0..times.len())
-            .filter(|&i| times[i].1 > cfg.delta * typical)
+        let series: Vec<f64> = times.iter().map(|t| t.1).collect();
+        let changes = change_points(&series, &ChangeConfig::default());
+        // The level each iteration is compared with: its own segment's median, so that a
+        // fail-slow onset does not make every later iteration "irregular".
+        let mut level = vec![0.0; series.len()];
+        let bounds: Vec<usize> = std::iter::once(0)
+            .chain(changes.iter().filter(|c| !c.spike).map(|c| c.index))
+            .chain(std::iter::once(series.len()))
             .collect();
-        if irregular.is_empty() {
-            return Outcome::Findings(vec![]);
+        for w in bounds.windows(2) {
+            let m = median(&mut series[w[0]..w[1]].to_vec());
+            level[w[0]..w[1]].iter_mut().for_each(|l| *l = m);
         }
-        // A persistent shift: from some point on, (almost) every iteration is slower.
-        let n = times.len();
-        let mut best: Option<(usize, f64)> = None;
-        for onset in 2..n.saturating_sub(2) {
-            let mut before: Vec<f64> = times[..onset].iter().map(|t| t.1).collect();
-            let mut after: Vec<f64> = times[onset..].iter().map(|t| t.1).collect();
-            let (b, af) = (median(&mut before), median(&mut after));
-            let frac_irregular =
-                irregular.iter().filter(|&&i| i >= onset).count() as f64 / (n - onset) as f64;
-            if af > cfg.delta * b && frac_irregular >= 0.8 && best.is_none_or(|x| af / b > x.1) {
-                best = Some((onset, af / b));
-            }
-        }
+        let typical = median(&mut series.clone());
         let mut findings = Vec::new();
-        if let Some((onset, ratio)) = best {
+        for c in changes.iter().filter(|c| !c.spike) {
+            let ratio = c.ratio();
+            let onset = times[c.index].0;
+            let its: Vec<u32> = times[c.index..c.index + c.len]
+                .iter()
+                .map(|t| t.0)
+                .collect();
+            let slower = ratio > 1.0;
             findings.push(Finding {
                 kind: FindingKind::IterationSlowdown,
-                severity: Severity::Warning,
-                summary: format!(
-                    "iterations slowed down x{ratio:.2} from iteration {} on",
-                    times[onset].0
-                ),
-                confidence: crate::stats::confidence(ratio - 1.0, cfg.delta - 1.0),
+                severity: if slower { Severity::Warning } else { Severity::Info },
+                summary: if slower {
+                    format!(
+                        "iterations slowed down x{ratio:.2} from iteration {onset} on ({:.1} ms to {:.1} ms): a fail-slow onset",
+                        c.before / 1e6,
+                        c.after / 1e6
+                    )
+                } else {
+                    format!(
+                        "iterations sped up x{:.2} from iteration {onset} on ({:.1} ms to {:.1} ms)",
+                        1.0 / ratio,
+                        c.before / 1e6,
+                        c.after / 1e6
+                    )
+                },
+                confidence: (c.probability * crate::stats::confidence((ratio - 1.0).abs(), 0.05))
+                    .clamp(0.0, 0.999),
                 culprits: vec![],
-                evidence: vec![Evidence::new(
-                    "iteration_time_ratio",
-                    ratio,
-                    Some(1.0),
-                    "x",
-                    format!("median iteration after the onset over median before ({:.1} ms typical)", typical / 1e6),
-                )],
-                action: "see the localized findings for the cause; if none, compare the software and data of the iterations before and after the onset".into(),
-                iterations: times[onset..].iter().map(|t| t.0).collect(),
+                evidence: vec![
+                    Evidence::new(
+                        "iteration_time_ratio",
+                        ratio,
+                        Some(1.0),
+                        "x",
+                        format!(
+                            "median iteration after the change over the median before ({} iterations after it)",
+                            c.len
+                        ),
+                    ),
+                    Evidence::new(
+                        "change_probability",
+                        c.probability,
+                        None,
+                        "",
+                        "posterior probability of a change at that iteration (Bayesian online change-point detection on log iteration time)".into(),
+                    ),
+                ],
+                action: if slower {
+                    "see the localized findings for the cause; if none, compare what changed at the onset: software, data, co-located jobs, the cluster's network".into()
+                } else {
+                    "nothing to fix; the job got faster (a fault cleared, or a lighter phase)".into()
+                },
+                iterations: its,
                 detector: self.id().into(),
             });
         }
-        let spikes: Vec<u32> = irregular
-            .iter()
-            .filter(|&&i| best.is_none_or(|(onset, _)| i < onset))
-            .map(|&i| times[i].0)
+        // Delta-irregular iterations against their segment's level, and change-point
+        // spikes.
+        let mut spikes: Vec<(u32, f64)> = (0..series.len())
+            .filter(|&i| series[i] > cfg.delta * level[i])
+            .map(|i| (times[i].0, series[i] / level[i]))
             .collect();
+        for c in changes.iter().filter(|c| c.spike) {
+            for i in c.index..(c.index + c.len).min(series.len()) {
+                if !spikes.iter().any(|s| s.0 == times[i].0) {
+                    spikes.push((times[i].0, series[i] / c.before));
+                }
+            }
+        }
+        spikes.sort_by_key(|s| s.0);
         if !spikes.is_empty() {
-            let worst = irregular
-                .iter()
-                .map(|&i| times[i].1 / typical)
-                .fold(0.0, f64::max);
+            let worst = spikes.iter().map(|s| s.1).fold(0.0, f64::max);
+            let its: Vec<u32> = spikes.iter().map(|s| s.0).collect();
             findings.push(Finding {
                 kind: FindingKind::IterationSpike,
                 severity: Severity::Info,
                 summary: format!(
                     "{} irregular iteration{} ({}), up to x{worst:.2} the typical {:.1} ms",
-                    spikes.len(),
-                    if spikes.len() > 1 { "s" } else { "" },
-                    iteration_ranges(&spikes),
+                    its.len(),
+                    if its.len() > 1 { "s" } else { "" },
+                    iteration_ranges(&its),
                     typical / 1e6
                 ),
                 confidence: crate::stats::confidence(worst - 1.0, cfg.delta - 1.0),
@@ -105,13 +142,92 @@ impl Detector for IterationDetector {
                     worst,
                     Some(cfg.delta),
                     "x",
-                    "slowest irregular iteration over the median iteration".into(),
+                    format!(
+                        "slowest irregular iteration over its level; irregular above x{:.2} (delta)",
+                        cfg.delta
+                    ),
                 )],
                 action: "spikes that no rank explains are cluster-wide (storage, network, scheduler); act only if they recur".into(),
-                iterations: spikes,
+                iterations: its,
                 detector: self.id().into(),
             });
         }
         Outcome::Findings(findings)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::context::JobContext;
+    use crate::digest::IterationDigest;
+    use flare_model::{ClusterTopology, JobInfo, TraceMeta};
+
+    fn run(series: &[f64]) -> Vec<Finding> {
+        let ctx = JobContext::new(
+            JobInfo {
+                job_id: "t".into(),
+                world_size: 8,
+                cluster: ClusterTopology::for_world(8, 8, 4),
+                parallel: None,
+                microbatches: None,
+            },
+            TraceMeta::default(),
+            vec![],
+            vec![],
+            (0..8).collect(),
+        );
+        let digests: Vec<IterationDigest> = series
+            .iter()
+            .enumerate()
+            .map(|(i, &t)| IterationDigest::empty(i as u32, Some(t), 8))
+            .collect();
+        let a = Analysis::new(&ctx, digests.iter().collect());
+        match IterationDetector.detect(&a, &EngineConfig::default()) {
+            Outcome::Findings(f) => f,
+            Outcome::NotEnoughData(why) => panic!("{why}"),
+        }
+    }
+
+    /// A steady series with 1% noise around `level` ms.
+    fn steady(n: usize, level: f64) -> Vec<f64> {
+        (0..n)
+            .map(|i| level * 1e6 * (1.0 + 0.01 * (((i * 7919) % 11) as f64 / 10.0 - 0.5)))
+            .collect()
+    }
+
+    #[test]
+    fn onsets_spikes_and_five_percent_irregularity() {
+        // Fail-slow onset x1.25 at iteration 10.
+        let mut s = steady(10, 100.0);
+        s.extend(steady(10, 125.0));
+        let f = run(&s);
+        let slow = f
+            .iter()
+            .find(|f| f.kind == FindingKind::IterationSlowdown)
+            .expect("an onset");
+        assert_eq!(slow.iterations.first(), Some(&10), "{}", slow.summary);
+        assert_eq!(slow.severity, Severity::Warning);
+        assert!(
+            !f.iter().any(|f| f.kind == FindingKind::IterationSpike),
+            "the slower iterations after an onset are not spikes: {f:#?}"
+        );
+        // Two 6% slower iterations are irregular (delta 1.05), not an onset.
+        let mut s = steady(20, 100.0);
+        s[7] *= 1.06;
+        s[15] *= 1.06;
+        let f = run(&s);
+        assert!(
+            !f.iter().any(|f| f.kind == FindingKind::IterationSlowdown),
+            "{f:#?}"
+        );
+        let spike = f
+            .iter()
+            .find(|f| f.kind == FindingKind::IterationSpike)
+            .expect("irregular iterations");
+        assert_eq!(spike.iterations, vec![7, 15]);
+        assert!(spike.culprits.is_empty());
+        // A steady job: nothing.
+        assert!(run(&steady(20, 100.0)).is_empty());
     }
 }

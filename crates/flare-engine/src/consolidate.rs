@@ -1,0 +1,146 @@
+//! One finding per culprit. Several detectors can name the same device by different
+//! methods (self-time against collective peers, the graph search, per-rank metrics,
+//! machine metrics); a person wants one finding with all the evidence, and the agreement
+//! of independent methods is itself evidence.
+
+use flare_model::{Component, Evidence, Finding, Severity};
+
+/// What a culprit is, for merging: findings naming the same thing merge.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Identity {
+    Rank(u32),
+    Nic(u32, u32),
+    Element(String),
+    Stage(u32),
+    Node(u32),
+}
+
+fn identity(f: &Finding) -> Option<Identity> {
+    if f.severity < Severity::Warning {
+        return None;
+    }
+    let c = f.culprits.first()?;
+    match c.component {
+        Component::Gpu | Component::Host | Component::Process => match (c.rank, c.node) {
+            (Some(r), _) => Some(Identity::Rank(r)),
+            (None, Some(n)) => Some(Identity::Node(n)),
+            _ => None,
+        },
+        Component::Nic | Component::Link => match (c.node, c.local_gpu) {
+            (Some(n), Some(g)) => Some(Identity::Nic(n, g)),
+            _ => c.element.clone().map(Identity::Element),
+        },
+        Component::Switch | Component::Network => c.element.clone().map(Identity::Element),
+        Component::Stage => c.stage.map(Identity::Stage),
+    }
+}
+
+/// Merges findings that blame the same culprit into the most confident one, which keeps
+/// its kind and summary and gains the others' evidence and a note of the detectors that
+/// agree. Findings that blame nothing (cluster-wide information) stay as they are.
+pub fn consolidate(findings: Vec<Finding>) -> Vec<Finding> {
+    let mut out: Vec<Finding> = Vec::with_capacity(findings.len());
+    let mut ids: Vec<Option<Identity>> = Vec::new();
+    let mut sorted = findings;
+    sorted.sort_by(Finding::by_importance);
+    for f in sorted {
+        let id = identity(&f);
+        let existing = id
+            .as_ref()
+            .and_then(|id| ids.iter().position(|x| x.as_ref() == Some(id)));
+        match existing {
+            None => {
+                ids.push(id);
+                out.push(f);
+            }
+            Some(k) => {
+                let primary = &mut out[k];
+                for e in f.evidence {
+                    if !primary.evidence.iter().any(|p| p.metric == e.metric) {
+                        primary.evidence.push(e);
+                    }
+                }
+                let note = format!(
+                    "{} ({}, {:.0}%)",
+                    f.detector,
+                    f.kind.as_str(),
+                    f.confidence * 100.0
+                );
+                match primary
+                    .evidence
+                    .iter_mut()
+                    .find(|e| e.metric == "corroborating_detectors")
+                {
+                    Some(e) => {
+                        e.value += 1.0;
+                        e.detail.push_str(", ");
+                        e.detail.push_str(&note);
+                    }
+                    None => primary.evidence.push(Evidence::new(
+                        "corroborating_detectors",
+                        1.0,
+                        None,
+                        "detectors",
+                        format!("also found by {note}"),
+                    )),
+                }
+                // Independent methods agreeing: a little more confidence, never certainty.
+                primary.confidence = (primary.confidence
+                    + 0.5 * (1.0 - primary.confidence) * f.confidence)
+                    .min(0.999);
+                if primary.iterations.is_empty() || f.iterations.is_empty() {
+                    primary.iterations.clear();
+                } else {
+                    primary.iterations.extend(f.iterations);
+                    primary.iterations.sort_unstable();
+                    primary.iterations.dedup();
+                }
+            }
+        }
+    }
+    out.sort_by(Finding::by_importance);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use flare_model::{Culprit, FindingKind};
+
+    fn finding(detector: &str, kind: FindingKind, rank: u32, confidence: f64) -> Finding {
+        let mut c = Culprit::new(Component::Gpu);
+        c.rank = Some(rank);
+        Finding {
+            kind,
+            severity: Severity::Warning,
+            summary: format!("{detector} on {rank}"),
+            confidence,
+            culprits: vec![c],
+            evidence: vec![Evidence::new(detector, 1.0, None, "", String::new())],
+            action: String::new(),
+            iterations: vec![],
+            detector: detector.into(),
+        }
+    }
+
+    #[test]
+    fn same_culprit_merges_into_the_most_confident() {
+        let out = consolidate(vec![
+            finding("slow_rank", FindingKind::SlowGpu, 7, 0.9),
+            finding("graph", FindingKind::SlowGpu, 7, 0.95),
+            finding("graph", FindingKind::SlowGpu, 3, 0.5),
+        ]);
+        assert_eq!(out.len(), 2);
+        assert_eq!(out[0].detector, "graph");
+        assert_eq!(out[0].culprits[0].rank, Some(7));
+        assert!(out[0].confidence > 0.95 && out[0].confidence < 1.0);
+        let c = out[0]
+            .evidence
+            .iter()
+            .find(|e| e.metric == "corroborating_detectors")
+            .unwrap();
+        assert!(c.detail.contains("slow_rank"));
+        assert!(out[0].evidence.iter().any(|e| e.metric == "slow_rank"));
+        assert_eq!(out[1].culprits[0].rank, Some(3));
+    }
+}

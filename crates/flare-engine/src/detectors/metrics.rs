@@ -1,0 +1,341 @@
+//! Flare's (XPUTimer's) aggregated metrics per rank, compared across ranks, and NVIDIA-style
+//! performance scores.
+//!
+//! Per rank over the window: achieved FLOPS of its compute kernels, bus bandwidth of its
+//! collectives (bytes x NCCL's bus factor over transfer time), the share of its kernels
+//! launched just in time (a steep issue-latency CDF: the GPU waits for the CPU), the void
+//! share (time with no traced op running), and throughput. Scores as
+//! nvidia-resiliency-ext defines them: the *relative* score is the best peer's mean
+//! kernel time over the rank's (1.0: as fast as the fastest peer), the *individual* score
+//! the rank's own best iteration over its latest (1.0: as fast as it has been); a score
+//! under 0.75 (configurable) is reported. Peers are ranks of the same pipeline stage.
+
+use super::cause::rank_cause;
+use crate::stats::{confidence, median, median_mad};
+use crate::{Analysis, Detector, EngineConfig, Outcome};
+use flare_model::{Evidence, Finding, Severity};
+use serde::Serialize;
+
+pub struct MetricsDetector;
+
+/// One rank's metrics over the window.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct RankMetrics {
+    pub rank: u32,
+    /// Achieved TFLOPS of its compute kernels that carry FLOPs (NaN without them).
+    pub tflops: f64,
+    /// Bus bandwidth of its completed collectives, GB/s (NaN without them).
+    pub bus_gbps: f64,
+    /// Share of its compute kernels that started as soon as they were launched.
+    pub immediate_launch_share: f64,
+    /// Share of its iterations' time with no traced op running.
+    pub void_share: f64,
+    /// Iterations per second (over its own iteration spans).
+    pub iterations_per_s: f64,
+    /// nvidia-resiliency-ext-style scores (1.0 best).
+    pub relative_score: f64,
+    pub individual_score: f64,
+}
+
+/// Every rank's metrics over the window, in rank-index order.
+pub fn rank_metrics(a: &Analysis) -> Vec<RankMetrics> {
+    let n_its = a.n_its();
+    // Mean kernel time per rank per iteration (compute time over compute ops).
+    let kernel_mean = |ri: usize, i: usize| {
+        let r = a.rank(ri, i);
+        if r.compute_ops > 0 {
+            r.compute_ns / r.compute_ops as f64
+        } else {
+            f64::NAN
+        }
+    };
+    let window_mean: Vec<f64> = (0..a.n_ranks())
+        .map(|ri| {
+            let v: Vec<f64> = (0..n_its)
+                .map(|i| kernel_mean(ri, i))
+                .filter(|v| v.is_finite())
+                .collect();
+            if v.is_empty() {
+                f64::NAN
+            } else {
+                median(&mut v.clone())
+            }
+        })
+        .collect();
+    // The best (lowest) mean kernel time per peer group.
+    let mut best: std::collections::HashMap<u32, f64> = Default::default();
+    for (ri, &m) in window_mean.iter().enumerate() {
+        if m.is_finite() && m > 0.0 {
+            let b = best.entry(a.ctx.peer_group[ri]).or_insert(f64::INFINITY);
+            *b = b.min(m);
+        }
+    }
+    (0..a.n_ranks())
+        .map(|ri| {
+            let (mut flops, mut flops_ns, mut bus, mut bus_ns) = (0.0, 0.0, 0.0, 0.0);
+            let (mut busy, mut span, mut spans) = (0.0, 0.0, 0u32);
+            let mut hist = [0u64; crate::digest::ISSUE_BINS];
+            for i in 0..n_its {
+                let r = a.rank(ri, i);
+                flops += r.flops;
+                flops_ns += r.flops_ns;
+                bus += r.bus_bytes;
+                bus_ns += r.bus_ns;
+                if let Some(s) = r.span_ns() {
+                    busy += r.busy_ns.min(s);
+                    span += s;
+                    spans += 1;
+                }
+                for (b, v) in r.issue_hist.iter().enumerate() {
+                    hist[b] += *v as u64;
+                }
+            }
+            let total: u64 = hist.iter().sum();
+            let floor = (0..hist.len()).find(|&b| hist[b] > 0).unwrap_or(0);
+            let limit = crate::digest::issue_bin_floor(floor + 1) * 4.0;
+            let low: u64 = (0..hist.len())
+                .filter(|&b| crate::digest::issue_bin_floor(b + 1) <= limit)
+                .map(|b| hist[b])
+                .sum();
+            // Individual score: its best iteration against its latest.
+            let series: Vec<f64> = (0..n_its)
+                .map(|i| kernel_mean(ri, i))
+                .filter(|v| v.is_finite())
+                .collect();
+            let individual = match (
+                series.iter().copied().fold(f64::INFINITY, f64::min),
+                series.last(),
+            ) {
+                (b, Some(&l)) if b.is_finite() && l > 0.0 => b / l,
+                _ => f64::NAN,
+            };
+            let relative = match best.get(&a.ctx.peer_group[ri]) {
+                Some(&b) if window_mean[ri] > 0.0 => b / window_mean[ri],
+                _ => f64::NAN,
+            };
+            RankMetrics {
+                rank: a.rank_id(ri),
+                tflops: if flops_ns > 0.0 {
+                    flops / flops_ns / 1e3
+                } else {
+                    f64::NAN
+                },
+                bus_gbps: if bus_ns > 0.0 { bus / bus_ns } else { f64::NAN },
+                immediate_launch_share: if total > 0 {
+                    low as f64 / total as f64
+                } else {
+                    f64::NAN
+                },
+                void_share: if span > 0.0 {
+                    1.0 - busy / span
+                } else {
+                    f64::NAN
+                },
+                iterations_per_s: if span > 0.0 {
+                    spans as f64 / (span / 1e9)
+                } else {
+                    f64::NAN
+                },
+                relative_score: relative,
+                individual_score: individual,
+            }
+        })
+        .collect()
+}
+
+impl Detector for MetricsDetector {
+    fn id(&self) -> &'static str {
+        "metrics"
+    }
+    fn summary(&self) -> &'static str {
+        "per-rank FLOPS, bus bandwidth, launch and void shares against peers; relative and individual performance scores"
+    }
+    fn needs(&self) -> &'static str {
+        "compute ops (durations, FLOPs, launch times) or collectives with bytes, on 3 or more ranks"
+    }
+
+    fn detect(&self, a: &Analysis, cfg: &EngineConfig) -> Outcome {
+        if a.n_ranks() < 3 || a.n_its() == 0 {
+            return Outcome::NotEnoughData("fewer than 3 ranks".into());
+        }
+        let m = rank_metrics(a);
+        if m.iter()
+            .all(|r| r.relative_score.is_nan() && r.bus_gbps.is_nan())
+        {
+            return Outcome::NotEnoughData(
+                "no compute kernel or collective with bytes to compare".into(),
+            );
+        }
+        let mut findings = Vec::new();
+        // FLOPS against stage peers: a robust outlier (the per-kernel view of a slow GPU).
+        let flops_z = robust_low_z(a, &m, |r| r.tflops);
+        // Scores below the threshold.
+        let mut low: Vec<(usize, f64)> = m
+            .iter()
+            .enumerate()
+            .map(|(ri, r)| (ri, r.relative_score.min(r.individual_score)))
+            .filter(|(_, s)| s.is_finite() && *s < cfg.min_relative_score)
+            .collect();
+        low.sort_by(|x, y| x.1.total_cmp(&y.1));
+        let mut flagged: Vec<usize> = low.iter().map(|x| x.0).take(4).collect();
+        let mut by_z: Vec<(usize, f64)> = flops_z
+            .iter()
+            .enumerate()
+            .filter(|(_, z)| z.is_finite() && **z >= cfg.min_rank_z)
+            .map(|(ri, z)| (ri, *z))
+            .collect();
+        by_z.sort_by(|x, y| y.1.total_cmp(&x.1));
+        for (ri, _) in by_z.into_iter().take(4) {
+            if !flagged.contains(&ri) {
+                flagged.push(ri);
+            }
+        }
+        if super::structural(a, &flagged) {
+            // Many ranks slower at once: a stage or replica with more work.
+            return Outcome::Findings(vec![]);
+        }
+        let all: Vec<usize> = (0..a.n_its()).collect();
+        for ri in flagged {
+            let r = &m[ri];
+            let rel_flops = peer_ratio(a, &m, ri, |x| x.tflops);
+            // Ignore tiny FLOPS differences that pass the z-test on near-identical peers.
+            let score = r.relative_score.min(r.individual_score);
+            if score >= cfg.min_relative_score
+                && rel_flops.is_some_and(|x| x > 1.0 - cfg.min_rank_excess)
+            {
+                continue;
+            }
+            let cause = rank_cause(a, cfg, ri, &all, 0.0);
+            let mut evidence = vec![
+                Evidence::new(
+                    "relative_score",
+                    r.relative_score,
+                    Some(cfg.min_relative_score),
+                    "",
+                    "the best peer's mean kernel time over its own (nvidia-resiliency-ext's relative score; 1.0: as fast as the fastest rank of its stage)".into(),
+                ),
+                Evidence::new(
+                    "individual_score",
+                    r.individual_score,
+                    Some(cfg.min_relative_score),
+                    "",
+                    "its own best iteration's mean kernel time over its latest (1.0: as fast as it has been)".into(),
+                ),
+            ];
+            if let Some(x) = rel_flops {
+                evidence.push(Evidence::new(
+                    "tflops_ratio",
+                    x,
+                    Some(1.0),
+                    "x",
+                    format!(
+                        "achieved FLOPS of its kernels ({:.1} TFLOPS) over its stage peers' median",
+                        r.tflops
+                    ),
+                ));
+            }
+            if let Some(x) = peer_ratio(a, &m, ri, |x| x.bus_gbps) {
+                evidence.push(Evidence::new(
+                    "bus_bandwidth_ratio",
+                    x,
+                    Some(1.0),
+                    "x",
+                    format!(
+                        "bus bandwidth of its collectives ({:.1} GB/s) over its peers' median",
+                        r.bus_gbps
+                    ),
+                ));
+            }
+            if r.void_share.is_finite() {
+                evidence.push(Evidence::new(
+                    "void_share",
+                    r.void_share,
+                    peer_median(a, &m, ri, |x| x.void_share),
+                    "",
+                    "share of its iterations with no traced op running; baseline: its peers' median".into(),
+                ));
+            }
+            let rank = r.rank;
+            let mut culprit = a.ctx.rank_culprit(cause.component, rank);
+            culprit.score = 1.0;
+            let what = cause.what.clone();
+            evidence.extend(cause.evidence);
+            findings.push(Finding {
+                kind: cause.kind,
+                severity: Severity::Warning,
+                summary: format!(
+                    "rank {rank} runs its kernels at {:.0}% of the fastest peer's speed{} through {what} ({})",
+                    r.relative_score * 100.0,
+                    if r.individual_score < cfg.min_relative_score {
+                        format!(", {:.0}% of its own best", r.individual_score * 100.0)
+                    } else {
+                        String::new()
+                    },
+                    culprit.describe()
+                ),
+                confidence: confidence((1.0 - score).max(0.0) / 0.05 + flops_z[ri].max(0.0) / 6.0, 2.0),
+                culprits: vec![culprit],
+                evidence,
+                action: cause.action,
+                iterations: vec![],
+                detector: self.id().into(),
+            });
+        }
+        Outcome::Findings(findings)
+    }
+}
+
+/// The rank's value over the median of its peers' (same peer group).
+fn peer_ratio(
+    a: &Analysis,
+    m: &[RankMetrics],
+    ri: usize,
+    f: impl Fn(&RankMetrics) -> f64,
+) -> Option<f64> {
+    let own = f(&m[ri]);
+    let med = peer_median(a, m, ri, f)?;
+    (own.is_finite() && med > 0.0).then(|| own / med)
+}
+
+fn peer_median(
+    a: &Analysis,
+    m: &[RankMetrics],
+    ri: usize,
+    f: impl Fn(&RankMetrics) -> f64,
+) -> Option<f64> {
+    let g = a.ctx.peer_group[ri];
+    let mut v: Vec<f64> = m
+        .iter()
+        .enumerate()
+        .filter(|(r, x)| *r != ri && a.ctx.peer_group[*r] == g && f(x).is_finite())
+        .map(|(_, x)| f(x))
+        .collect();
+    (!v.is_empty()).then(|| median(&mut v))
+}
+
+/// Per rank: how many robust deviations below its peer group's median it sits (higher:
+/// slower). The deviation is floored at 0.5% of the median.
+fn robust_low_z(a: &Analysis, m: &[RankMetrics], f: impl Fn(&RankMetrics) -> f64) -> Vec<f64> {
+    let mut groups: std::collections::HashMap<u32, Vec<f64>> = Default::default();
+    for (ri, r) in m.iter().enumerate() {
+        let v = f(r);
+        if v.is_finite() {
+            groups.entry(a.ctx.peer_group[ri]).or_default().push(v);
+        }
+    }
+    let stats: std::collections::HashMap<u32, (f64, f64)> = groups
+        .into_iter()
+        .filter(|(_, v)| v.len() >= 3)
+        .map(|(g, v)| {
+            let (med, mad) = median_mad(&v);
+            (g, (med, mad.max(0.005 * med.abs())))
+        })
+        .collect();
+    m.iter()
+        .enumerate()
+        .map(|(ri, r)| match stats.get(&a.ctx.peer_group[ri]) {
+            Some(&(med, sd)) if sd > 0.0 && f(r).is_finite() => (med - f(r)) / sd,
+            _ => f64::NAN,
+        })
+        .collect()
+}
