@@ -22,7 +22,7 @@ use std::sync::Mutex;
 use std::time::Instant;
 
 /// The methods compared.
-const METHODS: [&str; 4] = ["flare", "hta", "nvrx_gpu", "nvrx"];
+const METHODS: [&str; 5] = ["flare", "hta", "nvrx_gpu", "nvrx", "minder"];
 
 /// Held-out job shapes per scale: (tp, cp, ep, dp, pp). Every 8,192-rank shape has four
 /// or more parallel dimensions.
@@ -165,6 +165,45 @@ fn run_one(sc: &Scenario, iterations: u32, baselines: bool) -> Result<Outcome> {
             .collect();
         let what = format!("latest starters {:?}", &hta[..hta.len().min(3)]);
         verdicts.insert("hta", rank_verdict(&hta, what));
+        // Machine metrics alone (Minder's method): node-level credit.
+        let m = flare_sim::machine::machine_metrics(
+            cluster,
+            out.trace.job.world_size,
+            truth,
+            sc.seed,
+            &flare_sim::machine::MachineSimConfig::default(),
+        );
+        let ctx = flare_engine::JobContext::from_trace(&out.trace);
+        let mf =
+            flare_engine::detectors::machine::detect_machines(&ctx, &m, &EngineConfig::default());
+        let nodes: Vec<u32> = mf.iter().filter_map(|f| f.culprits[0].node).collect();
+        let what = mf
+            .first()
+            .map(|f| f.summary.clone())
+            .unwrap_or_else(|| "no machine stands out".into());
+        verdicts.insert(
+            "minder",
+            if fault_free {
+                Verdict {
+                    top1: nodes.is_empty(),
+                    top3: nodes.is_empty(),
+                    false_positive: !nodes.is_empty(),
+                    got: what,
+                }
+            } else {
+                Verdict {
+                    top1: nodes
+                        .first()
+                        .is_some_and(|&n| truth.locates_node(n, cluster)),
+                    top3: nodes
+                        .iter()
+                        .take(3)
+                        .any(|&n| truth.locates_node(n, cluster)),
+                    false_positive: false,
+                    got: what,
+                }
+            },
+        );
         let scores = nvrx_scores(&out.trace);
         for (name, flagged) in [
             ("nvrx_gpu", nvrx_gpu_stragglers(&scores, 0.75)),
@@ -438,6 +477,7 @@ pub fn accuracy(a: AccuracyArgs) -> Result<ExitCode> {
         ("hta", "Baseline: Holistic Trace Analysis' straggler heuristic (latest starters of the dominant NCCL kernel, 2 per iteration); credited when its first rank sits on the culprit (the rank, behind the NIC or switch, or in the stage); it always names ranks"),
         ("nvrx_gpu", "Baseline: nvidia-resiliency-ext GPU scores (relative and individual over kernels, below 0.75), as its Megatron integration reports them; credited like HTA"),
         ("nvrx", "Baseline: nvidia-resiliency-ext GPU and section scores (host phases timed as sections: dataloader, GC, optimizer), below 0.75; credited like HTA"),
+        ("minder", "Flare's machine-metric detector alone (Minder's method on ten minutes of simulated DCGM/NIC/CPU series, 4-minute continuity); credited when its first machine holds the culprit (structural faults and hangs have none; intermittent faults come in bursts shorter than 4 minutes and should not alert)"),
     ];
     for (m, title) in titles {
         if let Some(t) = tables.get(m) {

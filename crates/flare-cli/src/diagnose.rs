@@ -2,7 +2,7 @@
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
-use flare_engine::{diagnose, EngineConfig};
+use flare_engine::EngineConfig;
 use flare_model::Trace;
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -52,6 +52,11 @@ pub struct DiagnoseArgs {
     /// Only diagnose these iterations, e.g. `10..19` (inclusive).
     #[arg(long)]
     pub window: Option<String>,
+    /// The job's machine metrics (GPU clocks, power, temperature, utilisation, NIC rates,
+    /// CPU) as the JSON of a Prometheus query_range request over DCGM and node exporter
+    /// series. A directory given as the trace is searched for machine.json.
+    #[arg(long)]
+    pub machine_metrics: Option<PathBuf>,
 }
 
 fn is_native_file(p: &Path) -> bool {
@@ -278,10 +283,37 @@ pub fn run(a: DiagnoseArgs) -> Result<ExitCode> {
             );
         }
     }
+    let machine_path = a.machine_metrics.clone().or_else(|| {
+        let p = a.paths[0].join("machine.json");
+        (a.paths.len() == 1 && p.is_file()).then_some(p)
+    });
+    let machine = match &machine_path {
+        Some(p) => {
+            let (m, stats) = flare_import::prometheus::read_machine_metrics(p)
+                .with_context(|| format!("reading machine metrics {}", p.display()))?;
+            eprintln!(
+                "machine metrics: {} machines, {} series, {} samples every {} s{}",
+                m.machines.len(),
+                stats.series,
+                m.samples,
+                m.interval_s,
+                if stats.skipped_series > 0 {
+                    format!(
+                        " ({} series of other metrics skipped)",
+                        stats.skipped_series
+                    )
+                } else {
+                    String::new()
+                }
+            );
+            Some(m)
+        }
+        None => None,
+    };
     let load_ms = t0.elapsed().as_secs_f64() * 1e3;
     sp.set_message(format!("diagnosing {} ops", trace.op_count()));
     let t1 = Instant::now();
-    let d = diagnose(&trace, &EngineConfig::default());
+    let d = flare_engine::diagnose_with_machine(&trace, machine.as_ref(), &EngineConfig::default());
     let diag_ms = t1.elapsed().as_secs_f64() * 1e3;
     sp.finish_and_clear();
     eprintln!("loaded in {load_ms:.0} ms, diagnosed in {diag_ms:.0} ms");

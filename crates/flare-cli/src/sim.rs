@@ -82,6 +82,11 @@ pub struct SimArgs {
     /// Also write per-rank Kineto traces (gzipped) under OUT/kineto/.
     #[arg(long)]
     pub kineto: bool,
+    /// Also write ten minutes of machine metrics around the run (GPU clocks, power,
+    /// temperature, utilisation, NIC rates, CPU) as Prometheus query_range JSON in
+    /// OUT/machine.json; `flare diagnose OUT` reads them.
+    #[arg(long)]
+    pub machine_metrics: bool,
 }
 
 pub fn run(a: SimArgs) -> Result<ExitCode> {
@@ -100,6 +105,25 @@ pub fn run(a: SimArgs) -> Result<ExitCode> {
         t0.elapsed().as_secs_f64()
     );
     write_outputs(&out, &a.out, a.kineto)?;
+    if a.machine_metrics {
+        let m = flare_sim::machine::machine_metrics(
+            &out.trace.job.cluster,
+            out.trace.job.world_size,
+            &out.truth,
+            cfg.seed,
+            &flare_sim::machine::MachineSimConfig::default(),
+        );
+        let path = a.out.join("machine.json");
+        flare_import::prometheus::write_machine_metrics(&m, &path)
+            .with_context(|| format!("writing {}", path.display()))?;
+        eprintln!(
+            "wrote {} ({} machines, {} samples every {} s)",
+            path.display(),
+            m.machines.len(),
+            m.samples,
+            m.interval_s
+        );
+    }
     println!("truth: {}", out.truth.description);
     println!("wrote {}", a.out.display());
     Ok(ExitCode::SUCCESS)

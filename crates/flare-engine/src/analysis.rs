@@ -11,6 +11,8 @@ pub struct Analysis<'a> {
     pub iterations: Vec<u32>,
     /// Duration of each iteration (median over ranks of their own span), ns.
     pub iteration_ns: Vec<Option<f64>>,
+    /// The job's machine metrics, when given.
+    pub machine: Option<&'a flare_model::MachineMetrics>,
 }
 
 impl<'a> Analysis<'a> {
@@ -22,6 +24,7 @@ impl<'a> Analysis<'a> {
             digests,
             iterations,
             iteration_ns,
+            machine: None,
         }
     }
 

@@ -20,6 +20,9 @@ pub struct ChangeConfig {
     pub min_probability: f64,
     /// A segment this short that returns to the earlier level is a spike.
     pub spike_len: usize,
+    /// Iterations a level must have held before a change counts (the first iterations
+    /// of a job are warm-up, not a baseline).
+    pub min_before: usize,
 }
 
 impl Default for ChangeConfig {
@@ -29,6 +32,7 @@ impl Default for ChangeConfig {
             min_shift: 0.10,
             min_probability: 0.5,
             spike_len: 2,
+            min_before: 3,
         }
     }
 }
@@ -185,7 +189,7 @@ pub fn change_points(series: &[f64], cfg: &ChangeConfig) -> Vec<ChangePoint> {
     // the level actually moves by the minimum shift.
     let mut cuts: Vec<(usize, f64)> = Vec::new();
     let mut run_end = 0usize;
-    for (t, &p) in p_change.iter().enumerate().skip(1) {
+    for (t, &p) in p_change.iter().enumerate().skip(cfg.min_before.max(1)) {
         if p < cfg.min_probability {
             continue;
         }

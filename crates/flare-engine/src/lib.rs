@@ -57,6 +57,13 @@ pub struct EngineConfig {
     /// A rank's relative or individual performance score (nvidia-resiliency-ext's: best
     /// peer's or its own best kernel time over its own) below this is reported.
     pub min_relative_score: f64,
+    /// Machine metrics (Minder): a machine is reported when it stays the outlier of a
+    /// metric this long...
+    pub machine_continuity_s: f64,
+    /// ...deviating from its peers' median by at least this much (log ratio), and by
+    /// this many robust standard deviations of the machines' distances.
+    pub machine_min_deviation: f64,
+    pub machine_min_z: f64,
 }
 
 impl EngineConfig {
@@ -84,6 +91,9 @@ impl Default for EngineConfig {
             min_blame_share: 0.005,
             min_iteration_blame_share: 0.02,
             min_relative_score: 0.75,
+            machine_continuity_s: 240.0,
+            machine_min_deviation: 0.03,
+            machine_min_z: 6.0,
         }
     }
 }
@@ -114,6 +124,7 @@ pub fn registry() -> Vec<Box<dyn Detector>> {
         Box::new(detectors::slow_rank::SlowRankDetector),
         Box::new(detectors::graph::GraphDetector),
         Box::new(detectors::metrics::MetricsDetector),
+        Box::new(detectors::machine::MachineDetector),
         Box::new(detectors::slow_path::SlowPathDetector),
         Box::new(detectors::imbalance::StageImbalanceDetector),
         Box::new(detectors::imbalance::SequenceImbalanceDetector),
@@ -168,15 +179,25 @@ impl Diagnosis {
 /// Runs every detector on a trace: its iterations are digested one by one, as the
 /// streaming engine does, and the whole trace is the window.
 pub fn diagnose(trace: &Trace, cfg: &EngineConfig) -> Diagnosis {
-    let engine = batch_engine(trace, cfg);
+    diagnose_with_machine(trace, None, cfg)
+}
+
+/// [`diagnose`] with the job's machine metrics (node monitoring) as well.
+pub fn diagnose_with_machine(
+    trace: &Trace,
+    machine: Option<&flare_model::MachineMetrics>,
+    cfg: &EngineConfig,
+) -> Diagnosis {
+    let mut engine = batch_engine(trace, cfg);
     let split = digest::split_instances(&engine.digests().collect::<Vec<_>>());
     if split {
         // Some instance's members carry different iteration tags (time-windowed
         // iterations, ops launched across a step boundary): tag each instance with its
         // earliest member's iteration and digest again.
         let unified = trace.unify_instance_iterations();
-        return batch_engine(&unified, cfg).diagnose();
+        engine = batch_engine(&unified, cfg);
     }
+    engine.set_machine_metrics(machine.cloned());
     engine.diagnose()
 }
 

@@ -38,6 +38,8 @@ pub struct Engine {
     /// Durations of the latest iterations (in push order), for drift and the iteration
     /// ratio.
     recent: VecDeque<f64>,
+    /// The job's machine metrics, when known.
+    machine: Option<flare_model::MachineMetrics>,
 }
 
 impl Engine {
@@ -54,6 +56,7 @@ impl Engine {
             unknown_rank_ops: 0,
             history: History::new(n),
             recent: VecDeque::new(),
+            machine: None,
         }
     }
 
@@ -220,9 +223,15 @@ impl Engine {
         }
     }
 
+    /// Sets (or replaces) the job's machine metrics, which the machine detector reads.
+    pub fn set_machine_metrics(&mut self, m: Option<flare_model::MachineMetrics>) {
+        self.machine = m;
+    }
+
     /// Runs every detector on the window.
     pub fn diagnose(&self) -> Diagnosis {
-        let a = Analysis::new(&self.ctx, self.digests.iter().collect());
+        let mut a = Analysis::new(&self.ctx, self.digests.iter().collect());
+        a.machine = self.machine.as_ref();
         run_detectors(&a, &self.cfg)
     }
 }

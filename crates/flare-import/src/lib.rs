@@ -15,6 +15,7 @@ pub mod native;
 pub mod nccl_inspector;
 pub mod nccl_profiler;
 pub mod ndtimeline;
+pub mod prometheus;
 mod varint;
 
 pub use kineto::{

@@ -20,6 +20,13 @@ fn valid_kineto() -> &'static [u8] {
     })
 }
 
+fn valid_prometheus() -> &'static [u8] {
+    br#"{"status":"success","data":{"resultType":"matrix","result":[
+      {"metric":{"__name__":"DCGM_FI_DEV_SM_CLOCK","Hostname":"node3","gpu":"2"},"values":[[100,"1980"],[102,"1975"],[104,"1970"]]},
+      {"metric":{"__name__":"node_infiniband_port_data_transmitted_bytes_total","instance":"node4:9100","device":"mlx5_1"},"values":[[100,"1000"],[102,"5000"]]}
+    ]}}"#
+}
+
 fn valid_native() -> &'static [u8] {
     static V: OnceLock<Vec<u8>> = OnceLock::new();
     V.get_or_init(|| {
@@ -130,6 +137,19 @@ proptest! {
     #[test]
     fn native_reader_survives_arbitrary_bytes(data in prop::collection::vec(any::<u8>(), 0..512)) {
         prop_assert!(read_native(&data[..], "fuzz.flare").is_err());
+    }
+
+    #[test]
+    fn prometheus_reader_survives_mutated_documents(edits in prop::collection::vec(arb_edit(), 1..6)) {
+        let data = apply(valid_prometheus(), &edits);
+        if let Err(e) = flare_import::prometheus::read_machine_metrics_bytes(&data, "fuzz-prom.json") {
+            prop_assert!(e.to_string().contains("fuzz-prom.json"), "{}", e);
+        }
+    }
+
+    #[test]
+    fn prometheus_reader_survives_arbitrary_bytes(data in prop::collection::vec(any::<u8>(), 0..512)) {
+        let _ = flare_import::prometheus::read_machine_metrics_bytes(&data, "fuzz-prom.json");
     }
 
     #[test]

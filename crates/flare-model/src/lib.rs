@@ -8,6 +8,7 @@
 pub mod comm;
 pub mod finding;
 pub mod flight_recorder;
+pub mod machine;
 pub mod ndtimeline;
 pub mod op;
 pub mod parallel;
@@ -17,6 +18,7 @@ pub mod trace;
 
 pub use comm::{CommId, Communicator, GroupKind};
 pub use finding::{Component, Culprit, Evidence, Finding, FindingKind, Severity};
+pub use machine::{Machine, MachineMetric, MachineMetrics, MetricSeries};
 pub use op::{Op, OpKind};
 pub use parallel::{Dim, ParallelConfig, RankCoords};
 pub use summary::{HangRecord, IterationSample, OpStats, RankSummary, ThreadStack, WindowSummary};

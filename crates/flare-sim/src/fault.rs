@@ -180,6 +180,33 @@ impl Truth {
     }
 }
 
+impl Truth {
+    /// Whether naming machine `node` points at the injected fault: the node of the faulty
+    /// GPU, host or NIC, or a node under the congested switch. Structural faults and hangs
+    /// have no machine to name.
+    pub fn locates_node(&self, node: u32, cluster: &ClusterTopology) -> bool {
+        let Some(kind) = self.expected_finding else {
+            return false;
+        };
+        self.culprits.iter().any(|t| match kind {
+            FindingKind::SequenceImbalance | FindingKind::StageImbalance | FindingKind::Hang => {
+                false
+            }
+            FindingKind::SlowSwitch => (0..cluster.gpus_per_node).any(|rail| {
+                t.element
+                    == Some(
+                        PathElement::Leaf {
+                            pod: cluster.pod_of(node),
+                            rail,
+                        }
+                        .label(),
+                    )
+            }),
+            _ => t.node == Some(node),
+        })
+    }
+}
+
 /// Draws a random fault of `kind` for a job; `iterations` is the run length.
 pub fn draw_fault<R: Rng>(
     kind: FaultKind,

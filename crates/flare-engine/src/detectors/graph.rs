@@ -149,6 +149,10 @@ impl GraphDetector {
         let mut rest: Vec<f64> = blame.iter().copied().filter(|&b| b > 0.0).collect();
         rest.sort_by(|x, y| y.total_cmp(x));
         let runner_up = rest.get(1).copied().unwrap_or(0.0);
+        // The blame must point at one rank: a near tie says the search could not tell.
+        if runner_up > 0.0 && w < 1.5 * runner_up {
+            return None;
+        }
         let cause = rank_cause(a, cfg, top, &scope, scoped / a.n_ranks().max(1) as f64);
         let rank = a.rank_id(top);
         let its: Vec<u32> = if sustained {

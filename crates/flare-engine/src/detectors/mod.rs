@@ -5,6 +5,7 @@ pub mod graph;
 pub mod hang;
 pub mod imbalance;
 pub mod iteration;
+pub mod machine;
 pub mod metrics;
 pub mod slow_path;
 pub mod slow_rank;
