@@ -47,6 +47,10 @@ pub struct JobArgs {
     /// launch_bound, stage_imbalance, sequence_imbalance, intermittent, hang.
     #[arg(long, default_value = "slow_gpu")]
     pub fault: String,
+    /// Where the scheduler put the job's nodes: `packed` (contiguous, as few pods as
+    /// possible) or `scattered:N` (drawn at random from N times as many pods).
+    #[arg(long, default_value = "packed")]
+    pub placement: String,
 }
 
 impl JobArgs {
@@ -68,6 +72,21 @@ impl JobArgs {
         cfg.nodes_per_pod = self.nodes_per_pod;
         cfg.seed = self.seed;
         cfg.fault = fault;
+        cfg.placement = match self.placement.as_str() {
+            "packed" | "dense" => flare_sim::Placement::Dense,
+            p => match p
+                .strip_prefix("scattered")
+                .map(|r| r.trim_start_matches(':'))
+            {
+                Some("") => flare_sim::Placement::Scattered { spread: 2 },
+                Some(n) => flare_sim::Placement::Scattered {
+                    spread: n.parse().ok().filter(|&n: &u32| n >= 1).with_context(|| {
+                        format!("--placement {p}: expected scattered:N with N >= 1")
+                    })?,
+                },
+                None => bail!("--placement '{p}': expected packed or scattered:N"),
+            },
+        };
         Ok(cfg)
     }
 }

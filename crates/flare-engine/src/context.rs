@@ -23,6 +23,9 @@ pub struct JobContext {
     /// Per rank index: the peer group ranks are compared within (the pipeline stage when
     /// the layout is known, else 0).
     pub peer_group: Vec<u32>,
+    /// Per communicator: how many pods its members span. Transfers are compared only
+    /// with communicators of the same span (crossing the spine is slower by design).
+    pub comm_pods: Vec<u32>,
     /// Per communicator: the fabric elements its ring crosses (computed on first use).
     fabric: OnceLock<Fabric>,
     /// Communicators grouped by role (computed on first use).
@@ -95,6 +98,19 @@ impl JobContext {
             .iter()
             .map(|&r| job.parallel.as_ref().map_or(0, |p| p.coords(r).pp))
             .collect();
+        let comm_pods = communicators
+            .iter()
+            .map(|c| {
+                let mut pods: Vec<u32> = c
+                    .members
+                    .iter()
+                    .map(|&m| job.cluster.pod_of(job.cluster.loc(m).node))
+                    .collect();
+                pods.sort_unstable();
+                pods.dedup();
+                pods.len() as u32
+            })
+            .collect();
         JobContext {
             job,
             meta,
@@ -104,6 +120,7 @@ impl JobContext {
             index_of,
             comm_traced,
             peer_group,
+            comm_pods,
             fabric: OnceLock::new(),
             roles: OnceLock::new(),
         }

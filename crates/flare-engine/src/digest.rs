@@ -232,6 +232,9 @@ pub struct IterationDigest {
     /// bytes and group size on 3 or more communicators in the iteration): the median of
     /// its transfer times over the class median, by communicator id.
     pub comm_transfer: Vec<(u32, f32)>,
+    /// Per class of comparable instances (op kind, bytes, group size, pods spanned): the
+    /// median transfer time and the instance count, to weigh what crossing pods costs.
+    pub span_transfer: Vec<SpanTransfer>,
     /// What the graph search blamed this iteration's waiting and slow transfers on.
     pub blame: Vec<crate::graph::Blame>,
     /// Op groups judged abnormal, and those the classifier scored.
@@ -244,6 +247,9 @@ pub struct IterationDigest {
     /// Ops read.
     pub ops: u64,
 }
+
+/// (op kind, bytes, group size, pods spanned, median transfer ns, instances).
+pub type SpanTransfer = (OpKind, u64, u32, u32, f32, u32);
 
 /// Whether some communicator's sequence numbers overlap between two digests: an
 /// instance whose members were tagged with different iterations.
@@ -278,6 +284,7 @@ impl IterationDigest {
             peer_medians: Vec::new(),
             seq_ranges: Vec::new(),
             comm_transfer: Vec::new(),
+            span_transfer: Vec::new(),
             blame: Vec::new(),
             abnormal_groups: 0,
             scored_groups: 0,
@@ -1250,7 +1257,13 @@ pub fn build(
         }
     }
     let duration_ns = (!unfinished && !spans.is_empty()).then(|| median(&mut spans));
-    let comm_transfer = comm_transfer(&instances, &mut members.transfer_ratio);
+    let mut span_transfer = Vec::new();
+    let comm_transfer = comm_transfer(
+        ctx,
+        &instances,
+        &mut members.transfer_ratio,
+        &mut span_transfer,
+    );
     members.map = map;
     let n_instances = instances.len() as u32;
     let complete_instances = instances
@@ -1278,6 +1291,7 @@ pub fn build(
         peer_medians,
         seq_ranges,
         comm_transfer,
+        span_transfer,
         blame: Vec::new(),
         abnormal_groups: 0,
         scored_groups: 0,
@@ -1340,12 +1354,18 @@ fn peer_medians(
 }
 
 /// Each communicator's transfer times against comparable instances of the iteration (same
-/// op kind, bytes and group size on other communicators): the per-iteration input of the
-/// slow-path detector. Instances come grouped by communicator.
-fn comm_transfer(instances: &[Instance], per_instance: &mut Vec<f32>) -> Vec<(u32, f32)> {
+/// op kind, bytes and group size on other communicators spanning as many pods): the
+/// per-iteration input of the slow-path detector. Instances come grouped by communicator.
+fn comm_transfer(
+    ctx: &JobContext,
+    instances: &[Instance],
+    per_instance: &mut Vec<f32>,
+    class_medians: &mut Vec<SpanTransfer>,
+) -> Vec<(u32, f32)> {
     // A handful of classes per job: a linear map is faster than hashing.
-    /// (op kind, bytes, group size), transfer times, distinct communicators, last one.
-    type Class = ((OpKind, u64, u32), Vec<f64>, u32, u32);
+    /// (op kind, bytes, group size, pods spanned), transfer times, distinct
+    /// communicators, last one.
+    type Class = ((OpKind, u64, u32, u32), Vec<f64>, u32, u32);
     let mut classes: Vec<Class> = Vec::new();
     let mut class_of = vec![u32::MAX; instances.len()];
     let mut last = usize::MAX;
@@ -1356,7 +1376,8 @@ fn comm_transfer(instances: &[Instance], per_instance: &mut Vec<f32>) -> Vec<(u3
         let Some(t) = inst.transfer_ns() else {
             continue;
         };
-        let key = (inst.kind, inst.bytes, inst.expected);
+        let pods = ctx.comm_pods.get(inst.comm as usize).copied().unwrap_or(1);
+        let key = (inst.kind, inst.bytes, inst.expected, pods);
         let c = if last < classes.len() && classes[last].0 == key {
             last
         } else {
@@ -1379,9 +1400,12 @@ fn comm_transfer(instances: &[Instance], per_instance: &mut Vec<f32>) -> Vec<(u3
     }
     let medians: Vec<Option<f64>> = classes
         .iter_mut()
-        .map(|(_, v, comms, _)| {
+        .map(|(key, v, comms, _)| {
             let n = v.len();
             let m = median(v);
+            if m > 0.0 {
+                class_medians.push((key.0, key.1, key.2, key.3, m as f32, n as u32));
+            }
             (n >= 3 && *comms >= 3 && m > 0.0).then_some(m)
         })
         .collect();

@@ -125,6 +125,7 @@ pub fn registry() -> Vec<Box<dyn Detector>> {
         Box::new(detectors::graph::GraphDetector),
         Box::new(detectors::metrics::MetricsDetector),
         Box::new(detectors::machine::MachineDetector),
+        Box::new(detectors::topology::TopologyDetector),
         Box::new(detectors::slow_path::SlowPathDetector),
         Box::new(detectors::imbalance::StageImbalanceDetector),
         Box::new(detectors::imbalance::SequenceImbalanceDetector),

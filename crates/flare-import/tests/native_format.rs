@@ -134,6 +134,8 @@ fn arb_trace() -> impl Strategy<Value = Trace> {
                             nodes,
                             gpus_per_node: gpn,
                             nodes_per_pod: npp,
+                            placement: (nodes % 2 == 0 && nodes <= 64)
+                                .then(|| (0..nodes).rev().collect()),
                         },
                         parallel: par.then(|| {
                             ParallelConfig::with_order(

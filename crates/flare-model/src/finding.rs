@@ -30,6 +30,8 @@ pub enum FindingKind {
     SequenceImbalance,
     /// Ranks never joined a collective that the others wait in.
     Hang,
+    /// The job's communication groups span more pods than it needs (scattered placement).
+    TopologyMisalignment,
 }
 
 impl FindingKind {
@@ -46,6 +48,7 @@ impl FindingKind {
             FindingKind::StageImbalance => "stage_imbalance",
             FindingKind::SequenceImbalance => "sequence_imbalance",
             FindingKind::Hang => "hang",
+            FindingKind::TopologyMisalignment => "topology_misalignment",
         }
     }
 }

@@ -16,10 +16,16 @@ pub struct GpuLoc {
 /// hang off one leaf switch; leaves meet at the spine. Inside a node GPUs talk over NVLink.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ClusterTopology {
+    /// Nodes of the cluster (node ids are below this).
     pub nodes: u32,
     pub gpus_per_node: u32,
     /// Nodes under one set of leaf switches (a "pod" or scalable unit).
     pub nodes_per_pod: u32,
+    /// Where the scheduler put the job: the node id of each block of `gpus_per_node`
+    /// consecutive ranks (ranks 0..8 on `placement[0]`, ...). `None`: densely, rank r on
+    /// node r / gpus_per_node.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placement: Option<Vec<u32>>,
 }
 
 /// One shared piece of the fabric that a transfer may cross.
@@ -56,17 +62,44 @@ impl ClusterTopology {
             nodes: world_size.div_ceil(gpus_per_node).max(1),
             gpus_per_node,
             nodes_per_pod: nodes_per_pod.max(1),
+            placement: None,
         }
+    }
+
+    /// The same cluster with the job's rank blocks on the given nodes (see
+    /// [`ClusterTopology::placement`]); the cluster grows to hold the highest node id.
+    pub fn with_placement(mut self, nodes: Vec<u32>) -> Self {
+        let top = nodes.iter().copied().max().map_or(0, |m| m + 1);
+        self.nodes = self.nodes.max(top);
+        self.placement = Some(nodes);
+        self
+    }
+
+    /// The rank on GPU `local` of `node`, if the job has one there.
+    pub fn rank_at(&self, node: u32, local: u32) -> Option<u32> {
+        if local >= self.gpus_per_node {
+            return None;
+        }
+        let block = match &self.placement {
+            Some(p) => p.iter().position(|&n| n == node)? as u32,
+            None => node,
+        };
+        Some(block * self.gpus_per_node + local)
     }
 
     pub fn world_size(&self) -> u32 {
         self.nodes * self.gpus_per_node
     }
 
-    /// Ranks are placed densely: rank r on node r / gpus_per_node.
+    /// Where a rank runs: densely (rank r on node r / gpus_per_node) unless the job has a
+    /// placement.
     pub fn loc(&self, rank: u32) -> GpuLoc {
+        let block = rank / self.gpus_per_node;
         GpuLoc {
-            node: rank / self.gpus_per_node,
+            node: match &self.placement {
+                Some(p) => p.get(block as usize).copied().unwrap_or(block),
+                None => block,
+            },
             local: rank % self.gpus_per_node,
         }
     }
@@ -119,6 +152,7 @@ mod tests {
             nodes: 8,
             gpus_per_node: 8,
             nodes_per_pod: 4,
+            placement: None,
         };
         let mut p = Vec::new();
         t.path(t.loc(0), t.loc(7), &mut p);
@@ -129,5 +163,13 @@ mod tests {
         t.path(t.loc(3), t.loc(8 * 5 + 3), &mut p);
         assert_eq!(p.len(), 5, "other pod crosses the spine");
         assert_eq!(p[3], PathElement::Leaf { pod: 1, rail: 3 });
+        // A scattered job: rank block 1 on node 6 (pod 1).
+        let s = ClusterTopology::for_world(16, 8, 4).with_placement(vec![0, 6]);
+        assert_eq!(s.loc(9).node, 6);
+        assert_eq!(s.rank_at(6, 1), Some(9));
+        assert_eq!(s.rank_at(3, 1), None);
+        assert_eq!(s.nodes, 7);
+        s.path(s.loc(3), s.loc(11), &mut p);
+        assert!(p.contains(&PathElement::Spine), "{p:?}");
     }
 }

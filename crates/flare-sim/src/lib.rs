@@ -38,6 +38,18 @@ pub struct SimConfig {
     /// Probability that an iteration has a cluster-wide spike.
     pub spike_probability: f64,
     pub costs: Costs,
+    /// Which nodes the scheduler gave the job.
+    pub placement: Placement,
+}
+
+/// How the job's nodes sit in the cluster.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Placement {
+    /// Contiguous nodes, filling pods in order (what a topology-aware scheduler does).
+    Dense,
+    /// Nodes drawn at random from `spread` times as many pods as the job needs (a
+    /// fragmented cluster and a scheduler that ignores topology).
+    Scattered { spread: u32 },
 }
 
 /// Base costs of the simulated model and hardware.
@@ -71,6 +83,9 @@ pub struct Costs {
     /// other jobs, and the worst slowdown of the transfers crossing it.
     pub background_congestion_probability: f64,
     pub background_congestion_max: f64,
+    /// Transfers that cross the spine (between pods) are this much slower than within a
+    /// pod: fat trees are oversubscribed above the leaves.
+    pub spine_slowdown: f64,
     pub tp_bytes: u64,
     pub pp_bytes: u64,
     pub cp_bytes: u64,
@@ -100,6 +115,7 @@ impl Default for Costs {
             os_jitter_max_ns: 2e6,
             background_congestion_probability: 0.15,
             background_congestion_max: 1.6,
+            spine_slowdown: 1.2,
             tp_bytes: 32 << 20,
             pp_bytes: 8 << 20,
             cp_bytes: 16 << 20,
@@ -122,6 +138,7 @@ impl SimConfig {
             seed: 1,
             fault: FaultKind::None,
             spike_probability: 0.08,
+            placement: Placement::Dense,
             costs: Costs::default(),
         }
     }
@@ -259,8 +276,20 @@ pub fn simulate_streaming(
     if cfg.iterations == 0 {
         return Err(SimError::Config("at least one iteration".into()));
     }
-    let cluster = ClusterTopology::for_world(world, cfg.gpus_per_node, cfg.nodes_per_pod);
     let noise = Noise::new(cfg.seed);
+    let mut cluster = ClusterTopology::for_world(world, cfg.gpus_per_node, cfg.nodes_per_pod);
+    if let Placement::Scattered { spread } = cfg.placement {
+        // The job's nodes drawn without replacement from `spread` times its pods.
+        let blocks = world.div_ceil(cfg.gpus_per_node.max(1));
+        let pool = cluster.pods() * spread.max(1) * cfg.nodes_per_pod.max(1);
+        let mut ids: Vec<u32> = (0..pool).collect();
+        for i in 0..blocks.min(pool) as usize {
+            let j = i + (noise.uniform(&[50, i as u64]) * (pool as usize - i) as f64) as usize;
+            ids.swap(i, j.min(pool as usize - 1));
+        }
+        ids.truncate(blocks as usize);
+        cluster = cluster.with_placement(ids);
+    }
     let mut fault_rng = noise.rng(0xFA17);
     let mut spec = draw_fault(cfg.fault, par, &cluster, cfg.iterations, &mut fault_rng);
     let costs = &cfg.costs;
@@ -352,7 +381,9 @@ pub fn simulate_streaming(
         let base = match e {
             PathElement::NvLink { .. } => costs.nvlink_bytes_per_s,
             PathElement::Nic { .. } => costs.nic_bytes_per_s,
-            PathElement::Leaf { .. } | PathElement::Spine => f64::INFINITY,
+            PathElement::Leaf { .. } => f64::INFINITY,
+            // Leaves reach each other through an oversubscribed spine.
+            PathElement::Spine => costs.nic_bytes_per_s / costs.spine_slowdown.max(1.0),
         };
         match faulted {
             Some((fe, factor)) if with_fault && fe == *e => {

@@ -142,13 +142,18 @@ pub fn machine_metrics(
 ) -> MachineMetrics {
     let noise = Noise::new(seed ^ 0x4D41_4348);
     let samples = (cfg.duration_s / cfg.interval_s).round().max(1.0) as usize;
-    let nodes = world.div_ceil(cluster.gpus_per_node.max(1));
+    // The job's machines, where the scheduler put them.
+    let gpn = cluster.gpus_per_node.max(1);
+    let nodes: Vec<u32> = (0..world.div_ceil(gpn))
+        .map(|b| cluster.loc(b * gpn).node)
+        .collect();
     let effect = Effect {
         truth,
         onset: cfg.onset_s,
         noise,
     };
-    let machines = (0..nodes)
+    let machines = nodes
+        .into_iter()
         .map(|node| {
             let n = node as u64;
             // A short glitch on some healthy machines: one metric, one device, 30-120 s.

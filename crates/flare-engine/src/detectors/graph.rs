@@ -382,7 +382,7 @@ impl GraphDetector {
             PathElement::Nic { node, rail } => {
                 culprit.node = Some(node);
                 culprit.local_gpu = Some(rail);
-                let rank = node * a.ctx.job.cluster.gpus_per_node + rail;
+                let rank = a.ctx.job.cluster.rank_at(node, rail).unwrap_or(u32::MAX);
                 if rank < a.ctx.job.world_size {
                     culprit.rank = Some(rank);
                 }

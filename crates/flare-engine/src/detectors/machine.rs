@@ -298,8 +298,7 @@ impl MachineDetector {
         });
         if let (Some(node), Some(dev)) = (machine.node, device) {
             culprit.local_gpu = Some(dev);
-            let gpn = a.ctx.job.cluster.gpus_per_node;
-            let rank = node * gpn + dev;
+            let rank = a.ctx.job.cluster.rank_at(node, dev).unwrap_or(u32::MAX);
             if rank < a.ctx.job.world_size && component != Component::Host {
                 culprit.rank = Some(rank);
                 if let Some(p) = a.ctx.job.parallel.as_ref() {

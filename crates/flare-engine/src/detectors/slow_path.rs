@@ -195,7 +195,7 @@ impl SlowPathDetector {
         if let PathElement::Nic { node, rail } = element {
             culprit.node = Some(node);
             culprit.local_gpu = Some(rail);
-            let rank = node * ctx.job.cluster.gpus_per_node + rail;
+            let rank = ctx.job.cluster.rank_at(node, rail).unwrap_or(u32::MAX);
             if rank < ctx.job.world_size {
                 culprit.rank = Some(rank);
             }
