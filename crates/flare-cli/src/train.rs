@@ -10,7 +10,9 @@
 
 use anyhow::{Context, Result};
 use clap::Args;
-use flare_engine::abnormal::{labeled_rows, Gate, LabeledRow, Model, FEATURE_NAMES, N_FEATURES};
+use flare_engine::abnormal::{
+    labeled_rows, Gate, GateCounts, LabeledRow, Model, FEATURE_NAMES, N_FEATURES,
+};
 use flare_engine::forest::{train, TrainConfig};
 use flare_model::ParallelConfig;
 use flare_sim::fault::FaultKind;
@@ -105,7 +107,7 @@ fn scenario_rows(
     iterations: u32,
     keep_normal: f64,
     gate: &Gate,
-) -> Result<Vec<LabeledRow>> {
+) -> Result<(Vec<LabeledRow>, GateCounts)> {
     let (tp, cp, ep, dp, pp) = sc.shape;
     let mut cfg = SimConfig::megatron(tp, pp, dp);
     cfg.parallel = ParallelConfig::new(tp, cp, ep, dp, pp)?;
@@ -115,13 +117,13 @@ fn scenario_rows(
     let fault = simulate(&cfg)?;
     cfg.fault = FaultKind::None;
     let twin = simulate(&cfg)?;
-    let rows = labeled_rows(&fault.trace, &twin.trace, gate);
+    let (rows, counts) = labeled_rows(&fault.trace, &twin.trace, gate);
     let positives = rows.iter().filter(|r| r.abnormal).count();
     let budget = ((positives as f64 * keep_normal) as usize).max(200);
     let normals = rows.len() - positives;
     // Keep every abnormal row and a deterministic sample of the normal ones.
     let mut k = 0usize;
-    Ok(rows
+    let kept = rows
         .into_iter()
         .filter(|r| {
             if r.abnormal {
@@ -131,7 +133,8 @@ fn scenario_rows(
             normals <= budget
                 || mix(sc.seed ^ ((k as u64) << 20)) % (normals as u64) < (budget as u64)
         })
-        .collect())
+        .collect();
+    Ok((kept, counts))
 }
 
 struct Metrics {
@@ -179,7 +182,7 @@ pub fn run(a: TrainArgs) -> Result<ExitCode> {
     let gate = Gate::default();
     let bar = crate::present::bar(scenarios.len() as u64, "training scenarios");
     let next = AtomicUsize::new(0);
-    let results: Mutex<Vec<(usize, Vec<LabeledRow>)>> = Mutex::new(Vec::new());
+    let results: Mutex<Vec<(usize, Vec<LabeledRow>, GateCounts)>> = Mutex::new(Vec::new());
     let errors: Mutex<Vec<String>> = Mutex::new(Vec::new());
     std::thread::scope(|s| {
         for _ in 0..a.threads.max(1) {
@@ -187,7 +190,7 @@ pub fn run(a: TrainArgs) -> Result<ExitCode> {
                 let i = next.fetch_add(1, Ordering::Relaxed);
                 let Some(sc) = scenarios.get(i) else { break };
                 match scenario_rows(sc, a.iterations, a.normal_per_abnormal, &gate) {
-                    Ok(rows) => results.lock().expect("lock").push((sc.index, rows)),
+                    Ok((rows, c)) => results.lock().expect("lock").push((sc.index, rows, c)),
                     Err(e) => errors
                         .lock()
                         .expect("lock")
@@ -207,7 +210,14 @@ pub fn run(a: TrainArgs) -> Result<ExitCode> {
     results.sort_by_key(|r| r.0);
     // Every fifth scenario is held out to report the model's quality.
     let (mut xtr, mut ytr, mut xva, mut yva) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-    for (i, rows) in &results {
+    let mut gate_counts = GateCounts::default();
+    for (_, _, c) in &results {
+        gate_counts.groups += c.groups;
+        gate_counts.gated += c.gated;
+        gate_counts.abnormal += c.abnormal;
+        gate_counts.gated_abnormal += c.gated_abnormal;
+    }
+    for (i, rows, _) in &results {
         for r in rows {
             if i % 5 == 4 {
                 xva.extend_from_slice(&r.features);
@@ -254,6 +264,14 @@ pub fn run(a: TrainArgs) -> Result<ExitCode> {
             "scenarios": scenarios.len(),
             "shapes": shapes.iter().map(|(tp, cp, ep, dp, pp)| format!("TP{tp} CP{cp} EP{ep} DP{dp} PP{pp}")).collect::<Vec<_>>(),
             "fault_kinds": KINDS.iter().map(|k| k.name()).collect::<Vec<_>>(),
+            "gate": {
+                "op_groups": gate_counts.groups,
+                "passed": gate_counts.gated,
+                "abnormal": gate_counts.abnormal,
+                "abnormal_passed": gate_counts.gated_abnormal,
+                "recall": round4(gate_counts.gated_abnormal as f64 / gate_counts.abnormal.max(1) as f64),
+                "pass_rate": round4(gate_counts.gated as f64 / gate_counts.groups.max(1) as f64),
+            },
             "rows": ytr.len(),
             "abnormal_rows": ytr.iter().filter(|&&y| y == 1).count(),
             "validation": {
@@ -273,6 +291,14 @@ pub fn run(a: TrainArgs) -> Result<ExitCode> {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     }
     std::fs::write(&a.out, &text).with_context(|| format!("writing {}", a.out.display()))?;
+    println!(
+        "gate: {} of {} op groups passed ({:.1}%), keeping {:.1}% of the {} abnormal ones",
+        gate_counts.gated,
+        gate_counts.groups,
+        gate_counts.gated as f64 / gate_counts.groups.max(1) as f64 * 100.0,
+        gate_counts.gated_abnormal as f64 / gate_counts.abnormal.max(1) as f64 * 100.0,
+        gate_counts.abnormal
+    );
     println!(
         "trained {} trees on {} rows ({} abnormal) from {} scenarios in {:.1} s (forest {train_s:.1} s); held-out rows: precision {:.3}, recall {:.3}, F1 {:.3}; wrote {} ({} KB)",
         model.forest.trees.len(),

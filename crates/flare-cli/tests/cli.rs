@@ -458,3 +458,35 @@ fn kineto_traces_from_another_generator_are_diagnosed() {
         }
     }
 }
+
+/// The abnormal-op model in the repository is what `flare train` produces with its default
+/// seed and settings, byte for byte (training is reproducible; nobody hand-edited it).
+#[test]
+fn committed_model_is_reproduced_by_flare_train() {
+    let d = tmp("train");
+    let out = d.join("model.json");
+    let status = flare().args(["train", "--out"]).arg(&out).output().unwrap();
+    assert!(
+        status.status.success(),
+        "{}",
+        String::from_utf8_lossy(&status.stderr)
+    );
+    let committed = std::fs::read(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../flare-engine/models/abnormal_op.json"),
+    )
+    .unwrap();
+    let trained = std::fs::read(&out).unwrap();
+    assert!(
+        committed == trained,
+        "flare train no longer reproduces crates/flare-engine/models/abnormal_op.json: retrain it with `flare train` and commit the result"
+    );
+    // A different seed gives a different forest.
+    let other = d.join("other.json");
+    let status = flare()
+        .args(["train", "--quick", "--seed", "7", "--out"])
+        .arg(&other)
+        .output()
+        .unwrap();
+    assert!(status.status.success());
+    assert_ne!(std::fs::read(&other).unwrap(), trained);
+}

@@ -65,29 +65,39 @@ pub enum AbnormalMethod {
 /// rows that pass it.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Gate {
+    /// Mean duration over the class median...
     pub mean_ratio: f32,
-    pub max_ratio: f32,
+    /// ...or its robust z-score over the class...
+    pub z_score: f32,
+    /// ...or the mean over its own history...
     pub history_ratio: f32,
+    /// ...or its mean transfer over the class's.
     pub transfer_ratio: f32,
 }
 
 impl Default for Gate {
     fn default() -> Self {
         Gate {
-            mean_ratio: 1.03,
-            max_ratio: 1.25,
-            history_ratio: 1.05,
-            transfer_ratio: 1.15,
+            mean_ratio: 1.10,
+            z_score: 4.0,
+            history_ratio: 1.10,
+            transfer_ratio: 1.20,
         }
     }
 }
 
 impl Gate {
     pub fn passes(&self, f: &[f32; N_FEATURES]) -> bool {
-        f[0] >= self.mean_ratio
-            || f[7] >= self.max_ratio
-            || f[14] >= self.history_ratio
-            || f[13] >= self.transfer_ratio
+        self.passes_on(f[0], f[2], f[14], f[13], 1.0)
+    }
+
+    /// The gate on its four figures; `drift` shifts the history threshold.
+    #[inline]
+    pub fn passes_on(&self, mean: f32, z: f32, history: f32, transfer: f32, drift: f32) -> bool {
+        mean >= self.mean_ratio
+            || z >= self.z_score
+            || history >= self.history_ratio * drift
+            || transfer >= self.transfer_ratio
     }
 }
 
@@ -358,22 +368,21 @@ pub fn detect(
                 AbnormalMethod::Forest => {
                     // The gate first, on figures that need no quartiles.
                     let refd = r.median.max(1.0);
-                    let quick_mean = (g.mean_d() / refd) as f32;
-                    let quick_max = (g.max_d / refd) as f32;
+                    let mean = g.mean_d();
+                    let quick_mean = (mean / refd) as f32;
+                    let quick_z = ((mean - r.median) / r.mad.max(0.02 * refd)) as f32;
                     let hist = history
                         .get(g)
                         .filter(|h| *h > 0.0)
-                        .map_or(1.0, |h| (g.mean_d() / h as f64) as f32);
+                        .map_or(1.0, |h| (mean / h as f64) as f32);
                     let transfer = if r.transfer > 0.0 {
                         (g.sum_transfer / g.n as f64 / r.transfer) as f32
                     } else {
                         1.0
                     };
-                    let gate = m.gate;
-                    if quick_mean < gate.mean_ratio
-                        && quick_max < gate.max_ratio
-                        && hist < gate.history_ratio * drift as f32
-                        && transfer < gate.transfer_ratio
+                    if !m
+                        .gate
+                        .passes_on(quick_mean, quick_z, hist, transfer, drift as f32)
                     {
                         false
                     } else {
@@ -516,7 +525,7 @@ pub fn labeled_rows(
     fault: &flare_model::Trace,
     twin: &flare_model::Trace,
     gate: &Gate,
-) -> Vec<LabeledRow> {
+) -> (Vec<LabeledRow>, GateCounts) {
     use crate::digest::{build, iteration_ranges, Carry};
     use std::collections::HashMap;
     let ctx = JobContext::from_trace(fault);
@@ -535,6 +544,7 @@ pub fn labeled_rows(
     let mut history = History::new(ctx.n_ranks());
     let mut recent: Vec<f64> = Vec::new();
     let mut out = Vec::new();
+    let mut counts = GateCounts::default();
     for (k, &it) in its.iter().enumerate() {
         let fd = build(&ctx, it, &slices_at(fault, &fr, k, it), &mut fc, 1, &mut fm);
         let td = build(
@@ -557,22 +567,43 @@ pub fn labeled_rows(
             .map(|(_, g)| ((g.rank_index, g.comm, g.name), g.sum_d))
             .collect();
         let twin_iteration = td.duration_ns.unwrap_or(0.0);
+        for (_, g) in fm.groups() {
+            if let Some(&t) = twin_total.get(&(g.rank_index, g.comm, g.name)) {
+                if g.n > 0 && label(g.sum_d, t, twin_iteration) {
+                    counts.abnormal += 1;
+                }
+            }
+        }
         for (id, f) in gated_rows(&ctx, &fm, &history, iteration_ratio, gate) {
             let g = fm.group(id);
             let Some(&t) = twin_total.get(&(g.rank_index, g.comm, g.name)) else {
                 continue;
             };
+            let abnormal = label(g.sum_d, t, twin_iteration);
+            counts.gated_abnormal += abnormal as u64;
             out.push(LabeledRow {
                 features: f,
-                abnormal: label(g.sum_d, t, twin_iteration),
+                abnormal,
             });
         }
+        counts.groups += fm.groups().filter(|(_, g)| g.n > 0).count() as u64;
         history.update(&fm);
         if let Some(t) = fd.duration_ns {
             recent.push(t);
         }
     }
-    out
+    counts.gated = out.len() as u64;
+    (out, counts)
+}
+
+/// How many op groups a scenario had, how many the gate let through, and how many of
+/// each were abnormal: the gate's cost in recall.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct GateCounts {
+    pub groups: u64,
+    pub gated: u64,
+    pub abnormal: u64,
+    pub gated_abnormal: u64,
 }
 
 #[cfg(test)]

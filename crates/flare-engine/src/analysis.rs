@@ -13,6 +13,9 @@ pub struct Analysis<'a> {
     pub iteration_ns: Vec<Option<f64>>,
     /// The job's machine metrics, when given.
     pub machine: Option<&'a flare_model::MachineMetrics>,
+    /// Per-rank metrics, computed on first use (several detectors and the diagnosis read
+    /// them).
+    metrics: std::sync::OnceLock<Vec<crate::detectors::metrics::RankMetrics>>,
 }
 
 impl<'a> Analysis<'a> {
@@ -25,7 +28,14 @@ impl<'a> Analysis<'a> {
             iterations,
             iteration_ns,
             machine: None,
+            metrics: std::sync::OnceLock::new(),
         }
+    }
+
+    /// Every rank's metrics over the window (see [`crate::detectors::metrics`]).
+    pub fn rank_metrics(&self) -> &[crate::detectors::metrics::RankMetrics] {
+        self.metrics
+            .get_or_init(|| crate::detectors::metrics::rank_metrics(self))
     }
 
     pub fn n_its(&self) -> usize {

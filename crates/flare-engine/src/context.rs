@@ -23,6 +23,8 @@ pub struct JobContext {
     /// Per rank index: the peer group ranks are compared within (the pipeline stage when
     /// the layout is known, else 0).
     pub peer_group: Vec<u32>,
+    /// Per communicator: its size (a flat table for the digest's hot loop).
+    pub comm_sizes: Vec<u32>,
     /// Per communicator: how many pods its members span. Transfers are compared only
     /// with communicators of the same span (crossing the spine is slower by design).
     pub comm_pods: Vec<u32>,
@@ -98,6 +100,10 @@ impl JobContext {
             .iter()
             .map(|&r| job.parallel.as_ref().map_or(0, |p| p.coords(r).pp))
             .collect();
+        let comm_sizes = communicators
+            .iter()
+            .map(|c| c.members.len() as u32)
+            .collect();
         let comm_pods = communicators
             .iter()
             .map(|c| {
@@ -120,6 +126,7 @@ impl JobContext {
             index_of,
             comm_traced,
             peer_group,
+            comm_sizes,
             comm_pods,
             fabric: OnceLock::new(),
             roles: OnceLock::new(),

@@ -134,6 +134,10 @@ pub struct RankIteration {
     /// Median interval between the CPU launch of a compute op and the launch of the op
     /// after it, ns: how fast its CPU issues work (long on a launch-bound rank).
     pub launch_gap_p50_ns: f64,
+    /// Compute ops with a launch time, and those that started within four times the
+    /// rank's quickest start of the iteration (launched just in time: the GPU waited).
+    pub issue_count: u32,
+    pub immediate_launches: u32,
     /// A sync op of this rank never ended.
     pub stuck: bool,
     pub last_op: Option<LastOp>,
@@ -160,6 +164,8 @@ impl Default for RankIteration {
             busy_ns: 0.0,
             issue_p50_ns: f64::NAN,
             launch_gap_p50_ns: f64::NAN,
+            issue_count: 0,
+            immediate_launches: 0,
             issue_hist: [0; ISSUE_BINS],
             stuck: false,
             last_op: None,
@@ -421,8 +427,13 @@ pub struct Members {
     pub transfer_ratio: Vec<f32>,
     /// How long the last build's phases took.
     pub times: PhaseTimes,
-    /// The iteration's slot map, to find the same op on another communicator.
+    /// The iteration's slot map, to find the same op on another communicator (and to
+    /// predict the next iteration's).
     map: SlotMap,
+    /// (ranks, threads) of the last build.
+    shape: (usize, usize),
+    /// Iterations built on a predicted slot map.
+    pub predicted: u64,
     /// Buffers of a digest that left the window, reused for the next one.
     pub(crate) spare_ranks: Vec<RankIteration>,
     pub(crate) spare_names: Vec<NameStat>,
@@ -632,6 +643,7 @@ enum SlotMap {
     Dense {
         base: Vec<u32>,
         lo: Vec<u32>,
+        hi: Vec<u32>,
         /// (first slot, communicator) of the communicators with ops, by first slot.
         firsts: Vec<(u32, u32)>,
         /// Slots in all.
@@ -684,6 +696,71 @@ impl SlotMap {
             SlotMap::Sparse { keys } => {
                 let i = keys.partition_point(|k| k.0 < comm);
                 keys.get(i).filter(|k| k.0 == comm).map(|k| k.1)
+            }
+        }
+    }
+
+    /// The next iteration's map if every communicator runs as many ops again, numbered
+    /// on from this iteration's last (a training job repeats itself); `None` for a sparse
+    /// map.
+    fn predict_next(&self) -> Option<SlotMap> {
+        let SlotMap::Dense {
+            base,
+            lo,
+            hi,
+            firsts,
+            n,
+        } = self
+        else {
+            return None;
+        };
+        let mut lo2 = lo.clone();
+        let mut hi2 = hi.clone();
+        for c in 0..lo.len() {
+            if lo[c] != u32::MAX {
+                let len = hi[c] - lo[c] + 1;
+                lo2[c] = hi[c].checked_add(1)?;
+                hi2[c] = hi[c].checked_add(len)?;
+            }
+        }
+        Some(SlotMap::Dense {
+            base: base.clone(),
+            lo: lo2,
+            hi: hi2,
+            firsts: firsts.clone(),
+            n: *n,
+        })
+    }
+
+    /// The slot of a key in a dense map, `None` when out of its communicator's range.
+    #[inline]
+    fn dense_slot(&self, comm: u32, seq: u32) -> Option<usize> {
+        match self {
+            SlotMap::Dense { base, lo, hi, .. } => {
+                let (l, h) = (*lo.get(comm as usize)?, hi[comm as usize]);
+                (l != u32::MAX && seq >= l && seq <= h)
+                    .then(|| (base[comm as usize] + (seq - l)) as usize)
+            }
+            SlotMap::Sparse { .. } => None,
+        }
+    }
+
+    /// The (communicator, lowest, highest sequence) of each communicator with ops.
+    fn ranges(&self) -> Vec<(u32, u32, u32)> {
+        match self {
+            SlotMap::Dense { lo, hi, .. } => (0..lo.len())
+                .filter(|&c| lo[c] != u32::MAX)
+                .map(|c| (c as u32, lo[c], hi[c]))
+                .collect(),
+            SlotMap::Sparse { keys } => {
+                let mut out: Vec<(u32, u32, u32)> = Vec::new();
+                for &(c, q) in keys {
+                    match out.last_mut() {
+                        Some(last) if last.0 == c => last.2 = q,
+                        _ => out.push((c, q, q)),
+                    }
+                }
+                out
             }
         }
     }
@@ -801,6 +878,7 @@ fn slot_map(ctx: &JobContext, chunks: &[Chunk]) -> (SlotMap, usize, Vec<(u32, u3
         SlotMap::Dense {
             base,
             lo,
+            hi,
             firsts,
             n: next as usize,
         },
@@ -822,22 +900,27 @@ fn scan_chunk(
     carry: &[Option<i64>],
     c: &mut Chunk,
     ranks_out: &mut [RankIteration],
+    predicted: bool,
 ) -> RankPass {
-    // Counting sort of the chunk's keys by slot.
-    c.starts.clear();
-    c.starts.resize(n_slots + 1, 0);
-    for &(comm, seq) in &c.keys {
-        c.starts[map.slot(comm, seq) + 1] += 1;
+    // Counting sort of the chunk's keys by slot; when the map is predicted, the previous
+    // iteration's slot counts stand in for them and every key is checked against them.
+    if !predicted {
+        c.starts.clear();
+        c.starts.resize(n_slots + 1, 0);
+        for &(comm, seq) in &c.keys {
+            c.starts[map.slot(comm, seq) + 1] += 1;
+        }
+        for i in 1..c.starts.len() {
+            c.starts[i] += c.starts[i - 1];
+        }
     }
-    for i in 1..c.starts.len() {
-        c.starts[i] += c.starts[i - 1];
-    }
+    let n_members = c.starts.get(n_slots).copied().unwrap_or(0) as usize;
     let mut fill = std::mem::take(&mut c.fill);
     fill.clear();
     fill.extend_from_slice(&c.starts[..n_slots]);
     c.members.clear();
     c.members.resize(
-        c.keys.len(),
+        n_members,
         Member {
             rank_index: 0,
             prev: u32::MAX,
@@ -885,6 +968,7 @@ fn scan_chunk(
         let (mut busy_lo, mut busy_hi) = (i64::MIN, i64::MIN);
         let first_name = out.names.len();
         let first_group = c.groups.len();
+        let mut recent_groups = [usize::MAX; 2];
         let run_start = c.rank_durations.len() as u32;
         launch_gaps.clear();
         let mut pending_launch: Option<i64> = None;
@@ -931,7 +1015,7 @@ fn scan_chunk(
                         (Some(a), Some(p)) => Some(a + (o.start_ns - p).max(0)),
                         _ => None,
                     };
-                    let gap3 = if ctx.comm_size(o.comm) >= 3 {
+                    let gap3 = if ctx.comm_sizes.get(o.comm as usize).is_some_and(|&n| n >= 3) {
                         let g = acc.unwrap_or(i64::MIN);
                         acc = Some(0);
                         g
@@ -942,15 +1026,41 @@ fn scan_chunk(
                     if end.is_none() {
                         acc = None;
                     }
-                    let slot = map.slot(o.comm, o.seq);
+                    let slot = if predicted {
+                        match map.dense_slot(o.comm, o.seq) {
+                            Some(s) if fill[s] < c.starts[s + 1] => s,
+                            // Not the predicted schedule: the caller starts over.
+                            _ => {
+                                out.mispredicted = true;
+                                c.fill = fill;
+                                return out;
+                            }
+                        }
+                    } else {
+                        map.slot(o.comm, o.seq)
+                    };
                     let local = fill[slot];
                     fill[slot] += 1;
                     // Its op group: the rank's ops of this name on this communicator.
-                    let gi = match c.groups[first_group..]
-                        .iter()
-                        .position(|g| g.comm == o.comm && g.name == o.name)
-                    {
-                        Some(k) => first_group + k,
+                    // The rank's last two groups first: its ops alternate between a few.
+                    let hit = |k: usize| {
+                        k >= first_group
+                            && k < c.groups.len()
+                            && c.groups[k].comm == o.comm
+                            && c.groups[k].name == o.name
+                    };
+                    let found = if hit(recent_groups[0]) {
+                        Some(recent_groups[0])
+                    } else if hit(recent_groups[1]) {
+                        Some(recent_groups[1])
+                    } else {
+                        c.groups[first_group..]
+                            .iter()
+                            .position(|g| g.comm == o.comm && g.name == o.name)
+                            .map(|k| first_group + k)
+                    };
+                    let gi = match found {
+                        Some(k) => k,
                         None => {
                             c.groups.push(OpGroup {
                                 rank_index: ri as u32,
@@ -970,6 +1080,10 @@ fn scan_chunk(
                             c.groups.len() - 1
                         }
                     };
+                    if recent_groups[0] != gi {
+                        recent_groups[1] = recent_groups[0];
+                        recent_groups[0] = gi;
+                    }
                     let g = &mut c.groups[gi];
                     match dur {
                         Some(d) => {
@@ -1040,6 +1154,9 @@ fn scan_chunk(
             r.busy_ns += (busy_hi - busy_lo) as f64;
         }
         if !issue.is_empty() {
+            let floor = issue.iter().copied().fold(f64::INFINITY, f64::min).max(1e3);
+            r.issue_count = issue.len() as u32;
+            r.immediate_launches = issue.iter().filter(|&&l| l <= 4.0 * floor).count() as u32;
             r.issue_p50_ns = median(&mut issue);
         }
         if !launch_gaps.is_empty() {
@@ -1049,8 +1166,62 @@ fn scan_chunk(
         out.carry.push(prev_end);
         out.last.push(prev_member);
     }
+    // A predicted slot left short means fewer ops than last time.
+    if predicted && (0..n_slots).any(|s| fill[s] != c.starts[s + 1]) {
+        out.mispredicted = true;
+    }
     c.fill = fill;
     out
+}
+
+/// Pass 1b over every chunk, one thread each, writing each chunk's ranks' figures into
+/// its part of `ranks`.
+#[allow(clippy::too_many_arguments)]
+fn scan_all(
+    ctx: &JobContext,
+    iteration: u32,
+    by_index: &[Option<&RankSlice>],
+    range_of: &(dyn Fn(usize) -> std::ops::Range<usize> + Sync),
+    map: &SlotMap,
+    n_slots: usize,
+    carry_in: &[Option<i64>],
+    chunks: &mut [Chunk],
+    ranks: &mut [RankIteration],
+    threads: usize,
+    predicted: bool,
+) -> Vec<RankPass> {
+    let mut passes: Vec<Option<RankPass>> = (0..threads).map(|_| None).collect();
+    let mut parts: Vec<&mut [RankIteration]> = Vec::with_capacity(threads);
+    let mut rest: &mut [RankIteration] = ranks;
+    for t in 0..threads {
+        let (a, b) = rest.split_at_mut(range_of(t).len());
+        parts.push(a);
+        rest = b;
+    }
+    type Work<'w> = (
+        (&'w mut Chunk, &'w mut Option<RankPass>),
+        &'w mut [RankIteration],
+    );
+    let mut work: Vec<Work> = chunks
+        .iter_mut()
+        .zip(passes.iter_mut())
+        .zip(parts)
+        .collect();
+    par_each(&mut work, |t, ((c, out), part)| {
+        **out = Some(scan_chunk(
+            ctx,
+            iteration,
+            by_index,
+            range_of(t),
+            map,
+            n_slots,
+            carry_in,
+            c,
+            part,
+            predicted,
+        ));
+    });
+    passes.into_iter().flatten().collect()
 }
 
 /// Output of the per-rank pass over one chunk of ranks.
@@ -1061,6 +1232,8 @@ struct RankPass {
     host_ops: Vec<(u32, u8, u32, f64)>,
     carry: Vec<Option<i64>>,
     last: Vec<u32>,
+    /// The predicted slot map did not fit this iteration.
+    mispredicted: bool,
 }
 
 /// Digests one iteration. `slices` hold every rank with data for it (any order);
@@ -1073,6 +1246,19 @@ pub fn build(
     carry: &mut Carry,
     threads: usize,
     members: &mut Members,
+) -> IterationDigest {
+    build_with(ctx, iteration, slices, carry, threads, members, true)
+}
+
+/// [`build`], choosing whether the previous iteration's slot layout may be reused.
+pub fn build_with(
+    ctx: &JobContext,
+    iteration: u32,
+    slices: &[RankSlice],
+    carry: &mut Carry,
+    threads: usize,
+    members: &mut Members,
+    predict: bool,
 ) -> IterationDigest {
     let n_ranks = ctx.n_ranks();
     let ops: usize = slices.iter().map(|s| s.ops.len()).sum();
@@ -1089,62 +1275,88 @@ pub fn build(
     members.chunks.truncate(threads);
 
     let t0 = std::time::Instant::now();
-    // Pass 1a: keys and sequence ranges.
-    par_each(&mut members.chunks, |t, c| {
-        collect_keys(ctx, iteration, &by_index, range_of(t), c)
-    });
-    let t1 = t0.elapsed();
-    let (map, n_slots, seq_ranges) = slot_map(ctx, &members.chunks);
-    let mut base = 0u32;
-    for c in members.chunks.iter_mut() {
-        c.base = base;
-        base += c.keys.len() as u32;
-    }
-
-    // Pass 1b: per rank, members into slot order.
     let carry_in = &carry.last_sync_end;
-    let mut passes: Vec<Option<RankPass>> = (0..threads).map(|_| None).collect();
     let mut ranks = std::mem::take(&mut members.spare_ranks);
     ranks.clear();
     ranks.resize(n_ranks, RankIteration::default());
-    {
-        let mut parts: Vec<&mut [RankIteration]> = Vec::with_capacity(threads);
-        let mut rest: &mut [RankIteration] = &mut ranks;
-        for t in 0..threads {
-            let (a, b) = rest.split_at_mut(range_of(t).len());
-            parts.push(a);
-            rest = b;
+    // In steady state the previous iteration's slot map, numbered on, and its slot counts
+    // fit this iteration: the key pass is skipped, and every key is checked (pass 1b
+    // starts over with the key pass at the first that does not fit).
+    let predicted = (predict && members.shape == (n_ranks, threads))
+        .then(|| members.map.predict_next())
+        .flatten()
+        .filter(|p| match p {
+            SlotMap::Dense { n, .. } => members.chunks.iter().all(|c| c.starts.len() == n + 1),
+            SlotMap::Sparse { .. } => false,
+        });
+    let mut outcome = None;
+    if let Some(map) = predicted {
+        let n_slots = match &map {
+            SlotMap::Dense { n, .. } => *n,
+            SlotMap::Sparse { keys } => keys.len(),
+        };
+        let mut base = 0u32;
+        for c in members.chunks.iter_mut() {
+            c.base = base;
+            base += c.starts[n_slots];
         }
-        type Work<'w> = (
-            (&'w mut Chunk, &'w mut Option<RankPass>),
-            &'w mut [RankIteration],
+        let passes = scan_all(
+            ctx,
+            iteration,
+            &by_index,
+            &range_of,
+            &map,
+            n_slots,
+            carry_in,
+            &mut members.chunks,
+            &mut ranks,
+            threads,
+            true,
         );
-        let mut work: Vec<Work> = members
-            .chunks
-            .iter_mut()
-            .zip(passes.iter_mut())
-            .zip(parts)
-            .collect();
-        par_each(&mut work, |t, ((c, out), part)| {
-            **out = Some(scan_chunk(
+        if !passes.iter().any(|p| p.mispredicted) {
+            members.predicted += 1;
+            let ranges = map.ranges();
+            outcome = Some((map, n_slots, ranges, passes, std::time::Duration::ZERO));
+        }
+    }
+    let (map, n_slots, seq_ranges, passes, t1) = match outcome {
+        Some(o) => o,
+        None => {
+            // Pass 1a: keys and sequence ranges.
+            par_each(&mut members.chunks, |t, c| {
+                collect_keys(ctx, iteration, &by_index, range_of(t), c)
+            });
+            let t1 = t0.elapsed();
+            let (map, n_slots, seq_ranges) = slot_map(ctx, &members.chunks);
+            let mut base = 0u32;
+            for c in members.chunks.iter_mut() {
+                c.base = base;
+                base += c.keys.len() as u32;
+            }
+            // Pass 1b: per rank, members into slot order.
+            let passes = scan_all(
                 ctx,
                 iteration,
                 &by_index,
-                range_of(t),
+                &range_of,
                 &map,
                 n_slots,
                 carry_in,
-                c,
-                part,
-            ));
-        });
-    }
+                &mut members.chunks,
+                &mut ranks,
+                threads,
+                false,
+            );
+            (map, n_slots, seq_ranges, passes, t1)
+        }
+    };
+    members.shape = (n_ranks, threads);
     let mut names = std::mem::take(&mut members.spare_names);
     names.clear();
     let mut host_ops = Vec::new();
     members.last_of_rank.clear();
     let mut ri = 0;
-    for p in passes.into_iter().flatten() {
+    for p in passes {
         names.extend(p.names);
         host_ops.extend(p.host_ops);
         members.last_of_rank.extend(p.last);
@@ -1368,7 +1580,7 @@ fn comm_transfer(
     type Class = ((OpKind, u64, u32, u32), Vec<f64>, u32, u32);
     let mut classes: Vec<Class> = Vec::new();
     let mut class_of = vec![u32::MAX; instances.len()];
-    let mut last = usize::MAX;
+    let mut recent = [usize::MAX; 4];
     for (i, inst) in instances.iter().enumerate() {
         if !inst.complete() || inst.present < 2 {
             continue;
@@ -1378,18 +1590,26 @@ fn comm_transfer(
         };
         let pods = ctx.comm_pods.get(inst.comm as usize).copied().unwrap_or(1);
         let key = (inst.kind, inst.bytes, inst.expected, pods);
-        let c = if last < classes.len() && classes[last].0 == key {
-            last
-        } else {
-            match classes.iter().position(|c| c.0 == key) {
+        // A communicator's ops cycle through a few classes (P2P send, receive, ...): the
+        // recently used ones are checked first.
+        let c = match recent
+            .iter()
+            .copied()
+            .find(|&c| c < classes.len() && classes[c].0 == key)
+        {
+            Some(c) => c,
+            None => match classes.iter().position(|c| c.0 == key) {
                 Some(c) => c,
                 None => {
                     classes.push((key, Vec::new(), 0, u32::MAX));
                     classes.len() - 1
                 }
-            }
+            },
         };
-        last = c;
+        if recent[0] != c {
+            recent.rotate_right(1);
+            recent[0] = c;
+        }
         let entry = &mut classes[c];
         entry.1.push(t as f64);
         if entry.3 != inst.comm {
@@ -1480,8 +1700,6 @@ struct InstancePass {
     per_rank: Vec<[f64; 5]>,
     /// Per op group (global id): waiting, transfer.
     per_group: Vec<[f64; 2]>,
-    /// Scratch: the members of the slot being read, with their global op group.
-    ms: Vec<(Member, u32)>,
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -1502,7 +1720,8 @@ fn instance_pass(
     out.per_rank.resize(n_ranks, [0.0; 5]);
     out.per_group.clear();
     out.per_group.resize(n_groups, [0.0; 2]);
-    let mut ms = std::mem::take(&mut out.ms);
+    // References into the chunks, not copies: a slot's members are read a few times.
+    let mut ms: Vec<(&Member, u32)> = Vec::new();
     let mut arrivals: Vec<i64> = Vec::new();
     let mut ends: Vec<f64> = Vec::new();
     let mut gaps: Vec<f64> = Vec::new();
@@ -1512,13 +1731,13 @@ fn instance_pass(
             ms.extend(
                 c.members[c.starts[slot] as usize..c.starts[slot + 1] as usize]
                     .iter()
-                    .map(|m| (*m, c.group_base + m.group)),
+                    .map(|m| (m, c.group_base + m.group)),
             );
         }
         if ms.is_empty() {
             continue;
         }
-        let m0 = ms[0].0;
+        let m0 = *ms[0].0;
         let (comm, seq) = map.key(slot);
         arrivals.clear();
         ends.clear();
@@ -1613,7 +1832,6 @@ fn instance_pass(
         out.instances.push(inst);
         out.slots.push(slot as u32);
     }
-    out.ms = ms;
 }
 
 /// Per rank, the range of its ops holding iteration `it`, for a trace whose ops are

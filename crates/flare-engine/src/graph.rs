@@ -65,20 +65,53 @@ enum State {
 }
 
 /// Explains one iteration. `instances` and `transfer_ratio` are indexed by instance,
-/// `abnormal` by op group.
+/// `abnormal` by op group. Instances are split over `threads`.
 pub fn walk(
     ctx: &JobContext,
     members: &Members,
     instances: &[Instance],
     transfer_ratio: &[f32],
     abnormal: &[bool],
+    threads: usize,
+) -> Vec<Blame> {
+    let threads = if instances.len() < 20_000 {
+        1
+    } else {
+        threads.max(1)
+    };
+    let parts = crate::digest::par_ranges(instances.len(), threads, |range| {
+        walk_range(ctx, members, instances, transfer_ratio, abnormal, range)
+    });
+    let mut blame: Vec<Blame> = Vec::new();
+    for part in parts {
+        for b in part {
+            match blame.iter_mut().find(|x| x.root == b.root) {
+                Some(x) => {
+                    x.ns += b.ns;
+                    x.instances += b.instances;
+                }
+                None => blame.push(b),
+            }
+        }
+    }
+    blame.sort_by_key(|b| b.root);
+    blame
+}
+
+fn walk_range(
+    ctx: &JobContext,
+    members: &Members,
+    instances: &[Instance],
+    transfer_ratio: &[f32],
+    abnormal: &[bool],
+    range: std::ops::Range<usize>,
 ) -> Vec<Blame> {
     let mut search = Search {
         ctx,
         members,
         instances,
         transfer_ratio,
-        end_root: vec![State::Unknown; instances.len()],
+        end_root: std::collections::HashMap::new(),
         gaps: Vec::new(),
     };
     let abnormal_member = |id: u32| {
@@ -104,30 +137,30 @@ pub fn walk(
             }),
         }
     };
-    let mut ids: Vec<u32> = Vec::new();
-    for (i, inst) in instances.iter().enumerate() {
+    for i in range {
+        let inst = &instances[i];
         if !inst.complete() || inst.present < 2 || inst.end.is_none() {
             continue;
         }
-        ids.clear();
-        ids.extend(members.of_instance(i));
-        let n_abnormal = ids.iter().filter(|&&m| abnormal_member(m)).count();
+        // One pass over the members: how many are abnormal, and how long they waited.
+        let (mut n, mut n_abnormal, mut wait) = (0usize, 0usize, 0.0f64);
+        for m in members.of_instance(i) {
+            n += 1;
+            if abnormal_member(m) {
+                n_abnormal += 1;
+                wait += (inst.last_arrival - members.get(m).arrival).max(0) as f64;
+            }
+        }
         if n_abnormal == 0 {
             continue;
         }
         let ratio = transfer_ratio.get(i).copied().unwrap_or(1.0);
         // Excess transfer: the path.
-        if (n_abnormal == ids.len() && ratio >= PATH_RATIO) || ratio >= STRONG_PATH_RATIO {
+        if (n_abnormal == n && ratio >= PATH_RATIO) || ratio >= STRONG_PATH_RATIO {
             let t = inst.transfer_ns().unwrap_or(0) as f64;
-            let excess = t * (1.0 - 1.0 / ratio as f64) * ids.len() as f64;
+            let excess = t * (1.0 - 1.0 / ratio as f64) * n as f64;
             credit(Root::Comm(inst.comm), excess);
         }
-        // Waiting of the abnormal members: the late arrival.
-        let wait: f64 = ids
-            .iter()
-            .filter(|&&m| abnormal_member(m))
-            .map(|&m| (inst.last_arrival - members.get(m).arrival).max(0) as f64)
-            .sum();
         let Some((late, lateness)) = search.late_member(i) else {
             continue;
         };
@@ -137,7 +170,6 @@ pub fn walk(
             }
         }
     }
-    blame.sort_by_key(|b| b.root);
     blame
 }
 
@@ -146,8 +178,8 @@ struct Search<'a> {
     members: &'a Members,
     instances: &'a [Instance],
     transfer_ratio: &'a [f32],
-    /// Per instance: what made it end late (memoized).
-    end_root: Vec<State>,
+    /// Per instance followed: what made it end late (memoized).
+    end_root: std::collections::HashMap<u32, State>,
     gaps: Vec<f64>,
 }
 
@@ -266,13 +298,18 @@ impl Search<'_> {
         };
         let mut chain: Vec<usize> = Vec::new();
         let result = loop {
-            match self.end_root[j] {
+            match self
+                .end_root
+                .get(&(j as u32))
+                .copied()
+                .unwrap_or(State::Unknown)
+            {
                 State::Done(r) => break r,
                 // Instances are held up only by earlier ones; a cycle ends the chain.
                 State::Pending => break None,
                 State::Unknown => {}
             }
-            self.end_root[j] = State::Pending;
+            self.end_root.insert(j as u32, State::Pending);
             chain.push(j);
             let inst = &self.instances[j];
             let ratio = self.transfer_ratio.get(j).copied().unwrap_or(1.0).max(1.0) as f64;
@@ -292,7 +329,7 @@ impl Search<'_> {
             }
         };
         for c in chain {
-            self.end_root[c] = State::Done(result);
+            self.end_root.insert(c as u32, State::Done(result));
         }
         result
     }

@@ -47,8 +47,14 @@ pub struct EngineConfig {
     pub min_imbalance: f64,
     /// Worker threads for digesting iterations (0: one per available core).
     pub threads: usize,
+    /// Reuse the previous iteration's slot layout when the schedule repeats (checked key
+    /// by key; off only to test that it changes nothing).
+    pub predict_slots: bool,
     /// How op groups are judged abnormal before the graph search.
     pub abnormal: abnormal::AbnormalMethod,
+    /// Shift the classifier's thresholds on time-valued features by the drift of
+    /// iteration time (Holmes); off only to measure what it changes.
+    pub adjust_drift: bool,
     /// A rank or path is to blame when the waiting it caused is at least this share of
     /// the job's time over the window...
     pub min_blame_share: f64,
@@ -87,7 +93,9 @@ impl Default for EngineConfig {
             min_transient_path_ratio: 2.0,
             min_imbalance: 1.08,
             threads: 0,
+            predict_slots: true,
             abnormal: abnormal::AbnormalMethod::Forest,
+            adjust_drift: true,
             min_blame_share: 0.005,
             min_iteration_blame_share: 0.02,
             min_relative_score: 0.75,

@@ -77,6 +77,11 @@ impl Engine {
         self.digests.iter()
     }
 
+    /// Iterations digested on the previous iteration's slot layout.
+    pub fn predicted_iterations(&self) -> u64 {
+        self.members.predicted
+    }
+
     /// How long the phases of the last digest took.
     pub fn last_phase_times(&self) -> digest::PhaseTimes {
         self.members.times
@@ -102,13 +107,14 @@ impl Engine {
                 self.members.recycle(old);
             }
         }
-        let mut d = digest::build(
+        let mut d = digest::build_with(
             &self.ctx,
             iteration,
             slices,
             &mut self.carry,
             self.cfg.threads(),
             &mut self.members,
+            self.cfg.predict_slots,
         );
         self.analyze_members(&mut d);
         let pos = self.digests.partition_point(|x| x.iteration < iteration);
@@ -182,7 +188,7 @@ impl Engine {
             }
             _ => 1.0,
         };
-        let drift = if self.recent.len() >= 4 {
+        let drift = if self.cfg.adjust_drift && self.recent.len() >= 4 {
             let mut series: Vec<f64> = self.recent.iter().copied().collect();
             series.extend(d.duration_ns);
             crate::changepoint::drift_factor(&series, &crate::changepoint::ChangeConfig::default())
@@ -205,6 +211,7 @@ impl Engine {
             &self.members.instances,
             &self.members.transfer_ratio,
             &verdicts.abnormal,
+            self.cfg.threads(),
         );
         let t2 = std::time::Instant::now();
         d.abnormal_groups = verdicts.n_abnormal;
@@ -253,7 +260,7 @@ pub(crate) fn run_detectors(a: &Analysis, cfg: &EngineConfig) -> Diagnosis {
             self_excess.push(a.relative_excess(ri, i));
         }
     }
-    let mut rank_metrics = crate::detectors::metrics::rank_metrics(a);
+    let mut rank_metrics = a.rank_metrics().to_vec();
     rank_metrics.sort_by(|x, y| {
         let (sx, sy) = (
             x.relative_score.min(x.individual_score),
@@ -271,5 +278,111 @@ pub(crate) fn run_detectors(a: &Analysis, cfg: &EngineConfig) -> Diagnosis {
         ranks: a.ctx.ranks.clone(),
         self_excess,
         rank_metrics,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use flare_sim::{fault::FaultKind, simulate, SimConfig};
+
+    /// Digests built with the previous iteration's slot map predicted (steady state) equal
+    /// those built from scratch, and a change of schedule falls back to the key pass.
+    #[test]
+    fn predicted_slot_maps_give_the_same_digests() {
+        let mut cfg = SimConfig::for_scale(512);
+        cfg.iterations = 5;
+        cfg.seed = 9;
+        cfg.fault = FaultKind::SlowGpu;
+        let out = simulate(&cfg).unwrap();
+        let ctx = JobContext::from_trace(&out.trace);
+        let ecfg = EngineConfig {
+            threads: 2,
+            ..EngineConfig::default()
+        };
+        let mut streamed = Engine::new(ctx.clone(), ecfg.clone(), 5);
+        streamed.push(&out.trace).unwrap();
+        for (k, d) in streamed.digests().enumerate() {
+            // An engine that never predicts.
+            let mut fresh = Engine::new(
+                ctx.clone(),
+                EngineConfig {
+                    predict_slots: false,
+                    ..ecfg.clone()
+                },
+                5,
+            );
+            let it = d.iteration;
+            fresh
+                .push(&out.trace.window(flare_model::Window {
+                    first_iteration: 0,
+                    last_iteration: it,
+                }))
+                .unwrap();
+            let f = fresh.digests().last().unwrap();
+            assert_eq!(f.iteration, it);
+            assert_eq!(f.ranks, d.ranks, "iteration {k}");
+            assert_eq!(f.n_instances, d.n_instances);
+            assert_eq!(f.comm_transfer, d.comm_transfer);
+            assert_eq!(f.seq_ranges, d.seq_ranges);
+            assert_eq!(fresh.predicted_iterations(), 0);
+        }
+        assert_eq!(
+            streamed.predicted_iterations(),
+            4,
+            "every iteration after the first"
+        );
+        // A job whose schedule changes (a hang: nothing after the stop) still digests.
+        cfg.fault = FaultKind::Hang;
+        let out = simulate(&cfg).unwrap();
+        let mut e = Engine::new(JobContext::from_trace(&out.trace), ecfg, 5);
+        e.push(&out.trace).unwrap();
+        let d = e.diagnose();
+        assert_eq!(d.findings[0].kind, flare_model::FindingKind::Hang);
+    }
+
+    /// Holmes' drift adjustment: when a healthy job's iterations all get 30% slower (a
+    /// longer sequence length), the time-valued features' thresholds move with the drift,
+    /// so far fewer ops are flagged than without it, and nothing is blamed.
+    #[test]
+    fn drift_of_iteration_time_shifts_the_thresholds() {
+        let mut cfg = SimConfig::for_scale(512);
+        cfg.iterations = 16;
+        cfg.seed = 17;
+        cfg.spike_probability = 0.0;
+        cfg.workload_change = Some((6, 1.3));
+        let out = simulate(&cfg).unwrap();
+        let flagged = |adjust: bool| {
+            let mut e = Engine::new(
+                JobContext::from_trace(&out.trace),
+                EngineConfig {
+                    adjust_drift: adjust,
+                    ..EngineConfig::default()
+                },
+                16,
+            );
+            e.push(&out.trace).unwrap();
+            let after: u32 = e
+                .digests()
+                .filter(|d| d.iteration >= 10)
+                .map(|d| d.abnormal_groups)
+                .sum();
+            let drift = e.digests().last().unwrap().drift;
+            (after, drift, e.diagnose())
+        };
+        let (with, drift, d) = flagged(true);
+        let (without, _, _) = flagged(false);
+        eprintln!("abnormal op groups in iterations 10-15: {with} with the drift adjustment (drift {drift:.2}), {without} without");
+        // Compute 30% longer, communication not: iterations about 20% longer.
+        assert!(drift > 1.1 && drift < 1.3, "drift {drift}");
+        assert!(
+            (with as f64) < 0.5 * without as f64,
+            "abnormal op groups after the change: {with} with the adjustment, {without} without"
+        );
+        assert!(d.localized().next().is_none(), "{:#?}", d.findings);
+        assert!(d
+            .findings
+            .iter()
+            .any(|f| f.kind == flare_model::FindingKind::IterationSlowdown));
     }
 }

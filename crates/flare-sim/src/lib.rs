@@ -40,6 +40,9 @@ pub struct SimConfig {
     pub costs: Costs,
     /// Which nodes the scheduler gave the job.
     pub placement: Placement,
+    /// From iteration `.0` on, every rank's compute costs `.1` times more (the job moved to
+    /// longer sequences or a bigger batch): a drift of iteration time that is no fault.
+    pub workload_change: Option<(u32, f64)>,
 }
 
 /// How the job's nodes sit in the cluster.
@@ -139,6 +142,7 @@ impl SimConfig {
             fault: FaultKind::None,
             spike_probability: 0.08,
             placement: Placement::Dense,
+            workload_change: None,
             costs: Costs::default(),
         }
     }
@@ -720,6 +724,11 @@ impl Ctx<'_> {
                         * self.noise.normal(&[31, r as u64, (it / 3) as u64]))
                     .exp();
                     let mut factor = st.speed * thermal;
+                    if let Some((from, f)) = self.cfg.workload_change {
+                        if it >= from && step.work != Work::Optimizer {
+                            factor *= f;
+                        }
+                    }
                     let mut issue_factor = 1.0;
                     match fault {
                         Some(Fault::SlowGpu { rank, factor: f }) if *rank == r => factor *= f,

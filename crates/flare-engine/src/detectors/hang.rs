@@ -22,8 +22,14 @@ impl Detector for HangDetector {
     fn detect(&self, a: &Analysis, _cfg: &EngineConfig) -> Outcome {
         let ctx = a.ctx;
         // Ranks that are stuck: a sync op of theirs never ended.
+        let mut stuck_ranks = vec![false; a.n_ranks()];
+        for d in &a.digests {
+            for (ri, r) in d.ranks.iter().enumerate() {
+                stuck_ranks[ri] |= r.stuck;
+            }
+        }
         let stuck: BTreeSet<u32> = (0..a.n_ranks())
-            .filter(|&ri| a.digests.iter().any(|d| d.ranks[ri].stuck))
+            .filter(|&ri| stuck_ranks[ri])
             .map(|ri| a.rank_id(ri))
             .collect();
         if stuck.is_empty() {

@@ -10,9 +10,10 @@ use std::collections::BTreeMap;
 fn compute_per_rank_iteration(a: &Analysis) -> Vec<f64> {
     let n_its = a.n_its();
     let mut out = vec![0.0; a.n_ranks() * n_its];
-    for ri in 0..a.n_ranks() {
-        for i in 0..n_its {
-            out[ri * n_its + i] = a.rank(ri, i).compute_ns;
+    // Iteration by iteration: each digest's ranks lie together in memory.
+    for (i, d) in a.digests.iter().enumerate() {
+        for (ri, r) in d.ranks.iter().enumerate() {
+            out[ri * n_its + i] = r.compute_ns;
         }
     }
     out

@@ -37,28 +37,73 @@ pub struct RankMetrics {
     pub individual_score: f64,
 }
 
+/// Sums over the window of one rank's figures.
+#[derive(Clone, Copy, Default)]
+struct Acc {
+    flops: f64,
+    flops_ns: f64,
+    bus: f64,
+    bus_ns: f64,
+    busy: f64,
+    span: f64,
+    spans: u32,
+    issued: u64,
+    immediate: u64,
+    best: f64,
+    latest: f64,
+}
+
 /// Every rank's metrics over the window, in rank-index order.
 pub fn rank_metrics(a: &Analysis) -> Vec<RankMetrics> {
     let n_its = a.n_its();
-    // Mean kernel time per rank per iteration (compute time over compute ops).
-    let kernel_mean = |ri: usize, i: usize| {
-        let r = a.rank(ri, i);
-        if r.compute_ops > 0 {
-            r.compute_ns / r.compute_ops as f64
-        } else {
-            f64::NAN
+    let n = a.n_ranks();
+    // Iteration by iteration: each digest's ranks lie together in memory.
+    let mut acc = vec![
+        Acc {
+            best: f64::INFINITY,
+            latest: f64::NAN,
+            ..Acc::default()
+        };
+        n
+    ];
+    let mut means: Vec<f64> = vec![f64::NAN; n * n_its];
+    for (i, d) in a.digests.iter().enumerate() {
+        for (ri, r) in d.ranks.iter().enumerate() {
+            let x = &mut acc[ri];
+            x.flops += r.flops;
+            x.flops_ns += r.flops_ns;
+            x.bus += r.bus_bytes;
+            x.bus_ns += r.bus_ns;
+            if let Some(s) = r.span_ns() {
+                x.busy += r.busy_ns.min(s);
+                x.span += s;
+                x.spans += 1;
+            }
+            x.issued += r.issue_count as u64;
+            x.immediate += r.immediate_launches as u64;
+            if r.compute_ops > 0 {
+                // Mean kernel time of the iteration.
+                let k = r.compute_ns / r.compute_ops as f64;
+                means[ri * n_its + i] = k;
+                x.best = x.best.min(k);
+                x.latest = k;
+            }
         }
-    };
-    let window_mean: Vec<f64> = (0..a.n_ranks())
+    }
+    let mut buf: Vec<f64> = Vec::with_capacity(n_its);
+    let window_mean: Vec<f64> = (0..n)
         .map(|ri| {
-            let v: Vec<f64> = (0..n_its)
-                .map(|i| kernel_mean(ri, i))
-                .filter(|v| v.is_finite())
-                .collect();
-            if v.is_empty() {
+            buf.clear();
+            buf.extend(
+                means[ri * n_its..(ri + 1) * n_its]
+                    .iter()
+                    .copied()
+                    .filter(|v| v.is_finite()),
+            );
+            if buf.is_empty() {
                 f64::NAN
             } else {
-                median(&mut v.clone())
+                median(&mut buf)
             }
         })
         .collect();
@@ -70,44 +115,14 @@ pub fn rank_metrics(a: &Analysis) -> Vec<RankMetrics> {
             *b = b.min(m);
         }
     }
-    (0..a.n_ranks())
+    (0..n)
         .map(|ri| {
-            let (mut flops, mut flops_ns, mut bus, mut bus_ns) = (0.0, 0.0, 0.0, 0.0);
-            let (mut busy, mut span, mut spans) = (0.0, 0.0, 0u32);
-            let mut hist = [0u64; crate::digest::ISSUE_BINS];
-            for i in 0..n_its {
-                let r = a.rank(ri, i);
-                flops += r.flops;
-                flops_ns += r.flops_ns;
-                bus += r.bus_bytes;
-                bus_ns += r.bus_ns;
-                if let Some(s) = r.span_ns() {
-                    busy += r.busy_ns.min(s);
-                    span += s;
-                    spans += 1;
-                }
-                for (b, v) in r.issue_hist.iter().enumerate() {
-                    hist[b] += *v as u64;
-                }
-            }
-            let total: u64 = hist.iter().sum();
-            let floor = (0..hist.len()).find(|&b| hist[b] > 0).unwrap_or(0);
-            let limit = crate::digest::issue_bin_floor(floor + 1) * 4.0;
-            let low: u64 = (0..hist.len())
-                .filter(|&b| crate::digest::issue_bin_floor(b + 1) <= limit)
-                .map(|b| hist[b])
-                .sum();
+            let x = &acc[ri];
             // Individual score: its best iteration against its latest.
-            let series: Vec<f64> = (0..n_its)
-                .map(|i| kernel_mean(ri, i))
-                .filter(|v| v.is_finite())
-                .collect();
-            let individual = match (
-                series.iter().copied().fold(f64::INFINITY, f64::min),
-                series.last(),
-            ) {
-                (b, Some(&l)) if b.is_finite() && l > 0.0 => b / l,
-                _ => f64::NAN,
+            let individual = if x.best.is_finite() && x.latest > 0.0 {
+                x.best / x.latest
+            } else {
+                f64::NAN
             };
             let relative = match best.get(&a.ctx.peer_group[ri]) {
                 Some(&b) if window_mean[ri] > 0.0 => b / window_mean[ri],
@@ -115,24 +130,28 @@ pub fn rank_metrics(a: &Analysis) -> Vec<RankMetrics> {
             };
             RankMetrics {
                 rank: a.rank_id(ri),
-                tflops: if flops_ns > 0.0 {
-                    flops / flops_ns / 1e3
+                tflops: if x.flops_ns > 0.0 {
+                    x.flops / x.flops_ns / 1e3
                 } else {
                     f64::NAN
                 },
-                bus_gbps: if bus_ns > 0.0 { bus / bus_ns } else { f64::NAN },
-                immediate_launch_share: if total > 0 {
-                    low as f64 / total as f64
+                bus_gbps: if x.bus_ns > 0.0 {
+                    x.bus / x.bus_ns
                 } else {
                     f64::NAN
                 },
-                void_share: if span > 0.0 {
-                    1.0 - busy / span
+                immediate_launch_share: if x.issued > 0 {
+                    x.immediate as f64 / x.issued as f64
                 } else {
                     f64::NAN
                 },
-                iterations_per_s: if span > 0.0 {
-                    spans as f64 / (span / 1e9)
+                void_share: if x.span > 0.0 {
+                    1.0 - x.busy / x.span
+                } else {
+                    f64::NAN
+                },
+                iterations_per_s: if x.span > 0.0 {
+                    x.spans as f64 / (x.span / 1e9)
                 } else {
                     f64::NAN
                 },
@@ -158,7 +177,7 @@ impl Detector for MetricsDetector {
         if a.n_ranks() < 3 || a.n_its() == 0 {
             return Outcome::NotEnoughData("fewer than 3 ranks".into());
         }
-        let m = rank_metrics(a);
+        let m = a.rank_metrics();
         if m.iter()
             .all(|r| r.relative_score.is_nan() && r.bus_gbps.is_nan())
         {
@@ -168,7 +187,7 @@ impl Detector for MetricsDetector {
         }
         let mut findings = Vec::new();
         // FLOPS against stage peers: a robust outlier (the per-kernel view of a slow GPU).
-        let flops_z = robust_low_z(a, &m, |r| r.tflops);
+        let flops_z = robust_low_z(a, m, |r| r.tflops);
         // Scores below the threshold.
         let mut low: Vec<(usize, f64)> = m
             .iter()
@@ -197,7 +216,7 @@ impl Detector for MetricsDetector {
         let all: Vec<usize> = (0..a.n_its()).collect();
         for ri in flagged {
             let r = &m[ri];
-            let rel_flops = peer_ratio(a, &m, ri, |x| x.tflops);
+            let rel_flops = peer_ratio(a, m, ri, |x| x.tflops);
             // Ignore tiny FLOPS differences that pass the z-test on near-identical peers.
             let score = r.relative_score.min(r.individual_score);
             if score >= cfg.min_relative_score
@@ -234,7 +253,7 @@ impl Detector for MetricsDetector {
                     ),
                 ));
             }
-            if let Some(x) = peer_ratio(a, &m, ri, |x| x.bus_gbps) {
+            if let Some(x) = peer_ratio(a, m, ri, |x| x.bus_gbps) {
                 evidence.push(Evidence::new(
                     "bus_bandwidth_ratio",
                     x,
@@ -250,7 +269,7 @@ impl Detector for MetricsDetector {
                 evidence.push(Evidence::new(
                     "void_share",
                     r.void_share,
-                    peer_median(a, &m, ri, |x| x.void_share),
+                    peer_median(a, m, ri, |x| x.void_share),
                     "",
                     "share of its iterations with no traced op running; baseline: its peers' median".into(),
                 ));

@@ -52,16 +52,19 @@ impl Detector for SlowRankDetector {
         // Sustained: excess over the whole window.
         let mut rel = vec![f64::NAN; n_ranks];
         let mut tot = vec![0.0; n_ranks];
-        for (r, (rel_r, tot_r)) in rel.iter_mut().zip(tot.iter_mut()).enumerate() {
-            let (mut e, mut x) = (0.0, 0.0);
-            for i in 0..n_its {
-                let ri = a.rank(r, i);
-                e += ri.self_excess_ns;
-                x += ri.self_expected_ns;
+        // Iteration by iteration: each digest's ranks lie together in memory.
+        let mut expected = vec![0.0; n_ranks];
+        for d in &a.digests {
+            for (r, x) in d.ranks.iter().enumerate() {
+                tot[r] += x.self_excess_ns;
+                expected[r] += x.self_expected_ns;
             }
-            if x > 0.0 {
-                *rel_r = e / x;
-                *tot_r = e;
+        }
+        for r in 0..n_ranks {
+            if expected[r] > 0.0 {
+                rel[r] = tot[r] / expected[r];
+            } else {
+                tot[r] = 0.0;
             }
         }
         let valid: Vec<f64> = rel.iter().copied().filter(|v| v.is_finite()).collect();
