@@ -17,12 +17,10 @@ use flare_sim::{simulate, SimConfig};
 use serde_json::json;
 use std::collections::BTreeMap;
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
 use std::time::Instant;
 
 /// The methods compared.
-const METHODS: [&str; 5] = ["flare", "hta", "nvrx_gpu", "nvrx", "minder"];
+const METHODS: [&str; 6] = ["flare", "graph", "hta", "nvrx_gpu", "nvrx", "minder"];
 
 /// Held-out job shapes per scale: (tp, cp, ep, dp, pp). Every 8,192-rank shape has four
 /// or more parallel dimensions.
@@ -91,11 +89,49 @@ fn runs_for(scale: u32, kind: FaultKind, runs: Option<usize>) -> usize {
 
 /// Seeds from 1,000,000 up: the unit and scenario tests use seeds below 1,000, and
 /// `flare train` seeds from 2,000,000.
-fn bench_seed(kind: FaultKind, scale: u32, i: usize) -> u64 {
+pub fn bench_seed(kind: FaultKind, scale: u32, i: usize) -> u64 {
     1_000_000 + (kind as u64) * 100_000 + (scale as u64 % 10_000) * 10 + i as u64 * 7919
 }
 
-fn run_one(sc: &Scenario, iterations: u32, baselines: bool) -> Result<Outcome> {
+/// The verdict on a list of localizing findings, most important first: top-1 when the
+/// first names the injected kind and culprit, top-3 when one of the first three culprits
+/// does; on a fault-free run, any finding is a false positive.
+fn finding_verdict(
+    localized: &[&flare_model::Finding],
+    truth: &flare_sim::fault::Truth,
+    fault_free: bool,
+) -> Verdict {
+    let got = localized
+        .first()
+        .map(|f| format!("{}: {}", f.kind.as_str(), f.summary))
+        .unwrap_or_else(|| "nothing localized".into());
+    if fault_free {
+        return Verdict {
+            top1: localized.is_empty(),
+            top3: localized.is_empty(),
+            false_positive: !localized.is_empty(),
+            got,
+        };
+    }
+    let first = localized.first().map(|f| (f.kind, &f.culprits[0]));
+    Verdict {
+        top1: first.is_some_and(|(k, c)| truth.matches(k, c)),
+        top3: localized
+            .iter()
+            .flat_map(|f| f.culprits.iter().map(move |c| (f.kind, c)))
+            .take(3)
+            .any(|(k, c)| truth.matches(k, c)),
+        false_positive: false,
+        got,
+    }
+}
+
+fn run_one(
+    sc: &Scenario,
+    iterations: u32,
+    baselines: bool,
+    ecfg: &EngineConfig,
+) -> Result<Outcome> {
     let cfg = scenario_config(sc.scale, sc.seed, sc.kind, iterations);
     let p = &cfg.parallel;
     let shape = format!("TP{} CP{} EP{} DP{} PP{}", p.tp, p.cp, p.ep, p.dp, p.pp);
@@ -103,37 +139,15 @@ fn run_one(sc: &Scenario, iterations: u32, baselines: bool) -> Result<Outcome> {
     let truth = &out.truth;
     let fault_free = sc.kind == FaultKind::None;
     let t0 = Instant::now();
-    let d = diagnose(&out.trace, &EngineConfig::default());
+    let d = diagnose(&out.trace, ecfg);
     let latency_ms = t0.elapsed().as_secs_f64() * 1e3;
     let mut verdicts = BTreeMap::new();
     let localized: Vec<_> = d.localized().collect();
-    let flat: Vec<_> = localized
-        .iter()
-        .flat_map(|f| f.culprits.iter().map(move |c| (f.kind, c)))
-        .take(3)
-        .collect();
-    let got = localized
-        .first()
-        .map(|f| format!("{}: {}", f.kind.as_str(), f.summary))
-        .unwrap_or_else(|| "nothing localized".into());
+    verdicts.insert("flare", finding_verdict(&localized, truth, fault_free));
+    // Holmes' method alone: the graph detector's own findings.
     verdicts.insert(
-        "flare",
-        if fault_free {
-            Verdict {
-                top1: localized.is_empty(),
-                top3: localized.is_empty(),
-                false_positive: !localized.is_empty(),
-                got,
-            }
-        } else {
-            let first = localized.first().map(|f| (f.kind, &f.culprits[0]));
-            Verdict {
-                top1: first.is_some_and(|(k, c)| truth.matches(k, c)),
-                top3: flat.iter().any(|(k, c)| truth.matches(*k, c)),
-                false_positive: false,
-                got,
-            }
-        },
+        "graph",
+        finding_verdict(&d.localized_by("graph"), truth, fault_free),
     );
     if baselines {
         let cluster = &out.trace.job.cluster;
@@ -377,31 +391,20 @@ pub fn accuracy(a: AccuracyArgs) -> Result<ExitCode> {
     }
     // Big scenarios first so the threads finish together.
     scenarios.sort_by_key(|s| std::cmp::Reverse(s.scale));
-    let bar = crate::present::bar(scenarios.len() as u64, "scenarios");
-    let next = AtomicUsize::new(0);
-    let results: Mutex<Vec<Outcome>> = Mutex::new(Vec::new());
-    let errors: Mutex<Vec<String>> = Mutex::new(Vec::new());
     let wall = Instant::now();
     let baselines = !a.no_baselines;
-    std::thread::scope(|s| {
-        for _ in 0..a.threads.max(1) {
-            s.spawn(|| loop {
-                let i = next.fetch_add(1, Ordering::Relaxed);
-                let Some(sc) = scenarios.get(i) else { break };
-                match run_one(sc, a.iterations, baselines) {
-                    Ok(o) => results.lock().expect("lock").push(o),
-                    Err(e) => errors.lock().expect("lock").push(format!("{sc:?}: {e:#}")),
-                }
-                bar.inc(1);
-            });
-        }
-    });
-    bar.finish_and_clear();
-    let errors = errors.into_inner().expect("lock");
-    if !errors.is_empty() {
-        anyhow::bail!("scenarios failed: {errors:#?}");
-    }
-    let mut results = results.into_inner().expect("lock");
+    let ecfg = EngineConfig {
+        abnormal: a.abnormal,
+        ..EngineConfig::default()
+    };
+    let results = crate::bench::run_parallel(
+        &scenarios,
+        a.threads,
+        "scenarios",
+        |sc| run_one(sc, a.iterations, baselines, &ecfg),
+        |sc| format!("{sc:?}"),
+    )?;
+    let mut results: Vec<Outcome> = results.into_iter().map(|(_, o)| o).collect();
     results.sort_by_key(|o| (o.sc.scale, o.sc.kind, o.sc.seed));
     let mut tables: BTreeMap<&str, MethodTable> = BTreeMap::new();
     let mut lat_by_scale: BTreeMap<u32, Vec<f64>> = BTreeMap::new();
@@ -445,16 +448,18 @@ pub fn accuracy(a: AccuracyArgs) -> Result<ExitCode> {
         }
         doc.insert("latency_ms".into(), latency);
         doc.insert("iterations".into(), json!(a.iterations));
+        doc.insert("abnormal_ops".into(), json!(a.abnormal.name()));
         doc.insert("wall_s".into(), json!(wall.elapsed().as_secs_f64()));
         println!("{}", serde_json::to_string_pretty(&doc)?);
         return Ok(ExitCode::SUCCESS);
     }
     println!(
-        "Localization accuracy on held-out simulated jobs: {} scenarios ({} with a fault, {} fault-free), {} iterations each, {:.0} s",
+        "Localization accuracy on held-out simulated jobs: {} scenarios ({} with a fault, {} fault-free), {} iterations each, abnormal ops by {}, {:.0} s",
         results.len(),
         n_fault,
         results.len() - n_fault,
         a.iterations,
+        a.abnormal.describe(),
         wall.elapsed().as_secs_f64()
     );
     println!(
@@ -474,6 +479,7 @@ pub fn accuracy(a: AccuracyArgs) -> Result<ExitCode> {
     );
     let titles = [
         ("flare", "Flare (the first localized finding must name the injected kind and culprit)"),
+        ("graph", "Flare's graph detector alone (Holmes' method: abnormal op groups, graph search, topology-aware decay); credited like Flare. It leaves structural delays (stage, sequence imbalance) and hangs to the other detectors"),
         ("hta", "Baseline: Holistic Trace Analysis' straggler heuristic (latest starters of the dominant NCCL kernel, 2 per iteration); credited when its first rank sits on the culprit (the rank, behind the NIC or switch, or in the stage); it always names ranks"),
         ("nvrx_gpu", "Baseline: nvidia-resiliency-ext GPU scores (relative and individual over kernels, below 0.75), as its Megatron integration reports them; credited like HTA"),
         ("nvrx", "Baseline: nvidia-resiliency-ext GPU and section scores (host phases timed as sections: dataloader, GC, optimizer), below 0.75; credited like HTA"),

@@ -24,6 +24,8 @@ pub enum Which {
     Accuracy(AccuracyArgs),
     /// Simulation, native format and diagnosis speed at scale.
     Speed(SpeedArgs),
+    /// Abnormal-op classification (random forest vs 3-sigma), op group by op group.
+    Abnormal(crate::abnormal_bench::AbnormalArgs),
     /// What tracing costs a loop of spans with real work, and the summary bytes sent.
     Overhead(crate::overhead::OverheadArgs),
 }
@@ -45,6 +47,10 @@ pub struct AccuracyArgs {
     /// Skip the baselines (HTA, NVRx) to save time.
     #[arg(long)]
     pub no_baselines: bool,
+    /// How the engine judges op groups abnormal: forest (the default) or three-sigma, to
+    /// compare what the classifier is worth end to end.
+    #[arg(long, default_value = "forest", value_parser = parse_abnormal)]
+    pub abnormal: flare_engine::abnormal::AbnormalMethod,
     /// Iterations per scenario.
     #[arg(long, default_value_t = 10)]
     pub iterations: u32,
@@ -73,10 +79,16 @@ pub struct SpeedArgs {
     pub batch_iterations: u32,
 }
 
+fn parse_abnormal(s: &str) -> Result<flare_engine::abnormal::AbnormalMethod, String> {
+    flare_engine::abnormal::AbnormalMethod::parse(s)
+        .ok_or_else(|| format!("'{s}' is not forest or three-sigma"))
+}
+
 pub fn run(a: BenchArgs) -> Result<ExitCode> {
     match a.which {
         Which::Accuracy(a) => crate::accuracy::accuracy(a),
         Which::Speed(a) => speed(a),
+        Which::Abnormal(a) => crate::abnormal_bench::run(a),
         Which::Overhead(a) => crate::overhead::overhead(a),
     }
 }
@@ -217,4 +229,45 @@ fn speed(a: SpeedArgs) -> Result<ExitCode> {
     );
     std::fs::remove_dir_all(&dir).ok();
     Ok(ExitCode::SUCCESS)
+}
+
+/// Runs `job` on every item over `threads` threads, each taking the next item as it
+/// finishes one (the largest first keeps them busy to the end), with a progress bar.
+/// Returns each item's index with its result, in no particular order, or every item's
+/// error, named by `describe`.
+pub fn run_parallel<T: Sync, R: Send>(
+    items: &[T],
+    threads: usize,
+    what: &str,
+    job: impl Fn(&T) -> Result<R> + Sync,
+    describe: impl Fn(&T) -> String + Sync,
+) -> Result<Vec<(usize, R)>> {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Mutex;
+    let bar = crate::present::bar(items.len() as u64, what);
+    let next = AtomicUsize::new(0);
+    let results = Mutex::new(Vec::with_capacity(items.len()));
+    let errors = Mutex::new(Vec::new());
+    std::thread::scope(|s| {
+        for _ in 0..threads.max(1) {
+            s.spawn(|| loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                let Some(item) = items.get(i) else { break };
+                match job(item) {
+                    Ok(r) => results.lock().expect("lock").push((i, r)),
+                    Err(e) => errors
+                        .lock()
+                        .expect("lock")
+                        .push(format!("{}: {e:#}", describe(item))),
+                }
+                bar.inc(1);
+            });
+        }
+    });
+    bar.finish_and_clear();
+    let errors = errors.into_inner().expect("lock");
+    if !errors.is_empty() {
+        anyhow::bail!("{what} failed: {errors:#?}");
+    }
+    Ok(results.into_inner().expect("lock"))
 }

@@ -1,5 +1,6 @@
 //! `flare`: diagnose distributed training jobs.
 
+mod abnormal_bench;
 mod accuracy;
 mod agent;
 mod bench;

@@ -11,7 +11,7 @@
 use anyhow::{Context, Result};
 use clap::Args;
 use flare_engine::abnormal::{
-    labeled_rows, Gate, GateCounts, LabeledRow, Model, FEATURE_NAMES, N_FEATURES,
+    labeled_rows, Confusion, Gate, GateCounts, LabeledRow, Model, FEATURE_NAMES, N_FEATURES,
 };
 use flare_engine::forest::{train, TrainConfig};
 use flare_model::ParallelConfig;
@@ -20,8 +20,6 @@ use flare_sim::{simulate, SimConfig};
 use serde_json::json;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
 use std::time::Instant;
 
 #[derive(Args)]
@@ -137,30 +135,6 @@ fn scenario_rows(
     Ok((kept, counts))
 }
 
-struct Metrics {
-    precision: f64,
-    recall: f64,
-    f1: f64,
-}
-
-fn metrics(pred: &[bool], truth: &[bool]) -> Metrics {
-    let tp = pred.iter().zip(truth).filter(|(p, t)| **p && **t).count() as f64;
-    let fp = pred.iter().zip(truth).filter(|(p, t)| **p && !**t).count() as f64;
-    let fn_ = pred.iter().zip(truth).filter(|(p, t)| !**p && **t).count() as f64;
-    let precision = if tp + fp > 0.0 { tp / (tp + fp) } else { 0.0 };
-    let recall = if tp + fn_ > 0.0 { tp / (tp + fn_) } else { 0.0 };
-    let f1 = if precision + recall > 0.0 {
-        2.0 * precision * recall / (precision + recall)
-    } else {
-        0.0
-    };
-    Metrics {
-        precision,
-        recall,
-        f1,
-    }
-}
-
 pub fn run(a: TrainArgs) -> Result<ExitCode> {
     let wall = Instant::now();
     let shapes = training_shapes(a.quick);
@@ -180,44 +154,22 @@ pub fn run(a: TrainArgs) -> Result<ExitCode> {
         }
     }
     let gate = Gate::default();
-    let bar = crate::present::bar(scenarios.len() as u64, "training scenarios");
-    let next = AtomicUsize::new(0);
-    let results: Mutex<Vec<(usize, Vec<LabeledRow>, GateCounts)>> = Mutex::new(Vec::new());
-    let errors: Mutex<Vec<String>> = Mutex::new(Vec::new());
-    std::thread::scope(|s| {
-        for _ in 0..a.threads.max(1) {
-            s.spawn(|| loop {
-                let i = next.fetch_add(1, Ordering::Relaxed);
-                let Some(sc) = scenarios.get(i) else { break };
-                match scenario_rows(sc, a.iterations, a.normal_per_abnormal, &gate) {
-                    Ok((rows, c)) => results.lock().expect("lock").push((sc.index, rows, c)),
-                    Err(e) => errors
-                        .lock()
-                        .expect("lock")
-                        .push(format!("scenario {}: {e:#}", sc.index)),
-                }
-                bar.inc(1);
-            });
-        }
-    });
-    bar.finish_and_clear();
-    let errors = errors.into_inner().expect("lock");
-    if !errors.is_empty() {
-        anyhow::bail!("training scenarios failed: {errors:#?}");
-    }
-    let mut results = results.into_inner().expect("lock");
+    let mut results: Vec<(usize, (Vec<LabeledRow>, GateCounts))> = crate::bench::run_parallel(
+        &scenarios,
+        a.threads,
+        "training scenarios",
+        |sc| scenario_rows(sc, a.iterations, a.normal_per_abnormal, &gate),
+        |sc| format!("scenario {}", sc.index),
+    )?;
     // Scenario order, whatever the threads did: the model depends only on the seed.
     results.sort_by_key(|r| r.0);
     // Every fifth scenario is held out to report the model's quality.
     let (mut xtr, mut ytr, mut xva, mut yva) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let mut gate_counts = GateCounts::default();
-    for (_, _, c) in &results {
-        gate_counts.groups += c.groups;
-        gate_counts.gated += c.gated;
-        gate_counts.abnormal += c.abnormal;
-        gate_counts.gated_abnormal += c.gated_abnormal;
+    for (_, (_, c)) in &results {
+        gate_counts.merge(c);
     }
-    for (i, rows, _) in &results {
+    for (i, (rows, _)) in &results {
         for r in rows {
             if i % 5 == 4 {
                 xva.extend_from_slice(&r.features);
@@ -243,10 +195,13 @@ pub fn run(a: TrainArgs) -> Result<ExitCode> {
     let forest = train(&xtr, &ytr, N_FEATURES, &cfg, a.threads);
     let train_s = t.elapsed().as_secs_f64();
     let threshold = 0.5f32;
-    let pred: Vec<bool> = (0..yva.len())
-        .map(|i| forest.predict(&xva[i * N_FEATURES..(i + 1) * N_FEATURES]) >= threshold)
-        .collect();
-    let m = metrics(&pred, &yva);
+    let mut m = Confusion::default();
+    for (i, &truth) in yva.iter().enumerate() {
+        m.add(
+            forest.predict(&xva[i * N_FEATURES..(i + 1) * N_FEATURES]) >= threshold,
+            truth,
+        );
+    }
     let splits = forest.split_counts();
     let model = Model {
         format: "flare-abnormal-op-forest".into(),
@@ -278,9 +233,9 @@ pub fn run(a: TrainArgs) -> Result<ExitCode> {
                 "scenarios": "every fifth",
                 "rows": yva.len(),
                 "abnormal_rows": yva.iter().filter(|&&y| y).count(),
-                "precision": round4(m.precision),
-                "recall": round4(m.recall),
-                "f1": round4(m.f1),
+                "precision": round4(m.precision()),
+                "recall": round4(m.recall()),
+                "f1": round4(m.f1()),
             },
             "splits_per_feature": FEATURE_NAMES.iter().zip(&splits).map(|(n, c)| (n.to_string(), json!(c))).collect::<serde_json::Map<_, _>>(),
         }),
@@ -306,9 +261,9 @@ pub fn run(a: TrainArgs) -> Result<ExitCode> {
         ytr.iter().filter(|&&y| y == 1).count(),
         scenarios.len(),
         wall.elapsed().as_secs_f64(),
-        m.precision,
-        m.recall,
-        m.f1,
+        m.precision(),
+        m.recall(),
+        m.f1(),
         a.out.display(),
         text.len() / 1024
     );

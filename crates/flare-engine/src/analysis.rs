@@ -16,6 +16,7 @@ pub struct Analysis<'a> {
     /// Per-rank metrics, computed on first use (several detectors and the diagnosis read
     /// them).
     metrics: std::sync::OnceLock<Vec<crate::detectors::metrics::RankMetrics>>,
+    replica_loads: std::sync::OnceLock<crate::detectors::imbalance::ReplicaLoads>,
 }
 
 impl<'a> Analysis<'a> {
@@ -29,6 +30,7 @@ impl<'a> Analysis<'a> {
             iteration_ns,
             machine: None,
             metrics: std::sync::OnceLock::new(),
+            replica_loads: std::sync::OnceLock::new(),
         }
     }
 
@@ -36,6 +38,12 @@ impl<'a> Analysis<'a> {
     pub fn rank_metrics(&self) -> &[crate::detectors::metrics::RankMetrics] {
         self.metrics
             .get_or_init(|| crate::detectors::metrics::rank_metrics(self))
+    }
+
+    /// Per iteration, each data-parallel replica's compute load, computed on first use.
+    pub fn replica_loads(&self) -> &crate::detectors::imbalance::ReplicaLoads {
+        self.replica_loads
+            .get_or_init(|| crate::detectors::imbalance::ReplicaLoads::compute(self))
     }
 
     pub fn n_its(&self) -> usize {

@@ -24,7 +24,7 @@ pub mod whatif_trace;
 
 pub use analysis::Analysis;
 pub use context::JobContext;
-use flare_model::{Finding, Severity, Trace};
+use flare_model::{Finding, Trace};
 pub use stream::Engine;
 
 /// Thresholds shared by the detectors. Defaults are the documented behaviour.
@@ -157,6 +157,9 @@ pub struct Diagnosis {
     pub self_excess: Vec<f64>,
     /// Per-rank metrics of the ranks with the lowest performance scores (at most 16).
     pub rank_metrics: Vec<detectors::metrics::RankMetrics>,
+    /// Each detector's own findings before those naming the same culprit merged, in
+    /// registry order: what one method finds alone (the benchmark scores them).
+    pub by_detector: Vec<Finding>,
 }
 
 impl Diagnosis {
@@ -179,9 +182,18 @@ impl Diagnosis {
 
     /// Findings that blame something (not cluster-wide information).
     pub fn localized(&self) -> impl Iterator<Item = &Finding> {
-        self.findings
+        self.findings.iter().filter(|f| f.localizes())
+    }
+
+    /// One detector's own findings that name a culprit, most important first.
+    pub fn localized_by(&self, detector: &str) -> Vec<&Finding> {
+        let mut v: Vec<&Finding> = self
+            .by_detector
             .iter()
-            .filter(|f| f.severity > Severity::Info && !f.culprits.is_empty())
+            .filter(|f| f.detector == detector && f.localizes())
+            .collect();
+        v.sort_by(|x, y| Finding::by_importance(x, y));
+        v
     }
 }
 

@@ -226,6 +226,11 @@ impl Finding {
         (self.severity, self.confidence)
     }
 
+    /// Whether it blames something (a culprit, above `info`): what localization means.
+    pub fn localizes(&self) -> bool {
+        self.severity > Severity::Info && !self.culprits.is_empty()
+    }
+
     /// The order of every findings list, most important first: severity, then confidence.
     /// For `sort_by`.
     pub fn by_importance(a: &Finding, b: &Finding) -> std::cmp::Ordering {

@@ -724,9 +724,12 @@ impl Ctx<'_> {
                         * self.noise.normal(&[31, r as u64, (it / 3) as u64]))
                     .exp();
                     let mut factor = st.speed * thermal;
+                    // More work (longer sequences, more layers) takes longer and carries
+                    // more FLOPs; a slow device only takes longer.
+                    let mut work = 1.0;
                     if let Some((from, f)) = self.cfg.workload_change {
                         if it >= from && step.work != Work::Optimizer {
-                            factor *= f;
+                            work *= f;
                         }
                     }
                     let mut issue_factor = 1.0;
@@ -739,7 +742,7 @@ impl Ctx<'_> {
                             if st.stage + 1 == self.cfg.parallel.pp
                                 && step.work != Work::Optimizer =>
                         {
-                            factor *= f
+                            work *= f
                         }
                         Some(Fault::SequenceImbalance { factor: f })
                             if step.work != Work::Optimizer =>
@@ -748,12 +751,12 @@ impl Ctx<'_> {
                                 * self.cfg.parallel.dp as f64)
                                 as u32;
                             if st.dp == heavy {
-                                factor *= f
+                                work *= f
                             }
                         }
                         _ => {}
                     }
-                    let dur = base * factor * jitter(c.compute_jitter, 15);
+                    let dur = base * work * factor * jitter(c.compute_jitter, 15);
                     let issue = st.cpu;
                     st.cpu += (base * c.issue_fraction * issue_factor * jitter(0.03, 16)) as i64;
                     let start = st.gpu_free.max(issue + c.launch_latency_ns as i64);
@@ -770,7 +773,8 @@ impl Ctx<'_> {
                         start_ns: start,
                         end_ns: end,
                         issue_ns: issue,
-                        amount: (base * 1e3) as u64, // about 1 PFLOP/s-ns of work at base speed
+                        // About 400 TFLOP/s at base speed (an H100 near 40% MFU).
+                        amount: (base * work * 4e5) as u64,
                     });
                 }
                 Work::Comm => {

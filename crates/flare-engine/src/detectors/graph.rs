@@ -449,8 +449,5 @@ impl GraphDetector {
 }
 
 fn method_name(cfg: &EngineConfig) -> &'static str {
-    match cfg.abnormal {
-        crate::abnormal::AbnormalMethod::Forest => "random forest",
-        crate::abnormal::AbnormalMethod::ThreeSigma => "3-sigma rule",
-    }
+    cfg.abnormal.describe()
 }

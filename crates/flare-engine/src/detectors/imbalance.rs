@@ -105,31 +105,36 @@ impl Detector for StageImbalanceDetector {
     }
 }
 
-pub struct SequenceImbalanceDetector;
+/// Per iteration, each data-parallel replica's compute load: the median over its ranks of
+/// their compute time over their stage's median (so stage imbalance does not leak in),
+/// divided by the median replica's. Several detectors read it: a rank late only when its
+/// whole replica carried more work is not a device fault.
+#[derive(Clone, Debug, Default)]
+pub struct ReplicaLoads {
+    /// `[iteration index][dp rank]`; NaN where the replica has no compute.
+    pub load: Vec<Vec<f64>>,
+    /// Per iteration: the heaviest replica and its load, when 2 or more have compute.
+    pub heaviest: Vec<Option<(u32, f64)>>,
+    /// Each rank's data-parallel rank (by rank index); empty without the layout.
+    pub dp_of: Vec<u32>,
+}
 
-impl Detector for SequenceImbalanceDetector {
-    fn id(&self) -> &'static str {
-        "sequence_imbalance"
-    }
-    fn summary(&self) -> &'static str {
-        "data-parallel replicas with unequal compute in the same iteration (sequence-length imbalance)"
-    }
-    fn needs(&self) -> &'static str {
-        "data-parallel rank of each rank (parallel layout) and compute ops"
-    }
-
-    fn detect(&self, a: &Analysis, cfg: &EngineConfig) -> Outcome {
+impl ReplicaLoads {
+    pub fn compute(a: &Analysis) -> ReplicaLoads {
         let Some(par) = a.ctx.job.parallel.as_ref().filter(|p| p.dp > 1) else {
-            return Outcome::NotEnoughData("needs the data-parallel layout (dp > 1)".into());
+            return ReplicaLoads::default();
         };
         let n_its = a.n_its();
         let c = compute_per_rank_iteration(a);
         let coords: Vec<_> = a.ctx.ranks.iter().map(|&r| par.coords(r)).collect();
-        let mut heavy_per_it: Vec<(u32, u32, f64)> = Vec::new();
+        let mut out = ReplicaLoads {
+            load: Vec::with_capacity(n_its),
+            heaviest: Vec::with_capacity(n_its),
+            dp_of: coords.iter().map(|c| c.dp).collect(),
+        };
         let mut stage_vals: Vec<Vec<f64>> = vec![Vec::new(); par.pp as usize];
         let mut replica: Vec<Vec<f64>> = vec![Vec::new(); par.dp as usize];
         for i in 0..n_its {
-            // Normalise each rank by its stage's median, so stage imbalance does not leak in.
             stage_vals.iter_mut().for_each(Vec::clear);
             for (ri, co) in coords.iter().enumerate() {
                 let v = c[ri * n_its + i];
@@ -149,23 +154,82 @@ impl Detector for SequenceImbalanceDetector {
                     replica[co.dp as usize].push(v / m);
                 }
             }
-            let loads: Vec<(u32, f64)> = replica
+            let mut load: Vec<f64> = replica
                 .iter_mut()
-                .enumerate()
-                .filter(|(_, v)| !v.is_empty())
-                .map(|(d, v)| (d as u32, median(v)))
+                .map(|v| if v.is_empty() { f64::NAN } else { median(v) })
                 .collect();
-            if loads.len() < 2 {
+            let mut present: Vec<f64> = load.iter().copied().filter(|x| x.is_finite()).collect();
+            if present.len() < 2 {
+                load.iter_mut().for_each(|x| *x = f64::NAN);
+                out.load.push(load);
+                out.heaviest.push(None);
                 continue;
             }
-            let mut all: Vec<f64> = loads.iter().map(|x| x.1).collect();
-            let typical = median(&mut all);
-            let &(d, l) = loads
+            let typical = median(&mut present);
+            load.iter_mut().for_each(|x| *x /= typical);
+            let heaviest = load
                 .iter()
-                .max_by(|x, y| x.1.total_cmp(&y.1))
-                .expect("2 replicas");
-            heavy_per_it.push((a.iterations[i], d, l / typical));
+                .enumerate()
+                .filter(|(_, x)| x.is_finite())
+                .max_by(|x, y| x.1.total_cmp(y.1))
+                .map(|(d, &l)| (d as u32, l));
+            out.load.push(load);
+            out.heaviest.push(heaviest);
         }
+        out
+    }
+
+    /// Whether rank index `r`'s replica carried at least `min` times the median replica's
+    /// work in iteration index `i`.
+    pub fn heavy(&self, r: usize, i: usize, min: f64) -> bool {
+        let Some(&d) = self.dp_of.get(r) else {
+            return false;
+        };
+        self.load
+            .get(i)
+            .and_then(|l| l.get(d as usize))
+            .is_some_and(|&x| x >= min)
+    }
+
+    /// Rank index `r`'s replica's load in iteration index `i`; 1.0 where unknown.
+    pub fn load_of(&self, r: usize, i: usize) -> f64 {
+        self.dp_of
+            .get(r)
+            .and_then(|&d| self.load.get(i)?.get(d as usize).copied())
+            .filter(|x| x.is_finite() && *x > 0.0)
+            .unwrap_or(1.0)
+    }
+
+    /// Whether any iteration had a replica at least `min` times the median's work.
+    pub fn any_heavy(&self, min: f64) -> bool {
+        self.heaviest.iter().flatten().any(|h| h.1 >= min)
+    }
+}
+
+pub struct SequenceImbalanceDetector;
+
+impl Detector for SequenceImbalanceDetector {
+    fn id(&self) -> &'static str {
+        "sequence_imbalance"
+    }
+    fn summary(&self) -> &'static str {
+        "data-parallel replicas with unequal compute in the same iteration (sequence-length imbalance)"
+    }
+    fn needs(&self) -> &'static str {
+        "data-parallel rank of each rank (parallel layout) and compute ops"
+    }
+
+    fn detect(&self, a: &Analysis, cfg: &EngineConfig) -> Outcome {
+        if a.ctx.job.parallel.as_ref().is_none_or(|p| p.dp <= 1) {
+            return Outcome::NotEnoughData("needs the data-parallel layout (dp > 1)".into());
+        }
+        let loads = a.replica_loads();
+        let heavy_per_it: Vec<(u32, u32, f64)> = loads
+            .heaviest
+            .iter()
+            .enumerate()
+            .filter_map(|(i, h)| h.map(|(d, l)| (a.iterations[i], d, l)))
+            .collect();
         if heavy_per_it.len() < 2 {
             return Outcome::NotEnoughData(
                 "fewer than 2 iterations with compute on 2+ replicas".into(),

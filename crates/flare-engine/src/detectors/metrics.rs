@@ -9,6 +9,9 @@
 //! kernel time over the rank's (1.0: as fast as the fastest peer), the *individual* score
 //! the rank's own best iteration over its latest (1.0: as fast as it has been); a score
 //! under 0.75 (configurable) is reported. Peers are ranks of the same pipeline stage.
+//! Kernel times are taken per unit of the rank's data-parallel replica's work in that
+//! iteration ([`ReplicaLoads`](super::imbalance::ReplicaLoads)), so longer sequences on a
+//! replica do not read as its GPUs slowing down.
 
 use super::cause::rank_cause;
 use crate::stats::{confidence, median, median_mad};
@@ -67,6 +70,7 @@ pub fn rank_metrics(a: &Analysis) -> Vec<RankMetrics> {
         n
     ];
     let mut means: Vec<f64> = vec![f64::NAN; n * n_its];
+    let loads = a.replica_loads();
     for (i, d) in a.digests.iter().enumerate() {
         for (ri, r) in d.ranks.iter().enumerate() {
             let x = &mut acc[ri];
@@ -82,8 +86,8 @@ pub fn rank_metrics(a: &Analysis) -> Vec<RankMetrics> {
             x.issued += r.issue_count as u64;
             x.immediate += r.immediate_launches as u64;
             if r.compute_ops > 0 {
-                // Mean kernel time of the iteration.
-                let k = r.compute_ns / r.compute_ops as f64;
+                // Mean kernel time of the iteration, per unit of its replica's work.
+                let k = r.compute_ns / r.compute_ops as f64 / loads.load_of(ri, i);
                 means[ri * n_its + i] = k;
                 x.best = x.best.min(k);
                 x.latest = k;
@@ -196,6 +200,10 @@ impl Detector for MetricsDetector {
             .filter(|(_, s)| s.is_finite() && *s < cfg.min_relative_score)
             .collect();
         low.sort_by(|x, y| x.1.total_cmp(&y.1));
+        if super::structural(a, &low.iter().map(|x| x.0).collect::<Vec<_>>()) {
+            // Many ranks slower at once: a stage or replica with more work.
+            return Outcome::Findings(vec![]);
+        }
         let mut flagged: Vec<usize> = low.iter().map(|x| x.0).take(4).collect();
         let mut by_z: Vec<(usize, f64)> = flops_z
             .iter()

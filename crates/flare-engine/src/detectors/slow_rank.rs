@@ -24,6 +24,9 @@ struct Suspect {
     z: f64,
     iterations: Vec<usize>,
     sustained: bool,
+    /// The iterations its cause is read from: the hits, or every iteration its replica's
+    /// load does not explain.
+    scope: Vec<usize>,
 }
 
 impl Detector for SlowRankDetector {
@@ -49,13 +52,23 @@ impl Detector for SlowRankDetector {
                 "no collective with 3 or more members seen by all of them".into(),
             );
         }
+        // Iterations in which a rank's whole data-parallel replica carried more work
+        // (longer sequences) explain its lateness there: they are left out, and the
+        // sequence-imbalance detector reports them.
+        let loads = a.replica_loads();
+        let replica_heavy = loads.any_heavy(cfg.min_imbalance);
+        let explained =
+            |r: usize, i: usize| -> bool { replica_heavy && loads.heavy(r, i, cfg.min_imbalance) };
         // Sustained: excess over the whole window.
         let mut rel = vec![f64::NAN; n_ranks];
         let mut tot = vec![0.0; n_ranks];
         // Iteration by iteration: each digest's ranks lie together in memory.
         let mut expected = vec![0.0; n_ranks];
-        for d in &a.digests {
+        for (i, d) in a.digests.iter().enumerate() {
             for (r, x) in d.ranks.iter().enumerate() {
+                if explained(r, i) {
+                    continue;
+                }
                 tot[r] += x.self_excess_ns;
                 expected[r] += x.self_expected_ns;
             }
@@ -88,6 +101,9 @@ impl Detector for SlowRankDetector {
             let z = (rel[r] - m) / s;
             let hits: Vec<usize> = (0..n_its)
                 .filter(|&i| {
+                    if explained(r, i) {
+                        return false;
+                    }
                     let v = a.relative_excess(r, i);
                     let (mi, si) = per_it_stats[i];
                     v.is_finite() && v - mi >= (3.0 * cfg.min_rank_excess).max(cfg.min_rank_z * si)
@@ -100,6 +116,11 @@ impl Detector for SlowRankDetector {
                 } else {
                     hits.iter().map(|&i| a.rank(r, i).self_excess_ns).sum()
                 };
+                let scope = if sustained {
+                    (0..n_its).filter(|&i| !explained(r, i)).collect()
+                } else {
+                    hits.clone()
+                };
                 suspects.push(Suspect {
                     rank_index: r,
                     excess_ns: excess,
@@ -107,6 +128,7 @@ impl Detector for SlowRankDetector {
                     z,
                     iterations: hits,
                     sustained,
+                    scope,
                 });
             }
         }
@@ -151,11 +173,6 @@ impl SlowRankDetector {
         } else {
             s.iterations.iter().map(|&i| a.iterations[i]).collect()
         };
-        let scope: Vec<usize> = if s.sustained {
-            (0..a.n_its()).collect()
-        } else {
-            s.iterations.clone()
-        };
         let mut evidence = vec![Evidence::new(
             "self_time_excess",
             s.rel * 100.0,
@@ -185,7 +202,7 @@ impl SlowRankDetector {
                 ),
             ));
         }
-        let c = rank_cause(a, cfg, s.rank_index, &scope, s.excess_ns);
+        let c = rank_cause(a, cfg, s.rank_index, &s.scope, s.excess_ns);
         evidence.extend(c.evidence);
         let (kind, component, what, action) = (c.kind, c.component, c.what, c.action);
         let mut culprit = a.ctx.rank_culprit(component, rank);
