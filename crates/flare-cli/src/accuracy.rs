@@ -364,6 +364,13 @@ impl MethodTable {
 }
 
 pub fn accuracy(a: AccuracyArgs) -> Result<ExitCode> {
+    if !METHODS.contains(&a.misses.as_str()) {
+        anyhow::bail!(
+            "--misses {}: expected one of {}",
+            a.misses,
+            METHODS.join(", ")
+        );
+    }
     let kinds: Vec<FaultKind> = if a.faults.is_empty() {
         FaultKind::ALL.to_vec()
     } else {
@@ -491,13 +498,14 @@ pub fn accuracy(a: AccuracyArgs) -> Result<ExitCode> {
         }
     }
     println!("\nFlare's diagnosis latency (ms): {latency}");
+    let whose = a.misses.as_str();
     let misses: Vec<&Outcome> = results
         .iter()
-        .filter(|o| !o.verdicts["flare"].top1)
+        .filter(|o| o.verdicts.get(whose).is_some_and(|v| !v.top1))
         .collect();
     if !misses.is_empty() {
-        println!("\nFlare's misses (top-1):");
-        for o in misses.iter().take(40) {
+        println!("\nMisses of {whose} (top-1):");
+        for o in misses.iter().take(100) {
             println!(
                 "  {} {} ranks ({}) seed {}: truth: {} | got: {}",
                 o.sc.kind.name(),
@@ -505,7 +513,7 @@ pub fn accuracy(a: AccuracyArgs) -> Result<ExitCode> {
                 o.shape,
                 o.sc.seed,
                 o.truth,
-                o.verdicts["flare"].got
+                o.verdicts[whose].got
             );
         }
     }

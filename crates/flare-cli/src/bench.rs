@@ -54,6 +54,9 @@ pub struct AccuracyArgs {
     /// Iterations per scenario.
     #[arg(long, default_value_t = 10)]
     pub iterations: u32,
+    /// Whose top-1 misses to list: flare, graph, hta, nvrx_gpu, nvrx or minder.
+    #[arg(long, default_value = "flare")]
+    pub misses: String,
     /// Worker threads.
     #[arg(long, default_value_t = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1))]
     pub threads: usize,

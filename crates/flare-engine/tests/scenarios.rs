@@ -117,3 +117,35 @@ fn sampled_traces_still_localize_among_the_ranks_present() {
     let f = d.localized().next().expect("a finding");
     assert_eq!(f.culprits[0].rank, Some(culprit), "{}", f.summary);
 }
+
+/// Holmes' method alone at scale: the graph detector names a slow GPU of a 2,048-rank job
+/// whose victims' waiting is well under 0.5% of the job's time (the share threshold that
+/// suffices at 64 ranks) on cross-iteration evidence, and a slow NIC; and names nothing on
+/// the fault-free twin.
+#[test]
+fn graph_search_alone_localizes_at_2048_ranks() {
+    for kind in [FaultKind::SlowGpu, FaultKind::SlowNic, FaultKind::None] {
+        let mut cfg = SimConfig::for_scale(2048);
+        cfg.iterations = 10;
+        cfg.seed = 33;
+        cfg.fault = kind;
+        let out = simulate(&cfg).unwrap();
+        let d = diagnose(&out.trace, &EngineConfig::default());
+        let graph = d.localized_by("graph");
+        match graph.first() {
+            None => assert_eq!(kind, FaultKind::None, "{}: nothing", out.truth.description),
+            Some(f) => {
+                assert!(
+                    kind != FaultKind::None && out.truth.matches(f.kind, &f.culprits[0]),
+                    "{}: got {}",
+                    out.truth.description,
+                    f.summary
+                );
+                if kind == FaultKind::SlowGpu {
+                    let share = f.evidence.iter().find(|e| e.metric == "blame_share");
+                    assert!(share.is_some_and(|e| e.value < 0.5), "{}", f.summary);
+                }
+            }
+        }
+    }
+}

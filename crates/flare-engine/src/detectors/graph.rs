@@ -73,8 +73,26 @@ impl Detector for GraphDetector {
         }
         let mut rank_blame = vec![0.0f64; n_ranks];
         let mut rank_per_it: HashMap<usize, Vec<f64>> = HashMap::new();
+        // Per iteration, the rank blamed most and its blame over the next rank's.
+        let mut top_rank: Vec<Option<(usize, f64)>> = vec![None; n_its];
         let mut comm_blame: HashMap<u32, Vec<f64>> = HashMap::new();
         for (i, d) in a.digests.iter().enumerate() {
+            let (mut best, mut second, mut who) = (0.0f64, 0.0f64, None);
+            for b in &d.blame {
+                if let Root::Rank(ri) = b.root {
+                    if (ri as usize) >= n_ranks {
+                        continue;
+                    }
+                    if b.ns > best {
+                        second = best;
+                        best = b.ns;
+                        who = Some(ri as usize);
+                    } else {
+                        second = second.max(b.ns);
+                    }
+                }
+            }
+            top_rank[i] = who.map(|r| (r, if second > 0.0 { best / second } else { 10.0 }));
             for b in &d.blame {
                 match b.root {
                     Root::Rank(ri) => {
@@ -91,15 +109,49 @@ impl Detector for GraphDetector {
             }
         }
         let mut findings = Vec::new();
-        if let Some(f) =
-            self.rank_finding(a, cfg, &rank_blame, &rank_per_it, &rank_time, total_time)
-        {
+        let rb = RankBlame {
+            total: rank_blame,
+            per_it: rank_per_it,
+            top: top_rank,
+        };
+        if let Some(f) = self.rank_finding(a, cfg, &rb, &rank_time, total_time) {
             findings.push(f);
         }
         if let Some(f) = self.path_finding(a, cfg, &comm_blame, &rank_time, total_time) {
             findings.push(f);
         }
         Outcome::Findings(findings)
+    }
+}
+
+/// What the graph search blamed on ranks over the window.
+struct RankBlame {
+    /// Per rank index: blame summed over the window, ns.
+    total: Vec<f64>,
+    /// Per blamed rank index: blame per iteration.
+    per_it: HashMap<usize, Vec<f64>>,
+    /// Per iteration: the rank blamed most, and its blame over the next rank's.
+    top: Vec<Option<(usize, f64)>>,
+}
+
+/// A rank's blame must be this many times the next rank's to point at it.
+const RUNNER_UP: f64 = 1.5;
+
+/// Blame that keeps this many GPUs' worth of time waiting (over the window) is worth
+/// reporting when it points at the same rank or path in most iterations.
+const MIN_GPUS_WORTH: f64 = 0.1;
+
+/// In one iteration, blame worth this many GPUs idle for the iteration weighs on it.
+const MIN_ITERATION_GPUS: f64 = 0.25;
+
+/// Blame (rank time, ns) as the number of GPUs it would keep idle for the whole window:
+/// the window's rank time is `rank_time` (per iteration, summed over `n_ranks`).
+fn gpus_worth(blame: f64, rank_time: &[f64], n_ranks: usize) -> f64 {
+    let window: f64 = rank_time.iter().sum::<f64>() / n_ranks.max(1) as f64;
+    if window > 0.0 {
+        blame / window
+    } else {
+        0.0
     }
 }
 
@@ -115,15 +167,35 @@ impl GraphDetector {
         &self,
         a: &Analysis,
         cfg: &EngineConfig,
-        blame: &[f64],
-        per_it: &HashMap<usize, Vec<f64>>,
+        rb: &RankBlame,
         rank_time: &[f64],
         total_time: f64,
     ) -> Option<Finding> {
-        let (top, &w) = blame
-            .iter()
-            .enumerate()
-            .max_by(|x, y| x.1.total_cmp(y.1).then(y.0.cmp(&x.0)))?;
+        let (blame, per_it, top_rank) = (&rb.total, &rb.per_it, &rb.top);
+        // Cross-iteration evidence first: a rank blamed most in most iterations
+        // is the one, whatever a single iteration's spike adds to another rank's total.
+        // A job's share shrinks with its size while a device's victims (its groups) do
+        // not grow with it, so this needs only GPUs' worth of waiting; chance makes a
+        // different rank the most blamed in each iteration of a healthy job.
+        let mut most: HashMap<usize, Vec<f64>> = HashMap::new();
+        for &(r, over_next) in top_rank.iter().flatten() {
+            most.entry(r).or_default().push(over_next);
+        }
+        let consistent = most
+            .into_iter()
+            .filter(|(r, v)| {
+                v.len() * 2 > a.n_its()
+                    && gpus_worth(blame[*r], rank_time, a.n_ranks()) >= MIN_GPUS_WORTH
+            })
+            .max_by(|x, y| x.1.len().cmp(&y.1.len()).then(y.0.cmp(&x.0)));
+        let (top, w) = match &consistent {
+            Some((r, _)) => (*r, blame[*r]),
+            None => blame
+                .iter()
+                .copied()
+                .enumerate()
+                .max_by(|x, y| x.1.total_cmp(&y.1).then(y.0.cmp(&x.0)))?,
+        };
         if w <= 0.0 {
             return None;
         }
@@ -134,8 +206,25 @@ impl GraphDetector {
         }
         let share = w / total_time;
         let series = &per_it[&top];
-        let hits = hit_iterations(series, rank_time, cfg.min_iteration_blame_share);
-        let sustained = share >= cfg.min_blame_share && hits.len() * 2 > a.n_its();
+        // Iterations it weighs on: a clear share of the iteration, or (scale-free) the
+        // rank blamed most by far, with GPUs' worth of waiting.
+        let mut hits = hit_iterations(series, rank_time, cfg.min_iteration_blame_share);
+        for (i, t) in top_rank.iter().enumerate() {
+            if t.is_some_and(|(r, over_next)| r == top && over_next >= 2.0)
+                && gpus_worth(series[i], &rank_time[i..=i], a.n_ranks()) >= MIN_ITERATION_GPUS
+                && !hits.contains(&i)
+            {
+                hits.push(i);
+            }
+        }
+        hits.sort_unstable();
+        let gpus = gpus_worth(w, rank_time, a.n_ranks());
+        let top_its = top_rank
+            .iter()
+            .filter(|t| t.is_some_and(|(r, _)| r == top))
+            .count();
+        let sustained =
+            consistent.is_some() || (share >= cfg.min_blame_share && hits.len() * 2 > a.n_its());
         if !sustained && hits.len() < 2 {
             return None;
         }
@@ -146,11 +235,25 @@ impl GraphDetector {
         };
         let scoped: f64 = scope.iter().map(|&i| series[i]).sum();
         let scoped_time: f64 = scope.iter().map(|&i| rank_time[i]).sum();
-        let mut rest: Vec<f64> = blame.iter().copied().filter(|&b| b > 0.0).collect();
-        rest.sort_by(|x, y| y.total_cmp(x));
-        let runner_up = rest.get(1).copied().unwrap_or(0.0);
+        let scoped_gpus = gpus_worth(
+            scoped,
+            &scope.iter().map(|&i| rank_time[i]).collect::<Vec<_>>(),
+            a.n_ranks(),
+        );
         // The blame must point at one rank: a near tie says the search could not tell.
-        if runner_up > 0.0 && w < 1.5 * runner_up {
+        // Over the window, or (consistent) in the iterations where it was blamed most.
+        let runner_up = blame
+            .iter()
+            .enumerate()
+            .filter(|&(r, _)| r != top)
+            .map(|(_, b)| *b)
+            .fold(0.0, f64::max);
+        let over_window = if runner_up > 0.0 { w / runner_up } else { 10.0 };
+        let over_next = match &consistent {
+            Some((_, v)) => median(&mut v.clone()).max(over_window),
+            None => over_window,
+        };
+        if over_next < RUNNER_UP {
             return None;
         }
         let cause = rank_cause(a, cfg, top, &scope, scoped / a.n_ranks().max(1) as f64);
@@ -174,12 +277,27 @@ impl GraphDetector {
                 ),
             ),
             Evidence::new(
+                "gpus_worth_of_waiting",
+                scoped_gpus,
+                Some(MIN_GPUS_WORTH),
+                "GPUs",
+                format!(
+                    "the same waiting as GPUs idle for the whole window; it was the rank blamed most in {top_its} of {} iterations",
+                    a.n_its()
+                ),
+            ),
+            Evidence::new(
                 "blame_over_runner_up",
-                if runner_up > 0.0 { w / runner_up } else { f64::INFINITY },
-                Some(1.0),
+                over_next,
+                Some(RUNNER_UP),
                 "x",
                 format!(
-                    "its blame over the next rank's; {} rank(s) hold at least half of its blame",
+                    "its blame over the next rank's ({}); {} rank(s) hold at least half of its blame",
+                    if consistent.is_some() {
+                        "over the window, or the median over the iterations it was blamed most"
+                    } else {
+                        "over the window"
+                    },
                     sharing
                 ),
             ),
@@ -197,12 +315,12 @@ impl GraphDetector {
         evidence.extend(cause.evidence);
         let mut culprit = a.ctx.rank_culprit(cause.component, rank);
         culprit.score = 1.0;
-        let c = if runner_up > 0.0 { w / runner_up } else { 10.0 };
+        let c = over_next;
         Some(Finding {
             kind: cause.kind,
             severity: Severity::Warning,
             summary: format!(
-                "rank {rank} makes the job wait {:.1}% of its time through {}{} ({})",
+                "rank {rank} makes its peers wait {scoped_gpus:.1} GPUs' worth of time ({:.2}% of the job's) through {}{} ({})",
                 scoped / scoped_time * 100.0,
                 cause.what,
                 if its.is_empty() {
@@ -213,7 +331,8 @@ impl GraphDetector {
                 culprit.describe()
             ),
             confidence: confidence(
-                (scoped / scoped_time / cfg.min_blame_share) * (c - 1.0).clamp(0.0, 10.0),
+                (scoped / scoped_time / cfg.min_blame_share).max(gpus / MIN_GPUS_WORTH / 4.0)
+                    * (c - 1.0).clamp(0.0, 10.0),
                 4.0,
             ),
             culprits: vec![culprit],
@@ -314,7 +433,15 @@ impl GraphDetector {
             })
             .map(|(e, v)| (*e, v.clone()))?;
         let share = w / total_time;
-        let hits = hit_iterations(&series, rank_time, cfg.min_iteration_blame_share);
+        let mut hits = hit_iterations(&series, rank_time, cfg.min_iteration_blame_share);
+        for (i, &b) in series.iter().enumerate() {
+            if gpus_worth(b, &rank_time[i..=i], a.n_ranks()) >= MIN_ITERATION_GPUS
+                && !hits.contains(&i)
+            {
+                hits.push(i);
+            }
+        }
+        hits.sort_unstable();
         // How much slower its slow communicators' transfers were, per iteration.
         let ratio_in = |i: usize| -> f64 {
             let mut v: Vec<f64> = a.digests[i]
@@ -331,7 +458,15 @@ impl GraphDetector {
                 median(&mut v)
             }
         };
-        let sustained = share >= cfg.min_blame_share && hits.len() * 2 > a.n_its();
+        // Scale-free alternative, as for ranks: GPUs' worth of waiting, on a path slow in
+        // most iterations (a healthy path is slow in one at most, when another job's
+        // traffic crosses it).
+        let slow_its = (0..a.n_its())
+            .filter(|&i| ratio_in(i) >= cfg.min_transfer_ratio)
+            .count();
+        let gpus = gpus_worth(w, rank_time, a.n_ranks());
+        let sustained = (share >= cfg.min_blame_share && hits.len() * 2 > a.n_its())
+            || (gpus >= MIN_GPUS_WORTH && slow_its * 2 > a.n_its());
         let strong_hits: Vec<usize> = hits
             .iter()
             .copied()
@@ -412,7 +547,9 @@ impl GraphDetector {
                 }
             ),
             confidence: confidence(
-                (ratio - 1.0) * precision * (scoped / scoped_time / cfg.min_blame_share),
+                (ratio - 1.0)
+                    * precision
+                    * (scoped / scoped_time / cfg.min_blame_share).max(gpus / MIN_GPUS_WORTH / 4.0),
                 1.0,
             ),
             culprits: vec![culprit],
