@@ -345,8 +345,8 @@ mod tests {
 
     /// Holmes' drift adjustment: when a healthy job's iterations all get 30% slower (a
     /// longer sequence length), the time-valued features' thresholds move with the drift,
-    /// so far fewer ops are flagged than without it (about half: 644 against 1,235 with
-    /// the committed model), and nothing is blamed.
+    /// so far fewer ops are flagged than without it (376 against 1,063 with the committed
+    /// model), and nothing is blamed.
     #[test]
     fn drift_of_iteration_time_shifts_the_thresholds() {
         let mut cfg = SimConfig::for_scale(512);
