@@ -7,7 +7,7 @@
 //! engine does, and the table gives precision, recall and F1 per fault kind and scale.
 //! Hangs are left out: a hung job has no durations to compare.
 
-use crate::accuracy::{bench_seed, scenario_config};
+use crate::accuracy::{parse_kinds, scenario_config, scenarios, Scenario};
 use anyhow::Result;
 use clap::Args;
 use flare_engine::abnormal::{evaluate, AbnormalMethod, Confusion};
@@ -41,12 +41,6 @@ pub struct AbnormalArgs {
     pub threads: usize,
 }
 
-struct Scenario {
-    kind: FaultKind,
-    scale: u32,
-    seed: u64,
-}
-
 type Scores = [(AbnormalMethod, Confusion); 2];
 
 fn run_one(sc: &Scenario, iterations: u32) -> Result<Scores> {
@@ -62,22 +56,13 @@ fn run_one(sc: &Scenario, iterations: u32) -> Result<Scores> {
 }
 
 fn kinds(names: &[String]) -> Result<Vec<FaultKind>> {
-    if names.is_empty() {
-        return Ok(FaultKind::ALL
-            .into_iter()
-            .filter(|k| *k != FaultKind::Hang)
-            .collect());
-    }
-    let mut v = vec![FaultKind::None];
-    for n in names {
-        match FaultKind::parse(n) {
-            Some(FaultKind::Hang) => {
-                anyhow::bail!("a hang has no durations to compare with a twin")
-            }
-            Some(k) if !v.contains(&k) => v.push(k),
-            Some(_) => {}
-            None => anyhow::bail!("unknown fault kind '{n}'"),
-        }
+    let all_but_hang = FaultKind::ALL
+        .into_iter()
+        .filter(|k| *k != FaultKind::Hang)
+        .collect();
+    let v = parse_kinds(names, all_but_hang)?;
+    if v.contains(&FaultKind::Hang) {
+        anyhow::bail!("a hang has no durations to compare with a twin");
     }
     Ok(v)
 }
@@ -89,19 +74,7 @@ fn flagged_share(c: &Confusion) -> f64 {
 
 pub fn run(a: AbnormalArgs) -> Result<ExitCode> {
     let kinds = kinds(&a.faults)?;
-    let mut scenarios = Vec::new();
-    for &scale in &a.scales {
-        for &kind in &kinds {
-            for i in 0..a.runs {
-                scenarios.push(Scenario {
-                    kind,
-                    scale,
-                    seed: bench_seed(kind, scale, i),
-                });
-            }
-        }
-    }
-    scenarios.sort_by_key(|s| std::cmp::Reverse(s.scale));
+    let scenarios = scenarios(&a.scales, &kinds, |_, _| a.runs);
     let wall = Instant::now();
     let results = crate::bench::run_parallel(
         &scenarios,

@@ -48,10 +48,50 @@ pub fn scenario_config(scale: u32, seed: u64, kind: FaultKind, iterations: u32) 
 }
 
 #[derive(Clone, Debug)]
-struct Scenario {
-    kind: FaultKind,
-    scale: u32,
-    seed: u64,
+pub struct Scenario {
+    pub kind: FaultKind,
+    pub scale: u32,
+    pub seed: u64,
+}
+
+/// The fault kinds named (`default` when none is), fault-free first: fault-free runs
+/// always go with them.
+pub fn parse_kinds(names: &[String], default: Vec<FaultKind>) -> Result<Vec<FaultKind>> {
+    if names.is_empty() {
+        return Ok(default);
+    }
+    let mut v = vec![FaultKind::None];
+    for name in names {
+        let k =
+            FaultKind::parse(name).ok_or_else(|| anyhow::anyhow!("unknown fault kind '{name}'"))?;
+        if !v.contains(&k) {
+            v.push(k);
+        }
+    }
+    Ok(v)
+}
+
+/// Every (scale, kind, run) with its held-out seed, the largest scale first so that
+/// worker threads finish together.
+pub fn scenarios(
+    scales: &[u32],
+    kinds: &[FaultKind],
+    runs: impl Fn(u32, FaultKind) -> usize,
+) -> Vec<Scenario> {
+    let mut v = Vec::new();
+    for &scale in scales {
+        for &kind in kinds {
+            for i in 0..runs(scale, kind) {
+                v.push(Scenario {
+                    kind,
+                    scale,
+                    seed: bench_seed(kind, scale, i),
+                });
+            }
+        }
+    }
+    v.sort_by_key(|s| std::cmp::Reverse(s.scale));
+    v
 }
 
 /// One method's verdict on one scenario.
@@ -371,33 +411,10 @@ pub fn accuracy(a: AccuracyArgs) -> Result<ExitCode> {
             METHODS.join(", ")
         );
     }
-    let kinds: Vec<FaultKind> = if a.faults.is_empty() {
-        FaultKind::ALL.to_vec()
-    } else {
-        let mut v = vec![FaultKind::None];
-        for name in &a.faults {
-            let k = FaultKind::parse(name)
-                .ok_or_else(|| anyhow::anyhow!("unknown fault kind '{name}'"))?;
-            if !v.contains(&k) {
-                v.push(k);
-            }
-        }
-        v
-    };
-    let mut scenarios = Vec::new();
-    for &scale in &a.scales {
-        for &kind in &kinds {
-            for i in 0..runs_for(scale, kind, a.runs) {
-                scenarios.push(Scenario {
-                    kind,
-                    scale,
-                    seed: bench_seed(kind, scale, i),
-                });
-            }
-        }
-    }
-    // Big scenarios first so the threads finish together.
-    scenarios.sort_by_key(|s| std::cmp::Reverse(s.scale));
+    let kinds = parse_kinds(&a.faults, FaultKind::ALL.to_vec())?;
+    let scenarios = scenarios(&a.scales, &kinds, |scale, kind| {
+        runs_for(scale, kind, a.runs)
+    });
     let wall = Instant::now();
     let baselines = !a.no_baselines;
     let ecfg = EngineConfig {
