@@ -56,20 +56,11 @@ fn run_one(sc: &Scenario, iterations: u32) -> Result<Scores> {
 }
 
 fn kinds(names: &[String]) -> Result<Vec<FaultKind>> {
-    let all_but_hang = FaultKind::ALL
-        .into_iter()
-        .filter(|k| *k != FaultKind::Hang)
-        .collect();
-    let v = parse_kinds(names, all_but_hang)?;
+    let v = parse_kinds(names, FaultKind::with_durations().collect())?;
     if v.contains(&FaultKind::Hang) {
         anyhow::bail!("a hang has no durations to compare with a twin");
     }
     Ok(v)
-}
-
-/// On a fault-free job: the share of op groups flagged abnormal.
-fn flagged_share(c: &Confusion) -> f64 {
-    c.false_positives as f64 / (c.false_positives + c.true_negatives).max(1) as f64
 }
 
 pub fn run(a: AbnormalArgs) -> Result<ExitCode> {
@@ -118,7 +109,7 @@ pub fn run(a: AbnormalArgs) -> Result<ExitCode> {
                     "true_negatives": c.true_negatives,
                 });
                 if *kind == "none" {
-                    row["flagged_share"] = json!(flagged_share(c));
+                    row["flagged_share"] = json!(c.false_positive_rate());
                 } else {
                     row["precision"] = json!(c.precision());
                     row["recall"] = json!(c.recall());
@@ -174,7 +165,7 @@ pub fn run(a: AbnormalArgs) -> Result<ExitCode> {
                 let cell = if *kind == "none" {
                     format!(
                         "{:.2}% [{}]",
-                        flagged_share(&c) * 100.0,
+                        c.false_positive_rate() * 100.0,
                         c.false_positives + c.true_negatives
                     )
                 } else {

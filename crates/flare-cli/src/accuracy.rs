@@ -145,24 +145,39 @@ fn finding_verdict(
         .first()
         .map(|f| format!("{}: {}", f.kind.as_str(), f.summary))
         .unwrap_or_else(|| "nothing localized".into());
-    if fault_free {
-        return Verdict {
-            top1: localized.is_empty(),
-            top3: localized.is_empty(),
-            false_positive: !localized.is_empty(),
+    // Localizing findings name at least one culprit each.
+    let named = localized
+        .iter()
+        .flat_map(|f| f.culprits.iter().map(move |c| (f.kind, c)));
+    Verdict::of(named, fault_free, got, |(k, c)| truth.matches(*k, c))
+}
+
+impl Verdict {
+    /// The verdict on what a method named, most suspect first: top-1 when the first is
+    /// the culprit, top-3 when one of the first three is; on a fault-free run, naming
+    /// anything is a false positive.
+    fn of<T>(
+        named: impl IntoIterator<Item = T>,
+        fault_free: bool,
+        got: String,
+        is_culprit: impl Fn(&T) -> bool,
+    ) -> Verdict {
+        let first3: Vec<T> = named.into_iter().take(3).collect();
+        if fault_free {
+            let none = first3.is_empty();
+            return Verdict {
+                top1: none,
+                top3: none,
+                false_positive: !none,
+                got,
+            };
+        }
+        Verdict {
+            top1: first3.first().is_some_and(&is_culprit),
+            top3: first3.iter().any(&is_culprit),
+            false_positive: false,
             got,
-        };
-    }
-    let first = localized.first().map(|f| (f.kind, &f.culprits[0]));
-    Verdict {
-        top1: first.is_some_and(|(k, c)| truth.matches(k, c)),
-        top3: localized
-            .iter()
-            .flat_map(|f| f.culprits.iter().map(move |c| (f.kind, c)))
-            .take(3)
-            .any(|(k, c)| truth.matches(k, c)),
-        false_positive: false,
-        got,
+        }
     }
 }
 
@@ -192,26 +207,9 @@ fn run_one(
     if baselines {
         let cluster = &out.trace.job.cluster;
         let rank_verdict = |ranks: &[u32], what: String| {
-            if fault_free {
-                Verdict {
-                    top1: ranks.is_empty(),
-                    top3: ranks.is_empty(),
-                    false_positive: !ranks.is_empty(),
-                    got: what,
-                }
-            } else {
-                Verdict {
-                    top1: ranks
-                        .first()
-                        .is_some_and(|&r| truth.locates_rank(r, cluster, p)),
-                    top3: ranks
-                        .iter()
-                        .take(3)
-                        .any(|&r| truth.locates_rank(r, cluster, p)),
-                    false_positive: false,
-                    got: what,
-                }
-            }
+            Verdict::of(ranks.iter().copied(), fault_free, what, |&r| {
+                truth.locates_rank(r, cluster, p)
+            })
         };
         let hta: Vec<u32> = hta_stragglers(&out.trace, 2)
             .into_iter()
@@ -237,26 +235,7 @@ fn run_one(
             .unwrap_or_else(|| "no machine stands out".into());
         verdicts.insert(
             "minder",
-            if fault_free {
-                Verdict {
-                    top1: nodes.is_empty(),
-                    top3: nodes.is_empty(),
-                    false_positive: !nodes.is_empty(),
-                    got: what,
-                }
-            } else {
-                Verdict {
-                    top1: nodes
-                        .first()
-                        .is_some_and(|&n| truth.locates_node(n, cluster)),
-                    top3: nodes
-                        .iter()
-                        .take(3)
-                        .any(|&n| truth.locates_node(n, cluster)),
-                    false_positive: false,
-                    got: what,
-                }
-            },
+            Verdict::of(nodes, fault_free, what, |&n| truth.locates_node(n, cluster)),
         );
         let scores = nvrx_scores(&out.trace);
         for (name, flagged) in [

@@ -71,20 +71,6 @@ fn training_shapes(quick: bool) -> Vec<(u32, u32, u32, u32, u32)> {
     v
 }
 
-/// Fault kinds trained on: every kind but a hang (a hung job has no twin to compare
-/// durations with), plus fault-free runs.
-const KINDS: [FaultKind; 9] = [
-    FaultKind::None,
-    FaultKind::SlowGpu,
-    FaultKind::SlowNic,
-    FaultKind::CongestedSwitch,
-    FaultKind::HostStall,
-    FaultKind::LaunchBound,
-    FaultKind::StageImbalance,
-    FaultKind::SequenceImbalance,
-    FaultKind::Intermittent,
-];
-
 struct Scenario {
     index: usize,
     shape: (u32, u32, u32, u32, u32),
@@ -141,7 +127,8 @@ pub fn run(a: TrainArgs) -> Result<ExitCode> {
     let runs = if a.quick { 1 } else { a.runs };
     let mut scenarios = Vec::new();
     for &shape in &shapes {
-        for kind in KINDS {
+        // Every kind but a hang (no durations to compare with a twin), and fault-free runs.
+        for kind in FaultKind::with_durations() {
             for _ in 0..runs {
                 let index = scenarios.len();
                 scenarios.push(Scenario {
@@ -218,7 +205,7 @@ pub fn run(a: TrainArgs) -> Result<ExitCode> {
             ),
             "scenarios": scenarios.len(),
             "shapes": shapes.iter().map(|(tp, cp, ep, dp, pp)| format!("TP{tp} CP{cp} EP{ep} DP{dp} PP{pp}")).collect::<Vec<_>>(),
-            "fault_kinds": KINDS.iter().map(|k| k.name()).collect::<Vec<_>>(),
+            "fault_kinds": FaultKind::with_durations().map(|k| k.name()).collect::<Vec<_>>(),
             "gate": {
                 "op_groups": gate_counts.groups,
                 "passed": gate_counts.gated,

@@ -667,6 +667,15 @@ pub fn labeled_rows(
     (out, counts)
 }
 
+/// `part / whole`, 0 when `whole` is.
+fn share(part: u64, whole: u64) -> f64 {
+    if whole == 0 {
+        0.0
+    } else {
+        part as f64 / whole as f64
+    }
+}
+
 /// Op-level confusion counts of a classifier against the labels.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct Confusion {
@@ -692,20 +701,23 @@ impl Confusion {
         self.true_negatives += o.true_negatives;
     }
     pub fn precision(&self) -> f64 {
-        let d = self.true_positives + self.false_positives;
-        if d == 0 {
-            0.0
-        } else {
-            self.true_positives as f64 / d as f64
-        }
+        share(
+            self.true_positives,
+            self.true_positives + self.false_positives,
+        )
     }
     pub fn recall(&self) -> f64 {
-        let d = self.true_positives + self.false_negatives;
-        if d == 0 {
-            0.0
-        } else {
-            self.true_positives as f64 / d as f64
-        }
+        share(
+            self.true_positives,
+            self.true_positives + self.false_negatives,
+        )
+    }
+    /// The share of truly normal groups flagged: on a fault-free job, of all groups.
+    pub fn false_positive_rate(&self) -> f64 {
+        share(
+            self.false_positives,
+            self.false_positives + self.true_negatives,
+        )
     }
     pub fn f1(&self) -> f64 {
         let (p, r) = (self.precision(), self.recall());

@@ -573,24 +573,7 @@ fn slow_finding(
                 host_kind.as_str()
             ),
         ));
-        let (what, action) = match host_kind {
-            OpKind::GarbageCollection => (
-                "garbage-collection pauses",
-                "schedule Python GC (gc.freeze() after start-up, gc.disable() with gc.collect() every N steps on all ranks at once)",
-            ),
-            OpKind::DataLoader => (
-                "dataloader stalls",
-                "fix the input pipeline on this rank: more dataloader workers, prefetching; check its node's storage and CPU load",
-            ),
-            OpKind::Checkpoint => (
-                "checkpoint writes",
-                "make checkpointing asynchronous or stagger it across ranks",
-            ),
-            _ => (
-                "host-side pauses",
-                "profile the host side of this rank (py-spy) and remove the pause",
-            ),
-        };
+        let (what, action) = crate::detectors::cause::host_pause(host_kind);
         (
             FindingKind::HostStall,
             Component::Host,

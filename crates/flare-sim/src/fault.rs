@@ -34,6 +34,12 @@ impl FaultKind {
         FaultKind::Hang,
     ];
 
+    /// Every kind whose job keeps running, so that its op durations can be compared with
+    /// a fault-free twin's: all but a hang, in [`FaultKind::ALL`] order.
+    pub fn with_durations() -> impl Iterator<Item = FaultKind> {
+        Self::ALL.into_iter().filter(|k| *k != FaultKind::Hang)
+    }
+
     pub fn name(&self) -> &'static str {
         match self {
             FaultKind::None => "none",

@@ -235,18 +235,7 @@ pub(crate) fn rank_cause(
                 host_kind.as_str()
             ),
         ));
-        let (what, action) = match host_kind {
-            OpKind::GarbageCollection => (
-                "garbage-collection pauses",
-                "schedule Python GC (gc.freeze() after start-up, gc.disable() with gc.collect() every N steps on all ranks at once)",
-            ),
-            OpKind::DataLoader => (
-                "dataloader stalls",
-                "fix the input pipeline on this rank: more dataloader workers, prefetching, check its node's storage and CPU load",
-            ),
-            OpKind::Checkpoint => ("checkpoint writes", "make checkpointing asynchronous or stagger it"),
-            _ => ("host-side pauses", "profile the host side of this rank (py-spy) and remove the pause"),
-        };
+        let (what, action) = host_pause(host_kind);
         (FindingKind::HostStall, Component::Host, what, action)
     } else if (steep
         || slow_launches
@@ -280,5 +269,27 @@ pub(crate) fn rank_cause(
         what: what.to_string(),
         action: action.to_string(),
         evidence,
+    }
+}
+
+/// What a host phase's pauses are, and what to do about them.
+pub(crate) fn host_pause(kind: OpKind) -> (&'static str, &'static str) {
+    match kind {
+        OpKind::GarbageCollection => (
+            "garbage-collection pauses",
+            "schedule Python GC (gc.freeze() after start-up, gc.disable() with gc.collect() every N steps on all ranks at once)",
+        ),
+        OpKind::DataLoader => (
+            "dataloader stalls",
+            "fix the input pipeline on this rank: more dataloader workers, prefetching; check its node's storage and CPU load",
+        ),
+        OpKind::Checkpoint => (
+            "checkpoint writes",
+            "make checkpointing asynchronous or stagger it across ranks",
+        ),
+        _ => (
+            "host-side pauses",
+            "profile the host side of this rank (py-spy) and remove the pause",
+        ),
     }
 }

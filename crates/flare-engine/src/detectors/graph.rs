@@ -25,7 +25,7 @@ use super::iteration_ranges;
 use crate::graph::Root;
 use crate::stats::{confidence, median};
 use crate::{Analysis, Detector, EngineConfig, Outcome};
-use flare_model::{Component, Culprit, Evidence, Finding, FindingKind, PathElement, Severity};
+use flare_model::{Evidence, Finding, PathElement, Severity};
 use std::collections::HashMap;
 
 pub struct GraphDetector;
@@ -79,27 +79,20 @@ impl Detector for GraphDetector {
         for (i, d) in a.digests.iter().enumerate() {
             let (mut best, mut second, mut who) = (0.0f64, 0.0f64, None);
             for b in &d.blame {
-                if let Root::Rank(ri) = b.root {
-                    if (ri as usize) >= n_ranks {
-                        continue;
-                    }
-                    if b.ns > best {
-                        second = best;
-                        best = b.ns;
-                        who = Some(ri as usize);
-                    } else {
-                        second = second.max(b.ns);
-                    }
-                }
-            }
-            top_rank[i] = who.map(|r| (r, if second > 0.0 { best / second } else { 10.0 }));
-            for b in &d.blame {
                 match b.root {
                     Root::Rank(ri) => {
                         let ri = ri as usize;
-                        if ri < n_ranks {
-                            rank_blame[ri] += b.ns;
-                            rank_per_it.entry(ri).or_insert_with(|| vec![0.0; n_its])[i] += b.ns;
+                        if ri >= n_ranks {
+                            continue;
+                        }
+                        rank_blame[ri] += b.ns;
+                        rank_per_it.entry(ri).or_insert_with(|| vec![0.0; n_its])[i] += b.ns;
+                        if b.ns > best {
+                            second = best;
+                            best = b.ns;
+                            who = Some(ri);
+                        } else {
+                            second = second.max(b.ns);
                         }
                     }
                     Root::Comm(c) => {
@@ -107,6 +100,7 @@ impl Detector for GraphDetector {
                     }
                 }
             }
+            top_rank[i] = who.map(|r| (r, if second > 0.0 { best / second } else { 10.0 }));
         }
         let mut findings = Vec::new();
         let rb = RankBlame {
@@ -144,10 +138,10 @@ const MIN_GPUS_WORTH: f64 = 0.1;
 /// In one iteration, blame worth this many GPUs idle for the iteration weighs on it.
 const MIN_ITERATION_GPUS: f64 = 0.25;
 
-/// Blame (rank time, ns) as the number of GPUs it would keep idle for the whole window:
-/// the window's rank time is `rank_time` (per iteration, summed over `n_ranks`).
-fn gpus_worth(blame: f64, rank_time: &[f64], n_ranks: usize) -> f64 {
-    let window: f64 = rank_time.iter().sum::<f64>() / n_ranks.max(1) as f64;
+/// Blame (rank time, ns) as the number of GPUs it would keep idle for the whole of a
+/// stretch of iterations whose rank time (summed over `n_ranks`) is `rank_time`.
+fn gpus_worth(blame: f64, rank_time: f64, n_ranks: usize) -> f64 {
+    let window = rank_time / n_ranks.max(1) as f64;
     if window > 0.0 {
         blame / window
     } else {
@@ -185,7 +179,7 @@ impl GraphDetector {
             .into_iter()
             .filter(|(r, v)| {
                 v.len() * 2 > a.n_its()
-                    && gpus_worth(blame[*r], rank_time, a.n_ranks()) >= MIN_GPUS_WORTH
+                    && gpus_worth(blame[*r], total_time, a.n_ranks()) >= MIN_GPUS_WORTH
             })
             .max_by(|x, y| x.1.len().cmp(&y.1.len()).then(y.0.cmp(&x.0)));
         let (top, w) = match &consistent {
@@ -211,14 +205,14 @@ impl GraphDetector {
         let mut hits = hit_iterations(series, rank_time, cfg.min_iteration_blame_share);
         for (i, t) in top_rank.iter().enumerate() {
             if t.is_some_and(|(r, over_next)| r == top && over_next >= 2.0)
-                && gpus_worth(series[i], &rank_time[i..=i], a.n_ranks()) >= MIN_ITERATION_GPUS
+                && gpus_worth(series[i], rank_time[i], a.n_ranks()) >= MIN_ITERATION_GPUS
                 && !hits.contains(&i)
             {
                 hits.push(i);
             }
         }
         hits.sort_unstable();
-        let gpus = gpus_worth(w, rank_time, a.n_ranks());
+        let gpus = gpus_worth(w, total_time, a.n_ranks());
         let top_its = top_rank
             .iter()
             .filter(|t| t.is_some_and(|(r, _)| r == top))
@@ -235,11 +229,7 @@ impl GraphDetector {
         };
         let scoped: f64 = scope.iter().map(|&i| series[i]).sum();
         let scoped_time: f64 = scope.iter().map(|&i| rank_time[i]).sum();
-        let scoped_gpus = gpus_worth(
-            scoped,
-            &scope.iter().map(|&i| rank_time[i]).collect::<Vec<_>>(),
-            a.n_ranks(),
-        );
+        let scoped_gpus = gpus_worth(scoped, scoped_time, a.n_ranks());
         // The blame must point at one rank: a near tie says the search could not tell.
         // Over the window, or (consistent) in the iterations where it was blamed most.
         let runner_up = blame
@@ -435,8 +425,7 @@ impl GraphDetector {
         let share = w / total_time;
         let mut hits = hit_iterations(&series, rank_time, cfg.min_iteration_blame_share);
         for (i, &b) in series.iter().enumerate() {
-            if gpus_worth(b, &rank_time[i..=i], a.n_ranks()) >= MIN_ITERATION_GPUS
-                && !hits.contains(&i)
+            if gpus_worth(b, rank_time[i], a.n_ranks()) >= MIN_ITERATION_GPUS && !hits.contains(&i)
             {
                 hits.push(i);
             }
@@ -464,7 +453,7 @@ impl GraphDetector {
         let slow_its = (0..a.n_its())
             .filter(|&i| ratio_in(i) >= cfg.min_transfer_ratio)
             .count();
-        let gpus = gpus_worth(w, rank_time, a.n_ranks());
+        let gpus = gpus_worth(w, total_time, a.n_ranks());
         let sustained = (share >= cfg.min_blame_share && hits.len() * 2 > a.n_its())
             || (gpus >= MIN_GPUS_WORTH && slow_its * 2 > a.n_its());
         let strong_hits: Vec<usize> = hits
@@ -489,42 +478,7 @@ impl GraphDetector {
             .copied()
             .unwrap_or(n_slow)
             .max(n_slow);
-        let (kind, component, action) = match element {
-            PathElement::Nic { .. } => (
-                FindingKind::SlowLink,
-                Component::Nic,
-                "check the NIC and its cable and switch port (ibstat, port error counters, link width and speed); reseat or replace, or drain the node",
-            ),
-            PathElement::NvLink { .. } => (
-                FindingKind::SlowLink,
-                Component::Link,
-                "check NVLink status and error counters on this node (nvidia-smi nvlink -s -e); drain the node if links are degraded",
-            ),
-            PathElement::Leaf { .. } => (
-                FindingKind::SlowSwitch,
-                Component::Switch,
-                "check the leaf switch's port counters, congestion and routing; move traffic off it or fix the flapping or congested ports",
-            ),
-            PathElement::Spine => (
-                FindingKind::SlowSwitch,
-                Component::Network,
-                "inter-pod traffic is slow: check spine congestion and adaptive routing",
-            ),
-        };
-        let mut culprit = Culprit::new(component);
-        culprit.element = Some(element.label());
-        match element {
-            PathElement::Nic { node, rail } => {
-                culprit.node = Some(node);
-                culprit.local_gpu = Some(rail);
-                let rank = a.ctx.job.cluster.rank_at(node, rail).unwrap_or(u32::MAX);
-                if rank < a.ctx.job.world_size {
-                    culprit.rank = Some(rank);
-                }
-            }
-            PathElement::NvLink { node } => culprit.node = Some(node),
-            _ => {}
-        }
+        let (kind, culprit, action) = super::slow_path::path_culprit(a.ctx, element);
         let its: Vec<u32> = if sustained {
             vec![]
         } else {

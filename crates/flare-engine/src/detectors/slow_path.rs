@@ -168,41 +168,7 @@ impl SlowPathDetector {
             .collect();
         examples.sort_unstable();
         examples.truncate(4);
-        let (kind, component, action) = match element {
-            PathElement::Nic { .. } => (
-                FindingKind::SlowLink,
-                Component::Nic,
-                "check the NIC and its cable and switch port (ibstat, port error counters, link width and speed); reseat or replace, or drain the node",
-            ),
-            PathElement::NvLink { .. } => (
-                FindingKind::SlowLink,
-                Component::Link,
-                "check NVLink status and error counters on this node (nvidia-smi nvlink -s -e); drain the node if links are degraded",
-            ),
-            PathElement::Leaf { .. } => (
-                FindingKind::SlowSwitch,
-                Component::Switch,
-                "check the leaf switch's port counters, congestion and routing; move traffic off it or fix the flapping/congested ports",
-            ),
-            PathElement::Spine => (
-                FindingKind::SlowSwitch,
-                Component::Network,
-                "inter-pod traffic is slow: check spine congestion and adaptive routing",
-            ),
-        };
-        let mut culprit = Culprit::new(component);
-        culprit.element = Some(element.label());
-        if let PathElement::Nic { node, rail } = element {
-            culprit.node = Some(node);
-            culprit.local_gpu = Some(rail);
-            let rank = ctx.job.cluster.rank_at(node, rail).unwrap_or(u32::MAX);
-            if rank < ctx.job.world_size {
-                culprit.rank = Some(rank);
-            }
-        }
-        if let PathElement::NvLink { node } = element {
-            culprit.node = Some(node);
-        }
+        let (kind, culprit, action) = path_culprit(ctx, element);
         Finding {
             kind,
             severity: Severity::Warning,
@@ -244,4 +210,49 @@ impl SlowPathDetector {
             detector: self.id().into(),
         }
     }
+}
+
+/// What a slow fabric element is, whom it names (a NIC's node, rail and the rank behind
+/// it; an NVLink's node) and what to do about it.
+pub(super) fn path_culprit(
+    ctx: &crate::JobContext,
+    element: PathElement,
+) -> (FindingKind, Culprit, &'static str) {
+    let (kind, component, action) = match element {
+        PathElement::Nic { .. } => (
+            FindingKind::SlowLink,
+            Component::Nic,
+            "check the NIC and its cable and switch port (ibstat, port error counters, link width and speed); reseat or replace, or drain the node",
+        ),
+        PathElement::NvLink { .. } => (
+            FindingKind::SlowLink,
+            Component::Link,
+            "check NVLink status and error counters on this node (nvidia-smi nvlink -s -e); drain the node if links are degraded",
+        ),
+        PathElement::Leaf { .. } => (
+            FindingKind::SlowSwitch,
+            Component::Switch,
+            "check the leaf switch's port counters, congestion and routing; move traffic off it or fix the flapping or congested ports",
+        ),
+        PathElement::Spine => (
+            FindingKind::SlowSwitch,
+            Component::Network,
+            "inter-pod traffic is slow: check spine congestion and adaptive routing",
+        ),
+    };
+    let mut culprit = Culprit::new(component);
+    culprit.element = Some(element.label());
+    match element {
+        PathElement::Nic { node, rail } => {
+            culprit.node = Some(node);
+            culprit.local_gpu = Some(rail);
+            let rank = ctx.job.cluster.rank_at(node, rail).unwrap_or(u32::MAX);
+            if rank < ctx.job.world_size {
+                culprit.rank = Some(rank);
+            }
+        }
+        PathElement::NvLink { node } => culprit.node = Some(node),
+        _ => {}
+    }
+    (kind, culprit, action)
 }
