@@ -17,6 +17,70 @@ pub struct Analysis<'a> {
     /// them).
     metrics: std::sync::OnceLock<Vec<crate::detectors::metrics::RankMetrics>>,
     replica_loads: std::sync::OnceLock<crate::detectors::imbalance::ReplicaLoads>,
+    transfers: std::sync::OnceLock<CommTransfers>,
+}
+
+/// Each communicator's transfer ratios over the window (see
+/// [`IterationDigest::comm_transfer`]), communicator by communicator: the path detectors
+/// read them per communicator, the digests hold them per iteration.
+#[derive(Debug, Default)]
+pub struct CommTransfers {
+    /// Per known communicator, where its entries start in `entries`; one more at the end.
+    start: Vec<u32>,
+    /// (iteration index, ratio), in iteration order within a communicator.
+    entries: Vec<(u32, f32)>,
+}
+
+impl CommTransfers {
+    fn new(n_comms: usize, digests: &[&IterationDigest]) -> Self {
+        let mut start = vec![0u32; n_comms + 1];
+        for d in digests {
+            for &(c, _) in &d.comm_transfer {
+                if let Some(n) = start.get_mut(c as usize + 1) {
+                    *n += 1;
+                }
+            }
+        }
+        for c in 1..start.len() {
+            start[c] += start[c - 1];
+        }
+        let mut fill = start.clone();
+        let mut entries = vec![(0u32, 0f32); start[n_comms] as usize];
+        for (i, d) in digests.iter().enumerate() {
+            for &(c, r) in &d.comm_transfer {
+                if let Some(k) = fill.get_mut(c as usize).filter(|_| (c as usize) < n_comms) {
+                    entries[*k as usize] = (i as u32, r);
+                    *k += 1;
+                }
+            }
+        }
+        CommTransfers { start, entries }
+    }
+
+    /// One communicator's (iteration index, ratio) entries; empty when it has none or is
+    /// not one of the job's.
+    pub fn of(&self, comm: u32) -> &[(u32, f32)] {
+        match (
+            self.start.get(comm as usize),
+            self.start.get(comm as usize + 1),
+        ) {
+            (Some(&a), Some(&b)) => &self.entries[a as usize..b as usize],
+            _ => &[],
+        }
+    }
+
+    /// Communicators with entries, ascending.
+    pub fn comms(&self) -> impl Iterator<Item = u32> + '_ {
+        self.start
+            .windows(2)
+            .enumerate()
+            .filter(|(_, w)| w[1] > w[0])
+            .map(|(c, _)| c as u32)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
 }
 
 impl<'a> Analysis<'a> {
@@ -31,6 +95,7 @@ impl<'a> Analysis<'a> {
             machine: None,
             metrics: std::sync::OnceLock::new(),
             replica_loads: std::sync::OnceLock::new(),
+            transfers: std::sync::OnceLock::new(),
         }
     }
 
@@ -44,6 +109,12 @@ impl<'a> Analysis<'a> {
     pub fn replica_loads(&self) -> &crate::detectors::imbalance::ReplicaLoads {
         self.replica_loads
             .get_or_init(|| crate::detectors::imbalance::ReplicaLoads::compute(self))
+    }
+
+    /// Each communicator's transfer ratios over the window, gathered on first use.
+    pub fn comm_transfers(&self) -> &CommTransfers {
+        self.transfers
+            .get_or_init(|| CommTransfers::new(self.ctx.communicators.len(), &self.digests))
     }
 
     pub fn n_its(&self) -> usize {

@@ -50,8 +50,8 @@ pub struct Roles {
 pub struct Fabric {
     /// Per communicator: the elements its ring crosses, sorted.
     pub elements: Vec<Vec<PathElement>>,
-    /// Per element: how many communicators cross it.
-    pub crossings: HashMap<PathElement, u32>,
+    /// Per element: the communicators that cross it, ascending.
+    pub crossing: HashMap<PathElement, Vec<u32>>,
 }
 
 impl JobContext {
@@ -164,16 +164,17 @@ impl JobContext {
     }
 
     /// The fabric elements each communicator crosses (its ring, both directions), and
-    /// how many communicators cross each element.
+    /// the communicators crossing each element.
     pub fn fabric(&self) -> &Fabric {
         self.fabric.get_or_init(|| {
             let cluster = &self.job.cluster;
             let mut buf = Vec::new();
-            let mut crossings: HashMap<PathElement, u32> = HashMap::new();
+            let mut crossing: HashMap<PathElement, Vec<u32>> = HashMap::new();
             let elements = self
                 .communicators
                 .iter()
-                .map(|c| {
+                .enumerate()
+                .map(|(id, c)| {
                     let mut set: Vec<PathElement> = Vec::new();
                     let n = c.members.len();
                     for i in 0..n {
@@ -189,15 +190,12 @@ impl JobContext {
                     set.sort_unstable();
                     set.dedup();
                     for e in &set {
-                        *crossings.entry(*e).or_default() += 1;
+                        crossing.entry(*e).or_default().push(id as u32);
                     }
                     set
                 })
                 .collect();
-            Fabric {
-                elements,
-                crossings,
-            }
+            Fabric { elements, crossing }
         })
     }
 

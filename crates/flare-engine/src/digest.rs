@@ -15,7 +15,7 @@
 //!    other members' (the excess is delay the rank made itself).
 
 use crate::context::JobContext;
-use crate::stats::median;
+use crate::stats::{median, median_i64};
 use flare_model::{IterationSpan, Op, OpKind};
 
 /// Host-phase kinds, in the order of [`RankIteration::host_ns`].
@@ -252,6 +252,13 @@ pub struct IterationDigest {
     pub drift: f32,
     /// Ops read.
     pub ops: u64,
+    /// Ranks with a sync op that never ended (stuck), so that a window without any is
+    /// told apart without reading every rank again.
+    pub stuck_ranks: u32,
+    /// Each data-parallel replica's compute load and the heaviest replica (see
+    /// [`crate::detectors::imbalance::ReplicaLoads`]); empty without the layout.
+    pub replica_load: Vec<f64>,
+    pub heaviest_replica: Option<(u32, f64)>,
 }
 
 /// (op kind, bytes, group size, pods spanned, median transfer ns, instances).
@@ -297,6 +304,9 @@ impl IterationDigest {
             abnormal_examples: Vec::new(),
             drift: 1.0,
             ops: 0,
+            stuck_ranks: 0,
+            replica_load: Vec::new(),
+            heaviest_replica: None,
         }
     }
 
@@ -564,6 +574,8 @@ pub struct PhaseTimes {
     pub instances: std::time::Duration,
     /// Gathering the results.
     pub merge: std::time::Duration,
+    /// The iteration's summaries: transfer ratios, peer medians, spans.
+    pub summaries: std::time::Duration,
     /// Abnormal-op detection, the graph search, and the history update.
     pub abnormal: std::time::Duration,
     pub graph: std::time::Duration,
@@ -671,6 +683,25 @@ impl SlotMap {
             }
             SlotMap::Sparse { keys } => keys[slot],
         }
+    }
+
+    /// The keys of slots `from`, `from + 1`, ... in order: one search, then a walk.
+    fn keys_from(&self, from: usize) -> impl Iterator<Item = (u32, u32)> + '_ {
+        let mut k = match self {
+            SlotMap::Dense { firsts, .. } => firsts.partition_point(|f| f.0 as usize <= from),
+            SlotMap::Sparse { .. } => 0,
+        }
+        .saturating_sub(1);
+        (from..).map_while(move |slot| match self {
+            SlotMap::Dense { lo, firsts, .. } => {
+                while k + 1 < firsts.len() && firsts[k + 1].0 as usize <= slot {
+                    k += 1;
+                }
+                let (first, comm) = *firsts.get(k)?;
+                Some((comm, lo[comm as usize] + (slot as u32 - first)))
+            }
+            SlotMap::Sparse { keys } => keys.get(slot).copied(),
+        })
     }
 
     /// The slot of a key, if the iteration has it.
@@ -918,7 +949,9 @@ fn scan_chunk(
     let mut fill = std::mem::take(&mut c.fill);
     fill.clear();
     fill.extend_from_slice(&c.starts[..n_slots]);
-    c.members.clear();
+    // Every position is written below (the counts are exact, and a predicted layout is
+    // checked slot by slot), so last iteration's members need no clearing: rewriting the
+    // whole array first would cost a pass over ~64 bytes per member.
     c.members.resize(
         n_members,
         Member {
@@ -1469,27 +1502,46 @@ pub fn build_with(
         }
     }
     let duration_ns = (!unfinished && !spans.is_empty()).then(|| median(&mut spans));
-    let mut span_transfer = Vec::new();
-    let comm_transfer = comm_transfer(
-        ctx,
-        &instances,
-        &mut members.transfer_ratio,
-        &mut span_transfer,
-    );
     members.map = map;
+    // The iteration's summaries: transfer ratios on one thread, the per-rank ones on
+    // another (when there are two).
+    let transfer_ratio = &mut members.transfer_ratio;
+    let per_rank = || {
+        let rel: Vec<f64> = ranks
+            .iter()
+            .filter(|r| r.self_expected_ns > 0.0)
+            .map(|r| r.self_excess_ns / r.self_expected_ns)
+            .collect();
+        (
+            crate::stats::median_mad(&rel),
+            peer_medians(ctx, &ranks, &names),
+            ranks.iter().filter(|r| r.stuck).count() as u32,
+            crate::detectors::imbalance::iteration_replica_loads(ctx, &ranks),
+        )
+    };
+    let mut transfers = || {
+        let mut span_transfer = Vec::new();
+        let by_comm = comm_transfer(ctx, &instances, transfer_ratio, &mut span_transfer);
+        let complete = instances
+            .iter()
+            .filter(|i| i.complete() && i.present >= 2 && i.end.is_some())
+            .count() as u32;
+        (by_comm, span_transfer, complete)
+    };
+    let ((comm_transfer, span_transfer, complete_instances), rank_summaries) = if threads > 1 {
+        std::thread::scope(|s| {
+            let other = s.spawn(per_rank);
+            let mine = transfers();
+            (mine, other.join().expect("engine worker panicked"))
+        })
+    } else {
+        (transfers(), per_rank())
+    };
+    let ((excess_median, excess_mad), peer_medians, stuck_ranks, (replica_load, heaviest_replica)) =
+        rank_summaries;
     let n_instances = instances.len() as u32;
-    let complete_instances = instances
-        .iter()
-        .filter(|i| i.complete() && i.present >= 2 && i.end.is_some())
-        .count() as u32;
-    let rel: Vec<f64> = ranks
-        .iter()
-        .filter(|r| r.self_expected_ns > 0.0)
-        .map(|r| r.self_excess_ns / r.self_expected_ns)
-        .collect();
-    let (excess_median, excess_mad) = crate::stats::median_mad(&rel);
-    let peer_medians = peer_medians(ctx, &ranks, &names);
     members.instances = instances;
+    members.times.summaries = t0.elapsed() - t4 - members.times.merge;
     IterationDigest {
         iteration,
         duration_ns,
@@ -1510,6 +1562,9 @@ pub fn build_with(
         abnormal_examples: Vec::new(),
         drift: 1.0,
         ops: ops as u64,
+        stuck_ranks,
+        replica_load,
+        heaviest_replica,
     }
 }
 
@@ -1723,9 +1778,12 @@ fn instance_pass(
     // References into the chunks, not copies: a slot's members are read a few times.
     let mut ms: Vec<(&Member, u32)> = Vec::new();
     let mut arrivals: Vec<i64> = Vec::new();
-    let mut ends: Vec<f64> = Vec::new();
-    let mut gaps: Vec<f64> = Vec::new();
+    // Integer timestamps: sorting them is cheaper than sorting floats.
+    let mut ends: Vec<i64> = Vec::new();
+    let mut gaps: Vec<i64> = Vec::new();
+    let mut keys = map.keys_from(range.start);
     for slot in range {
+        let (comm, seq) = keys.next().expect("a key for every slot");
         ms.clear();
         for c in chunks {
             ms.extend(
@@ -1738,7 +1796,6 @@ fn instance_pass(
             continue;
         }
         let m0 = *ms[0].0;
-        let (comm, seq) = map.key(slot);
         arrivals.clear();
         ends.clear();
         let (mut last, mut second, mut last_rank, mut in_flight) = (i64::MIN, i64::MIN, 0u32, 0u32);
@@ -1754,14 +1811,18 @@ fn instance_pass(
             if m.end == Op::IN_FLIGHT {
                 in_flight += 1;
             } else {
-                ends.push(m.end as f64);
+                ends.push(m.end);
             }
         }
         let n = ms.len() as u32;
         let mid = arrivals.len() / 2;
-        arrivals.select_nth_unstable(mid);
+        if arrivals.len() <= 16 {
+            arrivals.sort_unstable();
+        } else {
+            arrivals.select_nth_unstable(mid);
+        }
         let median_arrival = arrivals[mid];
-        let end = (in_flight == 0).then(|| median(&mut ends) as i64);
+        let end = (in_flight == 0).then(|| median_i64(&mut ends) as i64);
         let known = (comm as usize) < ctx.communicators.len();
         let expected = if known { ctx.comm_size(comm) } else { n };
         let expected_traced = if known {
@@ -1806,14 +1867,9 @@ fn instance_pass(
         // Self time against the other members': same work, so the excess is the rank's own.
         if n >= 3 && n == expected_traced {
             gaps.clear();
-            gaps.extend(
-                ms.iter()
-                    .map(|(m, _)| m.gap3)
-                    .filter(|&g| g != i64::MIN)
-                    .map(|g| g as f64),
-            );
+            gaps.extend(ms.iter().map(|(m, _)| m.gap3).filter(|&g| g != i64::MIN));
             if gaps.len() == ms.len() {
-                let med = median(&mut gaps);
+                let med = median_i64(&mut gaps);
                 for (m, _) in &ms {
                     let acc = &mut out.per_rank[m.rank_index as usize];
                     acc[0] += m.gap3 as f64 - med;
@@ -1837,6 +1893,13 @@ fn instance_pass(
 /// Per rank, the range of its ops holding iteration `it`, for a trace whose ops are
 /// (mostly) grouped by iteration: from the first op tagged `it` to the last.
 pub fn iteration_ranges(ops: &[Op], iterations: &[u32]) -> Vec<(usize, usize)> {
+    // One iteration whose first and last ops are tagged with it (a live or streamed
+    // chunk): the range is every op, known without reading the ones in between.
+    if let ([it], Some(first), Some(last)) = (iterations, ops.first(), ops.last()) {
+        if first.iteration == *it && last.iteration == *it {
+            return vec![(0, ops.len())];
+        }
+    }
     let mut out = vec![(usize::MAX, 0usize); iterations.len()];
     let mut cursor = 0usize;
     for (i, o) in ops.iter().enumerate() {
@@ -1972,6 +2035,31 @@ mod tests {
         let d2 = build(&c, 0, &slices, &mut Carry::new(4), 1, &mut m);
         assert_eq!(d2.n_instances, 2);
         assert_eq!(m.instances[0].last_rank, 2);
+    }
+
+    /// A rank's ops for each iteration: from the first op tagged with it to the last, a
+    /// straggler tagged with an earlier iteration in between included; one iteration
+    /// whose ends carry it spans the whole slice.
+    #[test]
+    fn iteration_ranges_span_first_to_last_tagged_op() {
+        let tagged = |its: &[u32]| -> Vec<Op> {
+            its.iter()
+                .map(|&it| Op {
+                    iteration: it,
+                    ..op(OpKind::Compute, Op::NO_COMM, 0, 0, 1)
+                })
+                .collect()
+        };
+        let ops = tagged(&[3, 3, 4, 3, 4, 4, 6]);
+        assert_eq!(
+            iteration_ranges(&ops, &[3, 4, 5, 6]),
+            vec![(0, 4), (2, 6), (0, 0), (6, 7)]
+        );
+        assert_eq!(iteration_ranges(&ops, &[4]), vec![(2, 6)]);
+        let ops = tagged(&[7, 8, 7]);
+        assert_eq!(iteration_ranges(&ops, &[7]), vec![(0, 3)]);
+        assert_eq!(iteration_ranges(&ops, &[8]), vec![(1, 2)]);
+        assert_eq!(iteration_ranges(&[], &[8]), vec![(0, 0)]);
     }
 
     #[test]

@@ -6,12 +6,50 @@ pub fn median(v: &mut [f64]) -> f64 {
         return f64::NAN;
     }
     let mid = v.len() / 2;
+    if v.len() <= 16 {
+        // Most medians are over a collective's few members: sorting them is cheaper than
+        // a selection's setup.
+        for i in 1..v.len() {
+            let x = v[i];
+            let mut j = i;
+            while j > 0 && v[j - 1].total_cmp(&x).is_gt() {
+                v[j] = v[j - 1];
+                j -= 1;
+            }
+            v[j] = x;
+        }
+        return if v.len() % 2 == 1 {
+            v[mid]
+        } else {
+            (v[mid - 1] + v[mid]) / 2.0
+        };
+    }
     v.select_nth_unstable_by(mid, |a, b| a.total_cmp(b));
     let m = v[mid];
     if v.len() % 2 == 1 {
         m
     } else {
         let lo = v[..mid].iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        (lo + m) / 2.0
+    }
+}
+
+/// Median of integers (reorders them), as [`median`] of the same values as floats gives.
+pub fn median_i64(v: &mut [i64]) -> f64 {
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    let mid = v.len() / 2;
+    if v.len() <= 32 {
+        v.sort_unstable();
+    } else {
+        v.select_nth_unstable(mid);
+    }
+    let m = v[mid] as f64;
+    if v.len() % 2 == 1 {
+        m
+    } else {
+        let lo = v[..mid].iter().copied().max().unwrap_or(v[mid]) as f64;
         (lo + m) / 2.0
     }
 }
@@ -49,11 +87,27 @@ mod tests {
         let cases: &[(&[f64], f64)] = &[
             (&[3.0, 1.0, 2.0], 2.0),
             (&[4.0, 1.0, 3.0, 2.0], 2.5),
+            // Past the small-slice sort: the selection path.
+            (
+                &[
+                    9.0, 1.0, 8.0, 2.0, 7.0, 3.0, 6.0, 4.0, 5.0, 0.0, 17.0, 16.0, 15.0, 14.0, 13.0,
+                    12.0, 11.0, 10.0,
+                ],
+                8.5,
+            ),
             (&[], f64::NAN),
         ];
         for (v, want) in cases {
             let got = median(&mut v.to_vec());
             assert!(got == *want || (got.is_nan() && want.is_nan()), "{v:?}");
+        }
+        for v in [
+            &[5i64, -3, 9, 1][..],
+            &[7, 7, 1],
+            &(0..40).rev().collect::<Vec<i64>>(),
+        ] {
+            let want = median(&mut v.iter().map(|&x| x as f64).collect::<Vec<_>>());
+            assert_eq!(median_i64(&mut v.to_vec()), want, "{v:?}");
         }
         let (m, s) = median_mad(&[1.0, 1.0, 1.0, 1.0, 100.0]);
         assert_eq!((m, s), (1.0, 0.0));

@@ -243,34 +243,86 @@ impl Engine {
     }
 }
 
-/// Runs the registry on a window.
+/// Below this many rank-iterations the detectors run on the calling thread: starting
+/// threads would cost more than it saves.
+const PARALLEL_RANK_ITERATIONS: usize = 16_384;
+
+/// Runs the registry on a window. The detectors are independent readers of the window,
+/// so they share the worker threads (each takes the next detector when it finishes one);
+/// their findings are gathered in registry order, whatever the threads' timing.
 pub(crate) fn run_detectors(a: &Analysis, cfg: &EngineConfig) -> Diagnosis {
+    let detectors = registry();
+    let threads = cfg.threads().min(detectors.len()).max(1);
+    let outcomes: Vec<std::sync::Mutex<Option<Outcome>>> = detectors
+        .iter()
+        .map(|_| std::sync::Mutex::new(None))
+        .collect();
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let work = || loop {
+        let k = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let Some(d) = detectors.get(k) else { break };
+        let o = d.detect(a, cfg);
+        *outcomes[k].lock().unwrap_or_else(|e| e.into_inner()) = Some(o);
+    };
+    if threads > 1 && a.n_ranks() * a.n_its() >= PARALLEL_RANK_ITERATIONS {
+        std::thread::scope(|s| {
+            // The figures several detectors read, computed side by side first.
+            let metrics = s.spawn(|| {
+                a.rank_metrics();
+            });
+            a.replica_loads();
+            let _ = metrics.join();
+            for _ in 1..threads {
+                s.spawn(work);
+            }
+            work();
+        });
+    } else {
+        work();
+    }
     let mut findings = Vec::new();
     let mut skipped = Vec::new();
-    for d in registry() {
-        match d.detect(a, cfg) {
-            Outcome::Findings(mut f) => findings.append(&mut f),
-            Outcome::NotEnoughData(why) => skipped.push((d.id().to_string(), why)),
+    for (d, o) in detectors.iter().zip(outcomes) {
+        match o.into_inner().unwrap_or_else(|e| e.into_inner()) {
+            Some(Outcome::Findings(mut f)) => findings.append(&mut f),
+            Some(Outcome::NotEnoughData(why)) => skipped.push((d.id().to_string(), why)),
+            // A detector that panicked on another thread: the panic is re-raised by the
+            // scope above, so this is not reached.
+            None => {}
         }
     }
     let by_detector = findings.clone();
     let findings = crate::consolidate::consolidate(findings);
-    let mut self_excess = Vec::with_capacity(a.n_ranks() * a.n_its());
-    for ri in 0..a.n_ranks() {
-        for i in 0..a.n_its() {
-            self_excess.push(a.relative_excess(ri, i));
+    // Iteration by iteration: each digest's ranks lie together in memory.
+    let (n_ranks, n_its) = (a.n_ranks(), a.n_its());
+    let mut self_excess = vec![f64::NAN; n_ranks * n_its];
+    for (i, d) in a.digests.iter().enumerate() {
+        for (ri, r) in d.ranks.iter().enumerate().take(n_ranks) {
+            if r.self_expected_ns > 0.0 {
+                self_excess[ri * n_its + i] = r.self_excess_ns / r.self_expected_ns;
+            }
         }
     }
-    let mut rank_metrics = a.rank_metrics().to_vec();
-    rank_metrics.sort_by(|x, y| {
+    // The 16 lowest-scoring ranks: picked, then only they are sorted.
+    let mut rank_metrics: Vec<_> = a
+        .rank_metrics()
+        .iter()
+        .filter(|m| m.relative_score.is_finite() || m.bus_gbps.is_finite())
+        .cloned()
+        .collect();
+    let by_score = |x: &crate::detectors::metrics::RankMetrics,
+                    y: &crate::detectors::metrics::RankMetrics| {
         let (sx, sy) = (
             x.relative_score.min(x.individual_score),
             y.relative_score.min(y.individual_score),
         );
         sx.total_cmp(&sy).then(x.rank.cmp(&y.rank))
-    });
-    rank_metrics.retain(|m| m.relative_score.is_finite() || m.bus_gbps.is_finite());
-    rank_metrics.truncate(16);
+    };
+    if rank_metrics.len() > 16 {
+        rank_metrics.select_nth_unstable_by(16, by_score);
+        rank_metrics.truncate(16);
+    }
+    rank_metrics.sort_by(by_score);
     Diagnosis {
         findings,
         skipped,

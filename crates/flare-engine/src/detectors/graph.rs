@@ -347,25 +347,24 @@ impl GraphDetector {
         let fabric = a.ctx.fabric();
         // Per communicator, its transfers against the same op elsewhere in each iteration;
         // slow ones are slow over the window, or strongly in two iterations or more.
-        let mut ratios: HashMap<u32, Vec<(usize, f64)>> = HashMap::new();
-        for (i, d) in a.digests.iter().enumerate() {
-            for &(c, r) in &d.comm_transfer {
-                ratios.entry(c).or_default().push((i, r as f64));
-            }
-        }
-        let is_slow = |v: &[(usize, f64)]| {
-            let mut all: Vec<f64> = v.iter().map(|x| x.1).collect();
+        let transfers = a.comm_transfers();
+        let is_slow = |v: &[(u32, f32)]| {
+            let mut all: Vec<f64> = v.iter().map(|x| x.1 as f64).collect();
             let strong = v
                 .iter()
-                .filter(|x| x.1 >= cfg.min_transient_path_ratio)
+                .filter(|x| x.1 as f64 >= cfg.min_transient_path_ratio)
                 .count();
             median(&mut all) >= cfg.min_transfer_ratio || strong >= 2
         };
-        let slow: Vec<u32> = ratios
-            .iter()
-            .filter(|(c, v)| comm_blame.contains_key(c) && is_slow(v))
-            .map(|(c, _)| *c)
+        let mut slow: Vec<u32> = comm_blame
+            .keys()
+            .copied()
+            .filter(|&c| {
+                let v = transfers.of(c);
+                !v.is_empty() && is_slow(v)
+            })
             .collect();
+        slow.sort_unstable();
         if slow.is_empty() {
             return None;
         }
@@ -387,18 +386,17 @@ impl GraphDetector {
                 }
             }
         }
-        let mut measured: HashMap<PathElement, u32> = HashMap::new();
-        for c in ratios.keys() {
-            for &e in fabric
-                .elements
-                .get(*c as usize)
-                .map_or(&[][..], |v| v.as_slice())
-            {
-                if through.contains_key(&e) {
-                    *measured.entry(e).or_default() += 1;
-                }
-            }
-        }
+        // Measured communicators through each element, from the element's side.
+        let measured: HashMap<PathElement, u32> = through
+            .keys()
+            .map(|e| {
+                let n = fabric.crossing.get(e).map_or(0, |cs| {
+                    cs.iter().filter(|&&c| !transfers.of(c).is_empty()).count()
+                });
+                (*e, n as u32)
+            })
+            .filter(|&(_, n)| n > 0)
+            .collect();
         // Topology-aware decay: the share of the element's measured communicators that
         // were slow, squared.
         let precision = |e: &PathElement, n_slow: u32| {
@@ -432,13 +430,16 @@ impl GraphDetector {
         }
         hits.sort_unstable();
         // How much slower its slow communicators' transfers were, per iteration.
+        let through_element: Vec<u32> = slow
+            .iter()
+            .copied()
+            .filter(|&c| fabric.elements[c as usize].binary_search(&element).is_ok())
+            .collect();
         let ratio_in = |i: usize| -> f64 {
-            let mut v: Vec<f64> = a.digests[i]
-                .comm_transfer
+            let mut v: Vec<f64> = through_element
                 .iter()
-                .filter(|(c, _)| {
-                    slow.contains(c) && fabric.elements[*c as usize].contains(&element)
-                })
+                .flat_map(|&c| transfers.of(c).iter())
+                .filter(|(k, _)| *k as usize == i)
                 .map(|(_, r)| *r as f64)
                 .collect();
             if v.is_empty() {

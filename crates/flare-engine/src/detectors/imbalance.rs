@@ -1,23 +1,12 @@
 //! Structural stragglers: a pipeline stage that computes more than the others, and
 //! data-parallel replicas that get unequal work per iteration (sequence lengths).
 
+use crate::context::JobContext;
+use crate::digest::RankIteration;
 use crate::stats::{confidence, median};
 use crate::{Analysis, Detector, EngineConfig, Outcome};
 use flare_model::{Component, Culprit, Evidence, Finding, FindingKind, Severity};
 use std::collections::BTreeMap;
-
-/// Compute time per (rank index, iteration index), ns.
-fn compute_per_rank_iteration(a: &Analysis) -> Vec<f64> {
-    let n_its = a.n_its();
-    let mut out = vec![0.0; a.n_ranks() * n_its];
-    // Iteration by iteration: each digest's ranks lie together in memory.
-    for (i, d) in a.digests.iter().enumerate() {
-        for (ri, r) in d.ranks.iter().enumerate() {
-            out[ri * n_its + i] = r.compute_ns;
-        }
-    }
-    out
-}
 
 pub struct StageImbalanceDetector;
 
@@ -37,11 +26,16 @@ impl Detector for StageImbalanceDetector {
             return Outcome::NotEnoughData("needs the pipeline layout (pp > 1)".into());
         };
         let n_its = a.n_its();
-        let c = compute_per_rank_iteration(a);
+        // Each rank's compute over the window, iteration by iteration: each digest's
+        // ranks lie together in memory.
+        let mut totals = vec![0.0f64; a.n_ranks()];
+        for d in &a.digests {
+            for (t, r) in totals.iter_mut().zip(&d.ranks) {
+                *t += r.compute_ns;
+            }
+        }
         let mut per_stage: BTreeMap<u32, Vec<f64>> = BTreeMap::new();
-        for ri in 0..a.n_ranks() {
-            let row = &c[ri * n_its..(ri + 1) * n_its];
-            let total: f64 = row.iter().sum();
+        for (ri, &total) in totals.iter().enumerate() {
             if total > 0.0 {
                 per_stage
                     .entry(par.coords(a.rank_id(ri)).pp)
@@ -119,62 +113,80 @@ pub struct ReplicaLoads {
     pub dp_of: Vec<u32>,
 }
 
+/// One iteration's part of [`ReplicaLoads`]: each replica's load (`[dp rank]`, NaN where
+/// it has no compute; empty without the layout) and the heaviest replica, when 2 or more
+/// have compute. Computed when the iteration is digested, so that a window's loads are
+/// gathered, not computed again for every diagnosis.
+pub fn iteration_replica_loads(
+    ctx: &JobContext,
+    ranks: &[RankIteration],
+) -> (Vec<f64>, Option<(u32, f64)>) {
+    let Some(par) = ctx.job.parallel.as_ref().filter(|p| p.dp > 1) else {
+        return (Vec::new(), None);
+    };
+    let coords: Vec<(u32, u32)> = ctx
+        .ranks
+        .iter()
+        .map(|&r| par.coords(r))
+        .map(|c| (c.pp, c.dp))
+        .collect();
+    let mut stage_vals: Vec<Vec<f64>> = vec![Vec::new(); par.pp as usize];
+    for (r, &(pp, _)) in ranks.iter().zip(&coords) {
+        if r.compute_ns > 0.0 {
+            stage_vals[pp as usize].push(r.compute_ns);
+        }
+    }
+    let stage_med: Vec<f64> = stage_vals
+        .iter_mut()
+        .map(|v| if v.is_empty() { f64::NAN } else { median(v) })
+        .collect();
+    let mut replica: Vec<Vec<f64>> = vec![Vec::new(); par.dp as usize];
+    for (r, &(pp, dp)) in ranks.iter().zip(&coords) {
+        let m = stage_med[pp as usize];
+        if r.compute_ns > 0.0 && m > 0.0 {
+            replica[dp as usize].push(r.compute_ns / m);
+        }
+    }
+    let mut load: Vec<f64> = replica
+        .iter_mut()
+        .map(|v| if v.is_empty() { f64::NAN } else { median(v) })
+        .collect();
+    let mut present: Vec<f64> = load.iter().copied().filter(|x| x.is_finite()).collect();
+    if present.len() < 2 {
+        load.iter_mut().for_each(|x| *x = f64::NAN);
+        return (load, None);
+    }
+    let typical = median(&mut present);
+    load.iter_mut().for_each(|x| *x /= typical);
+    let heaviest = load
+        .iter()
+        .enumerate()
+        .filter(|(_, x)| x.is_finite())
+        .max_by(|x, y| x.1.total_cmp(y.1))
+        .map(|(d, &l)| (d as u32, l));
+    (load, heaviest)
+}
+
 impl ReplicaLoads {
+    /// The window's loads, from its digests.
     pub fn compute(a: &Analysis) -> ReplicaLoads {
         let Some(par) = a.ctx.job.parallel.as_ref().filter(|p| p.dp > 1) else {
             return ReplicaLoads::default();
         };
-        let n_its = a.n_its();
-        let c = compute_per_rank_iteration(a);
-        let coords: Vec<_> = a.ctx.ranks.iter().map(|&r| par.coords(r)).collect();
         let mut out = ReplicaLoads {
-            load: Vec::with_capacity(n_its),
-            heaviest: Vec::with_capacity(n_its),
-            dp_of: coords.iter().map(|c| c.dp).collect(),
+            load: Vec::with_capacity(a.n_its()),
+            heaviest: Vec::with_capacity(a.n_its()),
+            dp_of: a.ctx.ranks.iter().map(|&r| par.coords(r).dp).collect(),
         };
-        let mut stage_vals: Vec<Vec<f64>> = vec![Vec::new(); par.pp as usize];
-        let mut replica: Vec<Vec<f64>> = vec![Vec::new(); par.dp as usize];
-        for i in 0..n_its {
-            stage_vals.iter_mut().for_each(Vec::clear);
-            for (ri, co) in coords.iter().enumerate() {
-                let v = c[ri * n_its + i];
-                if v > 0.0 {
-                    stage_vals[co.pp as usize].push(v);
-                }
-            }
-            let stage_med: Vec<f64> = stage_vals
-                .iter_mut()
-                .map(|v| if v.is_empty() { f64::NAN } else { median(v) })
-                .collect();
-            replica.iter_mut().for_each(Vec::clear);
-            for (ri, co) in coords.iter().enumerate() {
-                let v = c[ri * n_its + i];
-                let m = stage_med[co.pp as usize];
-                if v > 0.0 && m > 0.0 {
-                    replica[co.dp as usize].push(v / m);
-                }
-            }
-            let mut load: Vec<f64> = replica
-                .iter_mut()
-                .map(|v| if v.is_empty() { f64::NAN } else { median(v) })
-                .collect();
-            let mut present: Vec<f64> = load.iter().copied().filter(|x| x.is_finite()).collect();
-            if present.len() < 2 {
-                load.iter_mut().for_each(|x| *x = f64::NAN);
-                out.load.push(load);
+        for d in &a.digests {
+            if d.replica_load.len() == par.dp as usize {
+                out.load.push(d.replica_load.clone());
+                out.heaviest.push(d.heaviest_replica);
+            } else {
+                // A digest made without its ranks' compute (a duration only).
+                out.load.push(vec![f64::NAN; par.dp as usize]);
                 out.heaviest.push(None);
-                continue;
             }
-            let typical = median(&mut present);
-            load.iter_mut().for_each(|x| *x /= typical);
-            let heaviest = load
-                .iter()
-                .enumerate()
-                .filter(|(_, x)| x.is_finite())
-                .max_by(|x, y| x.1.total_cmp(y.1))
-                .map(|(d, &l)| (d as u32, l));
-            out.load.push(load);
-            out.heaviest.push(heaviest);
         }
         out
     }

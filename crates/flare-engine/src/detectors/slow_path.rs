@@ -31,17 +31,8 @@ impl Detector for SlowPathDetector {
         // Per communicator and iteration: its transfers against comparable ones (the same
         // op kind, bytes and group size on other communicators in the same iteration),
         // computed when the iteration was digested.
-        let mut by_comm: Vec<Vec<(u32, f64)>> = vec![Vec::new(); ctx.communicators.len()];
-        let mut any = false;
-        for d in &a.digests {
-            for &(comm, ratio) in &d.comm_transfer {
-                if let Some(v) = by_comm.get_mut(comm as usize) {
-                    v.push((d.iteration, ratio as f64));
-                    any = true;
-                }
-            }
-        }
-        if !any {
+        let transfers = a.comm_transfers();
+        if transfers.is_empty() {
             return Outcome::NotEnoughData(
                 "no op seen on 3 or more communicators with complete transfers".into(),
             );
@@ -49,20 +40,22 @@ impl Detector for SlowPathDetector {
         let n_its = a.n_its();
         let mut slow: HashMap<u32, (f64, Vec<u32>)> = HashMap::new();
         let mut normal: Vec<u32> = Vec::new();
-        for (comm, ratios) in by_comm.iter().enumerate().filter(|(_, v)| !v.is_empty()) {
-            let comm = comm as u32;
-            let mut all: Vec<f64> = ratios.iter().map(|r| r.1).collect();
+        let mut all: Vec<f64> = Vec::new();
+        for comm in transfers.comms() {
+            let ratios = transfers.of(comm);
+            all.clear();
+            all.extend(ratios.iter().map(|r| r.1 as f64));
             let overall = median(&mut all);
             let bad: Vec<u32> = ratios
                 .iter()
-                .filter(|r| r.1 >= cfg.min_transient_path_ratio)
-                .map(|r| r.0)
+                .filter(|r| r.1 as f64 >= cfg.min_transient_path_ratio)
+                .map(|r| a.iterations[r.0 as usize])
                 .collect();
             let min_hits = if n_its >= 4 { 2 } else { 1 };
             if overall >= cfg.min_transfer_ratio {
                 slow.insert(comm, (overall, vec![]));
             } else if bad.len() >= min_hits {
-                let worst = ratios.iter().map(|r| r.1).fold(0.0, f64::max);
+                let worst = ratios.iter().map(|r| r.1 as f64).fold(0.0, f64::max);
                 slow.insert(comm, (worst, bad));
             } else {
                 normal.push(comm);
@@ -71,43 +64,33 @@ impl Detector for SlowPathDetector {
         if slow.is_empty() {
             return Outcome::Findings(vec![]);
         }
-        // Map communicators onto the fabric.
-        let cluster = &ctx.job.cluster;
-        let mut buf = Vec::new();
-        let elements_of = |comm: u32, buf: &mut Vec<PathElement>| -> HashSet<PathElement> {
-            let mut set = HashSet::new();
-            let Some(c) = ctx.communicators.get(comm as usize) else {
-                return set;
-            };
-            let n = c.members.len();
-            for i in 0..n {
-                let (x, y) = (
-                    cluster.loc(c.members[i]),
-                    cluster.loc(c.members[(i + 1) % n]),
-                );
-                cluster.path(x, y, buf);
-                set.extend(buf.iter().copied());
-                cluster.path(y, x, buf);
-                set.extend(buf.iter().copied());
-            }
-            set
+        // Map communicators onto the fabric (each one's elements, sorted, computed once
+        // per job).
+        let fabric = ctx.fabric();
+        let elements_of = |comm: u32| -> &[PathElement] {
+            fabric
+                .elements
+                .get(comm as usize)
+                .map_or(&[][..], |v| v.as_slice())
         };
-        let slow_elements: HashMap<u32, HashSet<PathElement>> = slow
-            .keys()
-            .map(|&c| (c, elements_of(c, &mut buf)))
-            .collect();
+        let slow_elements: HashMap<u32, &[PathElement]> =
+            slow.keys().map(|&c| (c, elements_of(c))).collect();
         let mut candidates: HashMap<PathElement, (usize, usize)> = HashMap::new();
         for set in slow_elements.values() {
-            for e in set {
+            for e in set.iter() {
                 candidates.entry(*e).or_default().0 += 1;
             }
         }
+        // Normal communicators through each candidate, from the element's side: a few
+        // candidates against thousands of normal communicators.
+        let mut is_normal = vec![false; ctx.communicators.len()];
         for &c in &normal {
-            for e in elements_of(c, &mut buf) {
-                if let Some(v) = candidates.get_mut(&e) {
-                    v.1 += 1;
-                }
-            }
+            is_normal[c as usize] = true;
+        }
+        for (e, v) in candidates.iter_mut() {
+            v.1 = fabric.crossing.get(e).map_or(0, |cs| {
+                cs.iter().filter(|&&c| is_normal[c as usize]).count()
+            });
         }
         let mut unexplained: HashSet<u32> = slow.keys().copied().collect();
         let mut findings = Vec::new();
@@ -117,7 +100,7 @@ impl Detector for SlowPathDetector {
                 .map(|(e, &(_, normal_through))| {
                     let explains = unexplained
                         .iter()
-                        .filter(|c| slow_elements[c].contains(e))
+                        .filter(|c| slow_elements[c].binary_search(e).is_ok())
                         .count();
                     (e, explains, normal_through)
                 })
@@ -135,7 +118,7 @@ impl Detector for SlowPathDetector {
             let explained: Vec<u32> = unexplained
                 .iter()
                 .copied()
-                .filter(|c| slow_elements[c].contains(&element))
+                .filter(|c| slow_elements[c].binary_search(&element).is_ok())
                 .collect();
             for c in &explained {
                 unexplained.remove(c);

@@ -64,13 +64,22 @@ impl Detector for SlowRankDetector {
         let mut tot = vec![0.0; n_ranks];
         // Iteration by iteration: each digest's ranks lie together in memory.
         let mut expected = vec![0.0; n_ranks];
+        // Per iteration, for faults that come and go (computed when digested): whether
+        // each rank is clearly late in it, rank by rank, `n_its` flags each.
+        let mut late = vec![false; n_ranks * n_its];
         for (i, d) in a.digests.iter().enumerate() {
-            for (r, x) in d.ranks.iter().enumerate() {
+            let (mi, si) = (d.excess_median, d.excess_mad.max(0.003));
+            let bar = (3.0 * cfg.min_rank_excess).max(cfg.min_rank_z * si);
+            for (r, x) in d.ranks.iter().enumerate().take(n_ranks) {
                 if explained(r, i) {
                     continue;
                 }
                 tot[r] += x.self_excess_ns;
                 expected[r] += x.self_expected_ns;
+                if x.self_expected_ns > 0.0 {
+                    let v = x.self_excess_ns / x.self_expected_ns;
+                    late[r * n_its + i] = v.is_finite() && v - mi >= bar;
+                }
             }
         }
         for r in 0..n_ranks {
@@ -86,12 +95,6 @@ impl Detector for SlowRankDetector {
         }
         let (m, s) = median_mad(&valid);
         let s = s.max(0.002);
-        // Per iteration, for faults that come and go (computed when digested).
-        let per_it_stats: Vec<(f64, f64)> = a
-            .digests
-            .iter()
-            .map(|d| (d.excess_median, d.excess_mad.max(0.003)))
-            .collect();
         let min_hits = if n_its >= 4 { 2 } else { 1 };
         let mut suspects = Vec::new();
         for r in 0..n_ranks {
@@ -99,16 +102,7 @@ impl Detector for SlowRankDetector {
                 continue;
             }
             let z = (rel[r] - m) / s;
-            let hits: Vec<usize> = (0..n_its)
-                .filter(|&i| {
-                    if explained(r, i) {
-                        return false;
-                    }
-                    let v = a.relative_excess(r, i);
-                    let (mi, si) = per_it_stats[i];
-                    v.is_finite() && v - mi >= (3.0 * cfg.min_rank_excess).max(cfg.min_rank_z * si)
-                })
-                .collect();
+            let hits: Vec<usize> = (0..n_its).filter(|&i| late[r * n_its + i]).collect();
             let sustained = rel[r] - m >= cfg.min_rank_excess && z >= cfg.min_rank_z;
             if sustained || hits.len() >= min_hits {
                 let excess: f64 = if sustained {
