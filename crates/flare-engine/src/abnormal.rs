@@ -209,6 +209,9 @@ impl History {
 /// its upstream stages by design, so they are compared with the same stage's only.
 type ClassKey = (OpKind, u32, u64, u32, u32);
 
+/// Below this many op groups the class figures are computed on one thread.
+const PARALLEL_GROUPS: usize = 4096;
+
 /// Per class in one iteration: median and robust deviation of group mean durations,
 /// plain mean and standard deviation (for the 3-sigma rule), median mean transfer.
 #[derive(Clone, Copy, Debug)]
@@ -229,13 +232,17 @@ pub struct Classes {
 }
 
 impl Classes {
-    pub fn new(ctx: &JobContext, members: &Members) -> Self {
+    pub fn new(ctx: &JobContext, members: &Members, threads: usize) -> Self {
         let mut keys: Vec<ClassKey> = Vec::new();
         let mut index: std::collections::HashMap<ClassKey, usize> = Default::default();
         let mut means: Vec<Vec<f64>> = Vec::new();
         let mut transfers: Vec<Vec<f64>> = Vec::new();
         let mut of_group = Vec::with_capacity(members.n_groups());
-        let mut last = usize::MAX;
+        // Ranks of one peer group have the same few classes in turn: the recently used
+        // ones are checked before the map.
+        const RECENT: usize = 16;
+        let mut recent = [usize::MAX; RECENT];
+        let mut next_slot = 0;
         for (_, g) in members.groups() {
             let peers = ctx
                 .peer_group
@@ -243,40 +250,56 @@ impl Classes {
                 .copied()
                 .unwrap_or(0);
             let key = (g.kind, g.name, g.bytes, ctx.comm_size(g.comm), peers);
-            let c = if last < keys.len() && keys[last] == key {
-                last
-            } else {
-                *index.entry(key).or_insert_with(|| {
-                    keys.push(key);
-                    means.push(Vec::new());
-                    transfers.push(Vec::new());
-                    keys.len() - 1
-                })
+            let c = match recent.iter().find(|&&c| c < keys.len() && keys[c] == key) {
+                Some(&c) => c,
+                None => {
+                    let c = *index.entry(key).or_insert_with(|| {
+                        keys.push(key);
+                        means.push(Vec::new());
+                        transfers.push(Vec::new());
+                        keys.len() - 1
+                    });
+                    recent[next_slot] = c;
+                    next_slot = (next_slot + 1) % RECENT;
+                    c
+                }
             };
-            last = c;
             of_group.push(c as u32);
             if g.n > 0 {
                 means[c].push(g.mean_d());
                 transfers[c].push(g.sum_transfer / g.n as f64);
             }
         }
-        let refs = means
-            .iter_mut()
-            .zip(transfers.iter_mut())
-            .map(|(m, t)| {
-                let n = m.len().max(1) as f64;
-                let mean = m.iter().sum::<f64>() / n;
-                let std = (m.iter().map(|x| (x - mean) * (x - mean)).sum::<f64>() / n).sqrt();
-                let (median_v, mad) = crate::stats::median_mad(m);
-                ClassRef {
-                    median: median_v,
-                    mad,
-                    mean,
-                    std,
-                    transfer: if t.is_empty() { f64::NAN } else { median(t) },
-                }
+        // Each class's reference figures, the classes split between the threads.
+        let mut work: Vec<(&mut Vec<f64>, &mut Vec<f64>)> =
+            means.iter_mut().zip(transfers.iter_mut()).collect();
+        let reference = |(m, t): &mut (&mut Vec<f64>, &mut Vec<f64>)| {
+            let n = m.len().max(1) as f64;
+            let mean = m.iter().sum::<f64>() / n;
+            let std = (m.iter().map(|x| (x - mean) * (x - mean)).sum::<f64>() / n).sqrt();
+            let (median_v, mad) = crate::stats::median_mad(m);
+            ClassRef {
+                median: median_v,
+                mad,
+                mean,
+                std,
+                transfer: if t.is_empty() { f64::NAN } else { median(t) },
+            }
+        };
+        let groups = members.n_groups();
+        let refs: Vec<ClassRef> = if threads > 1 && groups >= PARALLEL_GROUPS {
+            let half = work.len() / 2;
+            let (a, b) = work.split_at_mut(half);
+            std::thread::scope(|s| {
+                let first = s.spawn(|| a.iter_mut().map(reference).collect::<Vec<_>>());
+                let second: Vec<ClassRef> = b.iter_mut().map(reference).collect();
+                let mut refs = first.join().expect("abnormal-op worker panicked");
+                refs.extend(second);
+                refs
             })
-            .collect();
+        } else {
+            work.iter_mut().map(reference).collect()
+        };
         Classes {
             keys,
             refs,
@@ -381,7 +404,8 @@ pub fn detect(
     drift: f64,
     method: AbnormalMethod,
 ) -> Verdicts {
-    let classes = Classes::new(ctx, members);
+    // One thread per chunk of ranks, as the digest used.
+    let classes = Classes::new(ctx, members, members.group_chunks().count());
     let m = model();
     let mut scale = [1.0f32; N_FEATURES];
     for &f in &m.drift_features {
@@ -515,7 +539,8 @@ pub fn gated_rows(
     iteration_ratio: f64,
     gate: &Gate,
 ) -> Vec<(u32, [f32; N_FEATURES])> {
-    let classes = Classes::new(ctx, members);
+    // Training and evaluation run many jobs side by side: one thread each.
+    let classes = Classes::new(ctx, members, 1);
     let mut buf = Vec::new();
     let mut out = Vec::new();
     for (pos, (id, g)) in members.groups().enumerate() {

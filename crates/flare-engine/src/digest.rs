@@ -1503,8 +1503,8 @@ pub fn build_with(
     }
     let duration_ns = (!unfinished && !spans.is_empty()).then(|| median(&mut spans));
     members.map = map;
-    // The iteration's summaries: transfer ratios on one thread, the per-rank ones on
-    // another (when there are two).
+    // The iteration's summaries: the per-rank ones on a thread of their own while the
+    // transfer ratios take the workers.
     let transfer_ratio = &mut members.transfer_ratio;
     let per_rank = || {
         let rel: Vec<f64> = ranks
@@ -1521,7 +1521,9 @@ pub fn build_with(
     };
     let mut transfers = || {
         let mut span_transfer = Vec::new();
-        let by_comm = comm_transfer(ctx, &instances, transfer_ratio, &mut span_transfer);
+        // Small iterations: threads would cost more than they save.
+        let workers = if instances.len() < 20_000 { 1 } else { threads };
+        let by_comm = comm_transfer(ctx, &instances, transfer_ratio, &mut span_transfer, workers);
         let complete = instances
             .iter()
             .filter(|i| i.complete() && i.present >= 2 && i.end.is_some())
@@ -1620,21 +1622,26 @@ fn peer_medians(
     out
 }
 
-/// Each communicator's transfer times against comparable instances of the iteration (same
-/// op kind, bytes and group size on other communicators spanning as many pods): the
-/// per-iteration input of the slow-path detector. Instances come grouped by communicator.
-fn comm_transfer(
-    ctx: &JobContext,
-    instances: &[Instance],
-    per_instance: &mut Vec<f32>,
-    class_medians: &mut Vec<SpanTransfer>,
-) -> Vec<(u32, f32)> {
-    // A handful of classes per job: a linear map is faster than hashing.
-    /// (op kind, bytes, group size, pods spanned), transfer times, distinct
-    /// communicators, last one.
-    type Class = ((OpKind, u64, u32, u32), Vec<f64>, u32, u32);
-    let mut classes: Vec<Class> = Vec::new();
-    let mut class_of = vec![u32::MAX; instances.len()];
+/// A class of comparable instances: (op kind, bytes, group size, pods spanned).
+type TransferClass = (OpKind, u64, u32, u32);
+
+/// One part's classes in order of first appearance: key, transfer times, distinct
+/// communicators, last communicator seen; and each instance's class (local index).
+#[derive(Default)]
+struct PartClasses {
+    classes: Vec<(TransferClass, Vec<i64>, u32, u32)>,
+    class_of: Vec<u32>,
+}
+
+/// Pass 1 of [`comm_transfer`] over one part of the instances.
+fn classify_transfers(ctx: &JobContext, instances: &[Instance]) -> PartClasses {
+    let mut out = PartClasses {
+        classes: Vec::new(),
+        class_of: vec![u32::MAX; instances.len()],
+    };
+    // A handful of classes per job: a linear map is faster than hashing, and a
+    // communicator's ops cycle through a few of them (P2P send, receive, ...): the
+    // recently used ones are checked first.
     let mut recent = [usize::MAX; 4];
     for (i, inst) in instances.iter().enumerate() {
         if !inst.complete() || inst.present < 2 {
@@ -1645,8 +1652,7 @@ fn comm_transfer(
         };
         let pods = ctx.comm_pods.get(inst.comm as usize).copied().unwrap_or(1);
         let key = (inst.kind, inst.bytes, inst.expected, pods);
-        // A communicator's ops cycle through a few classes (P2P send, receive, ...): the
-        // recently used ones are checked first.
+        let classes = &mut out.classes;
         let c = match recent
             .iter()
             .copied()
@@ -1666,18 +1672,129 @@ fn comm_transfer(
             recent[0] = c;
         }
         let entry = &mut classes[c];
-        entry.1.push(t as f64);
+        entry.1.push(t);
         if entry.3 != inst.comm {
             entry.2 += 1;
             entry.3 = inst.comm;
         }
-        class_of[i] = c as u32;
+        out.class_of[i] = c as u32;
+    }
+    out
+}
+
+/// Pass 2 of [`comm_transfer`] over one part: each instance's transfer over its class
+/// median (1 where there is none) into `ratios`, and each communicator's median ratio.
+fn transfer_ratios(
+    instances: &[Instance],
+    class_of: &[u32],
+    medians: &[Option<f64>],
+    ratios: &mut [f32],
+) -> Vec<(u32, f32)> {
+    for (k, inst) in instances.iter().enumerate() {
+        ratios[k] = match (class_of[k], inst.transfer_ns()) {
+            (c, Some(t)) if c != u32::MAX => {
+                medians[c as usize].map_or(1.0, |m| (t as f64 / m) as f32)
+            }
+            _ => 1.0,
+        };
+    }
+    let mut out = Vec::new();
+    let mut of_comm: Vec<f64> = Vec::new();
+    let mut i = 0;
+    while i < instances.len() {
+        let comm = instances[i].comm;
+        let mut j = i;
+        of_comm.clear();
+        while j < instances.len() && instances[j].comm == comm {
+            if let Some(m) = class_of
+                .get(j)
+                .filter(|&&c| c != u32::MAX)
+                .and_then(|&c| medians[c as usize])
+            {
+                if let Some(t) = instances[j].transfer_ns() {
+                    of_comm.push(t as f64 / m);
+                }
+            }
+            j += 1;
+        }
+        if !of_comm.is_empty() {
+            out.push((comm, median(&mut of_comm) as f32));
+        }
+        i = j;
+    }
+    out
+}
+
+/// Each communicator's transfer times against comparable instances of the iteration (same
+/// op kind, bytes and group size on other communicators spanning as many pods): the
+/// per-iteration input of the slow-path detector. Instances come grouped by communicator;
+/// they are split between `threads` at communicator boundaries, classified part by part,
+/// the classes merged in order of first appearance (as one pass would number them), and
+/// the ratios computed part by part again.
+fn comm_transfer(
+    ctx: &JobContext,
+    instances: &[Instance],
+    per_instance: &mut Vec<f32>,
+    class_medians: &mut Vec<SpanTransfer>,
+    threads: usize,
+) -> Vec<(u32, f32)> {
+    let threads = threads.clamp(1, instances.len().max(1));
+    // Part bounds, moved forward to the next communicator's first instance.
+    let mut bounds = vec![0usize];
+    for t in 1..threads {
+        let mut b = (instances.len() * t / threads).max(*bounds.last().unwrap_or(&0));
+        while b > 0 && b < instances.len() && instances[b].comm == instances[b - 1].comm {
+            b += 1;
+        }
+        bounds.push(b);
+    }
+    bounds.push(instances.len());
+    let parts: Vec<PartClasses> = if threads == 1 {
+        vec![classify_transfers(ctx, instances)]
+    } else {
+        std::thread::scope(|s| {
+            let handles: Vec<_> = bounds
+                .windows(2)
+                .map(|w| s.spawn(move || classify_transfers(ctx, &instances[w[0]..w[1]])))
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().expect("engine worker panicked"))
+                .collect()
+        })
+    };
+    // Merge: one class list, each part's classes mapped onto it.
+    let mut classes: Vec<(TransferClass, Vec<i64>, u32)> = Vec::new();
+    let mut class_of = vec![u32::MAX; instances.len()];
+    for (part, w) in parts.into_iter().zip(bounds.windows(2)) {
+        let global: Vec<u32> = part
+            .classes
+            .into_iter()
+            .map(
+                |(key, values, comms, _)| match classes.iter().position(|c| c.0 == key) {
+                    Some(g) => {
+                        classes[g].1.extend(values);
+                        classes[g].2 += comms;
+                        g as u32
+                    }
+                    None => {
+                        classes.push((key, values, comms));
+                        (classes.len() - 1) as u32
+                    }
+                },
+            )
+            .collect();
+        for (dst, &c) in class_of[w[0]..w[1]].iter_mut().zip(&part.class_of) {
+            if c != u32::MAX {
+                *dst = global[c as usize];
+            }
+        }
     }
     let medians: Vec<Option<f64>> = classes
         .iter_mut()
-        .map(|(key, v, comms, _)| {
+        .map(|(key, v, comms)| {
             let n = v.len();
-            let m = median(v);
+            let m = median_i64(v);
             if m > 0.0 {
                 class_medians.push((key.0, key.1, key.2, key.3, m as f32, n as u32));
             }
@@ -1685,39 +1802,33 @@ fn comm_transfer(
         })
         .collect();
     per_instance.clear();
-    per_instance.extend(instances.iter().enumerate().map(|(i, inst)| {
-        match (class_of[i], inst.transfer_ns()) {
-            (c, Some(t)) if c != u32::MAX => {
-                medians[c as usize].map_or(1.0, |m| (t as f64 / m) as f32)
-            }
-            _ => 1.0,
-        }
-    }));
-    let mut out = Vec::new();
-    let mut ratios: Vec<f64> = Vec::new();
-    let mut i = 0;
-    while i < instances.len() {
-        let comm = instances[i].comm;
-        let mut j = i;
-        ratios.clear();
-        while j < instances.len() && instances[j].comm == comm {
-            if let Some(Some(m)) = class_of
-                .get(j)
-                .filter(|&&c| c != u32::MAX)
-                .map(|&c| medians[c as usize])
-            {
-                if let Some(t) = instances[j].transfer_ns() {
-                    ratios.push(t as f64 / m);
-                }
-            }
-            j += 1;
-        }
-        if !ratios.is_empty() {
-            out.push((comm, median(&mut ratios) as f32));
-        }
-        i = j;
+    per_instance.resize(instances.len(), 1.0);
+    if threads == 1 {
+        return transfer_ratios(instances, &class_of, &medians, per_instance);
     }
-    out
+    let mut slices: Vec<&mut [f32]> = Vec::with_capacity(threads);
+    let mut rest: &mut [f32] = per_instance;
+    for w in bounds.windows(2) {
+        let (a, b) = rest.split_at_mut(w[1] - w[0]);
+        slices.push(a);
+        rest = b;
+    }
+    let (class_of, medians) = (&class_of, &medians);
+    std::thread::scope(|s| {
+        let handles: Vec<_> = bounds
+            .windows(2)
+            .zip(slices)
+            .map(|(w, out)| {
+                s.spawn(move || {
+                    transfer_ratios(&instances[w[0]..w[1]], &class_of[w[0]..w[1]], medians, out)
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().expect("engine worker panicked"))
+            .collect()
+    })
 }
 
 /// Each host op's excess over the median of the same phase (by name) on all ranks.
@@ -2035,6 +2146,33 @@ mod tests {
         let d2 = build(&c, 0, &slices, &mut Carry::new(4), 1, &mut m);
         assert_eq!(d2.n_instances, 2);
         assert_eq!(m.instances[0].last_rank, 2);
+    }
+
+    /// Transfer ratios come out the same whether the instances are classified in one
+    /// part or split between threads at communicator boundaries (classes merged in
+    /// order of first appearance), on a job with a slow NIC.
+    #[test]
+    fn transfer_ratios_do_not_depend_on_the_split() {
+        let mut cfg = flare_sim::SimConfig::for_scale(512);
+        cfg.iterations = 2;
+        cfg.seed = 5;
+        cfg.fault = flare_sim::fault::FaultKind::SlowNic;
+        let out = flare_sim::simulate(&cfg).unwrap();
+        let c = JobContext::from_trace(&out.trace);
+        let mut engine = crate::Engine::new(c.clone(), crate::EngineConfig::default(), 2);
+        engine.push(&out.trace).unwrap();
+        let instances = engine.members.instances.clone();
+        assert!(instances.len() > 1000);
+        let run = |threads: usize| {
+            let (mut per_instance, mut classes) = (Vec::new(), Vec::new());
+            let by_comm = comm_transfer(&c, &instances, &mut per_instance, &mut classes, threads);
+            (by_comm, per_instance, classes)
+        };
+        let one = run(1);
+        assert!(one.0.iter().any(|&(_, r)| r > 1.5), "the slow NIC's groups");
+        for threads in [2, 3, 7] {
+            assert!(one == run(threads), "{threads} threads");
+        }
     }
 
     /// A rank's ops for each iteration: from the first op tagged with it to the last, a

@@ -105,6 +105,10 @@ mod tests {
             &[5i64, -3, 9, 1][..],
             &[7, 7, 1],
             &(0..40).rev().collect::<Vec<i64>>(),
+            &[4, -2],
+            &[9, 1, 5, 3, 3, 8],
+            &[6, 2, 7, 1, 5, 3, 8, 4],
+            &[1; 11],
         ] {
             let want = median(&mut v.iter().map(|&x| x as f64).collect::<Vec<_>>());
             assert_eq!(median_i64(&mut v.to_vec()), want, "{v:?}");

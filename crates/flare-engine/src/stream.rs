@@ -30,7 +30,7 @@ pub struct Engine {
     digests: VecDeque<IterationDigest>,
     carry: Carry,
     /// Scratch space for each iteration's members, reused.
-    members: Members,
+    pub(crate) members: Members,
     /// Ops in pushed chunks for ranks the job context does not know.
     pub unknown_rank_ops: u64,
     /// Each op group's history, for the classifier's temporal feature.
@@ -248,30 +248,50 @@ impl Engine {
 const PARALLEL_RANK_ITERATIONS: usize = 16_384;
 
 /// Runs the registry on a window. The detectors are independent readers of the window,
-/// so they share the worker threads (each takes the next detector when it finishes one);
-/// their findings are gathered in registry order, whatever the threads' timing.
+/// so they share the worker threads: each thread takes the next task when it finishes
+/// one, the per-rank metrics several detectors read and the self-excess matrix of the
+/// diagnosis first (a detector that needs the metrics before they are ready waits for
+/// them). Findings are gathered in registry order, whatever the threads' timing.
 pub(crate) fn run_detectors(a: &Analysis, cfg: &EngineConfig) -> Diagnosis {
+    use std::sync::Mutex;
     let detectors = registry();
-    let threads = cfg.threads().min(detectors.len()).max(1);
-    let outcomes: Vec<std::sync::Mutex<Option<Outcome>>> = detectors
-        .iter()
-        .map(|_| std::sync::Mutex::new(None))
-        .collect();
+    let (n_ranks, n_its) = (a.n_ranks(), a.n_its());
+    const SHARED_TASKS: usize = 2;
+    let tasks = SHARED_TASKS + detectors.len();
+    let outcomes: Vec<Mutex<Option<Outcome>>> =
+        detectors.iter().map(|_| Mutex::new(None)).collect();
+    let self_excess = Mutex::new(Vec::new());
     let next = std::sync::atomic::AtomicUsize::new(0);
     let work = || loop {
         let k = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let Some(d) = detectors.get(k) else { break };
-        let o = d.detect(a, cfg);
-        *outcomes[k].lock().unwrap_or_else(|e| e.into_inner()) = Some(o);
-    };
-    if threads > 1 && a.n_ranks() * a.n_its() >= PARALLEL_RANK_ITERATIONS {
-        std::thread::scope(|s| {
-            // The figures several detectors read, computed side by side first.
-            let metrics = s.spawn(|| {
+        match k {
+            0 => {
                 a.rank_metrics();
-            });
-            a.replica_loads();
-            let _ = metrics.join();
+            }
+            1 => {
+                // Iteration by iteration: each digest's ranks lie together in memory.
+                let mut m = vec![f64::NAN; n_ranks * n_its];
+                for (i, d) in a.digests.iter().enumerate() {
+                    for (ri, r) in d.ranks.iter().enumerate().take(n_ranks) {
+                        if r.self_expected_ns > 0.0 {
+                            m[ri * n_its + i] = r.self_excess_ns / r.self_expected_ns;
+                        }
+                    }
+                }
+                *self_excess.lock().unwrap_or_else(|e| e.into_inner()) = m;
+            }
+            k if k < tasks => {
+                let o = detectors[k - SHARED_TASKS].detect(a, cfg);
+                *outcomes[k - SHARED_TASKS]
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner()) = Some(o);
+            }
+            _ => break,
+        }
+    };
+    let threads = cfg.threads().min(tasks).max(1);
+    if threads > 1 && n_ranks * n_its >= PARALLEL_RANK_ITERATIONS {
+        std::thread::scope(|s| {
             for _ in 1..threads {
                 s.spawn(work);
             }
@@ -286,23 +306,14 @@ pub(crate) fn run_detectors(a: &Analysis, cfg: &EngineConfig) -> Diagnosis {
         match o.into_inner().unwrap_or_else(|e| e.into_inner()) {
             Some(Outcome::Findings(mut f)) => findings.append(&mut f),
             Some(Outcome::NotEnoughData(why)) => skipped.push((d.id().to_string(), why)),
-            // A detector that panicked on another thread: the panic is re-raised by the
-            // scope above, so this is not reached.
+            // A detector that panicked on another thread: the scope above re-raises the
+            // panic, so this is not reached.
             None => {}
         }
     }
     let by_detector = findings.clone();
     let findings = crate::consolidate::consolidate(findings);
-    // Iteration by iteration: each digest's ranks lie together in memory.
-    let (n_ranks, n_its) = (a.n_ranks(), a.n_its());
-    let mut self_excess = vec![f64::NAN; n_ranks * n_its];
-    for (i, d) in a.digests.iter().enumerate() {
-        for (ri, r) in d.ranks.iter().enumerate().take(n_ranks) {
-            if r.self_expected_ns > 0.0 {
-                self_excess[ri * n_its + i] = r.self_excess_ns / r.self_expected_ns;
-            }
-        }
-    }
+    let self_excess = self_excess.into_inner().unwrap_or_else(|e| e.into_inner());
     // The 16 lowest-scoring ranks: picked, then only they are sorted.
     let mut rank_metrics: Vec<_> = a
         .rank_metrics()
