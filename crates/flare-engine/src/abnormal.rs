@@ -286,20 +286,20 @@ impl Classes {
                 transfer: if t.is_empty() { f64::NAN } else { median(t) },
             }
         };
-        let groups = members.n_groups();
-        let refs: Vec<ClassRef> = if threads > 1 && groups >= PARALLEL_GROUPS {
-            let half = work.len() / 2;
-            let (a, b) = work.split_at_mut(half);
-            std::thread::scope(|s| {
-                let first = s.spawn(|| a.iter_mut().map(reference).collect::<Vec<_>>());
-                let second: Vec<ClassRef> = b.iter_mut().map(reference).collect();
-                let mut refs = first.join().expect("abnormal-op worker panicked");
-                refs.extend(second);
-                refs
-            })
+        let parts = if members.n_groups() >= PARALLEL_GROUPS {
+            threads.max(1)
         } else {
-            work.iter_mut().map(reference).collect()
+            1
         };
+        let per_part = work.len().div_ceil(parts).max(1);
+        let mut parts: Vec<_> = work
+            .chunks_mut(per_part)
+            .map(|c| (c, Vec::<ClassRef>::new()))
+            .collect();
+        crate::digest::par_each(&mut parts, |_, (classes, refs)| {
+            *refs = classes.iter_mut().map(reference).collect()
+        });
+        let refs: Vec<ClassRef> = parts.into_iter().flat_map(|(_, refs)| refs).collect();
         Classes {
             keys,
             refs,

@@ -35,10 +35,12 @@ impl CommTransfers {
     fn new(n_comms: usize, digests: &[&IterationDigest]) -> Self {
         let mut start = vec![0u32; n_comms + 1];
         for d in digests {
-            for &(c, _) in &d.comm_transfer {
-                if let Some(n) = start.get_mut(c as usize + 1) {
-                    *n += 1;
-                }
+            for &(c, _) in d
+                .comm_transfer
+                .iter()
+                .filter(|(c, _)| (*c as usize) < n_comms)
+            {
+                start[c as usize + 1] += 1;
             }
         }
         for c in 1..start.len() {
@@ -47,11 +49,14 @@ impl CommTransfers {
         let mut fill = start.clone();
         let mut entries = vec![(0u32, 0f32); start[n_comms] as usize];
         for (i, d) in digests.iter().enumerate() {
-            for &(c, r) in &d.comm_transfer {
-                if let Some(k) = fill.get_mut(c as usize).filter(|_| (c as usize) < n_comms) {
-                    entries[*k as usize] = (i as u32, r);
-                    *k += 1;
-                }
+            for &(c, r) in d
+                .comm_transfer
+                .iter()
+                .filter(|(c, _)| (*c as usize) < n_comms)
+            {
+                let k = &mut fill[c as usize];
+                entries[*k as usize] = (i as u32, r);
+                *k += 1;
             }
         }
         CommTransfers { start, entries }

@@ -625,7 +625,7 @@ pub(crate) fn par_ranges<T: Send>(
 }
 
 /// Runs `f` on each item of `items` on its own thread (one item per thread).
-fn par_each<T: Send>(items: &mut [T], f: impl Fn(usize, &mut T) + Sync) {
+pub(crate) fn par_each<T: Send>(items: &mut [T], f: impl Fn(usize, &mut T) + Sync) {
     if items.len() <= 1 {
         if let Some(x) = items.first_mut() {
             f(0, x);
@@ -1322,6 +1322,17 @@ pub fn build_with(
             SlotMap::Dense { n, .. } => members.chunks.iter().all(|c| c.starts.len() == n + 1),
             SlotMap::Sparse { .. } => false,
         });
+    // Pass 1b on a slot map, predicted or found by the key pass.
+    let scan = |map: &SlotMap,
+                n_slots: usize,
+                chunks: &mut [Chunk],
+                ranks: &mut [RankIteration],
+                predicted: bool| {
+        scan_all(
+            ctx, iteration, &by_index, &range_of, map, n_slots, carry_in, chunks, ranks, threads,
+            predicted,
+        )
+    };
     let mut outcome = None;
     if let Some(map) = predicted {
         let n_slots = match &map {
@@ -1333,19 +1344,7 @@ pub fn build_with(
             c.base = base;
             base += c.starts[n_slots];
         }
-        let passes = scan_all(
-            ctx,
-            iteration,
-            &by_index,
-            &range_of,
-            &map,
-            n_slots,
-            carry_in,
-            &mut members.chunks,
-            &mut ranks,
-            threads,
-            true,
-        );
+        let passes = scan(&map, n_slots, &mut members.chunks, &mut ranks, true);
         if !passes.iter().any(|p| p.mispredicted) {
             members.predicted += 1;
             let ranges = map.ranges();
@@ -1367,19 +1366,7 @@ pub fn build_with(
                 base += c.keys.len() as u32;
             }
             // Pass 1b: per rank, members into slot order.
-            let passes = scan_all(
-                ctx,
-                iteration,
-                &by_index,
-                &range_of,
-                &map,
-                n_slots,
-                carry_in,
-                &mut members.chunks,
-                &mut ranks,
-                threads,
-                false,
-            );
+            let passes = scan(&map, n_slots, &mut members.chunks, &mut ranks, false);
             (map, n_slots, seq_ranges, passes, t1)
         }
     };
@@ -1749,24 +1736,18 @@ fn comm_transfer(
         bounds.push(b);
     }
     bounds.push(instances.len());
-    let parts: Vec<PartClasses> = if threads == 1 {
-        vec![classify_transfers(ctx, instances)]
-    } else {
-        std::thread::scope(|s| {
-            let handles: Vec<_> = bounds
-                .windows(2)
-                .map(|w| s.spawn(move || classify_transfers(ctx, &instances[w[0]..w[1]])))
-                .collect();
-            handles
-                .into_iter()
-                .map(|h| h.join().expect("engine worker panicked"))
-                .collect()
-        })
-    };
+    let ranges: Vec<std::ops::Range<usize>> = bounds.windows(2).map(|w| w[0]..w[1]).collect();
+    let mut parts: Vec<(std::ops::Range<usize>, PartClasses)> = ranges
+        .iter()
+        .map(|r| (r.clone(), PartClasses::default()))
+        .collect();
+    par_each(&mut parts, |_, (r, out)| {
+        *out = classify_transfers(ctx, &instances[r.clone()])
+    });
     // Merge: one class list, each part's classes mapped onto it.
     let mut classes: Vec<(TransferClass, Vec<i64>, u32)> = Vec::new();
     let mut class_of = vec![u32::MAX; instances.len()];
-    for (part, w) in parts.into_iter().zip(bounds.windows(2)) {
+    for (r, part) in parts {
         let global: Vec<u32> = part
             .classes
             .into_iter()
@@ -1784,7 +1765,7 @@ fn comm_transfer(
                 },
             )
             .collect();
-        for (dst, &c) in class_of[w[0]..w[1]].iter_mut().zip(&part.class_of) {
+        for (dst, &c) in class_of[r].iter_mut().zip(&part.class_of) {
             if c != u32::MAX {
                 *dst = global[c as usize];
             }
@@ -1803,32 +1784,25 @@ fn comm_transfer(
         .collect();
     per_instance.clear();
     per_instance.resize(instances.len(), 1.0);
-    if threads == 1 {
-        return transfer_ratios(instances, &class_of, &medians, per_instance);
-    }
-    let mut slices: Vec<&mut [f32]> = Vec::with_capacity(threads);
+    // Pass 2, each part writing its own share of `per_instance`.
+    let mut work = Vec::new();
     let mut rest: &mut [f32] = per_instance;
-    for w in bounds.windows(2) {
-        let (a, b) = rest.split_at_mut(w[1] - w[0]);
-        slices.push(a);
-        rest = b;
+    for r in ranges {
+        let (mine, others) = rest.split_at_mut(r.len());
+        work.push((r, mine, Vec::<(u32, f32)>::new()));
+        rest = others;
     }
-    let (class_of, medians) = (&class_of, &medians);
-    std::thread::scope(|s| {
-        let handles: Vec<_> = bounds
-            .windows(2)
-            .zip(slices)
-            .map(|(w, out)| {
-                s.spawn(move || {
-                    transfer_ratios(&instances[w[0]..w[1]], &class_of[w[0]..w[1]], medians, out)
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .flat_map(|h| h.join().expect("engine worker panicked"))
-            .collect()
-    })
+    par_each(&mut work, |_, (r, ratios, by_comm)| {
+        *by_comm = transfer_ratios(
+            &instances[r.clone()],
+            &class_of[r.clone()],
+            &medians,
+            ratios,
+        )
+    });
+    work.into_iter()
+        .flat_map(|(_, _, by_comm)| by_comm)
+        .collect()
 }
 
 /// Each host op's excess over the median of the same phase (by name) on all ranks.
