@@ -70,7 +70,6 @@ pub struct Instance {
     pub in_flight: u32,
     pub last_arrival: i64,
     pub second_last_arrival: i64,
-    pub median_arrival: i64,
     /// Rank id of the last member to arrive.
     pub last_rank: u32,
     /// Median end over members, when every present member finished.
@@ -343,13 +342,17 @@ pub struct Member {
     /// Time outside sync ops since its previous sync op of 3+ members (P2P waits
     /// excluded), `i64::MIN` when unknown or when this op has fewer than 3 members.
     pub gap3: i64,
-    pub bytes: u64,
-    pub name: u32,
-    /// Instance slot (see [`Members::instance_of`]).
-    pub slot: u32,
     /// Its op group, an index into its chunk's groups (see [`Members::group_of`]).
     pub group: u32,
-    pub kind: OpKind,
+}
+
+/// What an instance takes from its first member's op. Kept per slot, not per member:
+/// members are scattered into slot order, and every byte of theirs costs memory traffic.
+#[derive(Clone, Copy, Debug)]
+struct SlotOp {
+    bytes: u64,
+    name: u32,
+    kind: OpKind,
 }
 
 /// One rank's ops of one name on one communicator in one iteration: Holmes' unit of
@@ -399,6 +402,8 @@ struct Chunk {
     members: Vec<Member>,
     /// Members of slot `s` are `members[starts[s]..starts[s + 1]]`.
     starts: Vec<u32>,
+    /// Per slot with members in the chunk: its first member's op.
+    slot_op: Vec<SlotOp>,
     /// Ids are `base + index`.
     base: u32,
     /// The (communicator, sequence) key of every sync op of the chunk's ranks, in op order.
@@ -472,9 +477,14 @@ impl Members {
             .flat_map(move |c| (c.starts[s]..c.starts[s + 1]).map(move |k| c.base + k))
     }
 
-    /// Instance index of a member.
-    pub fn instance_of(&self, m: &Member) -> u32 {
-        self.slot_instance[m.slot as usize]
+    /// Instance index of the member with this id.
+    pub fn instance_of(&self, id: u32) -> u32 {
+        let t = self.chunks.partition_point(|c| c.base <= id) - 1;
+        let c = &self.chunks[t];
+        let local = id - c.base;
+        // The slot whose range holds it: the last one starting at or before it.
+        let slot = c.starts.partition_point(|&s| s <= local) - 1;
+        self.slot_instance[slot]
     }
 
     /// Id of a rank's last member of the iteration (walk back with [`Member::prev`]).
@@ -961,10 +971,15 @@ fn scan_chunk(
             end: 0,
             gap: 0,
             gap3: 0,
+            group: 0,
+        },
+    );
+    // Like the members, every slot read later is written below.
+    c.slot_op.resize(
+        n_slots,
+        SlotOp {
             bytes: 0,
             name: 0,
-            slot: 0,
-            group: 0,
             kind: OpKind::Compute,
         },
     );
@@ -1138,12 +1153,15 @@ fn scan_chunk(
                         end: o.end_ns,
                         gap,
                         gap3,
-                        bytes: o.amount,
-                        name: o.name,
-                        slot: slot as u32,
                         group: gi as u32,
-                        kind: o.kind,
                     };
+                    if local == c.starts[slot] {
+                        c.slot_op[slot] = SlotOp {
+                            bytes: o.amount,
+                            name: o.name,
+                            kind: o.kind,
+                        };
+                    }
                     prev_member = c.base + local;
                 }
             } else if o.kind == OpKind::Compute {
@@ -1862,7 +1880,6 @@ fn instance_pass(
     out.per_group.resize(n_groups, [0.0; 2]);
     // References into the chunks, not copies: a slot's members are read a few times.
     let mut ms: Vec<(&Member, u32)> = Vec::new();
-    let mut arrivals: Vec<i64> = Vec::new();
     // Integer timestamps: sorting them is cheaper than sorting floats.
     let mut ends: Vec<i64> = Vec::new();
     let mut gaps: Vec<i64> = Vec::new();
@@ -1870,22 +1887,23 @@ fn instance_pass(
     for slot in range {
         let (comm, seq) = keys.next().expect("a key for every slot");
         ms.clear();
+        let mut first_op = None;
         for c in chunks {
+            if first_op.is_none() && c.starts[slot] < c.starts[slot + 1] {
+                first_op = Some(c.slot_op[slot]);
+            }
             ms.extend(
                 c.members[c.starts[slot] as usize..c.starts[slot + 1] as usize]
                     .iter()
                     .map(|m| (m, c.group_base + m.group)),
             );
         }
-        if ms.is_empty() {
+        let Some(op) = first_op else {
             continue;
-        }
-        let m0 = *ms[0].0;
-        arrivals.clear();
+        };
         ends.clear();
         let (mut last, mut second, mut last_rank, mut in_flight) = (i64::MIN, i64::MIN, 0u32, 0u32);
         for (m, _) in &ms {
-            arrivals.push(m.arrival);
             if m.arrival > last {
                 second = last;
                 last = m.arrival;
@@ -1900,13 +1918,6 @@ fn instance_pass(
             }
         }
         let n = ms.len() as u32;
-        let mid = arrivals.len() / 2;
-        if arrivals.len() <= 16 {
-            arrivals.sort_unstable();
-        } else {
-            arrivals.select_nth_unstable(mid);
-        }
-        let median_arrival = arrivals[mid];
         let end = (in_flight == 0).then(|| median_i64(&mut ends) as i64);
         let known = (comm as usize) < ctx.communicators.len();
         let expected = if known { ctx.comm_size(comm) } else { n };
@@ -1919,16 +1930,15 @@ fn instance_pass(
             comm,
             seq,
             iteration,
-            kind: m0.kind,
-            name: m0.name,
-            bytes: m0.bytes,
+            kind: op.kind,
+            name: op.name,
+            bytes: op.bytes,
             expected,
             expected_traced,
             present: n,
             in_flight,
             last_arrival: last,
             second_last_arrival: if n > 1 { second } else { last },
-            median_arrival,
             last_rank,
             end,
         };
@@ -2093,7 +2103,7 @@ mod tests {
         assert_eq!(m.of_instance(1).count(), 4);
         let last = m.last_of_rank(2).unwrap();
         let first = m.get(last).prev;
-        assert_eq!(m.instance_of(m.get(first)), 0);
+        assert_eq!(m.instance_of(first), 0);
         assert_eq!(m.get(first).gap3, 130);
         assert_eq!(carry.last_sync_end[3], Some(260));
         // The same with sparse sequence numbers (sort-based grouping).

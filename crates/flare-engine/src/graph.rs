@@ -113,6 +113,7 @@ fn walk_range(
         transfer_ratio,
         end_root: std::collections::HashMap::new(),
         gaps: Vec::new(),
+        arrivals: Vec::new(),
     };
     let abnormal_member = |id: u32| {
         abnormal
@@ -181,6 +182,7 @@ struct Search<'a> {
     /// Per instance followed: what made it end late (memoized).
     end_root: std::collections::HashMap<u32, State>,
     gaps: Vec<f64>,
+    arrivals: Vec<i64>,
 }
 
 /// What the search concluded about one late member.
@@ -194,18 +196,23 @@ impl Search<'_> {
     /// The last member to arrive at an instance, with its lateness against the median
     /// member. Holmes backtracks on the member whose op "looks normal" (short: it did not
     /// wait), a proxy for the last arriver; with arrival times in the trace the search
-    /// uses the last arriver itself.
-    fn late_member(&self, i: usize) -> Option<(u32, f64)> {
-        let inst = &self.instances[i];
+    /// uses the last arriver itself. The median arrival is taken here, for the few
+    /// instances searched, rather than for every instance when it is digested.
+    fn late_member(&mut self, i: usize) -> Option<(u32, f64)> {
         let mut best: Option<(u32, i64)> = None;
+        self.arrivals.clear();
         for m in self.members.of_instance(i) {
             let a = self.members.get(m).arrival;
+            self.arrivals.push(a);
             if best.is_none_or(|b| a > b.1) {
                 best = Some((m, a));
             }
         }
         let (m, a) = best?;
-        Some((m, (a - inst.median_arrival).max(0) as f64))
+        // The upper median.
+        let mid = self.arrivals.len() / 2;
+        let (_, &mut median, _) = self.arrivals.select_nth_unstable(mid);
+        Some((m, (a - median).max(0) as f64))
     }
 
     /// How much longer member `id` (of instance `i`) took since its previous sync op than
@@ -273,7 +280,7 @@ impl Search<'_> {
         let mut steps = 0;
         while k != u32::MAX && steps < LOOK_BACK {
             let p = self.members.get(k);
-            let j = self.members.instance_of(p) as usize;
+            let j = self.members.instance_of(k) as usize;
             if let Some(pj) = self.instances.get(j) {
                 let waited = (pj.last_arrival - p.arrival).max(0) as f64;
                 let ratio = self.transfer_ratio.get(j).copied().unwrap_or(1.0).max(1.0) as f64;

@@ -36,8 +36,13 @@ pub fn median(v: &mut [f64]) -> f64 {
 
 /// Median of integers (reorders them), as [`median`] of the same values as floats gives.
 pub fn median_i64(v: &mut [i64]) -> f64 {
-    if v.is_empty() {
-        return f64::NAN;
+    // Most instances have two or three members (P2P exchanges, small groups).
+    match *v {
+        [] => return f64::NAN,
+        [a] => return a as f64,
+        [a, b] => return (a.min(b) as f64 + a.max(b) as f64) / 2.0,
+        [a, b, c] => return a.min(b).max(a.max(b).min(c)) as f64,
+        _ => {}
     }
     let mid = v.len() / 2;
     if v.len() <= 32 {
@@ -109,6 +114,17 @@ mod tests {
             &[9, 1, 5, 3, 3, 8],
             &[6, 2, 7, 1, 5, 3, 8, 4],
             &[1; 11],
+            // The fixed small cases, in every order.
+            &[42],
+            &[9, -4],
+            &[2, 9, 4],
+            &[2, 4, 9],
+            &[4, 2, 9],
+            &[4, 9, 2],
+            &[9, 2, 4],
+            &[9, 4, 2],
+            &[3, 3, 1],
+            &[1, 3, 3],
         ] {
             let want = median(&mut v.iter().map(|&x| x as f64).collect::<Vec<_>>());
             assert_eq!(median_i64(&mut v.to_vec()), want, "{v:?}");
