@@ -1524,15 +1524,14 @@ pub fn build_with(
             crate::detectors::imbalance::iteration_replica_loads(ctx, &ranks),
         )
     };
+    let passes = &members.passes;
     let mut transfers = || {
         let mut span_transfer = Vec::new();
         // Small iterations: threads would cost more than they save.
         let workers = if instances.len() < 20_000 { 1 } else { threads };
-        let by_comm = comm_transfer(ctx, &instances, transfer_ratio, &mut span_transfer, workers);
-        let complete = instances
-            .iter()
-            .filter(|i| i.complete() && i.present >= 2 && i.end.is_some())
-            .count() as u32;
+        let parts: Vec<&PartClasses> = passes.iter().map(|p| &p.classes).collect();
+        let by_comm = comm_transfer(&parts, transfer_ratio, &mut span_transfer, workers);
+        let complete = passes.iter().map(|p| p.complete).sum::<u32>();
         (by_comm, span_transfer, complete)
     };
     let ((comm_transfer, span_transfer, complete_instances), rank_summaries) = if threads > 1 {
@@ -1582,216 +1581,251 @@ fn peer_medians(
     ranks: &[RankIteration],
     names: &[NameStat],
 ) -> Vec<(u32, u32, f64)> {
-    let mut v: Vec<(u32, u32, f64)> = names
-        .iter()
-        .map(|s| {
-            (
-                ctx.peer_group[s.rank_index as usize],
-                s.name,
-                s.sum_ns / s.count.max(1) as f64,
-            )
-        })
-        .collect();
-    v.extend(
-        ranks
-            .iter()
-            .enumerate()
-            .filter(|(_, r)| r.issue_p50_ns.is_finite())
-            .map(|(ri, r)| (ctx.peer_group[ri], u32::MAX, r.issue_p50_ns)),
-    );
-    v.extend(
-        ranks
-            .iter()
-            .enumerate()
-            .filter(|(_, r)| r.launch_gap_p50_ns.is_finite())
-            .map(|(ri, r)| (ctx.peer_group[ri], u32::MAX - 1, r.launch_gap_p50_ns)),
-    );
-    v.sort_unstable_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)).then(a.2.total_cmp(&b.2)));
+    // Each value packed with its key into one integer that sorts as (group, name, value
+    // by `total_cmp`): one integer sort instead of a sort on tuples.
+    let pack = |group: u32, name: u32, v: f64| -> u128 {
+        (group as u128) << 96 | (name as u128) << 64 | total_order_bits(v) as u128
+    };
+    let mut v: Vec<u128> = Vec::with_capacity(names.len() + 2 * ranks.len());
+    v.extend(names.iter().map(|s| {
+        pack(
+            ctx.peer_group[s.rank_index as usize],
+            s.name,
+            s.sum_ns / s.count.max(1) as f64,
+        )
+    }));
+    for (ri, r) in ranks.iter().enumerate() {
+        if r.issue_p50_ns.is_finite() {
+            v.push(pack(ctx.peer_group[ri], u32::MAX, r.issue_p50_ns));
+        }
+    }
+    for (ri, r) in ranks.iter().enumerate() {
+        if r.launch_gap_p50_ns.is_finite() {
+            v.push(pack(ctx.peer_group[ri], u32::MAX - 1, r.launch_gap_p50_ns));
+        }
+    }
+    v.sort_unstable();
+    let key = |x: u128| ((x >> 96) as u32, (x >> 64) as u32);
+    let value = |x: u128| from_total_order_bits(x as u64);
     let mut out = Vec::new();
     let mut i = 0;
     while i < v.len() {
+        let k = key(v[i]);
         let mut j = i;
-        while j < v.len() && (v[j].0, v[j].1) == (v[i].0, v[i].1) {
+        while j < v.len() && key(v[j]) == k {
             j += 1;
         }
         // Sorted by value within the key: the median directly.
         let n = j - i;
         let m = if n % 2 == 1 {
-            v[i + n / 2].2
+            value(v[i + n / 2])
         } else {
-            (v[i + n / 2 - 1].2 + v[i + n / 2].2) / 2.0
+            (value(v[i + n / 2 - 1]) + value(v[i + n / 2])) / 2.0
         };
-        out.push((v[i].0, v[i].1, m));
+        out.push((k.0, k.1, m));
         i = j;
     }
     out
+}
+
+/// An integer that orders as `f64::total_cmp` orders the floats (the same mapping, with
+/// the sign bit flipped to order unsigned).
+fn total_order_bits(v: f64) -> u64 {
+    let bits = v.to_bits() as i64;
+    (bits ^ (((bits >> 63) as u64) >> 1) as i64) as u64 ^ (1 << 63)
+}
+
+/// The float [`total_order_bits`] was made from.
+fn from_total_order_bits(x: u64) -> f64 {
+    let bits = (x ^ (1 << 63)) as i64;
+    f64::from_bits((bits ^ (((bits >> 63) as u64) >> 1) as i64) as u64)
 }
 
 /// A class of comparable instances: (op kind, bytes, group size, pods spanned).
 type TransferClass = (OpKind, u64, u32, u32);
 
-/// One part's classes in order of first appearance: key, transfer times, distinct
-/// communicators, last communicator seen; and each instance's class (local index).
-#[derive(Default)]
-struct PartClasses {
-    classes: Vec<(TransferClass, Vec<i64>, u32, u32)>,
-    class_of: Vec<u32>,
+/// One class of one part: its key, transfer times, how many times its communicator
+/// changed from one instance to the next (counting the first), and the first and last
+/// communicators.
+struct PartClass {
+    key: TransferClass,
+    times: Vec<i64>,
+    comms: u32,
+    first_comm: u32,
+    last_comm: u32,
 }
 
-/// Pass 1 of [`comm_transfer`] over one part of the instances.
-fn classify_transfers(ctx: &JobContext, instances: &[Instance]) -> PartClasses {
-    let mut out = PartClasses {
-        classes: Vec::new(),
-        class_of: vec![u32::MAX; instances.len()],
-    };
-    // A handful of classes per job: a linear map is faster than hashing, and a
-    // communicator's ops cycle through a few of them (P2P send, receive, ...): the
-    // recently used ones are checked first.
-    let mut recent = [usize::MAX; 4];
-    for (i, inst) in instances.iter().enumerate() {
-        if !inst.complete() || inst.present < 2 {
-            continue;
-        }
-        let Some(t) = inst.transfer_ns() else {
-            continue;
+/// An instance as the transfer ratios see it: its class (`u32::MAX` for none), its
+/// communicator, and its transfer time when it has a class.
+#[derive(Clone, Copy, Debug)]
+struct Classified {
+    class: u32,
+    comm: u32,
+    transfer: i64,
+}
+
+/// One part's transfer classes in order of first appearance, and each instance's class
+/// (local index): pass 1 of [`comm_transfer`], filled by the instance pass as it makes
+/// the instances, so that pass 2 reads these instead of the instances.
+#[derive(Default)]
+struct PartClasses {
+    classes: Vec<PartClass>,
+    class_of: Vec<Classified>,
+    /// The classes used last: a communicator's ops cycle through a few of them (P2P
+    /// send, receive, ...).
+    recent: [usize; 4],
+}
+
+impl PartClasses {
+    fn clear(&mut self) {
+        self.classes.clear();
+        self.class_of.clear();
+    }
+
+    /// Classifies the part's next instance.
+    fn add(&mut self, ctx: &JobContext, inst: &Instance) {
+        let transfer = if inst.complete() && inst.present >= 2 {
+            inst.transfer_ns()
+        } else {
+            None
+        };
+        let Some(t) = transfer else {
+            self.class_of.push(Classified {
+                class: u32::MAX,
+                comm: inst.comm,
+                transfer: 0,
+            });
+            return;
         };
         let pods = ctx.comm_pods.get(inst.comm as usize).copied().unwrap_or(1);
         let key = (inst.kind, inst.bytes, inst.expected, pods);
-        let classes = &mut out.classes;
-        let c = match recent
+        // A handful of classes per job: a linear map is faster than hashing.
+        let classes = &mut self.classes;
+        let c = match self
+            .recent
             .iter()
             .copied()
-            .find(|&c| c < classes.len() && classes[c].0 == key)
+            .find(|&c| c < classes.len() && classes[c].key == key)
         {
             Some(c) => c,
-            None => match classes.iter().position(|c| c.0 == key) {
+            None => match classes.iter().position(|c| c.key == key) {
                 Some(c) => c,
                 None => {
-                    classes.push((key, Vec::new(), 0, u32::MAX));
+                    classes.push(PartClass {
+                        key,
+                        times: Vec::new(),
+                        comms: 0,
+                        first_comm: inst.comm,
+                        last_comm: u32::MAX,
+                    });
                     classes.len() - 1
                 }
             },
         };
-        if recent[0] != c {
-            recent.rotate_right(1);
-            recent[0] = c;
+        if self.recent[0] != c {
+            self.recent.rotate_right(1);
+            self.recent[0] = c;
         }
         let entry = &mut classes[c];
-        entry.1.push(t);
-        if entry.3 != inst.comm {
-            entry.2 += 1;
-            entry.3 = inst.comm;
+        entry.times.push(t);
+        if entry.last_comm != inst.comm {
+            entry.comms += 1;
+            entry.last_comm = inst.comm;
         }
-        out.class_of[i] = c as u32;
+        self.class_of.push(Classified {
+            class: c as u32,
+            comm: inst.comm,
+            transfer: t,
+        });
     }
-    out
 }
 
 /// Pass 2 of [`comm_transfer`] over one part: each instance's transfer over its class
 /// median (1 where there is none) into `ratios`, and each communicator's median ratio.
 fn transfer_ratios(
-    instances: &[Instance],
-    class_of: &[u32],
+    instances: &[Classified],
     medians: &[Option<f64>],
     ratios: &mut [f32],
 ) -> Vec<(u32, f32)> {
-    for (k, inst) in instances.iter().enumerate() {
-        ratios[k] = match (class_of[k], inst.transfer_ns()) {
-            (c, Some(t)) if c != u32::MAX => {
-                medians[c as usize].map_or(1.0, |m| (t as f64 / m) as f32)
-            }
-            _ => 1.0,
-        };
+    let ratio = |x: &Classified| {
+        medians
+            .get(x.class as usize)
+            .copied()
+            .flatten()
+            .map(|m| x.transfer as f64 / m)
+    };
+    for (r, x) in ratios.iter_mut().zip(instances) {
+        *r = ratio(x).map_or(1.0, |q| q as f32);
     }
     let mut out = Vec::new();
     let mut of_comm: Vec<f64> = Vec::new();
-    let mut i = 0;
-    while i < instances.len() {
-        let comm = instances[i].comm;
-        let mut j = i;
+    for run in instances.chunk_by(|a, b| a.comm == b.comm) {
         of_comm.clear();
-        while j < instances.len() && instances[j].comm == comm {
-            if let Some(m) = class_of
-                .get(j)
-                .filter(|&&c| c != u32::MAX)
-                .and_then(|&c| medians[c as usize])
-            {
-                if let Some(t) = instances[j].transfer_ns() {
-                    of_comm.push(t as f64 / m);
-                }
-            }
-            j += 1;
-        }
+        of_comm.extend(run.iter().filter_map(ratio));
         if !of_comm.is_empty() {
-            out.push((comm, median(&mut of_comm) as f32));
+            out.push((run[0].comm, median(&mut of_comm) as f32));
         }
-        i = j;
     }
     out
 }
 
 /// Each communicator's transfer times against comparable instances of the iteration (same
 /// op kind, bytes and group size on other communicators spanning as many pods): the
-/// per-iteration input of the slow-path detector. Instances come grouped by communicator;
-/// they are split between `threads` at communicator boundaries, classified part by part,
-/// the classes merged in order of first appearance (as one pass would number them), and
-/// the ratios computed part by part again.
+/// per-iteration input of the slow-path detector. The instance pass classified the
+/// classified part by part (`parts`, in instance order); the classes are merged here in
+/// order of first appearance (as one pass would number them), and the ratios computed in
+/// `threads` parts cut at communicator boundaries.
 fn comm_transfer(
-    ctx: &JobContext,
-    instances: &[Instance],
+    parts: &[&PartClasses],
     per_instance: &mut Vec<f32>,
     class_medians: &mut Vec<SpanTransfer>,
     threads: usize,
 ) -> Vec<(u32, f32)> {
-    let threads = threads.clamp(1, instances.len().max(1));
-    // Part bounds, moved forward to the next communicator's first instance.
+    // Merge: one class list, each part's classes mapped onto it. A communicator cut
+    // between two parts is counted once.
+    let mut classes: Vec<(TransferClass, Vec<i64>, u32, u32)> = Vec::new();
+    let n: usize = parts.iter().map(|p| p.class_of.len()).sum();
+    let mut classified: Vec<Classified> = Vec::with_capacity(n);
+    let mut global = Vec::new();
+    for part in parts {
+        global.clear();
+        for c in &part.classes {
+            let g = match classes.iter().position(|g| g.0 == c.key) {
+                Some(g) => {
+                    let cut = classes[g].3 == c.first_comm;
+                    classes[g].1.extend_from_slice(&c.times);
+                    classes[g].2 += c.comms - u32::from(cut);
+                    classes[g].3 = c.last_comm;
+                    g
+                }
+                None => {
+                    classes.push((c.key, c.times.clone(), c.comms, c.last_comm));
+                    classes.len() - 1
+                }
+            };
+            global.push(g as u32);
+        }
+        classified.extend(part.class_of.iter().map(|&x| Classified {
+            class: global.get(x.class as usize).copied().unwrap_or(u32::MAX),
+            ..x
+        }));
+    }
+    // Pass 2 in parts cut at communicator boundaries: each communicator's median ratio
+    // is taken in one part.
+    let threads = threads.clamp(1, classified.len().max(1));
     let mut bounds = vec![0usize];
     for t in 1..threads {
-        let mut b = (instances.len() * t / threads).max(*bounds.last().unwrap_or(&0));
-        while b > 0 && b < instances.len() && instances[b].comm == instances[b - 1].comm {
+        let mut b = (classified.len() * t / threads).max(*bounds.last().unwrap_or(&0));
+        while b > 0 && b < classified.len() && classified[b].comm == classified[b - 1].comm {
             b += 1;
         }
         bounds.push(b);
     }
-    bounds.push(instances.len());
+    bounds.push(classified.len());
     let ranges: Vec<std::ops::Range<usize>> = bounds.windows(2).map(|w| w[0]..w[1]).collect();
-    let mut parts: Vec<(std::ops::Range<usize>, PartClasses)> = ranges
-        .iter()
-        .map(|r| (r.clone(), PartClasses::default()))
-        .collect();
-    par_each(&mut parts, |_, (r, out)| {
-        *out = classify_transfers(ctx, &instances[r.clone()])
-    });
-    // Merge: one class list, each part's classes mapped onto it.
-    let mut classes: Vec<(TransferClass, Vec<i64>, u32)> = Vec::new();
-    let mut class_of = vec![u32::MAX; instances.len()];
-    for (r, part) in parts {
-        let global: Vec<u32> = part
-            .classes
-            .into_iter()
-            .map(
-                |(key, values, comms, _)| match classes.iter().position(|c| c.0 == key) {
-                    Some(g) => {
-                        classes[g].1.extend(values);
-                        classes[g].2 += comms;
-                        g as u32
-                    }
-                    None => {
-                        classes.push((key, values, comms));
-                        (classes.len() - 1) as u32
-                    }
-                },
-            )
-            .collect();
-        for (dst, &c) in class_of[r].iter_mut().zip(&part.class_of) {
-            if c != u32::MAX {
-                *dst = global[c as usize];
-            }
-        }
-    }
     let medians: Vec<Option<f64>> = classes
         .iter_mut()
-        .map(|(key, v, comms)| {
+        .map(|(key, v, comms, _)| {
             let n = v.len();
             let m = median_i64(v);
             if m > 0.0 {
@@ -1801,7 +1835,7 @@ fn comm_transfer(
         })
         .collect();
     per_instance.clear();
-    per_instance.resize(instances.len(), 1.0);
+    per_instance.resize(classified.len(), 1.0);
     // Pass 2, each part writing its own share of `per_instance`.
     let mut work = Vec::new();
     let mut rest: &mut [f32] = per_instance;
@@ -1811,12 +1845,7 @@ fn comm_transfer(
         rest = others;
     }
     par_each(&mut work, |_, (r, ratios, by_comm)| {
-        *by_comm = transfer_ratios(
-            &instances[r.clone()],
-            &class_of[r.clone()],
-            &medians,
-            ratios,
-        )
+        *by_comm = transfer_ratios(&classified[r.clone()], &medians, ratios)
     });
     work.into_iter()
         .flat_map(|(_, _, by_comm)| by_comm)
@@ -1858,6 +1887,10 @@ struct InstancePass {
     per_rank: Vec<[f64; 5]>,
     /// Per op group (global id): waiting, transfer.
     per_group: Vec<[f64; 2]>,
+    /// The instances' transfer classes.
+    classes: PartClasses,
+    /// Instances complete, with 2+ members and an end.
+    complete: u32,
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -1878,6 +1911,8 @@ fn instance_pass(
     out.per_rank.resize(n_ranks, [0.0; 5]);
     out.per_group.clear();
     out.per_group.resize(n_groups, [0.0; 2]);
+    out.classes.clear();
+    out.complete = 0;
     // References into the chunks, not copies: a slot's members are read a few times.
     let mut ms: Vec<(&Member, u32)> = Vec::new();
     // Integer timestamps: sorting them is cheaper than sorting floats.
@@ -1980,6 +2015,8 @@ fn instance_pass(
                     .collect(),
             ));
         }
+        out.classes.add(ctx, &inst);
+        out.complete += u32::from(inst.complete() && inst.present >= 2 && inst.end.is_some());
         out.instances.push(inst);
         out.slots.push(slot as u32);
     }
@@ -2147,15 +2184,26 @@ mod tests {
         engine.push(&out.trace).unwrap();
         let instances = engine.members.instances.clone();
         assert!(instances.len() > 1000);
-        let run = |threads: usize| {
-            let (mut per_instance, mut classes) = (Vec::new(), Vec::new());
-            let by_comm = comm_transfer(&c, &instances, &mut per_instance, &mut classes, threads);
-            (by_comm, per_instance, classes)
+        // Classified in `parts` parts cut anywhere (inside a communicator's instances
+        // too, as the instance pass cuts them), the ratios computed on `threads`.
+        let run = |parts: usize, threads: usize| {
+            let mut classes: Vec<PartClasses> =
+                (0..parts).map(|_| PartClasses::default()).collect();
+            for (k, inst) in instances.iter().enumerate() {
+                classes[k * parts / instances.len()].add(&c, inst);
+            }
+            let parts: Vec<&PartClasses> = classes.iter().collect();
+            let (mut per_instance, mut medians) = (Vec::new(), Vec::new());
+            let by_comm = comm_transfer(&parts, &mut per_instance, &mut medians, threads);
+            (by_comm, per_instance, medians)
         };
-        let one = run(1);
+        let one = run(1, 1);
         assert!(one.0.iter().any(|&(_, r)| r > 1.5), "the slow NIC's groups");
-        for threads in [2, 3, 7] {
-            assert!(one == run(threads), "{threads} threads");
+        for (parts, threads) in [(2, 1), (3, 2), (7, 3), (1, 7), (5, 5)] {
+            assert!(
+                one == run(parts, threads),
+                "{parts} parts, {threads} threads"
+            );
         }
     }
 
@@ -2182,6 +2230,34 @@ mod tests {
         assert_eq!(iteration_ranges(&ops, &[7]), vec![(0, 3)]);
         assert_eq!(iteration_ranges(&ops, &[8]), vec![(1, 2)]);
         assert_eq!(iteration_ranges(&[], &[8]), vec![(0, 0)]);
+    }
+
+    #[test]
+    fn total_order_bits_sort_as_total_cmp() {
+        let mut v = vec![
+            3.5,
+            -0.0,
+            0.0,
+            -2.25,
+            1e-300,
+            -1e300,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            42.0,
+            -42.0,
+            5e-324,
+        ];
+        for x in &v {
+            assert_eq!(
+                from_total_order_bits(total_order_bits(*x)).to_bits(),
+                x.to_bits()
+            );
+        }
+        let mut by_bits = v.clone();
+        by_bits.sort_by_key(|&x| total_order_bits(x));
+        v.sort_by(|a, b| a.total_cmp(b));
+        let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(&by_bits), bits(&v));
     }
 
     #[test]
