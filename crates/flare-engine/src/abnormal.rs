@@ -18,7 +18,7 @@
 
 use crate::context::JobContext;
 use crate::digest::{Members, OpGroup};
-use crate::forest::Forest;
+use crate::forest::{BatchForest, Forest, BATCH};
 use crate::stats::median;
 use flare_model::OpKind;
 use serde::{Deserialize, Serialize};
@@ -151,6 +151,12 @@ pub fn model() -> &'static Model {
         serde_json::from_str(include_str!("../models/abnormal_op.json"))
             .expect("the embedded abnormal-op model parses (a test checks it)")
     })
+}
+
+/// The embedded model's forest laid out for batched inference.
+fn batch_forest() -> &'static BatchForest {
+    static FOREST: OnceLock<BatchForest> = OnceLock::new();
+    FOREST.get_or_init(|| BatchForest::new(&model().forest))
 }
 
 /// Per (rank, communicator, name): an exponential average of the group's mean duration
@@ -414,21 +420,35 @@ pub fn detect(
         }
     }
     let chunks: Vec<(u32, &[OpGroup])> = members.group_chunks().collect();
+    let forest = batch_forest();
     let judge = |base: u32, groups: &[OpGroup]| -> ChunkVerdicts {
         let mut flags = vec![false; groups.len()];
         let mut scored = 0u32;
-        let mut examples = Vec::new();
         let mut buf = Vec::new();
+        // Groups past the gate wait for the forest in batches (its trees walked for many
+        // rows at once), in group order.
+        let mut batch: Vec<(usize, [f32; N_FEATURES])> = Vec::with_capacity(BATCH);
+        let mut probs = [0f32; BATCH];
+        let mut rows = [[0f32; N_FEATURES]; BATCH];
+        let mut flush = |batch: &mut Vec<(usize, [f32; N_FEATURES])>, flags: &mut [bool]| {
+            for (row, (_, f)) in rows.iter_mut().zip(batch.iter()) {
+                *row = *f;
+            }
+            forest.predict_scaled(&rows[..batch.len()], &scale, &mut probs);
+            for ((k, _), p) in batch.drain(..).zip(probs) {
+                flags[k] = p >= m.threshold;
+            }
+        };
         for (k, g) in groups.iter().enumerate() {
             if g.n == 0 {
                 continue;
             }
             let id = base + k as u32;
             let r = classes.refs[classes.of_group[id as usize] as usize];
-            let abnormal = match method {
+            match method {
                 AbnormalMethod::ThreeSigma => {
                     scored += 1;
-                    g.mean_d() > r.mean + 3.0 * r.std && r.std > 0.0
+                    flags[k] = g.mean_d() > r.mean + 3.0 * r.std && r.std > 0.0;
                 }
                 AbnormalMethod::Forest => {
                     // The gate first, on figures that need no quartiles.
@@ -445,12 +465,9 @@ pub fn detect(
                     } else {
                         1.0
                     };
-                    if !m
-                        .gate
+                    if m.gate
                         .passes_on(quick_mean, quick_z, hist, transfer, drift as f32)
                     {
-                        false
-                    } else {
                         scored += 1;
                         let f = features(
                             ctx,
@@ -463,16 +480,31 @@ pub fn detect(
                             g,
                             &mut buf,
                         );
-                        m.forest.predict_scaled(&f, &scale) >= m.threshold
+                        batch.push((k, f));
+                        if batch.len() == BATCH {
+                            flush(&mut batch, &mut flags);
+                        }
                     }
                 }
-            };
-            if abnormal {
-                flags[k] = true;
-                let ratio = (g.mean_d() / r.median.max(1.0)) as f32;
-                examples.push((ratio, g.rank_index, g.comm, g.name));
             }
         }
+        if !batch.is_empty() {
+            flush(&mut batch, &mut flags);
+        }
+        let mut examples: Vec<(f32, u32, u32, u32)> = groups
+            .iter()
+            .enumerate()
+            .filter(|&(k, _)| flags[k])
+            .map(|(k, g)| {
+                let r = classes.refs[classes.of_group[base as usize + k] as usize];
+                (
+                    (g.mean_d() / r.median.max(1.0)) as f32,
+                    g.rank_index,
+                    g.comm,
+                    g.name,
+                )
+            })
+            .collect();
         examples.sort_by(|a, b| b.0.total_cmp(&a.0));
         examples.truncate(8);
         (flags, scored, examples)

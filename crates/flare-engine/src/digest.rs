@@ -987,8 +987,9 @@ fn scan_chunk(
     c.rank_durations.clear();
     c.group_run.clear();
     let mut out = RankPass::default();
-    let mut issue: Vec<f64> = Vec::new();
-    let mut launch_gaps: Vec<f64> = Vec::new();
+    // Integer latencies: their medians select on integers, cheaper than on floats.
+    let mut issue: Vec<i64> = Vec::new();
+    let mut launch_gaps: Vec<i64> = Vec::new();
     let first = range.start;
     for ri in range {
         let Some(slice) = by_index[ri] else {
@@ -1025,7 +1026,7 @@ fn scan_chunk(
             if let Some(i) = o.issue() {
                 if let Some(p) = pending_launch.take() {
                     if i >= p {
-                        launch_gaps.push((i - p) as f64);
+                        launch_gaps.push(i - p);
                     }
                 }
                 if o.kind == OpKind::Compute {
@@ -1188,9 +1189,9 @@ fn scan_chunk(
                         }),
                     }
                     if let Some(i) = o.issue() {
-                        let lat = (o.start_ns - i) as f64;
+                        let lat = o.start_ns - i;
                         issue.push(lat);
-                        let b = issue_bin_fast(lat);
+                        let b = issue_bin_fast(lat as f64);
                         r.issue_hist[b] = r.issue_hist[b].saturating_add(1);
                     }
                 }
@@ -1205,13 +1206,13 @@ fn scan_chunk(
             r.busy_ns += (busy_hi - busy_lo) as f64;
         }
         if !issue.is_empty() {
-            let floor = issue.iter().copied().fold(f64::INFINITY, f64::min).max(1e3);
+            let floor = issue.iter().copied().min().unwrap_or(0).max(1000);
             r.issue_count = issue.len() as u32;
-            r.immediate_launches = issue.iter().filter(|&&l| l <= 4.0 * floor).count() as u32;
-            r.issue_p50_ns = median(&mut issue);
+            r.immediate_launches = issue.iter().filter(|&&l| l <= 4 * floor).count() as u32;
+            r.issue_p50_ns = median_i64(&mut issue);
         }
         if !launch_gaps.is_empty() {
-            r.launch_gap_p50_ns = median(&mut launch_gaps);
+            r.launch_gap_p50_ns = median_i64(&mut launch_gaps);
         }
         ranks_out[ri - first] = r;
         out.carry.push(prev_end);

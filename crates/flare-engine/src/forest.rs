@@ -30,6 +30,116 @@ pub struct Forest {
     pub trees: Vec<Tree>,
 }
 
+/// How many rows [`BatchForest`] walks a tree with at once.
+pub const BATCH: usize = 32;
+
+/// A forest laid out for inference on many rows: each tree's nodes as one array whose
+/// leaves lead back to themselves, so that every row takes the tree's depth in steps
+/// without a branch, and the walks of a batch of rows overlap instead of waiting on
+/// each other's loads and mispredicted branches. Gives what [`Forest::predict_scaled`]
+/// gives, bit for bit.
+#[derive(Clone, Debug)]
+pub struct BatchForest {
+    n_features: usize,
+    trees: Vec<BatchTree>,
+}
+
+#[derive(Clone, Debug)]
+struct BatchTree {
+    /// Steps from the root to the deepest leaf.
+    depth: usize,
+    /// Per node: (feature, threshold, [left, right]); a leaf splits on feature 0 at
+    /// infinity into itself both ways.
+    nodes: Vec<(u16, f32, [u32; 2])>,
+    /// Per node: the leaf's probability (0 for a split).
+    value: Vec<f32>,
+}
+
+impl BatchForest {
+    pub fn new(forest: &Forest) -> Self {
+        let trees = forest
+            .trees
+            .iter()
+            .map(|t| {
+                let nodes: Vec<(u16, f32, [u32; 2])> = t
+                    .nodes
+                    .iter()
+                    .enumerate()
+                    .map(|(i, n)| match n.0 {
+                        LEAF => (0, f32::INFINITY, [i as u32; 2]),
+                        f => (f, n.1, [n.2, n.3]),
+                    })
+                    .collect();
+                let value = t
+                    .nodes
+                    .iter()
+                    .map(|n| if n.0 == LEAF { n.1 } else { 0.0 })
+                    .collect();
+                // Depth by a walk from the root (children come after their parent in
+                // training order, but nothing here relies on it).
+                let mut depth = 0;
+                let mut stack = vec![(0usize, 0usize)];
+                while let Some((i, d)) = stack.pop() {
+                    match t.nodes.get(i) {
+                        Some(n) if n.0 != LEAF && d < t.nodes.len() => {
+                            stack.push((n.2 as usize, d + 1));
+                            stack.push((n.3 as usize, d + 1));
+                        }
+                        _ => depth = depth.max(d),
+                    }
+                }
+                BatchTree {
+                    depth,
+                    nodes,
+                    value,
+                }
+            })
+            .collect();
+        BatchForest {
+            n_features: forest.n_features,
+            trees,
+        }
+    }
+
+    /// [`Forest::predict_scaled`] of each row into `out`, [`BATCH`] rows at a time.
+    pub fn predict_scaled<const K: usize>(
+        &self,
+        rows: &[[f32; K]],
+        scale: &[f32],
+        out: &mut [f32],
+    ) {
+        assert!(K >= self.n_features && scale.len() >= self.n_features);
+        for (rows, out) in rows.chunks(BATCH).zip(out.chunks_mut(BATCH)) {
+            let n = rows.len();
+            // Summed in tree order from -0.0, as `Iterator::sum` does.
+            let mut acc = [-0.0f32; BATCH];
+            for t in &self.trees {
+                let mut at = [0u32; BATCH];
+                for _ in 0..t.depth {
+                    for (a, x) in at[..n].iter_mut().zip(rows) {
+                        let (f, threshold, next) = t.nodes[*a as usize];
+                        let f = f as usize;
+                        // Left when `x <= threshold`, right otherwise (NaN included).
+                        let left = x[f] <= threshold * scale[f];
+                        *a = next[usize::from(!left)];
+                    }
+                }
+                for (s, a) in acc[..n].iter_mut().zip(&at) {
+                    *s += t.value[*a as usize];
+                }
+            }
+            let trees = self.trees.len() as f32;
+            for (o, s) in out.iter_mut().zip(&acc) {
+                *o = if self.trees.is_empty() {
+                    0.0
+                } else {
+                    s / trees
+                };
+            }
+        }
+    }
+}
+
 /// Training parameters.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TrainConfig {
@@ -313,6 +423,19 @@ mod tests {
             let row = &xt[i * 3..i * 3 + 3];
             let doubled = [row[0] * 2.0, row[1], row[2]];
             assert_eq!(f1.predict(row), f1.predict_scaled(&doubled, &scale));
+        }
+        // The batched walk gives the same probabilities, bit for bit, NaN rows included,
+        // for a row count that is not a multiple of the batch.
+        let batch = BatchForest::new(&f1);
+        let scale = [2.0, 1.0, 0.5];
+        let mut rows: Vec<[f32; 3]> = (0..77)
+            .map(|i| [xt[i * 3], xt[i * 3 + 1], xt[i * 3 + 2]])
+            .collect();
+        rows[5][1] = f32::NAN;
+        let mut out = vec![0.0; rows.len()];
+        batch.predict_scaled(&rows, &scale, &mut out);
+        for (row, p) in rows.iter().zip(&out) {
+            assert_eq!(p.to_bits(), f1.predict_scaled(row, &scale).to_bits());
         }
         let json = serde_json::to_string(&f1).unwrap();
         let back: Forest = serde_json::from_str(&json).unwrap();
