@@ -141,12 +141,7 @@ impl<'a> Analysis<'a> {
 
     /// Relative self excess of a rank in an iteration (NaN when unknown).
     pub fn relative_excess(&self, rank_index: usize, it_index: usize) -> f64 {
-        let r = self.rank(rank_index, it_index);
-        if r.self_expected_ns > 0.0 {
-            r.self_excess_ns / r.self_expected_ns
-        } else {
-            f64::NAN
-        }
+        self.digests[it_index].self_time[rank_index].relative()
     }
 
     /// Rank id of a rank index.

@@ -105,10 +105,6 @@ pub struct RankIteration {
     /// `None` while unfinished (or without a span).
     pub end_ns: Option<i64>,
     pub ops: u32,
-    /// Time before its sync ops (of 3+ members) beyond the other members' median, ns.
-    pub self_excess_ns: f64,
-    /// The matching sum of the other members' median (the expected self time), ns.
-    pub self_expected_ns: f64,
     pub compute_ns: f64,
     pub compute_ops: u32,
     /// FLOPs of compute ops that carry them, and those ops' time.
@@ -148,8 +144,6 @@ impl Default for RankIteration {
             start_ns: None,
             end_ns: None,
             ops: 0,
-            self_excess_ns: 0.0,
-            self_expected_ns: 0.0,
             compute_ns: 0.0,
             compute_ops: 0,
             flops: 0.0,
@@ -182,6 +176,67 @@ impl RankIteration {
         match (self.start_ns, self.end_ns) {
             (Some(s), Some(e)) if e > s => Some((e - s) as f64),
             _ => None,
+        }
+    }
+}
+
+/// One rank's self time in one iteration: the time before its sync ops (of 3+ members)
+/// beyond the other members' median, and the matching sum of those medians (the self
+/// time expected of it), ns. Kept apart from [`RankIteration`]: the slow-rank detector
+/// reads it for every rank and iteration of the window on each diagnosis.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct SelfTime {
+    pub excess_ns: f64,
+    pub expected_ns: f64,
+}
+
+impl SelfTime {
+    /// Excess over expected; NaN without an expected self time.
+    pub fn relative(&self) -> f64 {
+        if self.expected_ns > 0.0 {
+            self.excess_ns / self.expected_ns
+        } else {
+            f64::NAN
+        }
+    }
+}
+
+/// What the window's per-rank metrics ([`crate::detectors::metrics`]) sum from one
+/// rank's iteration, kept apart from [`RankIteration`] so that each diagnosis reads one
+/// cache line per rank and iteration instead of the whole record.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RankFigures {
+    pub flops: f64,
+    pub flops_ns: f64,
+    pub bus_bytes: f64,
+    pub bus_ns: f64,
+    /// Busy time within its span, and the span; both NaN without a finished span.
+    pub busy_ns: f64,
+    pub span_ns: f64,
+    /// Mean compute-kernel time per unit of its replica's work (`load`); NaN without
+    /// compute ops.
+    pub kernel_ns: f64,
+    pub issued: u32,
+    pub immediate: u32,
+}
+
+impl RankFigures {
+    pub fn of(r: &RankIteration, load: f64) -> Self {
+        let span = r.span_ns();
+        RankFigures {
+            flops: r.flops,
+            flops_ns: r.flops_ns,
+            bus_bytes: r.bus_bytes,
+            bus_ns: r.bus_ns,
+            busy_ns: span.map_or(f64::NAN, |s| r.busy_ns.min(s)),
+            span_ns: span.unwrap_or(f64::NAN),
+            kernel_ns: if r.compute_ops > 0 {
+                r.compute_ns / r.compute_ops as f64 / load
+            } else {
+                f64::NAN
+            },
+            issued: r.issue_count,
+            immediate: r.immediate_launches,
         }
     }
 }
@@ -257,6 +312,10 @@ pub struct IterationDigest {
     /// Each data-parallel replica's compute load and the heaviest replica (see
     /// [`crate::detectors::imbalance::ReplicaLoads`]); empty without the layout.
     pub replica_load: Vec<f64>,
+    /// Per rank index: its figures for the window's metrics.
+    pub rank_figures: Vec<RankFigures>,
+    /// Per rank index: its self time.
+    pub self_time: Vec<SelfTime>,
     pub heaviest_replica: Option<(u32, f64)>,
 }
 
@@ -306,6 +365,8 @@ impl IterationDigest {
             stuck_ranks: 0,
             replica_load: Vec::new(),
             heaviest_replica: None,
+            rank_figures: vec![RankFigures::of(&RankIteration::default(), 1.0); n_ranks],
+            self_time: vec![SelfTime::default(); n_ranks],
         }
     }
 
@@ -1464,6 +1525,7 @@ pub fn build_with(
     let mut instances = std::mem::take(&mut members.instances);
     instances.clear();
     let mut in_flight = Vec::new();
+    let mut self_time = vec![SelfTime::default(); n_ranks];
     members.slot_instance.clear();
     members.slot_instance.resize(n_slots, u32::MAX);
     members.instance_slot.clear();
@@ -1483,8 +1545,8 @@ pub fn build_with(
         instances.extend_from_slice(&res.instances);
         for (ri, acc) in res.per_rank.iter().enumerate() {
             let r = &mut ranks[ri];
-            r.self_excess_ns += acc[0];
-            r.self_expected_ns += acc[1];
+            self_time[ri].excess_ns += acc[0];
+            self_time[ri].expected_ns += acc[1];
             r.wait_ns += acc[2];
             r.bus_bytes += acc[3];
             r.bus_ns += acc[4];
@@ -1513,16 +1575,20 @@ pub fn build_with(
     // transfer ratios take the workers.
     let transfer_ratio = &mut members.transfer_ratio;
     let per_rank = || {
-        let rel: Vec<f64> = ranks
+        let rel: Vec<f64> = self_time
             .iter()
-            .filter(|r| r.self_expected_ns > 0.0)
-            .map(|r| r.self_excess_ns / r.self_expected_ns)
+            .filter(|t| t.expected_ns > 0.0)
+            .map(|t| t.excess_ns / t.expected_ns)
             .collect();
+        let (replica_load, heaviest) =
+            crate::detectors::imbalance::iteration_replica_loads(ctx, &ranks);
+        let figures = rank_figures(ctx, &ranks, &replica_load);
         (
             crate::stats::median_mad(&rel),
             peer_medians(ctx, &ranks, &names),
             ranks.iter().filter(|r| r.stuck).count() as u32,
-            crate::detectors::imbalance::iteration_replica_loads(ctx, &ranks),
+            (replica_load, heaviest),
+            figures,
         )
     };
     let passes = &members.passes;
@@ -1544,8 +1610,13 @@ pub fn build_with(
     } else {
         (transfers(), per_rank())
     };
-    let ((excess_median, excess_mad), peer_medians, stuck_ranks, (replica_load, heaviest_replica)) =
-        rank_summaries;
+    let (
+        (excess_median, excess_mad),
+        peer_medians,
+        stuck_ranks,
+        (replica_load, heaviest_replica),
+        rank_figures,
+    ) = rank_summaries;
     let n_instances = instances.len() as u32;
     members.instances = instances;
     members.times.summaries = t0.elapsed() - t4 - members.times.merge;
@@ -1572,7 +1643,33 @@ pub fn build_with(
         stuck_ranks,
         replica_load,
         heaviest_replica,
+        rank_figures,
+        self_time,
     }
+}
+
+/// Each rank's [`RankFigures`], its kernel time per unit of its data-parallel replica's
+/// load in the iteration (1.0 where unknown, as [`ReplicaLoads::load_of`] takes it).
+///
+/// [`ReplicaLoads::load_of`]: crate::detectors::imbalance::ReplicaLoads::load_of
+fn rank_figures(
+    ctx: &JobContext,
+    ranks: &[RankIteration],
+    replica_load: &[f64],
+) -> Vec<RankFigures> {
+    let par = ctx.job.parallel.as_ref().filter(|p| p.dp > 1);
+    ranks
+        .iter()
+        .enumerate()
+        .map(|(ri, r)| {
+            let load = par
+                .zip(ctx.ranks.get(ri))
+                .and_then(|(p, &rank)| replica_load.get(p.coords(rank).dp as usize).copied())
+                .filter(|x| x.is_finite() && *x > 0.0)
+                .unwrap_or(1.0);
+            RankFigures::of(r, load)
+        })
+        .collect()
 }
 
 /// Per (peer group, compute op name): the median over the group's ranks of the op's
@@ -2134,8 +2231,8 @@ mod tests {
         let i0 = &m.instances[0];
         assert_eq!((i0.present, i0.last_rank, i0.last_arrival), (4, 2, 130));
         assert_eq!(i0.transfer_ns(), Some(10));
-        assert_eq!(d.ranks[2].self_excess_ns, 30.0);
-        assert_eq!(d.ranks[0].self_excess_ns, 0.0);
+        assert_eq!(d.self_time[2].excess_ns, 30.0);
+        assert_eq!(d.self_time[0].excess_ns, 0.0);
         assert_eq!(d.ranks[0].wait_ns, 30.0);
         assert_eq!(d.duration_ns, Some(260.0));
         assert_eq!(m.of_instance(1).count(), 4);

@@ -272,9 +272,9 @@ pub(crate) fn run_detectors(a: &Analysis, cfg: &EngineConfig) -> Diagnosis {
                 // Iteration by iteration: each digest's ranks lie together in memory.
                 let mut m = vec![f64::NAN; n_ranks * n_its];
                 for (i, d) in a.digests.iter().enumerate() {
-                    for (ri, r) in d.ranks.iter().enumerate().take(n_ranks) {
-                        if r.self_expected_ns > 0.0 {
-                            m[ri * n_its + i] = r.self_excess_ns / r.self_expected_ns;
+                    for (ri, t) in d.self_time.iter().enumerate().take(n_ranks) {
+                        if t.expected_ns > 0.0 {
+                            m[ri * n_its + i] = t.excess_ns / t.expected_ns;
                         }
                     }
                 }

@@ -70,24 +70,23 @@ pub fn rank_metrics(a: &Analysis) -> Vec<RankMetrics> {
         n
     ];
     let mut means: Vec<f64> = vec![f64::NAN; n * n_its];
-    let loads = a.replica_loads();
     for (i, d) in a.digests.iter().enumerate() {
-        for (ri, r) in d.ranks.iter().enumerate() {
+        for (ri, r) in d.rank_figures.iter().enumerate().take(n) {
             let x = &mut acc[ri];
             x.flops += r.flops;
             x.flops_ns += r.flops_ns;
             x.bus += r.bus_bytes;
             x.bus_ns += r.bus_ns;
-            if let Some(s) = r.span_ns() {
-                x.busy += r.busy_ns.min(s);
-                x.span += s;
+            if !r.span_ns.is_nan() {
+                x.busy += r.busy_ns;
+                x.span += r.span_ns;
                 x.spans += 1;
             }
-            x.issued += r.issue_count as u64;
-            x.immediate += r.immediate_launches as u64;
-            if r.compute_ops > 0 {
-                // Mean kernel time of the iteration, per unit of its replica's work.
-                let k = r.compute_ns / r.compute_ops as f64 / loads.load_of(ri, i);
+            x.issued += r.issued as u64;
+            x.immediate += r.immediate as u64;
+            // Mean kernel time of the iteration, per unit of its replica's work.
+            if !r.kernel_ns.is_nan() {
+                let k = r.kernel_ns;
                 means[ri * n_its + i] = k;
                 x.best = x.best.min(k);
                 x.latest = k;

@@ -46,7 +46,7 @@ impl Detector for SlowRankDetector {
         if n_its == 0
             || a.digests
                 .iter()
-                .all(|d| d.ranks.iter().all(|r| r.self_expected_ns == 0.0))
+                .all(|d| d.self_time.iter().all(|t| t.expected_ns == 0.0))
         {
             return Outcome::NotEnoughData(
                 "no collective with 3 or more members seen by all of them".into(),
@@ -70,14 +70,14 @@ impl Detector for SlowRankDetector {
         for (i, d) in a.digests.iter().enumerate() {
             let (mi, si) = (d.excess_median, d.excess_mad.max(0.003));
             let bar = (3.0 * cfg.min_rank_excess).max(cfg.min_rank_z * si);
-            for (r, x) in d.ranks.iter().enumerate().take(n_ranks) {
+            for (r, x) in d.self_time.iter().enumerate().take(n_ranks) {
                 if explained(r, i) {
                     continue;
                 }
-                tot[r] += x.self_excess_ns;
-                expected[r] += x.self_expected_ns;
-                if x.self_expected_ns > 0.0 {
-                    let v = x.self_excess_ns / x.self_expected_ns;
+                tot[r] += x.excess_ns;
+                expected[r] += x.expected_ns;
+                if x.expected_ns > 0.0 {
+                    let v = x.excess_ns / x.expected_ns;
                     late[r * n_its + i] = v.is_finite() && v - mi >= bar;
                 }
             }
@@ -108,7 +108,9 @@ impl Detector for SlowRankDetector {
                 let excess: f64 = if sustained {
                     tot[r]
                 } else {
-                    hits.iter().map(|&i| a.rank(r, i).self_excess_ns).sum()
+                    hits.iter()
+                        .map(|&i| a.digests[i].self_time[r].excess_ns)
+                        .sum()
                 };
                 let scope = if sustained {
                     (0..n_its).filter(|&i| !explained(r, i)).collect()
