@@ -42,6 +42,15 @@ pub fn median_i64(v: &mut [i64]) -> f64 {
         [a] => return a as f64,
         [a, b] => return (a.min(b) as f64 + a.max(b) as f64) / 2.0,
         [a, b, c] => return a.min(b).max(a.max(b).min(c)) as f64,
+        // Tensor-parallel groups: sorting networks (branch-free compare-exchanges).
+        [a, b, c, d] => {
+            let s = sort_network([a, b, c, d], &NETWORK_4);
+            return (s[1] as f64 + s[2] as f64) / 2.0;
+        }
+        [a, b, c, d, e, f, g, h] => {
+            let s = sort_network([a, b, c, d, e, f, g, h], &NETWORK_8);
+            return (s[3] as f64 + s[4] as f64) / 2.0;
+        }
         _ => {}
     }
     let mid = v.len() / 2;
@@ -57,6 +66,41 @@ pub fn median_i64(v: &mut [i64]) -> f64 {
         let lo = v[..mid].iter().copied().max().unwrap_or(v[mid]) as f64;
         (lo + m) / 2.0
     }
+}
+
+/// Optimal sorting networks (Knuth, TAOCP 5.3.4) for 4 and 8 values.
+const NETWORK_4: [(usize, usize); 5] = [(0, 1), (2, 3), (0, 2), (1, 3), (1, 2)];
+const NETWORK_8: [(usize, usize); 19] = [
+    (0, 2),
+    (1, 3),
+    (4, 6),
+    (5, 7),
+    (0, 4),
+    (1, 5),
+    (2, 6),
+    (3, 7),
+    (0, 1),
+    (2, 3),
+    (4, 5),
+    (6, 7),
+    (2, 4),
+    (3, 5),
+    (1, 4),
+    (3, 6),
+    (1, 2),
+    (3, 4),
+    (5, 6),
+];
+
+/// `v` sorted by a sorting network's compare-exchanges.
+#[inline]
+fn sort_network<const N: usize>(mut v: [i64; N], network: &[(usize, usize)]) -> [i64; N] {
+    for &(i, j) in network {
+        let (x, y) = (v[i], v[j]);
+        v[i] = x.min(y);
+        v[j] = x.max(y);
+    }
+    v
 }
 
 /// Median and scaled median absolute deviation (a robust standard deviation).
@@ -126,6 +170,35 @@ mod tests {
             &[3, 3, 1],
             &[1, 3, 3],
         ] {
+            let want = median(&mut v.iter().map(|&x| x as f64).collect::<Vec<_>>());
+            assert_eq!(median_i64(&mut v.to_vec()), want, "{v:?}");
+        }
+        // The networks for 4 and 8 values: every 0/1 input (enough for a sorting
+        // network), and values with ties and negatives.
+        let mut seed = 7u64;
+        let mut next = || {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (seed >> 33) as i64 % 21 - 10
+        };
+        let mut cases: Vec<Vec<i64>> = Vec::new();
+        for n in [4usize, 8] {
+            for bits in 0..1u32 << n {
+                let v: Vec<i64> = (0..n).map(|k| (bits >> k & 1) as i64).collect();
+                let sorted = if n == 4 {
+                    sort_network::<4>(v.clone().try_into().unwrap(), &NETWORK_4).to_vec()
+                } else {
+                    sort_network::<8>(v.clone().try_into().unwrap(), &NETWORK_8).to_vec()
+                };
+                assert!(sorted.windows(2).all(|w| w[0] <= w[1]), "{v:?}");
+                cases.push(v);
+            }
+            for _ in 0..500 {
+                cases.push((0..n).map(|_| next()).collect());
+            }
+        }
+        for v in &cases {
             let want = median(&mut v.iter().map(|&x| x as f64).collect::<Vec<_>>());
             assert_eq!(median_i64(&mut v.to_vec()), want, "{v:?}");
         }

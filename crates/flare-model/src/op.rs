@@ -31,6 +31,8 @@ pub enum OpKind {
     HostOther = 15,
 }
 
+// Small predicates and accessors called per op in the engine's hot loops: inlined across
+// the crate boundary.
 impl OpKind {
     pub const ALL: [OpKind; 16] = [
         OpKind::Compute,
@@ -55,19 +57,23 @@ impl OpKind {
         Self::ALL.get(v as usize).copied()
     }
 
+    #[inline]
     pub fn is_collective(self) -> bool {
         (1..=7).contains(&(self as u8))
     }
 
+    #[inline]
     pub fn is_p2p(self) -> bool {
         matches!(self, OpKind::Send | OpKind::Recv | OpKind::SendRecv)
     }
 
     /// Collectives and P2P: ops that end only when every member has arrived.
+    #[inline]
     pub fn is_sync(self) -> bool {
         self.is_collective() || self.is_p2p()
     }
 
+    #[inline]
     pub fn is_host(self) -> bool {
         (self as u8) >= 11
     }
@@ -95,6 +101,7 @@ impl OpKind {
 
     /// Bus-bandwidth factor of a collective over `n` ranks (NCCL's convention), used to
     /// turn bytes and time into bandwidth comparable across group sizes.
+    #[inline]
     pub fn bus_factor(self, n: u32) -> f64 {
         let n = n.max(1) as f64;
         match self {
@@ -136,23 +143,28 @@ impl Op {
     pub const IN_FLIGHT: i64 = i64::MAX;
     pub const UNKNOWN: i64 = i64::MIN;
 
+    #[inline]
     pub fn end(&self) -> Option<i64> {
         (self.end_ns != Self::IN_FLIGHT).then_some(self.end_ns)
     }
 
+    #[inline]
     pub fn issue(&self) -> Option<i64> {
         (self.issue_ns != Self::UNKNOWN).then_some(self.issue_ns)
     }
 
+    #[inline]
     pub fn comm(&self) -> Option<CommId> {
         (self.comm != Self::NO_COMM).then_some(self.comm)
     }
 
+    #[inline]
     pub fn peer(&self) -> Option<u32> {
         (self.peer != Self::NO_PEER).then_some(self.peer)
     }
 
     /// Duration in ns, or `None` while in flight.
+    #[inline]
     pub fn duration(&self) -> Option<i64> {
         self.end().map(|e| e - self.start_ns)
     }
