@@ -538,6 +538,18 @@ impl Members {
             .flat_map(move |c| (c.starts[s]..c.starts[s + 1]).map(move |k| c.base + k))
     }
 
+    /// The members of instance `i` with their global op group ids, in rank-index order:
+    /// what [`Members::of_instance`] and [`Members::group_of`] give, without finding each
+    /// member's chunk again.
+    pub fn of_instance_with_groups(&self, i: usize) -> impl Iterator<Item = (&Member, u32)> + '_ {
+        let s = self.instance_slot[i] as usize;
+        self.chunks.iter().flat_map(move |c| {
+            c.members[c.starts[s] as usize..c.starts[s + 1] as usize]
+                .iter()
+                .map(move |m| (m, c.group_base + m.group))
+        })
+    }
+
     /// Instance index of the member with this id.
     pub fn instance_of(&self, id: u32) -> u32 {
         let t = self.chunks.partition_point(|c| c.base <= id) - 1;

@@ -115,12 +115,6 @@ fn walk_range(
         gaps: Vec::new(),
         arrivals: Vec::new(),
     };
-    let abnormal_member = |id: u32| {
-        abnormal
-            .get(members.group_of(id) as usize)
-            .copied()
-            .unwrap_or(false)
-    };
     let mut blame: Vec<Blame> = Vec::new();
     let mut credit = |root: Root, ns: f64| {
         if ns <= 0.0 {
@@ -145,11 +139,11 @@ fn walk_range(
         }
         // One pass over the members: how many are abnormal, and how long they waited.
         let (mut n, mut n_abnormal, mut wait) = (0usize, 0usize, 0.0f64);
-        for m in members.of_instance(i) {
+        for (m, group) in members.of_instance_with_groups(i) {
             n += 1;
-            if abnormal_member(m) {
+            if abnormal.get(group as usize).copied().unwrap_or(false) {
                 n_abnormal += 1;
-                wait += (inst.last_arrival - members.get(m).arrival).max(0) as f64;
+                wait += (inst.last_arrival - m.arrival).max(0) as f64;
             }
         }
         if n_abnormal == 0 {
