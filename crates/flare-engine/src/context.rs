@@ -23,6 +23,9 @@ pub struct JobContext {
     /// Per rank index: the peer group ranks are compared within (the pipeline stage when
     /// the layout is known, else 0).
     pub peer_group: Vec<u32>,
+    /// Per rank index: its data-parallel replica (dp rank) when the layout is known,
+    /// else 0.
+    pub replica: Vec<u32>,
     /// Per communicator: its size (a flat table for the digest's hot loop).
     pub comm_sizes: Vec<u32>,
     /// Per communicator: how many pods its members span. Transfers are compared only
@@ -96,10 +99,13 @@ impl JobContext {
                     .count() as u32
             })
             .collect();
-        let peer_group = ranks
-            .iter()
-            .map(|&r| job.parallel.as_ref().map_or(0, |p| p.coords(r).pp))
-            .collect();
+        let coords = |f: fn(flare_model::RankCoords) -> u32| -> Vec<u32> {
+            ranks
+                .iter()
+                .map(|&r| job.parallel.as_ref().map_or(0, |p| f(p.coords(r))))
+                .collect()
+        };
+        let (peer_group, replica) = (coords(|c| c.pp), coords(|c| c.dp));
         let comm_sizes = communicators
             .iter()
             .map(|c| c.members.len() as u32)
@@ -126,6 +132,7 @@ impl JobContext {
             index_of,
             comm_traced,
             peer_group,
+            replica,
             comm_sizes,
             comm_pods,
             fabric: OnceLock::new(),

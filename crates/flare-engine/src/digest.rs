@@ -86,6 +86,16 @@ impl Instance {
     pub fn complete(&self) -> bool {
         self.present == self.expected_traced
     }
+
+    /// The transfer time of an instance it can be compared by: complete, with 2 or
+    /// more members, ended.
+    pub fn compared_transfer(&self) -> Option<i64> {
+        if self.complete() && self.present >= 2 {
+            self.transfer_ns()
+        } else {
+            None
+        }
+    }
 }
 
 /// The last op a rank recorded.
@@ -1590,7 +1600,7 @@ pub fn build_with(
         let rel: Vec<f64> = self_time
             .iter()
             .filter(|t| t.expected_ns > 0.0)
-            .map(|t| t.excess_ns / t.expected_ns)
+            .map(SelfTime::relative)
             .collect();
         let (replica_load, heaviest) =
             crate::detectors::imbalance::iteration_replica_loads(ctx, &ranks);
@@ -1661,25 +1671,20 @@ pub fn build_with(
 }
 
 /// Each rank's [`RankFigures`], its kernel time per unit of its data-parallel replica's
-/// load in the iteration (1.0 where unknown, as [`ReplicaLoads::load_of`] takes it).
-///
-/// [`ReplicaLoads::load_of`]: crate::detectors::imbalance::ReplicaLoads::load_of
+/// load in the iteration (`replica_load` is empty without the layout: 1.0 then).
 fn rank_figures(
     ctx: &JobContext,
     ranks: &[RankIteration],
     replica_load: &[f64],
 ) -> Vec<RankFigures> {
-    let par = ctx.job.parallel.as_ref().filter(|p| p.dp > 1);
     ranks
         .iter()
-        .enumerate()
-        .map(|(ri, r)| {
-            let load = par
-                .zip(ctx.ranks.get(ri))
-                .and_then(|(p, &rank)| replica_load.get(p.coords(rank).dp as usize).copied())
-                .filter(|x| x.is_finite() && *x > 0.0)
-                .unwrap_or(1.0);
-            RankFigures::of(r, load)
+        .zip(&ctx.replica)
+        .map(|(r, &dp)| {
+            RankFigures::of(
+                r,
+                crate::detectors::imbalance::load_factor(replica_load, dp),
+            )
         })
         .collect()
 }
@@ -1794,12 +1799,7 @@ impl PartClasses {
 
     /// Classifies the part's next instance.
     fn add(&mut self, ctx: &JobContext, inst: &Instance) {
-        let transfer = if inst.complete() && inst.present >= 2 {
-            inst.transfer_ns()
-        } else {
-            None
-        };
-        let Some(t) = transfer else {
+        let Some(t) = inst.compared_transfer() else {
             self.class_of.push(Classified {
                 class: u32::MAX,
                 comm: inst.comm,
@@ -1882,7 +1882,7 @@ fn transfer_ratios(
 /// Each communicator's transfer times against comparable instances of the iteration (same
 /// op kind, bytes and group size on other communicators spanning as many pods): the
 /// per-iteration input of the slow-path detector. The instance pass classified the
-/// classified part by part (`parts`, in instance order); the classes are merged here in
+/// instances part by part (`parts`, in instance order); the classes are merged here in
 /// order of first appearance (as one pass would number them), and the ratios computed in
 /// `threads` parts cut at communicator boundaries.
 fn comm_transfer(
@@ -2126,7 +2126,7 @@ fn instance_pass(
             ));
         }
         out.classes.add(ctx, &inst);
-        out.complete += u32::from(inst.complete() && inst.present >= 2 && inst.end.is_some());
+        out.complete += u32::from(inst.compared_transfer().is_some());
         out.instances.push(inst);
         out.slots.push(slot as u32);
     }
@@ -2280,8 +2280,8 @@ mod tests {
     }
 
     /// Transfer ratios come out the same whether the instances are classified in one
-    /// part or split between threads at communicator boundaries (classes merged in
-    /// order of first appearance), on a job with a slow NIC.
+    /// part or in several cut anywhere (classes merged in order of first appearance),
+    /// and whatever the threads of the ratio pass, on a job with a slow NIC.
     #[test]
     fn transfer_ratios_do_not_depend_on_the_split() {
         let mut cfg = flare_sim::SimConfig::for_scale(512);

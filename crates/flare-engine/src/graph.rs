@@ -134,7 +134,7 @@ fn walk_range(
     };
     for i in range {
         let inst = &instances[i];
-        if !inst.complete() || inst.present < 2 || inst.end.is_none() {
+        if inst.compared_transfer().is_none() {
             continue;
         }
         // One pass over the members: how many are abnormal, and how long they waited.

@@ -273,9 +273,7 @@ pub(crate) fn run_detectors(a: &Analysis, cfg: &EngineConfig) -> Diagnosis {
                 let mut m = vec![f64::NAN; n_ranks * n_its];
                 for (i, d) in a.digests.iter().enumerate() {
                     for (ri, t) in d.self_time.iter().enumerate().take(n_ranks) {
-                        if t.expected_ns > 0.0 {
-                            m[ri * n_its + i] = t.excess_ns / t.expected_ns;
-                        }
+                        m[ri * n_its + i] = t.relative();
                     }
                 }
                 *self_excess.lock().unwrap_or_else(|e| e.into_inner()) = m;

@@ -124,11 +124,12 @@ pub fn iteration_replica_loads(
     let Some(par) = ctx.job.parallel.as_ref().filter(|p| p.dp > 1) else {
         return (Vec::new(), None);
     };
+    // With the layout known, the peer group is the stage.
     let coords: Vec<(u32, u32)> = ctx
-        .ranks
+        .peer_group
         .iter()
-        .map(|&r| par.coords(r))
-        .map(|c| (c.pp, c.dp))
+        .copied()
+        .zip(ctx.replica.iter().copied())
         .collect();
     let mut stage_vals: Vec<Vec<f64>> = vec![Vec::new(); par.pp as usize];
     for (r, &(pp, _)) in ranks.iter().zip(&coords) {
@@ -167,6 +168,15 @@ pub fn iteration_replica_loads(
     (load, heaviest)
 }
 
+/// Replica `dp`'s load in one iteration's loads (`[dp rank]`), as kernel times are
+/// divided by it: 1.0 where unknown.
+pub fn load_factor(load: &[f64], dp: u32) -> f64 {
+    load.get(dp as usize)
+        .copied()
+        .filter(|x| x.is_finite() && *x > 0.0)
+        .unwrap_or(1.0)
+}
+
 impl ReplicaLoads {
     /// The window's loads, from its digests.
     pub fn compute(a: &Analysis) -> ReplicaLoads {
@@ -176,7 +186,7 @@ impl ReplicaLoads {
         let mut out = ReplicaLoads {
             load: Vec::with_capacity(a.n_its()),
             heaviest: Vec::with_capacity(a.n_its()),
-            dp_of: a.ctx.ranks.iter().map(|&r| par.coords(r).dp).collect(),
+            dp_of: a.ctx.replica.clone(),
         };
         for d in &a.digests {
             if d.replica_load.len() == par.dp as usize {
@@ -201,15 +211,6 @@ impl ReplicaLoads {
             .get(i)
             .and_then(|l| l.get(d as usize))
             .is_some_and(|&x| x >= min)
-    }
-
-    /// Rank index `r`'s replica's load in iteration index `i`; 1.0 where unknown.
-    pub fn load_of(&self, r: usize, i: usize) -> f64 {
-        self.dp_of
-            .get(r)
-            .and_then(|&d| self.load.get(i)?.get(d as usize).copied())
-            .filter(|x| x.is_finite() && *x > 0.0)
-            .unwrap_or(1.0)
     }
 
     /// Whether any iteration had a replica at least `min` times the median's work.

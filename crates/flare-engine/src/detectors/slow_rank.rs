@@ -76,10 +76,9 @@ impl Detector for SlowRankDetector {
                 }
                 tot[r] += x.excess_ns;
                 expected[r] += x.expected_ns;
-                if x.expected_ns > 0.0 {
-                    let v = x.excess_ns / x.expected_ns;
-                    late[r * n_its + i] = v.is_finite() && v - mi >= bar;
-                }
+                // NaN without an expected self time: not late.
+                let v = x.relative();
+                late[r * n_its + i] = v.is_finite() && v - mi >= bar;
             }
         }
         for r in 0..n_ranks {
