@@ -1565,8 +1565,12 @@ pub fn build_with(
 
     // Pass 2: per instance, over slot ranges.
     let chunks = &members.chunks;
-    // Split slots so that each thread gets about as many members.
-    let before = |slot: usize| -> u64 { chunks.iter().map(|c| c.starts[slot] as u64).sum() };
+    // Split slots so that each thread gets about as much work: an instance costs about
+    // as much as a member (measured: 20 ns against 16), and the communicators of a job
+    // range from two members per instance (pipeline sends) to hundreds (data-parallel).
+    let before = |slot: usize| -> u64 {
+        slot as u64 + chunks.iter().map(|c| c.starts[slot] as u64).sum::<u64>()
+    };
     let total = before(n_slots);
     let mut bounds = vec![0usize];
     for t in 1..threads {
