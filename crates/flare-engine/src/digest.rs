@@ -417,27 +417,6 @@ pub struct Member {
     pub group: u32,
 }
 
-/// A member on its way to slot order, with its destination (48 bytes like a member:
-/// the destination takes its padding).
-#[derive(Clone, Copy, Debug)]
-struct Staged {
-    rank_index: u32,
-    prev: u32,
-    arrival: i64,
-    end: i64,
-    gap: i64,
-    gap3: i64,
-    group: u32,
-    dest: u32,
-}
-
-/// Members are scattered into slot order in two steps: first binned by window of
-/// `1 << SCATTER_WINDOW_BITS` destinations (a hundred or so sequential streams), then
-/// each window's members put in place, their writes confined to a span that stays in
-/// cache. Scattering straight to the destination misses cache and TLB on almost every
-/// member: slots of a data-parallel group gather ranks far apart.
-const SCATTER_WINDOW_BITS: u32 = 12;
-
 /// What an instance takes from its first member's op. Kept per slot, not per member:
 /// members are scattered into slot order, and every byte of theirs costs memory traffic.
 #[derive(Clone, Copy, Debug)]
@@ -505,9 +484,6 @@ struct Chunk {
     unknown_comm: bool,
     /// Scratch for the counting sort.
     fill: Vec<u32>,
-    /// Scratch for the two-step scatter: members binned by destination window.
-    staged: Vec<Staged>,
-    window_fill: Vec<u32>,
     /// The chunk's op groups, rank by rank; ids are `group_base + index`.
     groups: Vec<OpGroup>,
     group_base: u32,
@@ -1068,7 +1044,7 @@ fn scan_chunk(
     fill.extend_from_slice(&c.starts[..n_slots]);
     // Every position is written below (the counts are exact, and a predicted layout is
     // checked slot by slot), so last iteration's members need no clearing: rewriting the
-    // whole arrays first would cost a pass over 48 bytes per member.
+    // whole array first would cost a pass over ~64 bytes per member.
     c.members.resize(
         n_members,
         Member {
@@ -1080,27 +1056,6 @@ fn scan_chunk(
             gap3: 0,
             group: 0,
         },
-    );
-    c.staged.resize(
-        n_members,
-        Staged {
-            rank_index: 0,
-            prev: 0,
-            arrival: 0,
-            end: 0,
-            gap: 0,
-            gap3: 0,
-            group: 0,
-            dest: 0,
-        },
-    );
-    // Where each destination window's next staged member goes: windows are staged in
-    // the same positions as their destinations.
-    let mut window_fill = std::mem::take(&mut c.window_fill);
-    window_fill.clear();
-    window_fill.extend(
-        (0..n_members.div_ceil(1 << SCATTER_WINDOW_BITS))
-            .map(|w| (w << SCATTER_WINDOW_BITS) as u32),
     );
     // Like the members, every slot read later is written below.
     c.slot_op.resize(
@@ -1210,7 +1165,6 @@ fn scan_chunk(
                             _ => {
                                 out.mispredicted = true;
                                 c.fill = fill;
-                                c.window_fill = window_fill;
                                 return out;
                             }
                         }
@@ -1276,10 +1230,7 @@ fn scan_chunk(
                     if let Some(d) = dur {
                         c.rank_durations.push((gi as u32, d as f32));
                     }
-                    let w = (local >> SCATTER_WINDOW_BITS) as usize;
-                    let at = window_fill[w];
-                    window_fill[w] += 1;
-                    c.staged[at as usize] = Staged {
+                    c.members[local as usize] = Member {
                         rank_index: ri as u32,
                         prev: prev_member,
                         arrival: o.start_ns,
@@ -1287,7 +1238,6 @@ fn scan_chunk(
                         gap,
                         gap3,
                         group: gi as u32,
-                        dest: local,
                     };
                     if local == c.starts[slot] {
                         c.slot_op[slot] = SlotOp {
@@ -1355,22 +1305,7 @@ fn scan_chunk(
     if predicted && (0..n_slots).any(|s| fill[s] != c.starts[s + 1]) {
         out.mispredicted = true;
     }
-    // Second step: each window's members into place.
-    if !out.mispredicted {
-        for s in &c.staged {
-            c.members[s.dest as usize] = Member {
-                rank_index: s.rank_index,
-                prev: s.prev,
-                arrival: s.arrival,
-                end: s.end,
-                gap: s.gap,
-                gap3: s.gap3,
-                group: s.group,
-            };
-        }
-    }
     c.fill = fill;
-    c.window_fill = window_fill;
     out
 }
 
@@ -1565,12 +1500,8 @@ pub fn build_with(
 
     // Pass 2: per instance, over slot ranges.
     let chunks = &members.chunks;
-    // Split slots so that each thread gets about as much work: an instance costs about
-    // as much as a member (measured: 20 ns against 16), and the communicators of a job
-    // range from two members per instance (pipeline sends) to hundreds (data-parallel).
-    let before = |slot: usize| -> u64 {
-        slot as u64 + chunks.iter().map(|c| c.starts[slot] as u64).sum::<u64>()
-    };
+    // Split slots so that each thread gets about as many members.
+    let before = |slot: usize| -> u64 { chunks.iter().map(|c| c.starts[slot] as u64).sum() };
     let total = before(n_slots);
     let mut bounds = vec![0usize];
     for t in 1..threads {
