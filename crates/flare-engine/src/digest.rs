@@ -413,7 +413,8 @@ pub struct Member {
     /// Time outside sync ops since its previous sync op of 3+ members (P2P waits
     /// excluded), `i64::MIN` when unknown or when this op has fewer than 3 members.
     pub gap3: i64,
-    /// Its op group, an index into its chunk's groups (see [`Members::group_of`]).
+    /// Its op group, an index into its chunk's groups (global ids: see
+    /// [`Members::of_instance_with_groups`]).
     pub group: u32,
 }
 
@@ -548,9 +549,8 @@ impl Members {
             .flat_map(move |c| (c.starts[s]..c.starts[s + 1]).map(move |k| c.base + k))
     }
 
-    /// The members of instance `i` with their global op group ids, in rank-index order:
-    /// what [`Members::of_instance`] and [`Members::group_of`] give, without finding each
-    /// member's chunk again.
+    /// The members of instance `i` with their global op group ids, in rank-index order
+    /// (the members [`Members::of_instance`] names).
     pub fn of_instance_with_groups(&self, i: usize) -> impl Iterator<Item = (&Member, u32)> + '_ {
         let s = self.instance_slot[i] as usize;
         self.chunks.iter().flat_map(move |c| {
@@ -627,13 +627,6 @@ impl Members {
         self.map
             .first_seq(comm)
             .map_or(0, |f| seq.saturating_sub(f))
-    }
-
-    /// Global op group id of a member.
-    pub fn group_of(&self, member_id: u32) -> u32 {
-        let t = self.chunks.partition_point(|c| c.base <= member_id) - 1;
-        let c = &self.chunks[t];
-        c.group_base + c.members[(member_id - c.base) as usize].group
     }
 
     /// Durations (arrival to end) of the ended ops of an op group, in op order.

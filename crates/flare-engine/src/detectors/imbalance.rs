@@ -109,8 +109,6 @@ pub struct ReplicaLoads {
     pub load: Vec<Vec<f64>>,
     /// Per iteration: the heaviest replica and its load, when 2 or more have compute.
     pub heaviest: Vec<Option<(u32, f64)>>,
-    /// Each rank's data-parallel rank (by rank index); empty without the layout.
-    pub dp_of: Vec<u32>,
 }
 
 /// One iteration's part of [`ReplicaLoads`]: each replica's load (`[dp rank]`, NaN where
@@ -186,7 +184,6 @@ impl ReplicaLoads {
         let mut out = ReplicaLoads {
             load: Vec::with_capacity(a.n_its()),
             heaviest: Vec::with_capacity(a.n_its()),
-            dp_of: a.ctx.replica.clone(),
         };
         for d in &a.digests {
             if d.replica_load.len() == par.dp as usize {
@@ -201,15 +198,12 @@ impl ReplicaLoads {
         out
     }
 
-    /// Whether rank index `r`'s replica carried at least `min` times the median replica's
-    /// work in iteration index `i`.
-    pub fn heavy(&self, r: usize, i: usize, min: f64) -> bool {
-        let Some(&d) = self.dp_of.get(r) else {
-            return false;
-        };
+    /// Whether replica `dp` (a rank's [`JobContext::replica`]) carried at least `min`
+    /// times the median replica's work in iteration index `i`.
+    pub fn heavy(&self, dp: u32, i: usize, min: f64) -> bool {
         self.load
             .get(i)
-            .and_then(|l| l.get(d as usize))
+            .and_then(|l| l.get(dp as usize))
             .is_some_and(|&x| x >= min)
     }
 

@@ -57,8 +57,13 @@ impl Detector for SlowRankDetector {
         // sequence-imbalance detector reports them.
         let loads = a.replica_loads();
         let replica_heavy = loads.any_heavy(cfg.min_imbalance);
-        let explained =
-            |r: usize, i: usize| -> bool { replica_heavy && loads.heavy(r, i, cfg.min_imbalance) };
+        let explained = |r: usize, i: usize| -> bool {
+            replica_heavy
+                && a.ctx
+                    .replica
+                    .get(r)
+                    .is_some_and(|&dp| loads.heavy(dp, i, cfg.min_imbalance))
+        };
         // Sustained: excess over the whole window.
         let mut rel = vec![f64::NAN; n_ranks];
         let mut tot = vec![0.0; n_ranks];
