@@ -398,28 +398,26 @@ pub struct RankSlice<'a> {
     pub span: Option<IterationSpan>,
 }
 
-/// One sync op of one rank, as the instance pass and later analyses see it.
+/// One sync op of one rank, as the instance pass reads it. 32 bytes on a 32-byte
+/// boundary: the instance pass reads members out of order, one cache line each. What
+/// only the graph search needs is kept apart ([`Members::gap`], [`Members::prev`]).
 #[derive(Clone, Copy, Debug)]
+#[repr(align(32))]
 pub struct Member {
     pub rank_index: u32,
-    /// Id of the same rank's previous member in this iteration, `u32::MAX` if none.
-    pub prev: u32,
+    /// Its op group, an index into its chunk's groups (global ids are offset by the
+    /// chunk's first: see [`Members::group_chunks`]).
+    pub group: u32,
     pub arrival: i64,
     /// `Op::IN_FLIGHT` while in flight.
     pub end: i64,
-    /// Time since the rank's previous sync op ended (or its iteration began), `i64::MIN`
-    /// when unknown.
-    pub gap: i64,
     /// Time outside sync ops since its previous sync op of 3+ members (P2P waits
     /// excluded), `i64::MIN` when unknown or when this op has fewer than 3 members.
     pub gap3: i64,
-    /// Its op group, an index into its chunk's groups (global ids: see
-    /// [`Members::of_instance_with_groups`]).
-    pub group: u32,
 }
 
 /// What an instance takes from its first member's op. Kept per slot, not per member:
-/// members are scattered into slot order, and every byte of theirs costs memory traffic.
+/// every byte of a member costs memory traffic.
 #[derive(Clone, Copy, Debug)]
 struct SlotOp {
     bytes: u64,
@@ -467,13 +465,31 @@ impl OpGroup {
     }
 }
 
-/// One thread's members: the ranks of one contiguous range, sorted by instance slot
-/// (within a slot, by rank index).
+/// One thread's members: the ranks of one contiguous range, rank by rank in op order,
+/// and their order by instance slot (within a slot, by rank index).
+///
+/// Members stay in the order the per-rank pass makes them: written in place, they stream
+/// out; scattered into slot order, nearly every one missed the cache (a third of the
+/// pass, and most of it when the machine's memory is contended). The instance pass reads
+/// them through `order` instead, and reads gather better than writes scatter. In steady
+/// state the schedule repeats, so `order` is kept from the previous iteration and only
+/// checked, member by member, against `slot_of`.
 #[derive(Default)]
 struct Chunk {
     members: Vec<Member>,
-    /// Members of slot `s` are `members[starts[s]..starts[s + 1]]`.
+    /// Per member: time since its rank's previous sync op ended (or its iteration
+    /// began), `i64::MIN` when unknown.
+    gaps: Vec<i64>,
+    /// Member indexes in slot order: slot `s` holds `order[starts[s]..starts[s + 1]]`.
+    order: Vec<u32>,
+    /// Per member: its slot, with [`FIRST_OF_SLOT`] set on the first member of its slot
+    /// in the chunk.
+    slot_of: Vec<u32>,
     starts: Vec<u32>,
+    /// The chunk's first rank index, and where each of its ranks' members start (one
+    /// more entry at the end).
+    first_rank: u32,
+    rank_first: Vec<u32>,
     /// Per slot with members in the chunk: its first member's op.
     slot_op: Vec<SlotOp>,
     /// Ids are `base + index`.
@@ -493,6 +509,9 @@ struct Chunk {
     rank_durations: Vec<(u32, f32)>,
     group_run: Vec<(u32, u32)>,
 }
+
+/// Marks, in [`Chunk::slot_of`], the member whose op stands for its slot's instance.
+const FIRST_OF_SLOT: u32 = 1 << 31;
 
 /// The members of one iteration grouped into instances. Kept while the iteration is
 /// analysed (the graph search walks them) and reused for the next one, so that a
@@ -544,19 +563,10 @@ impl Members {
     /// Ids of the members of instance `i`, in rank-index order.
     pub fn of_instance(&self, i: usize) -> impl Iterator<Item = u32> + '_ {
         let s = self.instance_slot[i] as usize;
-        self.chunks
-            .iter()
-            .flat_map(move |c| (c.starts[s]..c.starts[s + 1]).map(move |k| c.base + k))
-    }
-
-    /// The members of instance `i` with their global op group ids, in rank-index order
-    /// (the members [`Members::of_instance`] names).
-    pub fn of_instance_with_groups(&self, i: usize) -> impl Iterator<Item = (&Member, u32)> + '_ {
-        let s = self.instance_slot[i] as usize;
         self.chunks.iter().flat_map(move |c| {
-            c.members[c.starts[s] as usize..c.starts[s + 1] as usize]
+            c.order[c.starts[s] as usize..c.starts[s + 1] as usize]
                 .iter()
-                .map(move |m| (m, c.group_base + m.group))
+                .map(move |&k| c.base + k)
         })
     }
 
@@ -564,13 +574,86 @@ impl Members {
     pub fn instance_of(&self, id: u32) -> u32 {
         let t = self.chunks.partition_point(|c| c.base <= id) - 1;
         let c = &self.chunks[t];
-        let local = id - c.base;
-        // The slot whose range holds it: the last one starting at or before it.
-        let slot = c.starts.partition_point(|&s| s <= local) - 1;
-        self.slot_instance[slot]
+        let slot = c.slot_of[(id - c.base) as usize] & !FIRST_OF_SLOT;
+        self.slot_instance[slot as usize]
     }
 
-    /// Id of a rank's last member of the iteration (walk back with [`Member::prev`]).
+    /// Id of the same rank's previous member in the iteration, if any (members are kept
+    /// rank by rank in op order).
+    pub fn prev(&self, id: u32) -> Option<u32> {
+        let t = self.chunks.partition_point(|c| c.base <= id) - 1;
+        let c = &self.chunks[t];
+        let local = (id - c.base) as usize;
+        (local > 0 && c.members[local - 1].rank_index == c.members[local].rank_index)
+            .then(|| id - 1)
+    }
+
+    /// Time since member `id`'s rank's previous sync op ended (or its iteration began),
+    /// ns; `None` when unknown.
+    pub fn gap(&self, id: u32) -> Option<i64> {
+        let t = self.chunks.partition_point(|c| c.base <= id) - 1;
+        let c = &self.chunks[t];
+        Some(c.gaps[(id - c.base) as usize]).filter(|&g| g != i64::MIN)
+    }
+
+    /// The instances with members in a flagged op group (`abnormal`, by global group
+    /// id), in instance order: (instance, how many such members, how long they waited
+    /// for the last arrival in all, ns). Reads only the members of ranks with a flagged
+    /// group: a rank's op groups and members are both kept together.
+    pub fn abnormal_waits(
+        &self,
+        abnormal: &[bool],
+        instances: &[Instance],
+    ) -> Vec<(u32, u32, f64)> {
+        let mut hits: Vec<(u32, f64)> = Vec::new();
+        for c in &self.chunks {
+            let flagged = |g: u32| {
+                abnormal
+                    .get(c.group_base as usize + g as usize)
+                    .copied()
+                    .unwrap_or(false)
+            };
+            let mut k = 0;
+            while k < c.groups.len() {
+                let rank = c.groups[k].rank_index;
+                let mut any = false;
+                while k < c.groups.len() && c.groups[k].rank_index == rank {
+                    any |= flagged(k as u32);
+                    k += 1;
+                }
+                if !any {
+                    continue;
+                }
+                let at = (rank - c.first_rank) as usize;
+                let (lo, hi) = (c.rank_first[at] as usize, c.rank_first[at + 1] as usize);
+                for (local, m) in c.members[lo..hi].iter().enumerate() {
+                    if !flagged(m.group) {
+                        continue;
+                    }
+                    let slot = c.slot_of[lo + local] & !FIRST_OF_SLOT;
+                    let i = self.slot_instance[slot as usize];
+                    if let Some(inst) = instances.get(i as usize) {
+                        hits.push((i, (inst.last_arrival - m.arrival).max(0) as f64));
+                    }
+                }
+            }
+        }
+        // Stable: an instance's members stay in rank order.
+        hits.sort_by_key(|h| h.0);
+        let mut out: Vec<(u32, u32, f64)> = Vec::new();
+        for (i, wait) in hits {
+            match out.last_mut() {
+                Some(last) if last.0 == i => {
+                    last.1 += 1;
+                    last.2 += wait;
+                }
+                _ => out.push((i, 1, wait)),
+            }
+        }
+        out
+    }
+
+    /// Id of a rank's last member of the iteration (walk back with [`Members::prev`]).
     pub fn last_of_rank(&self, rank_index: usize) -> Option<u32> {
         self.last_of_rank
             .get(rank_index)
@@ -1020,7 +1103,7 @@ fn scan_chunk(
     predicted: bool,
 ) -> RankPass {
     // Counting sort of the chunk's keys by slot; when the map is predicted, the previous
-    // iteration's slot counts stand in for them and every key is checked against them.
+    // iteration's order stands, and every member's slot is checked against it.
     if !predicted {
         c.starts.clear();
         c.starts.resize(n_slots + 1, 0);
@@ -1033,23 +1116,17 @@ fn scan_chunk(
     }
     let n_members = c.starts.get(n_slots).copied().unwrap_or(0) as usize;
     let mut fill = std::mem::take(&mut c.fill);
-    fill.clear();
-    fill.extend_from_slice(&c.starts[..n_slots]);
-    // Every position is written below (the counts are exact, and a predicted layout is
-    // checked slot by slot), so last iteration's members need no clearing: rewriting the
-    // whole array first would cost a pass over ~64 bytes per member.
-    c.members.resize(
-        n_members,
-        Member {
-            rank_index: 0,
-            prev: u32::MAX,
-            arrival: 0,
-            end: 0,
-            gap: 0,
-            gap3: 0,
-            group: 0,
-        },
-    );
+    if !predicted {
+        fill.clear();
+        fill.extend_from_slice(&c.starts[..n_slots]);
+        // Every position is written below: the counts are exact.
+        c.order.resize(n_members, 0);
+        c.slot_of.clear();
+    }
+    c.members.clear();
+    c.members.reserve(n_members);
+    c.gaps.clear();
+    c.gaps.reserve(n_members);
     // Like the members, every slot read later is written below.
     c.slot_op.resize(
         n_slots,
@@ -1060,6 +1137,8 @@ fn scan_chunk(
         },
     );
     c.groups.clear();
+    c.first_rank = range.start as u32;
+    c.rank_first.clear();
     c.rank_durations.clear();
     c.group_run.clear();
     let mut out = RankPass::default();
@@ -1068,6 +1147,7 @@ fn scan_chunk(
     let mut launch_gaps: Vec<i64> = Vec::new();
     let first = range.start;
     for ri in range {
+        c.rank_first.push(c.members.len() as u32);
         let Some(slice) = by_index[ri] else {
             ranks_out[ri - first] = RankIteration::default();
             out.carry.push(carry[ri]);
@@ -1151,9 +1231,13 @@ fn scan_chunk(
                     if end.is_none() {
                         acc = None;
                     }
-                    let slot = if predicted {
-                        match map.dense_slot(o.comm, o.seq) {
-                            Some(s) if fill[s] < c.starts[s + 1] => s,
+                    let local = c.members.len() as u32;
+                    let (slot, first_of_slot) = if predicted {
+                        let known = c.slot_of.get(local as usize).copied();
+                        match (map.dense_slot(o.comm, o.seq), known) {
+                            (Some(s), Some(k)) if k & !FIRST_OF_SLOT == s as u32 => {
+                                (s, k & FIRST_OF_SLOT != 0)
+                            }
                             // Not the predicted schedule: the caller starts over.
                             _ => {
                                 out.mispredicted = true;
@@ -1162,10 +1246,15 @@ fn scan_chunk(
                             }
                         }
                     } else {
-                        map.slot(o.comm, o.seq)
+                        let s = map.slot(o.comm, o.seq);
+                        let at = fill[s];
+                        fill[s] += 1;
+                        c.order[at as usize] = local;
+                        let first = at == c.starts[s];
+                        c.slot_of
+                            .push(s as u32 | if first { FIRST_OF_SLOT } else { 0 });
+                        (s, first)
                     };
-                    let local = fill[slot];
-                    fill[slot] += 1;
                     // Its op group: the rank's ops of this name on this communicator.
                     // The rank's last two groups first: its ops alternate between a few.
                     let hit = |k: usize| {
@@ -1223,16 +1312,15 @@ fn scan_chunk(
                     if let Some(d) = dur {
                         c.rank_durations.push((gi as u32, d as f32));
                     }
-                    c.members[local as usize] = Member {
+                    c.members.push(Member {
                         rank_index: ri as u32,
-                        prev: prev_member,
+                        group: gi as u32,
                         arrival: o.start_ns,
                         end: o.end_ns,
-                        gap,
                         gap3,
-                        group: gi as u32,
-                    };
-                    if local == c.starts[slot] {
+                    });
+                    c.gaps.push(gap);
+                    if first_of_slot {
                         c.slot_op[slot] = SlotOp {
                             bytes: o.amount,
                             name: o.name,
@@ -1294,8 +1382,9 @@ fn scan_chunk(
         out.carry.push(prev_end);
         out.last.push(prev_member);
     }
-    // A predicted slot left short means fewer ops than last time.
-    if predicted && (0..n_slots).any(|s| fill[s] != c.starts[s + 1]) {
+    c.rank_first.push(c.members.len() as u32);
+    // Fewer members than predicted: fewer ops than last time.
+    if predicted && c.members.len() != n_members {
         out.mispredicted = true;
     }
     c.fill = fill;
@@ -1996,6 +2085,20 @@ struct InstancePass {
     complete: u32,
 }
 
+/// How many slots ahead the instance pass prefetches members.
+const PREFETCH_SLOTS: usize = 8;
+
+#[inline(always)]
+fn prefetch<T>(x: &T) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        // SAFETY: a prefetch is a hint that never faults; the pointer comes from a
+        // reference anyway.
+        unsafe { _mm_prefetch::<_MM_HINT_T0>((x as *const T).cast::<i8>()) };
+    }
+}
+
 #[allow(clippy::too_many_arguments)]
 fn instance_pass(
     ctx: &JobContext,
@@ -2022,8 +2125,18 @@ fn instance_pass(
     let mut ends: Vec<i64> = Vec::new();
     let mut gaps: Vec<i64> = Vec::new();
     let mut keys = map.keys_from(range.start);
+    let end_slot = range.end;
     for slot in range {
         let (comm, seq) = keys.next().expect("a key for every slot");
+        // Members are read out of order: ask for a later slot's lines ahead of time.
+        let ahead = slot + PREFETCH_SLOTS;
+        if ahead < end_slot {
+            for c in chunks {
+                for &k in &c.order[c.starts[ahead] as usize..c.starts[ahead + 1] as usize] {
+                    prefetch(&c.members[k as usize]);
+                }
+            }
+        }
         ms.clear();
         let mut first_op = None;
         for c in chunks {
@@ -2031,9 +2144,12 @@ fn instance_pass(
                 first_op = Some(c.slot_op[slot]);
             }
             ms.extend(
-                c.members[c.starts[slot] as usize..c.starts[slot + 1] as usize]
+                c.order[c.starts[slot] as usize..c.starts[slot + 1] as usize]
                     .iter()
-                    .map(|m| (m, c.group_base + m.group)),
+                    .map(|&k| {
+                        let m = &c.members[k as usize];
+                        (m, c.group_base + m.group)
+                    }),
             );
         }
         let Some(op) = first_op else {
@@ -2242,7 +2358,8 @@ mod tests {
         assert_eq!(d.duration_ns, Some(260.0));
         assert_eq!(m.of_instance(1).count(), 4);
         let last = m.last_of_rank(2).unwrap();
-        let first = m.get(last).prev;
+        let first = m.prev(last).unwrap();
+        assert_eq!(m.prev(first), None);
         assert_eq!(m.instance_of(first), 0);
         assert_eq!(m.get(first).gap3, 130);
         assert_eq!(carry.last_sync_end[3], Some(260));

@@ -79,8 +79,11 @@ pub fn walk(
     } else {
         threads.max(1)
     };
+    let hits = members.abnormal_waits(abnormal, instances);
     let parts = crate::digest::par_ranges(instances.len(), threads, |range| {
-        walk_range(ctx, members, instances, transfer_ratio, abnormal, range)
+        let lo = hits.partition_point(|h| (h.0 as usize) < range.start);
+        let hi = hits.partition_point(|h| (h.0 as usize) < range.end);
+        walk_range(ctx, members, instances, transfer_ratio, &hits[lo..hi])
     });
     let mut blame: Vec<Blame> = Vec::new();
     for part in parts {
@@ -98,13 +101,13 @@ pub fn walk(
     blame
 }
 
+/// Walks the instances of `hits` ([`Members::abnormal_waits`] of one range).
 fn walk_range(
     ctx: &JobContext,
     members: &Members,
     instances: &[Instance],
     transfer_ratio: &[f32],
-    abnormal: &[bool],
-    range: std::ops::Range<usize>,
+    hits: &[(u32, u32, f64)],
 ) -> Vec<Blame> {
     let mut search = Search {
         ctx,
@@ -132,23 +135,13 @@ fn walk_range(
             }),
         }
     };
-    for i in range {
+    for &(i, n_abnormal, wait) in hits {
+        let i = i as usize;
         let inst = &instances[i];
         if inst.compared_transfer().is_none() {
             continue;
         }
-        // One pass over the members: how many are abnormal, and how long they waited.
-        let (mut n, mut n_abnormal, mut wait) = (0usize, 0usize, 0.0f64);
-        for (m, group) in members.of_instance_with_groups(i) {
-            n += 1;
-            if abnormal.get(group as usize).copied().unwrap_or(false) {
-                n_abnormal += 1;
-                wait += (inst.last_arrival - m.arrival).max(0) as f64;
-            }
-        }
-        if n_abnormal == 0 {
-            continue;
-        }
+        let (n, n_abnormal) = (inst.present as usize, n_abnormal as usize);
         let ratio = transfer_ratio.get(i).copied().unwrap_or(1.0);
         // Excess transfer: the path.
         if (n_abnormal == n && ratio >= PATH_RATIO) || ratio >= STRONG_PATH_RATIO {
@@ -214,9 +207,7 @@ impl Search<'_> {
     /// communicators of the same role. `None` without enough peers.
     fn own_excess(&mut self, i: usize, id: u32) -> Option<f64> {
         let m = *self.members.get(id);
-        if m.gap == i64::MIN {
-            return None;
-        }
+        let gap = self.members.gap(id)?;
         let inst = &self.instances[i];
         let group = self.ctx.peer_group.get(m.rank_index as usize).copied()?;
         let roles = self.ctx.roles();
@@ -235,8 +226,10 @@ impl Search<'_> {
             };
             for x in self.members.of_instance(j) {
                 let p = self.members.get(x);
-                if p.gap != i64::MIN && self.ctx.peer_group[p.rank_index as usize] == group {
-                    self.gaps.push(p.gap as f64);
+                if self.ctx.peer_group[p.rank_index as usize] == group {
+                    if let Some(g) = self.members.gap(x) {
+                        self.gaps.push(g as f64);
+                    }
                 }
             }
         }
@@ -244,16 +237,15 @@ impl Search<'_> {
         if self.gaps.len() < 3 && inst.present >= 3 {
             self.gaps.clear();
             for x in self.members.of_instance(i) {
-                let p = self.members.get(x);
-                if x != id && p.gap != i64::MIN {
-                    self.gaps.push(p.gap as f64);
+                if let Some(g) = self.members.gap(x).filter(|_| x != id) {
+                    self.gaps.push(g as f64);
                 }
             }
         }
         if self.gaps.len() < 2 {
             return None;
         }
-        Some(m.gap as f64 - crate::stats::median(&mut self.gaps))
+        Some(gap as f64 - crate::stats::median(&mut self.gaps))
     }
 
     /// Why member `late` of instance `i` arrived `delay` later than the members it made
@@ -270,11 +262,11 @@ impl Search<'_> {
         // came before is absorbed, so the most recent op where it was held up is the one
         // its delay came from.
         let significant = (HELD_SHARE * delay).max(1e3);
-        let mut k = m.prev;
+        let mut k = self.members.prev(late);
         let mut steps = 0;
-        while k != u32::MAX && steps < LOOK_BACK {
-            let p = self.members.get(k);
-            let j = self.members.instance_of(k) as usize;
+        while let Some(id) = k.filter(|_| steps < LOOK_BACK) {
+            let p = self.members.get(id);
+            let j = self.members.instance_of(id) as usize;
             if let Some(pj) = self.instances.get(j) {
                 let waited = (pj.last_arrival - p.arrival).max(0) as f64;
                 let ratio = self.transfer_ratio.get(j).copied().unwrap_or(1.0).max(1.0) as f64;
@@ -283,7 +275,7 @@ impl Search<'_> {
                     return Step::Follow(j, (waited + slow).min(delay));
                 }
             }
-            k = p.prev;
+            k = self.members.prev(id);
             steps += 1;
         }
         Step::Root(Root::Rank(m.rank_index))
