@@ -525,7 +525,10 @@ pub struct Members {
     instance_slot: Vec<u32>,
     /// Per rank index: id of its last member, `u32::MAX` if none.
     last_of_rank: Vec<u32>,
-    passes: Vec<InstancePass>,
+    /// Per thread of the instance pass: its sums per rank and per op group.
+    passes: Vec<InstanceSums>,
+    /// Per part of the instance pass: what it found besides the instances.
+    parts: Vec<InstancePart>,
     /// The iteration's instances, in slot order (by communicator, then sequence).
     pub instances: Vec<Instance>,
     /// Per instance: its transfer time over the median of the same op (kind, bytes, group
@@ -777,8 +780,9 @@ pub(crate) fn par_ranges<T: Send>(
         return vec![f(0..n)];
     }
     let per = n.div_ceil(threads);
+    // The calling thread takes the first range itself (see `par_each`).
     std::thread::scope(|s| {
-        let handles: Vec<_> = (0..threads)
+        let handles: Vec<_> = (1..threads)
             .map(|t| {
                 let lo = (t * per).min(n);
                 let hi = ((t + 1) * per).min(n);
@@ -786,10 +790,13 @@ pub(crate) fn par_ranges<T: Send>(
                 s.spawn(move || f(lo..hi))
             })
             .collect();
-        handles
-            .into_iter()
-            .map(|h| h.join().expect("engine worker panicked"))
-            .collect()
+        let mut out = vec![f(0..per.min(n))];
+        out.extend(
+            handles
+                .into_iter()
+                .map(|h| h.join().expect("engine worker panicked")),
+        );
+        out
     })
 }
 
@@ -801,11 +808,16 @@ pub(crate) fn par_each<T: Send>(items: &mut [T], f: impl Fn(usize, &mut T) + Syn
         }
         return;
     }
+    // The calling thread takes the first item itself rather than wait: on this machine
+    // threads it spawned and waited on were measured to take up to twice as long over
+    // the same share (the per-rank pass: 25 against 19 ms).
+    let (first, rest) = items.split_first_mut().expect("two items or more");
     std::thread::scope(|s| {
-        for (i, x) in items.iter_mut().enumerate() {
+        for (i, x) in rest.iter_mut().enumerate() {
             let f = &f;
-            s.spawn(move || f(i, x));
+            s.spawn(move || f(i + 1, x));
         }
+        f(0, first);
     });
 }
 
@@ -1404,13 +1416,13 @@ fn scan_all(
     carry_in: &[Option<i64>],
     chunks: &mut [Chunk],
     ranks: &mut [RankIteration],
-    threads: usize,
     predicted: bool,
 ) -> Vec<RankPass> {
-    let mut passes: Vec<Option<RankPass>> = (0..threads).map(|_| None).collect();
-    let mut parts: Vec<&mut [RankIteration]> = Vec::with_capacity(threads);
+    let n_chunks = chunks.len();
+    let mut passes: Vec<Option<RankPass>> = (0..n_chunks).map(|_| None).collect();
+    let mut parts: Vec<&mut [RankIteration]> = Vec::with_capacity(n_chunks);
     let mut rest: &mut [RankIteration] = ranks;
-    for t in 0..threads {
+    for t in 0..n_chunks {
         let (a, b) = rest.split_at_mut(range_of(t).len());
         parts.push(a);
         rest = b;
@@ -1513,8 +1525,7 @@ pub fn build_with(
                 ranks: &mut [RankIteration],
                 predicted: bool| {
         scan_all(
-            ctx, iteration, &by_index, &range_of, map, n_slots, carry_in, chunks, ranks, threads,
-            predicted,
+            ctx, iteration, &by_index, &range_of, map, n_slots, carry_in, chunks, ranks, predicted,
         )
     };
     let mut outcome = None;
@@ -1582,12 +1593,17 @@ pub fn build_with(
 
     // Pass 2: per instance, over slot ranges.
     let chunks = &members.chunks;
-    // Split slots so that each thread gets about as many members.
+    // Parts of about as many members each.
+    let n_parts = if threads > 1 {
+        threads * PARTS_PER_THREAD
+    } else {
+        1
+    };
     let before = |slot: usize| -> u64 { chunks.iter().map(|c| c.starts[slot] as u64).sum() };
     let total = before(n_slots);
     let mut bounds = vec![0usize];
-    for t in 1..threads {
-        let target = total * t as u64 / threads as u64;
+    for t in 1..n_parts {
+        let target = total * t as u64 / n_parts as u64;
         let (mut lo, mut hi) = (*bounds.last().expect("one bound"), n_slots);
         while lo < hi {
             let mid = (lo + hi) / 2;
@@ -1600,20 +1616,69 @@ pub fn build_with(
         bounds.push(lo);
     }
     bounds.push(n_slots);
-    members.passes.resize_with(threads, InstancePass::default);
+    // Each part writes its instances straight into its share of the iteration's array:
+    // count them first (a slot with no member makes none). The array keeps its length
+    // from the last iteration, so in steady state nothing is written twice.
+    let made = |slot: usize| chunks.iter().any(|c| c.starts[slot] < c.starts[slot + 1]);
+    let counts: Vec<usize> = bounds
+        .windows(2)
+        .map(|w| (w[0]..w[1]).filter(|&s| made(s)).count())
+        .collect();
+    let n_instances: usize = counts.iter().sum();
+    let mut instances = std::mem::take(&mut members.instances);
+    instances.truncate(n_instances);
+    // Every position is overwritten by its part.
+    let unset = Instance {
+        comm: 0,
+        seq: 0,
+        iteration,
+        kind: OpKind::Compute,
+        name: 0,
+        bytes: 0,
+        expected: 0,
+        expected_traced: 0,
+        present: 0,
+        in_flight: 0,
+        last_arrival: 0,
+        second_last_arrival: 0,
+        last_rank: 0,
+        end: None,
+    };
+    instances.resize(n_instances, unset);
+    members.instance_slot.truncate(n_instances);
+    members.instance_slot.resize(n_instances, 0);
+    members.parts.resize_with(n_parts, InstancePart::default);
+    members.parts.truncate(n_parts);
+    members.passes.resize_with(threads, InstanceSums::default);
     members.passes.truncate(threads);
-    par_each(&mut members.passes, |t, out| {
-        instance_pass(
-            ctx,
-            iteration,
-            chunks,
-            &map,
-            bounds[t]..bounds[t + 1],
-            n_ranks,
-            n_groups,
-            out,
-        )
+    type PartWork<'w> = (&'w mut InstancePart, &'w mut [Instance], &'w mut [u32]);
+    let mut work: Vec<std::sync::Mutex<PartWork>> = Vec::with_capacity(n_parts);
+    {
+        let (mut inst_rest, mut slot_rest) = (&mut instances[..], &mut members.instance_slot[..]);
+        for (k, part) in members.parts.iter_mut().enumerate() {
+            let (i, ir) = inst_rest.split_at_mut(counts[k]);
+            let (sl, sr) = slot_rest.split_at_mut(counts[k]);
+            (inst_rest, slot_rest) = (ir, sr);
+            part.slots = bounds[k]..bounds[k + 1];
+            work.push(std::sync::Mutex::new((part, i, sl)));
+        }
+    }
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    par_each(&mut members.passes, |_, sums| {
+        sums.per_rank.clear();
+        sums.per_rank.resize(n_ranks, [0.0; 5]);
+        sums.per_group.clear();
+        sums.per_group.resize(n_groups, [0.0; 2]);
+        loop {
+            let k = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let Some(part) = work.get(k) else { break };
+            // Each part is taken once: the lock is never contended.
+            let mut part = part.lock().unwrap_or_else(|e| e.into_inner());
+            let (part, inst, slots) = &mut *part;
+            instance_pass(ctx, iteration, chunks, &map, part, inst, slots, sums);
+        }
     });
+    drop(work);
     // Waiting and transfer per op group, from every thread's share of the instances.
     for res in &members.passes {
         for c in members.chunks.iter_mut() {
@@ -1626,27 +1691,24 @@ pub fn build_with(
         }
     }
     let t4 = t0.elapsed();
-    let mut instances = std::mem::take(&mut members.instances);
-    instances.clear();
     let mut in_flight = Vec::new();
     let mut self_time = vec![SelfTime::default(); n_ranks];
     members.slot_instance.clear();
     members.slot_instance.resize(n_slots, u32::MAX);
-    members.instance_slot.clear();
-    for res in &mut members.passes {
-        let base = instances.len() as u32;
-        for (k, &slot) in res.slots.iter().enumerate() {
-            members.slot_instance[slot as usize] = base + k as u32;
-        }
-        members.instance_slot.extend_from_slice(&res.slots);
-        for (k, arrived) in res.arrived.drain(..) {
+    for (i, &slot) in members.instance_slot.iter().enumerate() {
+        members.slot_instance[slot as usize] = i as u32;
+    }
+    let mut base = 0usize;
+    for (part, &count) in members.parts.iter_mut().zip(&counts) {
+        for (k, arrived) in part.arrived.drain(..) {
             in_flight.push(InFlight {
-                instance: res.instances[k as usize].clone(),
+                instance: instances[base + k as usize].clone(),
                 arrived,
             });
         }
-        let _ = base;
-        instances.extend_from_slice(&res.instances);
+        base += count;
+    }
+    for res in &members.passes {
         for (ri, acc) in res.per_rank.iter().enumerate() {
             let r = &mut ranks[ri];
             self_time[ri].excess_ns += acc[0];
@@ -1695,7 +1757,7 @@ pub fn build_with(
             figures,
         )
     };
-    let passes = &members.passes;
+    let passes = &members.parts;
     let mut transfers = || {
         let mut span_transfer = Vec::new();
         // Small iterations: threads would cost more than they save.
@@ -2067,23 +2129,35 @@ fn host_excess(ranks: &mut [RankIteration], host_ops: &mut [(u32, u8, u32, f64)]
     }
 }
 
-/// One thread's output of the instance pass; reused from iteration to iteration.
+/// One thread's sums over the parts of the instance pass it took; reused from iteration
+/// to iteration.
 #[derive(Default)]
-struct InstancePass {
-    instances: Vec<Instance>,
-    /// Slot of each instance.
-    slots: Vec<u32>,
-    /// (index into `instances`, rank ids that arrived) of instances in flight.
-    arrived: Vec<(u32, Vec<u32>)>,
+struct InstanceSums {
     /// Per rank index: self excess, self expected, wait, bus bytes, bus time.
     per_rank: Vec<[f64; 5]>,
     /// Per op group (global id): waiting, transfer.
     per_group: Vec<[f64; 2]>,
+}
+
+/// One part of the instance pass: a range of slots, whose instances and slots it writes
+/// into its share of the iteration's arrays.
+#[derive(Default)]
+struct InstancePart {
+    slots: std::ops::Range<usize>,
+    /// (index into the part's instances, rank ids that arrived) of instances in flight.
+    arrived: Vec<(u32, Vec<u32>)>,
     /// The instances' transfer classes.
     classes: PartClasses,
     /// Instances complete, with 2+ members and an end.
     complete: u32,
 }
+
+/// Parts of the instance pass per thread. Threads take the next part as they finish one:
+/// the parts cost differently (collectives, P2P exchanges and data-parallel reductions
+/// differ per member), and so do this machine's two cores from one moment to the next.
+/// Every sum a thread keeps is of whole numbers (nanoseconds, bytes) or halves, so it
+/// comes out the same whichever thread took which part.
+const PARTS_PER_THREAD: usize = 8;
 
 /// How many slots ahead the instance pass prefetches members.
 const PREFETCH_SLOTS: usize = 8;
@@ -2099,26 +2173,25 @@ fn prefetch<T>(x: &T) {
     }
 }
 
+/// One part of the instance pass: writes the instances of its slots, in slot order, into
+/// `instances` and their slots into `slots` (both exactly as long as the part has
+/// instances), and adds into `sums`.
 #[allow(clippy::too_many_arguments)]
 fn instance_pass(
     ctx: &JobContext,
     iteration: u32,
     chunks: &[Chunk],
     map: &SlotMap,
-    range: std::ops::Range<usize>,
-    n_ranks: usize,
-    n_groups: usize,
-    out: &mut InstancePass,
+    out: &mut InstancePart,
+    instances: &mut [Instance],
+    slots: &mut [u32],
+    sums: &mut InstanceSums,
 ) {
-    out.instances.clear();
-    out.slots.clear();
     out.arrived.clear();
-    out.per_rank.clear();
-    out.per_rank.resize(n_ranks, [0.0; 5]);
-    out.per_group.clear();
-    out.per_group.resize(n_groups, [0.0; 2]);
     out.classes.clear();
     out.complete = 0;
+    let range = out.slots.clone();
+    let mut made = 0usize;
     // References into the chunks, not copies: a slot's members are read a few times.
     let mut ms: Vec<(&Member, u32)> = Vec::new();
     // Integer timestamps: sorting them is cheaper than sorting floats.
@@ -2199,16 +2272,18 @@ fn instance_pass(
         // Waiting and bandwidth per member.
         if let Some(e) = end {
             let transfer = (e - last).max(0) as f64;
-            let factor = inst.kind.bus_factor(expected);
+            // Whole bytes: sums of integers come out the same in any order, and threads
+            // take parts of the pass in no fixed order.
+            let bus_bytes = (inst.bytes as f64 * inst.kind.bus_factor(expected)).round();
             for (m, g) in &ms {
                 let wait = (last - m.arrival).max(0) as f64;
-                let acc = &mut out.per_rank[m.rank_index as usize];
+                let acc = &mut sums.per_rank[m.rank_index as usize];
                 acc[2] += wait;
                 if inst.bytes > 0 && transfer > 0.0 {
-                    acc[3] += inst.bytes as f64 * factor;
+                    acc[3] += bus_bytes;
                     acc[4] += transfer;
                 }
-                let ga = &mut out.per_group[*g as usize];
+                let ga = &mut sums.per_group[*g as usize];
                 ga[0] += wait;
                 ga[1] += (m.end - last).max(0) as f64;
             }
@@ -2220,7 +2295,7 @@ fn instance_pass(
             if gaps.len() == ms.len() {
                 let med = median_i64(&mut gaps);
                 for (m, _) in &ms {
-                    let acc = &mut out.per_rank[m.rank_index as usize];
+                    let acc = &mut sums.per_rank[m.rank_index as usize];
                     acc[0] += m.gap3 as f64 - med;
                     acc[1] += med;
                 }
@@ -2228,7 +2303,7 @@ fn instance_pass(
         }
         if in_flight > 0 {
             out.arrived.push((
-                out.instances.len() as u32,
+                made as u32,
                 ms.iter()
                     .map(|(m, _)| ctx.ranks[m.rank_index as usize])
                     .collect(),
@@ -2236,9 +2311,11 @@ fn instance_pass(
         }
         out.classes.add(ctx, &inst);
         out.complete += u32::from(inst.compared_transfer().is_some());
-        out.instances.push(inst);
-        out.slots.push(slot as u32);
+        instances[made] = inst;
+        slots[made] = slot as u32;
+        made += 1;
     }
+    debug_assert_eq!(made, instances.len(), "instances counted before the pass");
 }
 
 /// Per rank, the range of its ops holding iteration `it`, for a trace whose ops are

@@ -149,3 +149,29 @@ fn graph_search_alone_localizes_at_2048_ranks() {
         }
     }
 }
+
+/// Threads take parts of the digest as they finish others, in no fixed order: the
+/// diagnosis must not depend on how many there were or who took what.
+#[test]
+fn the_diagnosis_does_not_depend_on_threads() {
+    let mut cfg = SimConfig::for_scale(512);
+    cfg.iterations = 6;
+    cfg.seed = 31;
+    cfg.fault = FaultKind::SlowNic;
+    let out = simulate(&cfg).unwrap();
+    let run = |threads: usize| {
+        let d = diagnose(
+            &out.trace,
+            &EngineConfig {
+                threads,
+                ..EngineConfig::default()
+            },
+        );
+        format!("{d:?}")
+    };
+    let one = run(1);
+    assert!(one.contains("culprits"), "a finding to compare: {one}");
+    for threads in [2, 3, 2, 4] {
+        assert!(run(threads) == one, "{threads} threads differ from one");
+    }
+}
