@@ -9,8 +9,9 @@
 //! Building a digest takes three passes, split over threads:
 //! 1. per rank: its ops in order (self time before each sync op, compute, host phases,
 //!    issue latency, busy time), producing one *member* record per sync op;
-//! 2. grouping: members sorted by (communicator, sequence number) into instances, by
-//!    counting sort over each communicator's sequence range;
+//! 2. grouping: members ordered by (communicator, sequence number) into instances, by
+//!    counting sort over each communicator's sequence range (the members themselves stay
+//!    in rank order; the order is an index, kept while the schedule repeats);
 //! 3. per instance: arrivals, transfer time, and each member's self time against the
 //!    other members' (the excess is delay the rank made itself).
 
