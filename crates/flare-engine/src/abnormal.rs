@@ -509,28 +509,14 @@ pub fn detect(
         examples.truncate(8);
         (flags, scored, examples)
     };
-    let results: Vec<ChunkVerdicts> = if chunks.len() <= 1 {
-        chunks.iter().map(|&(b, g)| judge(b, g)).collect()
-    } else {
-        // The calling thread judges the first chunk itself: a thread it only waited on
-        // was measured to take twice as long to start and finish its share here.
-        std::thread::scope(|s| {
-            let handles: Vec<_> = chunks[1..]
-                .iter()
-                .map(|&(b, g)| {
-                    let judge = &judge;
-                    s.spawn(move || judge(b, g))
-                })
-                .collect();
-            let mut verdicts = vec![judge(chunks[0].0, chunks[0].1)];
-            verdicts.extend(
-                handles
-                    .into_iter()
-                    .map(|h| h.join().expect("abnormal-op worker panicked")),
-            );
-            verdicts
-        })
-    };
+    // One chunk per thread (the calling thread takes the first: see `par_ranges`).
+    let results: Vec<ChunkVerdicts> = crate::digest::par_ranges(chunks.len(), chunks.len(), |r| {
+        r.map(|k| judge(chunks[k].0, chunks[k].1))
+            .collect::<Vec<_>>()
+    })
+    .into_iter()
+    .flatten()
+    .collect();
     let mut v = Verdicts {
         abnormal: Vec::with_capacity(members.n_groups()),
         ..Verdicts::default()

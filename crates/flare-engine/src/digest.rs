@@ -527,7 +527,7 @@ pub struct Members {
     /// Per rank index: id of its last member, `u32::MAX` if none.
     last_of_rank: Vec<u32>,
     /// Per thread of the instance pass: its sums per rank and per op group.
-    passes: Vec<InstanceSums>,
+    sums: Vec<InstanceSums>,
     /// Per part of the instance pass: what it found besides the instances.
     parts: Vec<InstancePart>,
     /// The iteration's instances, in slot order (by communicator, then sequence).
@@ -557,37 +557,45 @@ impl Members {
     }
 }
 
+impl Chunk {
+    /// Indexes of the chunk's members of slot `s`, in rank order.
+    fn in_slot(&self, s: usize) -> &[u32] {
+        &self.order[self.starts[s] as usize..self.starts[s + 1] as usize]
+    }
+}
+
 impl Members {
+    /// The chunk holding member `id`, and the member's index in it.
+    fn locate(&self, id: u32) -> (&Chunk, usize) {
+        let c = &self.chunks[self.chunks.partition_point(|c| c.base <= id) - 1];
+        (c, (id - c.base) as usize)
+    }
+
     /// The member with this id.
     pub fn get(&self, id: u32) -> &Member {
-        let t = self.chunks.partition_point(|c| c.base <= id) - 1;
-        &self.chunks[t].members[(id - self.chunks[t].base) as usize]
+        let (c, local) = self.locate(id);
+        &c.members[local]
     }
 
     /// Ids of the members of instance `i`, in rank-index order.
     pub fn of_instance(&self, i: usize) -> impl Iterator<Item = u32> + '_ {
         let s = self.instance_slot[i] as usize;
-        self.chunks.iter().flat_map(move |c| {
-            c.order[c.starts[s] as usize..c.starts[s + 1] as usize]
-                .iter()
-                .map(move |&k| c.base + k)
-        })
+        self.chunks
+            .iter()
+            .flat_map(move |c| c.in_slot(s).iter().map(move |&k| c.base + k))
     }
 
     /// Instance index of the member with this id.
     pub fn instance_of(&self, id: u32) -> u32 {
-        let t = self.chunks.partition_point(|c| c.base <= id) - 1;
-        let c = &self.chunks[t];
-        let slot = c.slot_of[(id - c.base) as usize] & !FIRST_OF_SLOT;
+        let (c, local) = self.locate(id);
+        let slot = c.slot_of[local] & !FIRST_OF_SLOT;
         self.slot_instance[slot as usize]
     }
 
     /// Id of the same rank's previous member in the iteration, if any (members are kept
     /// rank by rank in op order).
     pub fn prev(&self, id: u32) -> Option<u32> {
-        let t = self.chunks.partition_point(|c| c.base <= id) - 1;
-        let c = &self.chunks[t];
-        let local = (id - c.base) as usize;
+        let (c, local) = self.locate(id);
         (local > 0 && c.members[local - 1].rank_index == c.members[local].rank_index)
             .then(|| id - 1)
     }
@@ -595,9 +603,8 @@ impl Members {
     /// Time since member `id`'s rank's previous sync op ended (or its iteration began),
     /// ns; `None` when unknown.
     pub fn gap(&self, id: u32) -> Option<i64> {
-        let t = self.chunks.partition_point(|c| c.base <= id) - 1;
-        let c = &self.chunks[t];
-        Some(c.gaps[(id - c.base) as usize]).filter(|&g| g != i64::MIN)
+        let (c, local) = self.locate(id);
+        Some(c.gaps[local]).filter(|&g| g != i64::MIN)
     }
 
     /// The instances with members in a flagged op group (`abnormal`, by global group
@@ -1502,7 +1509,6 @@ pub fn build_with(
     let per = n_ranks.div_ceil(threads).max(1);
     let range_of = |t: usize| (t * per).min(n_ranks)..((t + 1) * per).min(n_ranks);
     members.chunks.resize_with(threads, Chunk::default);
-    members.chunks.truncate(threads);
 
     let t0 = std::time::Instant::now();
     let carry_in = &carry.last_sync_end;
@@ -1620,14 +1626,13 @@ pub fn build_with(
     // Each part writes its instances straight into its share of the iteration's array:
     // count them first (a slot with no member makes none). The array keeps its length
     // from the last iteration, so in steady state nothing is written twice.
-    let made = |slot: usize| chunks.iter().any(|c| c.starts[slot] < c.starts[slot + 1]);
+    let made = |slot: usize| chunks.iter().any(|c| !c.in_slot(slot).is_empty());
     let counts: Vec<usize> = bounds
         .windows(2)
         .map(|w| (w[0]..w[1]).filter(|&s| made(s)).count())
         .collect();
     let n_instances: usize = counts.iter().sum();
     let mut instances = std::mem::take(&mut members.instances);
-    instances.truncate(n_instances);
     // Every position is overwritten by its part.
     let unset = Instance {
         comm: 0,
@@ -1646,12 +1651,9 @@ pub fn build_with(
         end: None,
     };
     instances.resize(n_instances, unset);
-    members.instance_slot.truncate(n_instances);
     members.instance_slot.resize(n_instances, 0);
     members.parts.resize_with(n_parts, InstancePart::default);
-    members.parts.truncate(n_parts);
-    members.passes.resize_with(threads, InstanceSums::default);
-    members.passes.truncate(threads);
+    members.sums.resize_with(threads, InstanceSums::default);
     type PartWork<'w> = (&'w mut InstancePart, &'w mut [Instance], &'w mut [u32]);
     let mut work: Vec<std::sync::Mutex<PartWork>> = Vec::with_capacity(n_parts);
     {
@@ -1665,7 +1667,7 @@ pub fn build_with(
         }
     }
     let next = std::sync::atomic::AtomicUsize::new(0);
-    par_each(&mut members.passes, |_, sums| {
+    par_each(&mut members.sums, |_, sums| {
         sums.per_rank.clear();
         sums.per_rank.resize(n_ranks, [0.0; 5]);
         sums.per_group.clear();
@@ -1681,7 +1683,7 @@ pub fn build_with(
     });
     drop(work);
     // Waiting and transfer per op group, from every thread's share of the instances.
-    for res in &members.passes {
+    for res in &members.sums {
         for c in members.chunks.iter_mut() {
             let base = c.group_base as usize;
             for (k, g) in c.groups.iter_mut().enumerate() {
@@ -1709,7 +1711,7 @@ pub fn build_with(
         }
         base += count;
     }
-    for res in &members.passes {
+    for res in &members.sums {
         for (ri, acc) in res.per_rank.iter().enumerate() {
             let r = &mut ranks[ri];
             self_time[ri].excess_ns += acc[0];
@@ -1758,14 +1760,14 @@ pub fn build_with(
             figures,
         )
     };
-    let passes = &members.parts;
+    let instance_parts = &members.parts;
     let mut transfers = || {
         let mut span_transfer = Vec::new();
         // Small iterations: threads would cost more than they save.
         let workers = if instances.len() < 20_000 { 1 } else { threads };
-        let parts: Vec<&PartClasses> = passes.iter().map(|p| &p.classes).collect();
+        let parts: Vec<&PartClasses> = instance_parts.iter().map(|p| &p.classes).collect();
         let by_comm = comm_transfer(&parts, transfer_ratio, &mut span_transfer, workers);
-        let complete = passes.iter().map(|p| p.complete).sum::<u32>();
+        let complete = instance_parts.iter().map(|p| p.complete).sum::<u32>();
         (by_comm, span_transfer, complete)
     };
     let ((comm_transfer, span_transfer, complete_instances), rank_summaries) = if threads > 1 {
@@ -2206,7 +2208,7 @@ fn instance_pass(
         let ahead = slot + PREFETCH_SLOTS;
         if ahead < end_slot {
             for c in chunks {
-                for &k in &c.order[c.starts[ahead] as usize..c.starts[ahead + 1] as usize] {
+                for &k in c.in_slot(ahead) {
                     prefetch(&c.members[k as usize]);
                 }
             }
@@ -2214,17 +2216,14 @@ fn instance_pass(
         ms.clear();
         let mut first_op = None;
         for c in chunks {
-            if first_op.is_none() && c.starts[slot] < c.starts[slot + 1] {
+            let in_slot = c.in_slot(slot);
+            if first_op.is_none() && !in_slot.is_empty() {
                 first_op = Some(c.slot_op[slot]);
             }
-            ms.extend(
-                c.order[c.starts[slot] as usize..c.starts[slot + 1] as usize]
-                    .iter()
-                    .map(|&k| {
-                        let m = &c.members[k as usize];
-                        (m, c.group_base + m.group)
-                    }),
-            );
+            ms.extend(in_slot.iter().map(|&k| {
+                let m = &c.members[k as usize];
+                (m, c.group_base + m.group)
+            }));
         }
         let Some(op) = first_op else {
             continue;
