@@ -15,7 +15,7 @@ VENV="$ROOT/target/flare-venv"
 PY_BIN="${PYTHON:-python3.11}"
 CRATE="$ROOT/crates/flare-py"
 # Pinned tool versions (bump deliberately).
-PINS=("maturin==1.16.0" "pytest==9.2.0" "numpy==2.4.6" "py-spy==0.4.3")
+PINS=("maturin==1.16.0" "pytest==9.2.0" "numpy==2.4.6" "py-spy==0.4.3" "jsonschema==4.26.0")
 
 say() { echo "python-env: $*" >&2; }
 die() { say "error: $*"; exit 1; }

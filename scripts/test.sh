@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite: formatting, lints, and every test of the workspace.
 # Installs what it needs itself, idempotently: a Python venv under target/ with the
-# pinned tools (maturin, pytest, numpy, py-spy) and Flare's Python package
+# pinned tools (maturin, pytest, numpy, py-spy, jsonschema) and Flare's Python package
 # (scripts/python-env.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from findings_schema import validate
+
 ROOT = Path(__file__).resolve().parents[2]
 FLARE = Path(os.environ.get("FLARE_BIN", ROOT / "target" / "release" / "flare")).resolve()
 TOKEN = "e2e-secret"
@@ -153,6 +155,7 @@ def test_server_names_the_slow_rank_of_a_live_job(tmp_path, procs):
         if first_window is None:
             first_window = job["first_window"]
         doc = get(f"{url}/api/jobs/e2e/findings")
+        validate(doc)
         for f in doc["findings"]:
             # A real verdict: a warning whose first culprit is the slow rank (an info
             # note listing low scores does not count).
@@ -193,7 +196,9 @@ def test_a_healthy_live_job_gets_no_warning(tmp_path, procs):
     job = next(j for j in get(f"{url}/api/jobs") if j["job_id"] == "e2e")
     for window in range(job["first_window"], job["last_window"] + 1):
         try:
-            docs.append(get(f"{url}/api/jobs/e2e/findings?window={window}"))
+            doc = get(f"{url}/api/jobs/e2e/findings?window={window}")
+            validate(doc)
+            docs.append(doc)
         except urllib.error.HTTPError as e:
             assert e.code == 404, e
     assert len(docs) >= 3, f"windows analysed: {len(docs)}"

@@ -202,7 +202,11 @@ fn run_one(
     // Holmes' method alone: the graph detector's own findings.
     verdicts.insert(
         "graph",
-        finding_verdict(&d.localized_by("graph"), truth, fault_free),
+        finding_verdict(
+            &d.localized_by(flare_model::DetectorId::Graph),
+            truth,
+            fault_free,
+        ),
     );
     if baselines {
         let cluster = &out.trace.job.cluster;

@@ -68,13 +68,11 @@ pub fn run(a: DemoArgs) -> Result<ExitCode> {
     let ms = t1.elapsed().as_secs_f64() * 1e3;
     sp.finish_and_clear();
     eprintln!("[2/3] diagnosed in {ms:.0} ms");
+    let doc = crate::present::document(&out.trace, &d, ms);
     if a.json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&crate::present::json(&out.trace, &d, ms))?
-        );
+        println!("{}", doc.to_json());
     } else {
-        print!("{}", crate::present::text(&out.trace, &d, ms));
+        print!("{}", crate::present::text(&doc));
         println!("Injected (ground truth): {}", out.truth.description);
         let verdict = match d.localized().next() {
             None if out.truth.expected_finding.is_none() => {
@@ -91,6 +89,7 @@ pub fn run(a: DemoArgs) -> Result<ExitCode> {
     let html = crate::present::report_html(
         &out.trace,
         &d,
+        &doc,
         &format!(
             "Flare diagnosis — simulated {}-GPU job ({shape})",
             p.world_size()

@@ -207,26 +207,10 @@ fn run_flight_recorder(a: &DiagnoseArgs) -> Result<ExitCode> {
         "read {} dumps in {load_ms:.0} ms, analysed in {ms:.0} ms",
         job.dumps.len()
     );
-    let culprit_ranks: Vec<u32> = findings
-        .first()
-        .map(|f| f.culprits.iter().filter_map(|c| c.rank).collect())
-        .unwrap_or_default();
+    let doc =
+        flare_engine::document::of_flight_recorder(&path.display().to_string(), &job, findings, ms);
     if a.json {
-        let doc = serde_json::json!({
-            "job": {
-                "id": path.display().to_string(),
-                "source": "flight_recorder",
-                "world_size": job.world().len(),
-                "ranks_with_data": job.dumps.len(),
-                "missing_ranks": job.missing_ranks,
-            },
-            "healthy": findings.is_empty(),
-            "conclusive": true,
-            "culprit_ranks": culprit_ranks,
-            "findings": findings,
-            "diagnosis_ms": ms,
-        });
-        println!("{}", serde_json::to_string_pretty(&doc)?);
+        println!("{}", doc.to_json());
     } else {
         println!(
             "Flare hang analysis of {} ({} dumps, ranks without a dump: {:?}) in {ms:.0} ms",
@@ -234,10 +218,10 @@ fn run_flight_recorder(a: &DiagnoseArgs) -> Result<ExitCode> {
             job.dumps.len(),
             job.missing_ranks
         );
-        if findings.is_empty() {
+        if doc.findings().is_empty() {
             println!("\nNo divergence: every process group's ranks reached the same collectives.");
         }
-        for (i, f) in findings.iter().enumerate() {
+        for (i, f) in doc.findings().iter().enumerate() {
             print!("{}", crate::present::finding_text(i + 1, f));
         }
     }
@@ -317,18 +301,17 @@ pub fn run(a: DiagnoseArgs) -> Result<ExitCode> {
     let diag_ms = t1.elapsed().as_secs_f64() * 1e3;
     sp.finish_and_clear();
     eprintln!("loaded in {load_ms:.0} ms, diagnosed in {diag_ms:.0} ms");
+    let doc = crate::present::document(&trace, &d, diag_ms);
     if a.json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&crate::present::json(&trace, &d, diag_ms))?
-        );
+        println!("{}", doc.to_json());
     } else {
-        print!("{}", crate::present::text(&trace, &d, diag_ms));
+        print!("{}", crate::present::text(&doc));
     }
     if let Some(report) = &a.report {
         let html = crate::present::report_html(
             &trace,
             &d,
+            &doc,
             &format!("Flare diagnosis — {}", trace.job.job_id),
             &format!(
                 "{} ({}), {} ranks, {} ops",

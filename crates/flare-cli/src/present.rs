@@ -1,9 +1,8 @@
 //! Presenting a diagnosis: text for people, JSON for machines, the HTML report.
 
-use flare_engine::breakdown::rank_time;
 use flare_engine::Diagnosis;
-use flare_model::{Finding, Severity, Trace};
-use flare_report::{Heatmap, RankBreakdown, ReportInput};
+use flare_model::{Finding, FindingsDocument, Severity, Trace, Verdict};
+use flare_report::{Heatmap, ReportInput};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::time::Duration;
 
@@ -26,51 +25,10 @@ pub fn bar(len: u64, msg: &str) -> ProgressBar {
     pb
 }
 
-/// Per-rank time breakdowns, the ranks with the most idle plus exposed communication first,
-/// at most `limit` of them.
-pub fn breakdowns(t: &Trace, limit: usize) -> Vec<flare_engine::breakdown::RankTime> {
-    let mut v: Vec<_> = t.ranks.iter().map(rank_time).collect();
-    v.sort_by(|x, y| {
-        (y.idle_ns + y.exposed_communication_ns)
-            .total_cmp(&(x.idle_ns + x.exposed_communication_ns))
-    });
-    v.truncate(limit);
-    v
-}
-
-/// The JSON document `--json` prints: the findings plus what was analysed.
-pub fn json(t: &Trace, d: &Diagnosis, elapsed_ms: f64) -> serde_json::Value {
-    let breakdown: Vec<serde_json::Value> = breakdowns(t, 64)
-        .iter()
-        .map(|b| {
-            serde_json::json!({
-                "rank": b.rank,
-                "window_ms": b.window_ns / 1e6,
-                "compute_ms": b.compute_ns / 1e6,
-                "communication_ms": b.communication_ns / 1e6,
-                "exposed_communication_ms": b.exposed_communication_ns / 1e6,
-                "idle_ms": b.idle_ns / 1e6,
-            })
-        })
-        .collect();
-    serde_json::json!({
-        "rank_breakdown": breakdown,
-        "job": {
-            "id": t.job.job_id,
-            "source": t.meta.source,
-            "world_size": t.job.world_size,
-            "ranks_with_data": t.ranks.len(),
-            "missing_ranks": t.meta.missing_ranks,
-            "iterations": d.iterations,
-            "ops": t.op_count(),
-        },
-        "healthy": d.conclusive() && d.localized().next().is_none(),
-        "conclusive": d.conclusive(),
-        "findings": d.findings,
-        "rank_metrics": d.rank_metrics,
-        "skipped_detectors": d.skipped.iter().map(|(id, why)| serde_json::json!({"detector": id, "reason": why})).collect::<Vec<_>>(),
-        "diagnosis_ms": elapsed_ms,
-    })
+/// The findings document of a trace's diagnosis: what `--json` prints and the report
+/// renders.
+pub fn document(t: &Trace, d: &Diagnosis, elapsed_ms: f64) -> FindingsDocument {
+    flare_engine::document::of_trace(t, d, elapsed_ms)
 }
 
 fn severity_word(s: Severity) -> &'static str {
@@ -82,36 +40,39 @@ fn severity_word(s: Severity) -> &'static str {
 }
 
 /// Text for a person: what is wrong, where, the evidence, the confidence and the action.
-pub fn text(t: &Trace, d: &Diagnosis, elapsed_ms: f64) -> String {
+pub fn text(doc: &FindingsDocument) -> String {
     let mut out = String::new();
-    let its = &d.iterations;
+    let job = &doc.job;
     out.push_str(&format!(
         "Flare diagnosis of {} ({} ranks, {} ops, iterations {}..{}) in {:.0} ms\n",
-        t.job.job_id,
-        t.job.world_size,
-        t.op_count(),
-        its.first().copied().unwrap_or(0),
-        its.last().copied().unwrap_or(0),
-        elapsed_ms
+        job.id,
+        job.world_size,
+        job.ops.unwrap_or(0),
+        job.iterations.first().copied().unwrap_or(0),
+        job.iterations.last().copied().unwrap_or(0),
+        doc.diagnosis_ms.unwrap_or(0.0)
     ));
-    if !t.meta.missing_ranks.is_empty() {
+    if !job.missing_ranks.is_empty() {
         out.push_str(&format!(
             "note: no data for {} rank(s): {:?}\n",
-            t.meta.missing_ranks.len(),
-            &t.meta.missing_ranks[..t.meta.missing_ranks.len().min(16)]
+            job.missing_ranks.len(),
+            &job.missing_ranks[..job.missing_ranks.len().min(16)]
         ));
     }
-    if !d.conclusive() {
-        out.push_str(
+    match doc.verdict() {
+        Verdict::Inconclusive => out.push_str(
             "\nINCONCLUSIVE: the trace lacks what the localization detectors need (see the skipped detectors below); nothing can be said about stragglers.\n",
-        );
-    } else if d.localized().next().is_none() {
-        out.push_str("\nHEALTHY: no rank, link, switch or stage stands out.\n");
+        ),
+        Verdict::Healthy => {
+            out.push_str("\nHEALTHY: no rank, link, switch or stage stands out.\n")
+        }
+        Verdict::Unhealthy => {}
     }
-    for (i, f) in d.findings.iter().enumerate() {
+    for (i, f) in doc.findings().iter().enumerate() {
         out.push_str(&finding_text(i + 1, f));
     }
-    if d.rank_metrics
+    if doc
+        .rank_metrics
         .iter()
         .any(|m| m.relative_score < 0.95 || m.individual_score < 0.95)
     {
@@ -120,7 +81,7 @@ pub fn text(t: &Trace, d: &Diagnosis, elapsed_ms: f64) -> String {
             "   {:>6} {:>9} {:>10} {:>8} {:>9} {:>8} {:>8}\n",
             "rank", "relative", "individual", "TFLOPS", "bus GB/s", "void", "launch"
         ));
-        for m in d.rank_metrics.iter().take(8) {
+        for m in doc.rank_metrics.iter().take(8) {
             out.push_str(&format!(
                 "   {:>6} {:>9.3} {:>10.3} {:>8.1} {:>9.1} {:>7.1}% {:>7.1}%\n",
                 m.rank,
@@ -133,27 +94,30 @@ pub fn text(t: &Trace, d: &Diagnosis, elapsed_ms: f64) -> String {
             ));
         }
     }
-    let b = breakdowns(t, 8);
+    let b = &doc.rank_breakdown[..doc.rank_breakdown.len().min(8)];
     if !b.is_empty() {
         out.push_str("\nTime per rank (most idle + exposed communication first), ms:\n");
         out.push_str(&format!(
             "   {:>6} {:>10} {:>10} {:>10} {:>10} {:>10}\n",
             "rank", "window", "compute", "comm", "exposed", "idle"
         ));
-        for x in &b {
+        for x in b {
             out.push_str(&format!(
                 "   {:>6} {:>10.1} {:>10.1} {:>10.1} {:>10.1} {:>10.1}\n",
                 x.rank,
-                x.window_ns / 1e6,
-                x.compute_ns / 1e6,
-                x.communication_ns / 1e6,
-                x.exposed_communication_ns / 1e6,
-                x.idle_ns / 1e6
+                x.window_ms,
+                x.compute_ms,
+                x.communication_ms,
+                x.exposed_communication_ms,
+                x.idle_ms
             ));
         }
     }
-    for (id, why) in &d.skipped {
-        out.push_str(&format!("\n(detector {id} skipped: {why})"));
+    for s in &doc.skipped_detectors {
+        out.push_str(&format!(
+            "\n(detector {} skipped: {})",
+            s.detector, s.reason
+        ));
     }
     out.push('\n');
     out
@@ -163,7 +127,7 @@ pub fn finding_text(n: usize, f: &Finding) -> String {
     let mut s = format!(
         "\n{n}. [{}] {} — {}\n   confidence {:.0}%\n",
         severity_word(f.severity),
-        f.kind.as_str(),
+        f.kind,
         f.summary,
         f.confidence * 100.0
     );
@@ -187,28 +151,34 @@ pub fn finding_text(n: usize, f: &Finding) -> String {
         ));
     }
     // Agreement of independent detectors matters to a reader: always shown.
-    if let Some(e) = f
-        .evidence
-        .iter()
-        .skip(8)
-        .find(|e| e.metric == "corroborating_detectors")
-    {
-        s.push_str(&format!("   {}\n", e.detail));
+    if !f.corroborated_by.is_empty() {
+        let also: Vec<String> = f
+            .corroborated_by
+            .iter()
+            .map(|c| format!("{} ({}, {:.0}%)", c.detector, c.kind, c.confidence * 100.0))
+            .collect();
+        s.push_str(&format!("   also found by {}\n", also.join(", ")));
     }
     s.push_str(&format!("   action: {}\n", f.action));
     s
 }
 
-/// Builds the HTML report's input from a diagnosis.
-pub fn report_html(t: &Trace, d: &Diagnosis, title: &str, subtitle: &str) -> String {
+/// The HTML report of a diagnosis and its document.
+pub fn report_html(
+    t: &Trace,
+    d: &Diagnosis,
+    doc: &FindingsDocument,
+    title: &str,
+    subtitle: &str,
+) -> String {
     let iteration_times_ms: Vec<(u32, f64)> = d
         .iterations
         .iter()
         .zip(&d.iteration_ns)
         .filter_map(|(&it, ns)| ns.map(|v| (it, v / 1e6)))
         .collect();
-    let flagged_iterations: Vec<u32> = d
-        .findings
+    let flagged_iterations: Vec<u32> = doc
+        .findings()
         .iter()
         .filter(|f| f.kind == flare_model::FindingKind::IterationSpike)
         .flat_map(|f| f.iterations.clone())
@@ -239,33 +209,16 @@ pub fn report_html(t: &Trace, d: &Diagnosis, title: &str, subtitle: &str) -> Str
             values[row * n_its + i] = v;
         }
     }
-    let mut highlight_rows: Vec<usize> = d
-        .localized()
+    let mut highlight_rows: Vec<usize> = doc
+        .findings()
+        .iter()
+        .filter(|f| f.localizes())
         .flat_map(|f| f.culprits.iter().filter_map(|c| c.rank))
         .filter_map(|r| t.ranks.iter().position(|x| x.rank == r))
         .map(|ri| ri / per_row)
         .collect();
     highlight_rows.sort_unstable();
     highlight_rows.dedup();
-    let mut breakdown: Vec<RankBreakdown> = t
-        .ranks
-        .iter()
-        .map(|r| {
-            let b = rank_time(r);
-            RankBreakdown {
-                label: format!("rank {}", r.rank),
-                compute_ms: b.compute_ns / 1e6,
-                communication_ms: b.communication_ns / 1e6,
-                exposed_communication_ms: b.exposed_communication_ns / 1e6,
-                idle_ms: b.idle_ns / 1e6,
-            }
-        })
-        .collect();
-    breakdown.sort_by(|x, y| {
-        (y.idle_ms + y.exposed_communication_ms)
-            .total_cmp(&(x.idle_ms + x.exposed_communication_ms))
-    });
-    breakdown.truncate(20);
     let input = ReportInput {
         title: title.to_string(),
         subtitle: subtitle.to_string(),
@@ -280,8 +233,7 @@ pub fn report_html(t: &Trace, d: &Diagnosis, title: &str, subtitle: &str) -> Str
             unit: "%".into(),
             highlight_rows,
         },
-        findings: &d.findings,
-        breakdown,
+        document: doc,
     };
     flare_report::render_html(&input)
 }

@@ -2,17 +2,7 @@
 //! compute (exposed), and idle time (the GPU runs nothing we traced: host stalls, launch
 //! gaps, the "void" of XPUTimer).
 
-use flare_model::{OpKind, RankTrace};
-
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct RankTime {
-    pub rank: u32,
-    pub window_ns: f64,
-    pub compute_ns: f64,
-    pub communication_ns: f64,
-    pub exposed_communication_ns: f64,
-    pub idle_ns: f64,
-}
+use flare_model::{OpKind, RankTime, RankTrace, Trace};
 
 fn merge(mut v: Vec<(i64, i64)>) -> Vec<(i64, i64)> {
     v.sort_unstable();
@@ -48,6 +38,7 @@ fn overlap(a: &[(i64, i64)], b: &[(i64, i64)]) -> i64 {
     sum
 }
 
+/// One rank's breakdown over its whole trace.
 pub fn rank_time(r: &RankTrace) -> RankTime {
     let (mut lo, mut hi) = (i64::MAX, i64::MIN);
     let mut compute = Vec::new();
@@ -65,7 +56,11 @@ pub fn rank_time(r: &RankTrace) -> RankTime {
     if lo >= hi {
         return RankTime {
             rank: r.rank,
-            ..Default::default()
+            window_ms: 0.0,
+            compute_ms: 0.0,
+            communication_ms: 0.0,
+            exposed_communication_ms: 0.0,
+            idle_ms: 0.0,
         };
     }
     let compute = merge(compute);
@@ -73,14 +68,27 @@ pub fn rank_time(r: &RankTrace) -> RankTime {
     let (c, m) = (total(&compute), total(&comm));
     let both = overlap(&compute, &comm);
     let window = hi - lo;
+    let ms = |ns: i64| ns as f64 / 1e6;
     RankTime {
         rank: r.rank,
-        window_ns: window as f64,
-        compute_ns: c as f64,
-        communication_ns: m as f64,
-        exposed_communication_ns: (m - both) as f64,
-        idle_ns: (window - (c + m - both)).max(0) as f64,
+        window_ms: ms(window),
+        compute_ms: ms(c),
+        communication_ms: ms(m),
+        exposed_communication_ms: ms(m - both),
+        idle_ms: ms((window - (c + m - both)).max(0)),
     }
+}
+
+/// The ranks that lose the most time (idle plus exposed communication), most first, at
+/// most `limit` of them.
+pub fn most_idle(t: &Trace, limit: usize) -> Vec<RankTime> {
+    let mut v: Vec<RankTime> = t.ranks.iter().map(rank_time).collect();
+    v.sort_by(|x, y| {
+        (y.idle_ms + y.exposed_communication_ms)
+            .total_cmp(&(x.idle_ms + x.exposed_communication_ms))
+    });
+    v.truncate(limit);
+    v
 }
 
 #[cfg(test)]
@@ -115,10 +123,10 @@ mod tests {
             iterations: vec![],
         };
         let t = rank_time(&r);
-        assert_eq!(t.window_ns, 30.0);
-        assert_eq!(t.compute_ns, 20.0);
-        assert_eq!(t.communication_ns, 10.0);
-        assert_eq!(t.exposed_communication_ns, 5.0);
-        assert_eq!(t.idle_ns, 5.0);
+        assert_eq!(t.window_ms, 30.0 / 1e6);
+        assert_eq!(t.compute_ms, 20.0 / 1e6);
+        assert_eq!(t.communication_ms, 10.0 / 1e6);
+        assert_eq!(t.exposed_communication_ms, 5.0 / 1e6);
+        assert_eq!(t.idle_ms, 5.0 / 1e6);
     }
 }

@@ -3,7 +3,7 @@
 //! machine metrics); a person wants one finding with all the evidence, and the agreement
 //! of independent methods is itself evidence.
 
-use flare_model::{Component, Evidence, Finding, Severity};
+use flare_model::{Component, Corroboration, Finding, Severity};
 
 /// What a culprit is, for merging: findings naming the same thing merge.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -36,8 +36,8 @@ fn identity(f: &Finding) -> Option<Identity> {
 }
 
 /// Merges findings that blame the same culprit into the most confident one, which keeps
-/// its kind and summary and gains the others' evidence and a note of the detectors that
-/// agree. Findings that blame nothing (cluster-wide information) stay as they are.
+/// its kind and summary and gains the others' evidence (keys it lacks) and their
+/// detectors in `corroborated_by`. Findings that blame nothing (cluster-wide information) stay as they are.
 pub fn consolidate(findings: Vec<Finding>) -> Vec<Finding> {
     let mut out: Vec<Finding> = Vec::with_capacity(findings.len());
     let mut ids: Vec<Option<Identity>> = Vec::new();
@@ -60,30 +60,11 @@ pub fn consolidate(findings: Vec<Finding>) -> Vec<Finding> {
                         primary.evidence.push(e);
                     }
                 }
-                let note = format!(
-                    "{} ({}, {:.0}%)",
-                    f.detector,
-                    f.kind.as_str(),
-                    f.confidence * 100.0
-                );
-                match primary
-                    .evidence
-                    .iter_mut()
-                    .find(|e| e.metric == "corroborating_detectors")
-                {
-                    Some(e) => {
-                        e.value += 1.0;
-                        e.detail.push_str(", ");
-                        e.detail.push_str(&note);
-                    }
-                    None => primary.evidence.push(Evidence::new(
-                        "corroborating_detectors",
-                        1.0,
-                        None,
-                        "detectors",
-                        format!("also found by {note}"),
-                    )),
-                }
+                primary.corroborated_by.push(Corroboration {
+                    detector: f.detector,
+                    kind: f.kind,
+                    confidence: f.confidence,
+                });
                 // Independent methods agreeing: a little more confidence, never certainty.
                 primary.confidence = (primary.confidence
                     + 0.5 * (1.0 - primary.confidence) * f.confidence)
@@ -105,9 +86,15 @@ pub fn consolidate(findings: Vec<Finding>) -> Vec<Finding> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use flare_model::{Culprit, FindingKind};
+    use flare_model::{Culprit, DetectorId, Evidence, EvidenceKey, FindingKind, Unit};
 
-    fn finding(detector: &str, kind: FindingKind, rank: u32, confidence: f64) -> Finding {
+    fn finding(
+        detector: DetectorId,
+        key: EvidenceKey,
+        kind: FindingKind,
+        rank: u32,
+        confidence: f64,
+    ) -> Finding {
         let mut c = Culprit::new(Component::Gpu);
         c.rank = Some(rank);
         Finding {
@@ -116,31 +103,88 @@ mod tests {
             summary: format!("{detector} on {rank}"),
             confidence,
             culprits: vec![c],
-            evidence: vec![Evidence::new(detector, 1.0, None, "", String::new())],
+            evidence: vec![Evidence::new(key, 1.0, None, Unit::None, String::new())],
             action: String::new(),
             iterations: vec![],
-            detector: detector.into(),
+            detector,
+            corroborated_by: vec![],
         }
     }
 
     #[test]
     fn same_culprit_merges_into_the_most_confident() {
         let out = consolidate(vec![
-            finding("slow_rank", FindingKind::SlowGpu, 7, 0.9),
-            finding("graph", FindingKind::SlowGpu, 7, 0.95),
-            finding("graph", FindingKind::SlowGpu, 3, 0.5),
+            finding(
+                DetectorId::SlowRank,
+                EvidenceKey::SelfTimeExcess,
+                FindingKind::SlowGpu,
+                7,
+                0.9,
+            ),
+            finding(
+                DetectorId::Graph,
+                EvidenceKey::BlameShare,
+                FindingKind::SlowGpu,
+                7,
+                0.95,
+            ),
+            finding(
+                DetectorId::Graph,
+                EvidenceKey::BlameShare,
+                FindingKind::SlowGpu,
+                3,
+                0.5,
+            ),
+            finding(
+                DetectorId::Metrics,
+                EvidenceKey::BlameShare,
+                FindingKind::SlowGpu,
+                7,
+                0.6,
+            ),
         ]);
         assert_eq!(out.len(), 2);
-        assert_eq!(out[0].detector, "graph");
+        assert_eq!(out[0].detector, DetectorId::Graph);
         assert_eq!(out[0].culprits[0].rank, Some(7));
         assert!(out[0].confidence > 0.95 && out[0].confidence < 1.0);
-        let c = out[0]
-            .evidence
+        let by: Vec<_> = out[0]
+            .corroborated_by
             .iter()
-            .find(|e| e.metric == "corroborating_detectors")
-            .unwrap();
-        assert!(c.detail.contains("slow_rank"));
-        assert!(out[0].evidence.iter().any(|e| e.metric == "slow_rank"));
+            .map(|c| (c.detector, c.kind, c.confidence))
+            .collect();
+        assert_eq!(
+            by,
+            [
+                (DetectorId::SlowRank, FindingKind::SlowGpu, 0.9),
+                (DetectorId::Metrics, FindingKind::SlowGpu, 0.6)
+            ]
+        );
+        // Each key once: the primary's own, then what the others added.
+        let keys: Vec<_> = out[0].evidence.iter().map(|e| e.metric).collect();
+        assert_eq!(keys, [EvidenceKey::BlameShare, EvidenceKey::SelfTimeExcess]);
         assert_eq!(out[1].culprits[0].rank, Some(3));
+        assert!(out[1].corroborated_by.is_empty());
+    }
+
+    #[test]
+    fn information_does_not_merge() {
+        let mut a = finding(
+            DetectorId::Metrics,
+            EvidenceKey::RelativeScore,
+            FindingKind::SlowGpu,
+            7,
+            0.9,
+        );
+        a.severity = Severity::Info;
+        let b = finding(
+            DetectorId::SlowRank,
+            EvidenceKey::SelfTimeExcess,
+            FindingKind::SlowGpu,
+            7,
+            0.8,
+        );
+        let out = consolidate(vec![a, b]);
+        assert_eq!(out.len(), 2);
+        assert!(out.iter().all(|f| f.corroborated_by.is_empty()));
     }
 }

@@ -13,11 +13,13 @@
 //! group's op is the root cause; among several, the one whose op was entered first.
 
 use flare_model::flight_recorder::{shapes, FrDump, FrEntry, FrJob, FrPgStatus, FrState};
-use flare_model::{Component, Culprit, Evidence, Finding, FindingKind, Severity};
+use flare_model::{
+    Component, Culprit, DetectorId, Evidence, EvidenceKey, Finding, FindingKind, Severity, Unit,
+};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 /// The detector name findings carry.
-pub const DETECTOR: &str = "flight_recorder";
+pub const DETECTOR: DetectorId = DetectorId::FlightRecorder;
 
 /// What one group's divergence looks like.
 #[derive(Clone, Debug, PartialEq)]
@@ -823,15 +825,16 @@ pub fn analyze(job: &FrJob) -> Vec<Finding> {
             confidence: 0.3,
             culprits: vec![],
             evidence: vec![Evidence::new(
-                "ranks_without_dump",
+                EvidenceKey::RanksWithoutDump,
                 job.missing_ranks.len() as f64,
                 Some(job.world().len() as f64),
-                "ranks",
+                Unit::Ranks,
                 format!("ranks {} have no dump", ranks_str(&job.missing_ranks)),
             )],
             action: "collect the missing ranks' dumps (or their logs: a crashed process writes none) and run again".into(),
             iterations: vec![],
-            detector: DETECTOR.into(),
+            detector: DETECTOR,
+            corroborated_by: vec![],
         };
         for r in &job.missing_ranks {
             let mut c = Culprit::new(Component::Process);
@@ -856,26 +859,26 @@ fn finding(
     let mut ev = Vec::new();
     let group_num = d.group.parse::<f64>().unwrap_or(f64::NAN);
     ev.push(Evidence::new(
-        "process_group",
+        EvidenceKey::ProcessGroup,
         if group_num.is_finite() {
             group_num
         } else {
             0.0
         },
         None,
-        "",
+        Unit::None,
         format!("{group}, members {}", ranks_str(&d.members)),
     ));
     let seq_name = if d.kind == DivergenceKind::P2pUnmatched {
-        "p2p_seq_id"
+        EvidenceKey::P2pSeqId
     } else {
-        "collective_seq_id"
+        EvidenceKey::CollectiveSeqId
     };
     ev.push(Evidence::new(
         seq_name,
         d.seq as f64,
         None,
-        "",
+        Unit::None,
         format!(
             "op {op}{}",
             if d.output_sizes.is_empty() {
@@ -900,10 +903,10 @@ fn finding(
     let (summary, action, culprit_ranks): (String, String, Vec<u32>) = match d.kind {
         DivergenceKind::MissingRanks | DivergenceKind::NoDumpOnly => {
             ev.push(Evidence::new(
-                "ranks_reached",
+                EvidenceKey::RanksReached,
                 d.reached.len() as f64,
                 Some(d.members.len() as f64),
-                "ranks",
+                Unit::Ranks,
                 format!(
                     "ranks {} reached #{} (state: {})",
                     ranks_str(&d.reached),
@@ -927,10 +930,10 @@ fn finding(
                     .collect::<Vec<_>>()
                     .join("; ");
                 ev.push(Evidence::new(
-                    "ranks_missing",
+                    EvidenceKey::RanksMissing,
                     d.missing.len() as f64,
                     Some(d.members.len() as f64),
-                    "ranks",
+                    Unit::Ranks,
                     format!(
                         "ranks {} never reached #{}: {latest}",
                         ranks_str(&d.missing),
@@ -941,10 +944,10 @@ fn finding(
             let behind: Vec<u32> = d.behind.clone();
             if !behind.is_empty() {
                 ev.push(Evidence::new(
-                    "ranks_behind",
+                    EvidenceKey::RanksBehind,
                     behind.len() as f64,
                     None,
-                    "ranks",
+                    Unit::Ranks,
                     format!(
                         "ranks {} still hold earlier ops on this group that other members completed (their GPU work is not progressing)",
                         ranks_str(&behind)
@@ -988,17 +991,17 @@ fn finding(
                 .collect::<Vec<_>>()
                 .join("; ");
             ev.push(Evidence::new(
-                "p2p_waiting",
+                EvidenceKey::P2pWaiting,
                 d.odd.len() as f64,
                 None,
-                "ranks",
+                Unit::Ranks,
                 format!("pending send/recv with no matching op on the peer: {waits}"),
             ));
             ev.push(Evidence::new(
-                "ranks_missing",
+                EvidenceKey::RanksMissing,
                 d.missing.len() as f64,
                 None,
-                "ranks",
+                Unit::Ranks,
                 format!(
                     "peers {} never posted the matching send/recv",
                     ranks_str(&d.missing)
@@ -1032,10 +1035,10 @@ fn finding(
                 .collect::<Vec<_>>()
                 .join("; ");
             ev.push(Evidence::new(
-                "mismatched_ranks",
+                EvidenceKey::MismatchedRanks,
                 d.odd.len() as f64,
                 Some(d.reached.len() as f64),
-                "ranks",
+                Unit::Ranks,
                 format!(
                     "{what} for #{}: most ranks have {}; {odd}",
                     d.seq, d.majority
@@ -1058,10 +1061,10 @@ fn finding(
     };
     if !d.no_dump.is_empty() && d.kind != DivergenceKind::NoDumpOnly {
         ev.push(Evidence::new(
-            "ranks_without_dump",
+            EvidenceKey::RanksWithoutDump,
             d.no_dump.len() as f64,
             Some(d.members.len() as f64),
-            "ranks",
+            Unit::Ranks,
             format!(
                 "ranks {} of the group wrote no dump: their state is unknown",
                 ranks_str(&d.no_dump)
@@ -1070,10 +1073,10 @@ fn finding(
     }
     if !d.frames.is_empty() {
         ev.push(Evidence::new(
-            "stack",
+            EvidenceKey::Stack,
             d.frames.len() as f64,
             None,
-            "frames",
+            Unit::Frames,
             format!(
                 "stack of the op{}: {}",
                 d.frames_rank
@@ -1091,10 +1094,10 @@ fn finding(
             .filter(|r| stuck.contains(r))
             .collect();
         ev.push(Evidence::new(
-            "consequence",
+            EvidenceKey::Consequence,
             waiting.len() as f64,
             None,
-            "ranks",
+            Unit::Ranks,
             format!(
                 "ranks {} wait in another group's op; likely a consequence of {}",
                 ranks_str(&waiting),
@@ -1109,10 +1112,10 @@ fn finding(
     let missing_dumps: Vec<u32> = job.missing_ranks.clone();
     if root && !missing_dumps.is_empty() {
         ev.push(Evidence::new(
-            "job_ranks_without_dump",
+            EvidenceKey::JobRanksWithoutDump,
             missing_dumps.len() as f64,
             Some(job.world().len() as f64),
-            "ranks",
+            Unit::Ranks,
             format!(
                 "ranks {} of the job wrote no dump",
                 ranks_str(&missing_dumps)
@@ -1138,7 +1141,8 @@ fn finding(
         evidence: ev,
         action,
         iterations: vec![],
-        detector: DETECTOR.into(),
+        detector: DETECTOR,
+        corroborated_by: vec![],
     }
 }
 

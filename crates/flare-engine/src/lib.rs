@@ -13,6 +13,7 @@ pub mod consolidate;
 pub mod context;
 pub mod detectors;
 pub mod digest;
+pub mod document;
 pub mod flight_recorder;
 pub mod forest;
 pub mod graph;
@@ -24,7 +25,7 @@ pub mod whatif_trace;
 
 pub use analysis::Analysis;
 pub use context::JobContext;
-use flare_model::{Finding, Trace};
+use flare_model::{DetectorId, Finding, RankMetrics, SkippedDetector, Trace};
 pub use stream::Engine;
 
 /// Thresholds shared by the detectors. Defaults are the documented behaviour.
@@ -115,8 +116,13 @@ pub enum Outcome {
 
 /// One diagnosis rule.
 pub trait Detector: Send + Sync {
-    /// Stable identifier, e.g. `slow_rank`.
-    fn id(&self) -> &'static str;
+    /// Stable identifier.
+    fn id(&self) -> DetectorId;
+    /// Whether it localizes slowdowns (names a rank or a path from how collectives
+    /// waited): a window none of these could look at is not evidence of health.
+    fn localizes(&self) -> bool {
+        false
+    }
     /// One line on what it finds.
     fn summary(&self) -> &'static str;
     /// The signals it needs, for `flare diagnose --explain`.
@@ -146,7 +152,9 @@ pub struct Diagnosis {
     /// Most important first: severity, then confidence.
     pub findings: Vec<Finding>,
     /// Detectors that could not run, with why.
-    pub skipped: Vec<(String, String)>,
+    pub skipped: Vec<SkippedDetector>,
+    /// Whether a detector that localizes slowdowns ([`Detector::localizes`]) ran.
+    pub localizer_ran: bool,
     /// The window's iterations and their durations (median rank span, ns).
     pub iterations: Vec<u32>,
     pub iteration_ns: Vec<Option<f64>>,
@@ -156,7 +164,7 @@ pub struct Diagnosis {
     /// collectives over the other members' median, minus 1 (NaN when unknown).
     pub self_excess: Vec<f64>,
     /// Per-rank metrics of the ranks with the lowest performance scores (at most 16).
-    pub rank_metrics: Vec<detectors::metrics::RankMetrics>,
+    pub rank_metrics: Vec<RankMetrics>,
     /// Each detector's own findings before those naming the same culprit merged, in
     /// registry order: what one method finds alone (the benchmark scores them).
     pub by_detector: Vec<Finding>,
@@ -174,10 +182,15 @@ impl Diagnosis {
     /// Whether the detectors that localize slowdowns could run. A window where they could
     /// not (two ranks, no communicator metadata) is not evidence of health.
     pub fn conclusive(&self) -> bool {
-        ["slow_rank", "slow_path", "graph"]
+        self.localizer_ran || self.localized().next().is_some()
+    }
+
+    /// Whether this detector could not run, and why.
+    pub fn skipped_reason(&self, detector: DetectorId) -> Option<&str> {
+        self.skipped
             .iter()
-            .any(|id| !self.skipped.iter().any(|(s, _)| s == id))
-            || self.localized().next().is_some()
+            .find(|s| s.detector == detector)
+            .map(|s| s.reason.as_str())
     }
 
     /// Findings that blame something (not cluster-wide information).
@@ -186,7 +199,7 @@ impl Diagnosis {
     }
 
     /// One detector's own findings that name a culprit, most important first.
-    pub fn localized_by(&self, detector: &str) -> Vec<&Finding> {
+    pub fn localized_by(&self, detector: DetectorId) -> Vec<&Finding> {
         let mut v: Vec<&Finding> = self
             .by_detector
             .iter()

@@ -11,7 +11,8 @@
 
 use crate::stats::{confidence, median, median_mad};
 use flare_model::{
-    Component, Culprit, Evidence, Finding, FindingKind, HangRecord, OpKind, Severity, WindowSummary,
+    Component, Culprit, DetectorId, Evidence, EvidenceKey, Finding, FindingKind, HangRecord,
+    OpKind, Severity, Unit, WindowSummary,
 };
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -68,9 +69,9 @@ pub struct LiveDiagnosis {
     pub notes: Vec<String>,
 }
 
-const DETECTOR_SLOW: &str = "live_slow_rank";
-const DETECTOR_SCORE: &str = "live_score";
-const DETECTOR_HANG: &str = "live_hang";
+const DETECTOR_SLOW: DetectorId = DetectorId::LiveSlowRank;
+const DETECTOR_SCORE: DetectorId = DetectorId::LiveScore;
+const DETECTOR_HANG: DetectorId = DetectorId::LiveHang;
 /// Most slow-rank findings per window; more than this is a job-wide pattern, and the
 /// notes say how many were left out.
 const MAX_SLOW_FINDINGS: usize = 8;
@@ -163,7 +164,7 @@ pub fn confirm_with_previous(
         let excess = f
             .evidence
             .iter()
-            .find(|e| e.metric == "own_time_ratio")
+            .find(|e| e.metric == EvidenceKey::OwnTimeRatio)
             .map(|e| e.value - 1.0)
             .unwrap_or(f64::INFINITY);
         let rank = f.culprits.first().and_then(|c| c.rank);
@@ -282,36 +283,36 @@ fn drop_note(aggs: &BTreeMap<u32, RankAgg>, notes: &mut Vec<String>) {
 /// iteration counts would turn a window edge (one rank's step ending just after it) into
 /// a 1/n difference in time per iteration.
 #[derive(Clone, Copy)]
-enum Unit {
+enum Basis {
     Iteration,
     Second,
 }
 
-impl Unit {
-    fn of(peers: &[&RankAgg]) -> Unit {
+impl Basis {
+    fn of(peers: &[&RankAgg]) -> Basis {
         let n = peers[0].iterations;
         if n > 0 && peers.iter().all(|a| a.iterations == n) {
-            Unit::Iteration
+            Basis::Iteration
         } else {
-            Unit::Second
+            Basis::Second
         }
     }
     fn divisor(self, a: &RankAgg) -> f64 {
         match self {
-            Unit::Iteration => a.iterations as f64,
-            Unit::Second => a.observed_ns / 1e9,
+            Basis::Iteration => a.iterations as f64,
+            Basis::Second => a.observed_ns / 1e9,
         }
     }
-    fn label(self) -> &'static str {
+    fn label(self) -> Unit {
         match self {
-            Unit::Iteration => "ms/iteration",
-            Unit::Second => "ms/s",
+            Basis::Iteration => Unit::MsPerIteration,
+            Basis::Second => Unit::MsPerSecond,
         }
     }
     fn words(self) -> &'static str {
         match self {
-            Unit::Iteration => "per iteration",
-            Unit::Second => "per second observed",
+            Basis::Iteration => "per iteration",
+            Basis::Second => "per second observed",
         }
     }
 }
@@ -325,7 +326,7 @@ struct Norm {
     host_by_kind: [f64; OpKind::ALL.len()],
 }
 
-fn normalise(a: &RankAgg, unit: Unit) -> Norm {
+fn normalise(a: &RankAgg, unit: Basis) -> Norm {
     let d = unit.divisor(a).max(1e-12);
     Norm {
         own: a.own_ns / d,
@@ -382,7 +383,7 @@ fn slow_rank_findings(
     let mut slow = Vec::new();
     let mut low_scores: Vec<(f64, &RankAgg, bool)> = Vec::new();
     for peers in &classes {
-        let unit = Unit::of(peers);
+        let unit = Basis::of(peers);
         let norms: Vec<Norm> = peers.iter().map(|a| normalise(a, unit)).collect();
         let own: Vec<f64> = norms.iter().map(|n| n.own).collect();
         let (med, mad) = median_mad(&own);
@@ -463,7 +464,7 @@ fn slow_finding(
     i: usize,
     norms: &[Norm],
     n_peers: usize,
-    unit: Unit,
+    unit: Basis,
     z: f64,
     score: f64,
     cfg: &LiveConfig,
@@ -499,10 +500,10 @@ fn slow_finding(
 
     let mut evidence = vec![
         Evidence::new(
-            "own_time_ratio",
+            EvidenceKey::OwnTimeRatio,
             ratio,
             Some(1.0),
-            "x",
+            Unit::Ratio,
             format!(
                 "time outside collectives and P2P {} over the median of its {} peers (ranks running the same kernels)",
                 unit.words(),
@@ -510,24 +511,24 @@ fn slow_finding(
             ),
         ),
         Evidence::new(
-            "own_time",
+            EvidenceKey::OwnTime,
             n.own / 1e6,
             Some(peer_own / 1e6),
             ul,
             "its time outside collectives and P2P; baseline: its peers' median".into(),
         ),
         Evidence::new(
-            "robust_z",
+            EvidenceKey::RobustZ,
             z,
             Some(cfg.min_rank_z),
-            "sd",
+            Unit::Sd,
             format!(
                 "robust z-score of its own time among its peers (median/MAD, MAD floored at {:.0}% of the median)",
                 cfg.mad_floor * 100.0
             ),
         ),
         Evidence::new(
-            "sync_time",
+            EvidenceKey::SyncTime,
             n.sync / 1e6,
             Some(peer_sync / 1e6),
             ul,
@@ -550,7 +551,7 @@ fn slow_finding(
         )
     } else if compute_excess >= host_excess && compute_excess >= 0.4 * excess {
         evidence.push(Evidence::new(
-            "compute_time",
+            EvidenceKey::ComputeTime,
             n.compute / 1e6,
             Some(peer_compute / 1e6),
             ul,
@@ -564,7 +565,7 @@ fn slow_finding(
         )
     } else if host_excess > compute_excess && host_excess >= 0.4 * excess {
         evidence.push(Evidence::new(
-            "host_phase_time",
+            EvidenceKey::HostPhaseTime,
             n.host / 1e6,
             Some(peer_host / 1e6),
             ul,
@@ -590,10 +591,10 @@ fn slow_finding(
     };
     if score < 1.0 {
         evidence.push(Evidence::new(
-            "relative_score",
+            EvidenceKey::RelativeScore,
             score,
             Some(cfg.min_relative_score),
-            "",
+            Unit::None,
             "best peer's time over its own (1.0: as fast as the fastest peer)".into(),
         ));
     }
@@ -620,7 +621,8 @@ fn slow_finding(
         evidence,
         action,
         iterations: vec![],
-        detector: DETECTOR_SLOW.into(),
+        detector: DETECTOR_SLOW,
+        corroborated_by: vec![],
     }
 }
 
@@ -670,15 +672,16 @@ fn score_finding(low: &mut [(f64, &RankAgg, bool)], cfg: &LiveConfig) -> Finding
         confidence: (1.0 - worst).clamp(0.0, 0.999),
         culprits,
         evidence: vec![Evidence::new(
-            "relative_score",
+            EvidenceKey::RelativeScore,
             worst,
             Some(cfg.min_relative_score),
-            "",
+            Unit::None,
             format!("lowest relative score: the fastest peer's {what} time over the rank's"),
         )],
         action: "compare these ranks' GPU clocks, thermals and host load with their peers'; several slow ranks at once point at shared causes (a node, a rack's cooling)".into(),
         iterations: vec![],
-        detector: DETECTOR_SCORE.into(),
+        detector: DETECTOR_SCORE,
+        corroborated_by: vec![],
     }
 }
 
@@ -744,10 +747,10 @@ fn hang_evidence(g: &HangGroup, present: usize) -> Vec<Evidence> {
         .unwrap_or(0);
     let mut ev = vec![
         Evidence::new(
-            "ranks_stuck",
+            EvidenceKey::RanksStuck,
             g.ranks.len() as f64,
             Some(present as f64),
-            "ranks",
+            Unit::Ranks,
             format!(
                 "ranks stuck in {} {}{}: {}",
                 g.kind.as_str(),
@@ -759,10 +762,10 @@ fn hang_evidence(g: &HangGroup, present: usize) -> Vec<Evidence> {
             ),
         ),
         Evidence::new(
-            "in_flight",
+            EvidenceKey::InFlight,
             longest as f64 / 1e9,
             None,
-            "s",
+            Unit::Seconds,
             "longest time in flight without progress when the watchdog fired".into(),
         ),
     ];
@@ -779,10 +782,10 @@ fn hang_evidence(g: &HangGroup, present: usize) -> Vec<Evidence> {
         let (r, node, thread) = who[0];
         let source = &g.ranks[&r].0.stack_source;
         ev.push(Evidence::new(
-            "stack",
+            EvidenceKey::Stack,
             r as f64,
             None,
-            "rank",
+            Unit::Rank,
             format!(
                 "rank {r} on {node} ({source}), thread {thread}{}: {top}",
                 if who.len() > 1 {
@@ -875,10 +878,10 @@ fn sync_hang(
             c.element = Some(a.node.to_string());
             culprits.push(c);
             ev.push(Evidence::new(
-                "not_stuck",
+                EvidenceKey::NotStuck,
                 a.rank as f64,
                 None,
-                "rank",
+                Unit::Rank,
                 format!(
                     "rank {} on {} (pid {}) {why}; it finished {} iteration{} in this window",
                     a.rank,
@@ -911,10 +914,10 @@ fn sync_hang(
             culprits.push(c);
         }
         ev.push(Evidence::new(
-            "ranks_without_data",
+            EvidenceKey::RanksWithoutData,
             absent.len() as f64,
             Some(world_size as f64),
-            "ranks",
+            Unit::Ranks,
             format!(
                 "no summary from rank{} {}",
                 plural(absent.len()),
@@ -951,7 +954,8 @@ fn sync_hang(
         evidence: ev,
         action,
         iterations: vec![],
-        detector: DETECTOR_HANG.into(),
+        detector: DETECTOR_HANG,
+        corroborated_by: vec![],
     }
 }
 
@@ -1002,7 +1006,8 @@ fn local_hang(g: &HangGroup) -> Finding {
         evidence: hang_evidence(g, g.ranks.len()),
         action: action.into(),
         iterations: vec![],
-        detector: DETECTOR_HANG.into(),
+        detector: DETECTOR_HANG,
+        corroborated_by: vec![],
     }
 }
 
@@ -1226,7 +1231,7 @@ mod tests {
         let sync = warn[0]
             .evidence
             .iter()
-            .find(|e| e.metric == "sync_time")
+            .find(|e| e.metric == EvidenceKey::SyncTime)
             .unwrap();
         assert!(
             sync.value < sync.baseline.unwrap(),
@@ -1325,7 +1330,11 @@ mod tests {
         assert_eq!(f.severity, Severity::Critical);
         assert_eq!(f.culprits[0].rank, Some(6));
         assert!(f.summary.contains("0-5, 7"), "{}", f.summary);
-        let stack = f.evidence.iter().find(|e| e.metric == "stack").unwrap();
+        let stack = f
+            .evidence
+            .iter()
+            .find(|e| e.metric == EvidenceKey::Stack)
+            .unwrap();
         assert!(stack.detail.contains("train.py:88"), "{}", stack.detail);
         assert!(
             stack.detail.contains("same on 7 stuck ranks"),

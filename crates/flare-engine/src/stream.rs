@@ -10,7 +10,7 @@ use crate::analysis::Analysis;
 use crate::context::JobContext;
 use crate::digest::{self, Carry, IterationDigest, Members, RankSlice};
 use crate::{registry, Diagnosis, EngineConfig, Outcome};
-use flare_model::{RankTrace, Trace};
+use flare_model::{RankMetrics, RankTrace, SkippedDetector, Trace};
 use std::collections::VecDeque;
 
 /// What the streaming engine refuses.
@@ -300,10 +300,18 @@ pub(crate) fn run_detectors(a: &Analysis, cfg: &EngineConfig) -> Diagnosis {
     }
     let mut findings = Vec::new();
     let mut skipped = Vec::new();
+    // Whether a detector that localizes slowdowns could look at the window.
+    let mut localizer_ran = false;
     for (d, o) in detectors.iter().zip(outcomes) {
         match o.into_inner().unwrap_or_else(|e| e.into_inner()) {
-            Some(Outcome::Findings(mut f)) => findings.append(&mut f),
-            Some(Outcome::NotEnoughData(why)) => skipped.push((d.id().to_string(), why)),
+            Some(Outcome::Findings(mut f)) => {
+                localizer_ran |= d.localizes();
+                findings.append(&mut f)
+            }
+            Some(Outcome::NotEnoughData(reason)) => skipped.push(SkippedDetector {
+                detector: d.id(),
+                reason,
+            }),
             // A detector that panicked on another thread: the scope above re-raises the
             // panic, so this is not reached.
             None => {}
@@ -319,8 +327,7 @@ pub(crate) fn run_detectors(a: &Analysis, cfg: &EngineConfig) -> Diagnosis {
         .filter(|m| m.relative_score.is_finite() || m.bus_gbps.is_finite())
         .cloned()
         .collect();
-    let by_score = |x: &crate::detectors::metrics::RankMetrics,
-                    y: &crate::detectors::metrics::RankMetrics| {
+    let by_score = |x: &RankMetrics, y: &RankMetrics| {
         let (sx, sy) = (
             x.relative_score.min(x.individual_score),
             y.relative_score.min(y.individual_score),
@@ -335,6 +342,7 @@ pub(crate) fn run_detectors(a: &Analysis, cfg: &EngineConfig) -> Diagnosis {
     Diagnosis {
         findings,
         skipped,
+        localizer_ran,
         iterations: a.iterations.clone(),
         iteration_ns: a.iteration_ns.clone(),
         ranks: a.ctx.ranks.clone(),

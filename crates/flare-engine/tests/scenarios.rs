@@ -131,7 +131,7 @@ fn graph_search_alone_localizes_at_2048_ranks() {
         cfg.fault = kind;
         let out = simulate(&cfg).unwrap();
         let d = diagnose(&out.trace, &EngineConfig::default());
-        let graph = d.localized_by("graph");
+        let graph = d.localized_by(flare_model::DetectorId::Graph);
         match graph.first() {
             None => assert_eq!(kind, FaultKind::None, "{}: nothing", out.truth.description),
             Some(f) => {
@@ -142,7 +142,10 @@ fn graph_search_alone_localizes_at_2048_ranks() {
                     f.summary
                 );
                 if kind == FaultKind::SlowGpu {
-                    let share = f.evidence.iter().find(|e| e.metric == "blame_share");
+                    let share = f
+                        .evidence
+                        .iter()
+                        .find(|e| e.metric == flare_model::EvidenceKey::BlameShare);
                     assert!(share.is_some_and(|e| e.value < 0.5), "{}", f.summary);
                 }
             }

@@ -24,7 +24,7 @@
 
 use flare_import::nccl_inspector::{self, read_inspector_dir, NcclOptions};
 use flare_import::nccl_profiler::{self, read_profiler_dump_dir};
-use flare_model::{Op, OpKind, Trace};
+use flare_model::{DetectorId, Op, OpKind, Trace};
 use std::path::PathBuf;
 
 fn fixture(name: &str) -> PathBuf {
@@ -45,13 +45,13 @@ fn sync_ops(t: &Trace, rank: u32, kind: OpKind) -> Vec<Op> {
         .unwrap_or_default()
 }
 
-fn detectors_with_findings(t: &Trace) -> Vec<(String, Vec<u32>)> {
+fn detectors_with_findings(t: &Trace) -> Vec<(DetectorId, Vec<u32>)> {
     let d = flare_engine::diagnose(t, &flare_engine::EngineConfig::default());
     d.findings
         .iter()
         .map(|f| {
             (
-                f.detector.clone(),
+                f.detector,
                 f.culprits.iter().filter_map(|c| c.rank).collect(),
             )
         })
@@ -112,12 +112,13 @@ fn inspector_late_rank_is_found_by_slow_rank() {
     let t = read_inspector_dir(&fixture("inspector"), &opts()).unwrap();
     let f = detectors_with_findings(&t);
     assert!(
-        f.iter().any(|(d, r)| d == "slow_rank" && r.contains(&2)),
+        f.iter()
+            .any(|(d, r)| *d == DetectorId::SlowRank && r.contains(&2)),
         "findings: {f:?}"
     );
     assert!(
         !f.iter()
-            .any(|(d, r)| d == "slow_rank" && (r.contains(&0) || r.contains(&1))),
+            .any(|(d, r)| *d == DetectorId::SlowRank && (r.contains(&0) || r.contains(&1))),
         "findings: {f:?}"
     );
 }
@@ -180,7 +181,8 @@ fn profiler_2_29_dump_uses_gpu_clocks_and_finds_the_late_rank() {
     assert!(t.meta.detail.contains("GPU"), "{}", t.meta.detail);
     let f = detectors_with_findings(&t);
     assert!(
-        f.iter().any(|(d, r)| d == "slow_rank" && r.contains(&2)),
+        f.iter()
+            .any(|(d, r)| *d == DetectorId::SlowRank && r.contains(&2)),
         "findings: {f:?}"
     );
 }
@@ -212,7 +214,8 @@ fn profiler_2_28_dump_with_bare_words_and_a_hang() {
     assert!(t.meta.detail.contains("truncated"), "{}", t.meta.detail);
     let f = detectors_with_findings(&t);
     assert!(
-        f.iter().any(|(d, r)| d == "hang" && r.contains(&2)),
+        f.iter()
+            .any(|(d, r)| *d == DetectorId::Hang && r.contains(&2)),
         "findings: {f:?}"
     );
 }
@@ -372,7 +375,8 @@ fn profiler_host_clocks_are_aligned_on_collective_ends() {
     }
     let f = detectors_with_findings(&t);
     assert!(
-        f.iter().any(|(d, r)| d == "slow_rank" && r.contains(&2)),
+        f.iter()
+            .any(|(d, r)| *d == DetectorId::SlowRank && r.contains(&2)),
         "findings: {f:?}"
     );
 }

@@ -5,6 +5,9 @@
 //! ([`comm`]), what they did ([`op`], [`trace`]), what a node agent ships per window
 //! ([`summary`]), and what the engine concluded ([`finding`]). The crate does no I/O.
 
+#[macro_use]
+mod string_enum;
+
 pub mod comm;
 pub mod finding;
 pub mod flight_recorder;
@@ -17,7 +20,11 @@ pub mod topology;
 pub mod trace;
 
 pub use comm::{CommId, Communicator, GroupKind};
-pub use finding::{Component, Culprit, Evidence, Finding, FindingKind, Severity};
+pub use finding::{
+    Component, Corroboration, Culprit, DetectorId, Evidence, EvidenceKey, Finding, FindingKind,
+    FindingsDocument, JobSummary, RankMetrics, RankTime, Severity, SkippedDetector, Unit, Verdict,
+    WindowHistory,
+};
 pub use machine::{Machine, MachineMetric, MachineMetrics, MetricSeries};
 pub use op::{Op, OpKind};
 pub use parallel::{Dim, ParallelConfig, RankCoords};

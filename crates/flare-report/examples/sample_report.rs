@@ -8,8 +8,11 @@
 //! of 8) and, next to it, `…-1024.html` with one heatmap row per rank and `…-healthy.html`
 //! with no findings and no iteration data.
 
-use flare_model::{Component, Culprit, Evidence, Finding, FindingKind, Severity};
-use flare_report::{render_html, Heatmap, RankBreakdown, ReportInput};
+use flare_model::{
+    Component, Culprit, DetectorId, Evidence, EvidenceKey, Finding, FindingKind, FindingsDocument,
+    JobSummary, RankTime, Severity, Unit,
+};
+use flare_report::{render_html, Heatmap, ReportInput};
 
 /// A tiny deterministic generator (xorshift64*), enough for noise.
 struct Rng(u64);
@@ -52,15 +55,16 @@ fn findings() -> Vec<Finding> {
             confidence: 0.71,
             culprits: vec![],
             evidence: vec![Evidence::new(
-                "iteration_time_max",
-                1390.0,
-                Some(1005.0),
-                "ms",
+                EvidenceKey::MaxIterationRatio,
+                1.38,
+                Some(1.05),
+                Unit::Ratio,
                 "delta-irregular iterations 23 and 57; every rank slows equally".into(),
             )],
             action: "Nothing to fix on a single machine; check checkpointing or evaluation hooks scheduled at these iterations.".into(),
             iterations: SPIKES.to_vec(),
-            detector: "iteration_spike".into(),
+            detector: DetectorId::Iteration,
+            corroborated_by: vec![],
         },
         Finding {
             kind: FindingKind::SlowGpu,
@@ -69,13 +73,14 @@ fn findings() -> Vec<Finding> {
             confidence: 0.93,
             culprits: vec![gpu, host],
             evidence: vec![
-                Evidence::new("gemm_self_time", 4.72, Some(3.60), "ms", "median over 80 iterations vs. the TP group's median".into()),
-                Evidence::new("self_time_excess", 31.1, Some(0.4), "%", "consistent across all iterations (robust z = 14.2)".into()),
-                Evidence::new("peer_wait_in_allreduce", 212.0, None, "ms", "the 7 TP peers wait on rank 139 in every all-reduce".into()),
+                Evidence::new(EvidenceKey::ComputeTimeRatio, 1.31, Some(1.0), Unit::Ratio, "median over 80 iterations vs. the TP group's median".into()),
+                Evidence::new(EvidenceKey::SelfTimeExcess, 31.1, Some(0.4), Unit::Percent, "consistent across all iterations (robust z = 14.2)".into()),
+                Evidence::new(EvidenceKey::BlameShare, 2.1, None, Unit::Percent, "the 7 TP peers wait on rank 139 in every all-reduce".into()),
             ],
             action: "Drain node 17 and run GPU diagnostics on GPU 3 (clocks, thermals, ECC); replace it if it is throttling.".into(),
             iterations: vec![],
-            detector: "slow_rank".into(),
+            detector: DetectorId::SlowRank,
+            corroborated_by: vec![],
         },
         Finding {
             kind: FindingKind::SlowLink,
@@ -84,20 +89,21 @@ fn findings() -> Vec<Finding> {
             confidence: 0.64,
             culprits: vec![nic, sw],
             evidence: vec![Evidence::new(
-                "p2p_bandwidth",
-                10.4,
-                Some(24.8),
-                "GB/s",
+                EvidenceKey::TransferTimeRatio,
+                2.4,
+                Some(1.0),
+                Unit::Ratio,
                 "send/recv between pipeline stages 2 and 3 <rail 5>".into(),
             )],
             action: "Check the cable and port counters of node41/nic5 on leaf-rail5 & reseat or replace the link.".into(),
             iterations: (60..ITERS).collect(),
-            detector: "slow_link".into(),
+            detector: DetectorId::SlowPath,
+            corroborated_by: vec![],
         },
     ]
 }
 
-fn build(per_rank: bool, findings: &[Finding]) -> ReportInput<'_> {
+fn build(per_rank: bool, document: &mut FindingsDocument) -> ReportInput<'_> {
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
     let iteration_times_ms: Vec<(u32, f64)> = (0..ITERS)
         .map(|i| {
@@ -143,8 +149,9 @@ fn build(per_rank: bool, findings: &[Finding]) -> ReportInput<'_> {
         .map(|r| {
             let rank = r * 16 + 11;
             let slow = rank == SLOW_RANK;
-            RankBreakdown {
-                label: format!("rank {rank}"),
+            RankTime {
+                rank: rank as u32,
+                window_ms: 80_000.0,
                 compute_ms: if slow {
                     61_000.0
                 } else {
@@ -164,6 +171,7 @@ fn build(per_rank: bool, findings: &[Finding]) -> ReportInput<'_> {
             }
         })
         .collect();
+    document.rank_breakdown = breakdown;
     ReportInput {
         title: "Flare diagnosis — sim-1024 (TP8 x PP4 x DP32)".into(),
         subtitle: format!(
@@ -181,8 +189,7 @@ fn build(per_rank: bool, findings: &[Finding]) -> ReportInput<'_> {
             unit: "%".into(),
             highlight_rows,
         },
-        findings,
-        breakdown,
+        document,
     }
 }
 
@@ -190,24 +197,24 @@ fn main() -> std::io::Result<()> {
     let out = std::env::args()
         .nth(1)
         .unwrap_or_else(|| "/tmp/flare-report-sample.html".to_string());
-    let f = findings();
-    let html = render_html(&build(false, &f));
+    let mut doc = FindingsDocument::new(JobSummary::default(), findings(), true);
+    let html = render_html(&build(false, &mut doc));
     std::fs::write(&out, &html)?;
     println!("wrote {out} ({} KiB)", html.len() / 1024);
     let big = match out.strip_suffix(".html") {
         Some(stem) => format!("{stem}-1024.html"),
         None => format!("{out}-1024.html"),
     };
-    let html = render_html(&build(true, &f));
+    let html = render_html(&build(true, &mut doc));
     std::fs::write(&big, &html)?;
     println!("wrote {big} ({} KiB)", html.len() / 1024);
     // A healthy job: no findings, nothing flagged, no iteration data at all.
     let healthy = big.replace("-1024.html", "-healthy.html");
-    let mut input = build(false, &[]);
+    let mut empty = FindingsDocument::new(JobSummary::default(), vec![], true);
+    let mut input = build(false, &mut empty);
     input.iteration_times_ms.clear();
     input.flagged_iterations.clear();
     input.heatmap.highlight_rows.clear();
-    input.breakdown.clear();
     let html = render_html(&input);
     std::fs::write(&healthy, &html)?;
     println!("wrote {healthy} ({} KiB)", html.len() / 1024);

@@ -1,8 +1,8 @@
 //! The HTML page: header, verdict, findings, charts and breakdown table.
 
 use crate::util::{c, escape, fmt_num, format_iterations, with_unit};
-use crate::{heatmap_svg, line_chart_svg, RankBreakdown, ReportInput};
-use flare_model::{Finding, Severity};
+use crate::{heatmap_svg, line_chart_svg, ReportInput};
+use flare_model::{Finding, RankTime, Severity, SkippedDetector, Verdict};
 use std::fmt::Write;
 
 /// Rows shown in the breakdown table.
@@ -113,14 +113,14 @@ pub fn render_html(input: &ReportInput) -> String {
          <nav><a href=\"#findings\">Findings</a><a href=\"#iterations\">Iteration time</a>\
          <a href=\"#heatmap\">Per-rank heatmap</a>{}</nav>\n</header>\n",
         escape(&input.subtitle),
-        if input.breakdown.is_empty() {
+        if input.document.rank_breakdown.is_empty() {
             ""
         } else {
             "<a href=\"#breakdown\">Time breakdown</a>"
         }
     );
 
-    let mut findings: Vec<&Finding> = input.findings.iter().collect();
+    let mut findings: Vec<&Finding> = input.document.findings().iter().collect();
     findings.sort_by(|a, b| {
         b.severity
             .cmp(&a.severity)
@@ -131,14 +131,12 @@ pub fn render_html(input: &ReportInput) -> String {
 
     s.push_str("<section id=\"findings\">\n<h2>Findings</h2>\n");
     if findings.is_empty() {
-        s.push_str(
-            "<p class=\"note\">No anomaly found: the job looks healthy. \
-             No detector raised a finding for this window.</p>\n",
-        );
+        s.push_str("<p class=\"note\">No detector raised a finding for this window.</p>\n");
     }
     for f in &findings {
         write_finding(&mut s, f);
     }
+    write_skipped(&mut s, &input.document.skipped_detectors);
     s.push_str("</section>\n");
 
     write_iterations(&mut s, input);
@@ -161,8 +159,8 @@ pub fn render_html(input: &ReportInput) -> String {
     );
     s.push_str("</section>\n");
 
-    if !input.breakdown.is_empty() {
-        write_breakdown(&mut s, &input.breakdown);
+    if !input.document.rank_breakdown.is_empty() {
+        write_breakdown(&mut s, &input.document.rank_breakdown);
     }
 
     let _ = write!(
@@ -175,14 +173,25 @@ pub fn render_html(input: &ReportInput) -> String {
 
 fn write_verdict(s: &mut String, findings: &[&Finding], input: &ReportInput) {
     let n_its = input.iteration_times_ms.len();
-    if findings.is_empty() {
-        let _ = write!(
-            s,
-            "<section class=\"verdict healthy\">\n<p class=\"big\">No anomaly found: the job looks healthy.</p>\n\
-             <p class=\"note\">{n_its} iteration(s) examined, {} flagged as irregular.</p>\n</section>\n",
-            input.flagged_iterations.len()
-        );
-        return;
+    match input.document.verdict() {
+        Verdict::Inconclusive => {
+            let _ = write!(
+                s,
+                "<section class=\"verdict\">\n<p class=\"big\">Inconclusive: the data lacks what the localization detectors need.</p>\n\
+                 <p class=\"note\">Nothing can be said about stragglers; the skipped detectors below say what is missing.</p>\n</section>\n"
+            );
+            return;
+        }
+        Verdict::Healthy if findings.is_empty() => {
+            let _ = write!(
+                s,
+                "<section class=\"verdict healthy\">\n<p class=\"big\">No anomaly found: the job looks healthy.</p>\n\
+                 <p class=\"note\">{n_its} iteration(s) examined, {} flagged as irregular.</p>\n</section>\n",
+                input.flagged_iterations.len()
+            );
+            return;
+        }
+        Verdict::Healthy | Verdict::Unhealthy => {}
     }
     let count = |sev: Severity| findings.iter().filter(|f| f.severity == sev).count();
     let (crit, warn, info) = (
@@ -192,6 +201,8 @@ fn write_verdict(s: &mut String, findings: &[&Finding], input: &ReportInput) {
     );
     let class = if crit > 0 {
         "verdict critical"
+    } else if input.document.verdict() == Verdict::Healthy {
+        "verdict healthy"
     } else {
         "verdict"
     };
@@ -234,7 +245,7 @@ fn write_finding(s: &mut String, f: &Finding) {
          <h3>{summary}</h3>\n\
          <div class=\"confidence\">confidence <div class=\"bar\" title=\"{pct}%\"><div class=\"fill\" style=\"width:{w}%\"></div></div><b>{pct}%</b></div>\n",
         kind = escape(f.kind.as_str()),
-        det = escape(&f.detector),
+        det = escape(f.detector.as_str()),
         summary = escape(&f.summary),
         w = c(conf * 100.0),
     );
@@ -281,14 +292,34 @@ fn write_finding(s: &mut String, f: &Finding) {
             let _ = writeln!(
                 s,
                 "<tr><td><code>{}</code></td><td class=\"num\">{}{ratio}</td><td class=\"num\">{}</td><td>{}</td><td>{}</td></tr>",
-                escape(&e.metric),
+                escape(e.metric.as_str()),
                 escape(&fmt_num(e.value)),
                 escape(&e.baseline.map(fmt_num).unwrap_or_else(|| "—".to_string())),
-                escape(&e.unit),
+                escape(e.unit.as_str()),
                 escape(&e.detail)
             );
         }
         s.push_str("</tbody>\n</table>\n");
+    }
+
+    if !f.corroborated_by.is_empty() {
+        let also: Vec<String> = f
+            .corroborated_by
+            .iter()
+            .map(|c| {
+                format!(
+                    "{} ({}, {:.0}%)",
+                    c.detector,
+                    c.kind,
+                    unit_interval(c.confidence) * 100.0
+                )
+            })
+            .collect();
+        let _ = writeln!(
+            s,
+            "<p class=\"note\">Also found by {}.</p>",
+            escape(&also.join(", "))
+        );
     }
 
     let _ = writeln!(
@@ -358,10 +389,26 @@ fn write_iterations(s: &mut String, input: &ReportInput) {
     s.push_str("</section>\n");
 }
 
-fn write_breakdown(s: &mut String, rows: &[RankBreakdown]) {
+fn write_skipped(s: &mut String, skipped: &[SkippedDetector]) {
+    if skipped.is_empty() {
+        return;
+    }
+    s.push_str("<h3>Detectors that could not run</h3>\n<ul class=\"skipped\">\n");
+    for d in skipped {
+        let _ = writeln!(
+            s,
+            "<li><code>{}</code>: {}</li>",
+            escape(d.detector.as_str()),
+            escape(&d.reason)
+        );
+    }
+    s.push_str("</ul>\n");
+}
+
+fn write_breakdown(s: &mut String, rows: &[RankTime]) {
     let z = |v: f64| if v.is_finite() { v.max(0.0) } else { 0.0 };
-    let key = |r: &RankBreakdown| z(r.idle_ms) + z(r.exposed_communication_ms);
-    let mut sorted: Vec<&RankBreakdown> = rows.iter().collect();
+    let key = |r: &RankTime| z(r.idle_ms) + z(r.exposed_communication_ms);
+    let mut sorted: Vec<&RankTime> = rows.iter().collect();
     sorted.sort_by(|a, b| key(b).total_cmp(&key(a)));
     sorted.truncate(BREAKDOWN_ROWS);
     let scale = sorted
@@ -395,7 +442,7 @@ fn write_breakdown(s: &mut String, rows: &[RankBreakdown]) {
              <td class=\"num\">{}</td><td class=\"num\"><b>{}</b></td><td><div class=\"stack\">\
              <i class=\"s-compute\" style=\"width:{}%\"></i><i class=\"s-exposed\" style=\"width:{}%\"></i>\
              <i class=\"s-idle\" style=\"width:{}%\"></i></div></td></tr>",
-            escape(&r.label),
+            escape(&format!("rank {}", r.rank)),
             fmt_num(r.compute_ms),
             fmt_num(r.communication_ms),
             fmt_num(r.exposed_communication_ms),

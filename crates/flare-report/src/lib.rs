@@ -9,8 +9,10 @@
 //! summaries) is escaped with [`escape`] before it is written.
 //!
 //! ```
+//! use flare_model::{FindingsDocument, JobSummary};
 //! use flare_report::{render_html, Heatmap, ReportInput};
 //!
+//! let document = FindingsDocument::new(JobSummary::default(), vec![], true);
 //! let input = ReportInput {
 //!     title: "Flare diagnosis — demo".into(),
 //!     subtitle: "simulator · 2 ranks · 3 iterations".into(),
@@ -25,8 +27,7 @@
 //!         unit: "%".into(),
 //!         highlight_rows: vec![1],
 //!     },
-//!     findings: &[],
-//!     breakdown: vec![],
+//!     document: &document,
 //! };
 //! let html = render_html(&input);
 //! assert!(html.contains("No anomaly found: the job looks healthy"));
@@ -58,10 +59,10 @@ pub struct ReportInput<'a> {
     pub flagged_iterations: Vec<u32>,
     /// The per-rank heatmap.
     pub heatmap: Heatmap,
-    /// What the engine concluded; shown most severe, then most confident, first.
-    pub findings: &'a [flare_model::Finding],
-    /// Optional per-rank time breakdown; the section is left out when empty.
-    pub breakdown: Vec<RankBreakdown>,
+    /// What the engine concluded: the verdict, the findings (shown most severe, then most
+    /// confident, first), skipped detectors, and the per-rank time breakdown (the section
+    /// is left out when it is empty).
+    pub document: &'a flare_model::FindingsDocument,
 }
 
 /// A matrix of one metric per row (rank or group of ranks) and column (iteration).
@@ -81,21 +82,6 @@ pub struct Heatmap {
     pub unit: String,
     /// Indices into `rows` of rows that contain a culprit; they are outlined and labelled.
     pub highlight_rows: Vec<usize>,
-}
-
-/// Where one rank (or group of ranks) spent an iteration window, in milliseconds.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct RankBreakdown {
-    /// Row name, e.g. `rank 139` or `stage 3`.
-    pub label: String,
-    /// Time the GPU computed.
-    pub compute_ms: f64,
-    /// Time spent in communication kernels, overlapped or not.
-    pub communication_ms: f64,
-    /// Communication not hidden behind compute.
-    pub exposed_communication_ms: f64,
-    /// Time the GPU did nothing.
-    pub idle_ms: f64,
 }
 
 #[cfg(test)]

@@ -1,7 +1,10 @@
 //! Tests of the whole page.
 
 use super::*;
-use flare_model::{Component, Culprit, Evidence, Finding, FindingKind, Severity};
+use flare_model::{
+    Component, Culprit, DetectorId, Evidence, EvidenceKey, Finding, FindingKind, FindingsDocument,
+    JobSummary, RankTime, Severity, Unit,
+};
 
 /// Checks that every non-void element is closed in order; returns the first problem.
 fn check_balanced(html: &str) -> Result<(), String> {
@@ -60,15 +63,16 @@ fn finding(kind: FindingKind, severity: Severity, summary: &str, confidence: f64
         confidence,
         culprits: vec![c],
         evidence: vec![Evidence::new(
-            "compute_time",
+            EvidenceKey::ComputeTime,
             182.0,
             Some(140.0),
-            "ms",
+            Unit::Ms,
             "median over 40 iterations".to_string(),
         )],
         action: "Drain node 17 and run GPU diagnostics.".to_string(),
         iterations: vec![3, 4, 5, 9],
-        detector: "slow_rank".to_string(),
+        detector: DetectorId::SlowRank,
+        corroborated_by: vec![],
     }
 }
 
@@ -84,15 +88,29 @@ fn small_heatmap() -> Heatmap {
     }
 }
 
-fn input(findings: &[Finding]) -> ReportInput<'_> {
+fn doc(findings: Vec<Finding>) -> FindingsDocument {
+    FindingsDocument::new(JobSummary::default(), findings, true)
+}
+
+fn rank_time(rank: u32) -> RankTime {
+    RankTime {
+        rank,
+        window_ms: 0.0,
+        compute_ms: 0.0,
+        communication_ms: 0.0,
+        exposed_communication_ms: 0.0,
+        idle_ms: 0.0,
+    }
+}
+
+fn input(document: &FindingsDocument) -> ReportInput<'_> {
     ReportInput {
         title: "Flare diagnosis — test (TP2 x PP1 x DP2)".into(),
         subtitle: "simulator · 4 ranks · 5 iterations · 0.1 s".into(),
         iteration_times_ms: (0..5).map(|i| (i, 100.0 + i as f64)).collect(),
         flagged_iterations: vec![3],
         heatmap: small_heatmap(),
-        findings,
-        breakdown: vec![],
+        document,
     }
 }
 
@@ -112,7 +130,7 @@ fn report_is_balanced_and_contains_everything() {
             0.99,
         ),
     ];
-    let html = render_html(&input(&findings));
+    let html = render_html(&input(&doc(findings)));
     check_balanced(&html).unwrap();
     assert!(html.starts_with("<!DOCTYPE html>"));
     assert_eq!(html.matches("<svg").count(), 2);
@@ -144,13 +162,15 @@ fn everything_from_traces_is_escaped() {
     let evil = "<script>alert(1)</script>";
     let mut f = finding(FindingKind::SlowLink, Severity::Warning, evil, 0.5);
     f.culprits[0].element = Some(evil.into());
-    f.evidence[0].metric = evil.into();
-    f.evidence[0].unit = evil.into();
     f.evidence[0].detail = evil.into();
     f.action = evil.into();
-    f.detector = "\"'><script>".into();
-    let findings = vec![f];
-    let mut inp = input(&findings);
+    f.culprits[0].element = Some("\"'><script>".into());
+    let mut d = doc(vec![f]);
+    d.skipped_detectors = vec![flare_model::SkippedDetector {
+        detector: DetectorId::Graph,
+        reason: evil.into(),
+    }];
+    let mut inp = input(&d);
     inp.title = evil.into();
     inp.subtitle = evil.into();
     inp.heatmap.title = evil.into();
@@ -158,11 +178,6 @@ fn everything_from_traces_is_escaped() {
     inp.heatmap.rows[0] = evil.into();
     inp.heatmap.columns[0] = evil.into();
     inp.heatmap.unit = evil.into();
-    inp.breakdown = vec![RankBreakdown {
-        label: evil.into(),
-        compute_ms: 1.0,
-        ..Default::default()
-    }];
     let html = render_html(&inp);
     assert!(!html.to_ascii_lowercase().contains("<script"));
     assert!(html.contains("&lt;script&gt;alert(1)&lt;/script&gt;"));
@@ -178,8 +193,7 @@ fn empty_inputs_render_a_healthy_report() {
         iteration_times_ms: vec![],
         flagged_iterations: vec![],
         heatmap: Heatmap::default(),
-        findings: &[],
-        breakdown: vec![],
+        document: &doc(vec![]),
     };
     let html = render_html(&inp);
     check_balanced(&html).unwrap();
@@ -200,17 +214,20 @@ fn nan_everywhere_is_handled() {
     f.evidence[0].value = f64::NAN;
     f.evidence[0].baseline = Some(f64::NAN);
     f.culprits[0].score = f64::INFINITY;
-    let findings = vec![f, finding(FindingKind::SlowGpu, Severity::Info, "ok", 0.4)];
-    let mut inp = input(&findings);
-    inp.iteration_times_ms = vec![(0, f64::NAN), (1, 100.0), (2, f64::NAN), (3, 120.0)];
-    inp.heatmap.values = vec![f64::NAN; 20];
-    inp.breakdown = vec![RankBreakdown {
-        label: "rank 0".into(),
+    let mut d = doc(vec![
+        f,
+        finding(FindingKind::SlowGpu, Severity::Info, "ok", 0.4),
+    ]);
+    d.rank_breakdown = vec![RankTime {
         compute_ms: f64::NAN,
         communication_ms: 1.0,
         exposed_communication_ms: f64::NAN,
         idle_ms: 2.0,
+        ..rank_time(0)
     }];
+    let mut inp = input(&d);
+    inp.iteration_times_ms = vec![(0, f64::NAN), (1, 100.0), (2, f64::NAN), (3, 120.0)];
+    inp.heatmap.values = vec![f64::NAN; 20];
     let html = render_html(&inp);
     check_balanced(&html).unwrap();
     assert!(!html.contains("NaN"));
@@ -225,18 +242,17 @@ fn nan_everywhere_is_handled() {
 
 #[test]
 fn breakdown_shows_top_20_by_idle_plus_exposed() {
-    let findings = vec![];
-    let mut inp = input(&findings);
-    inp.breakdown = (0..30)
-        .map(|r| RankBreakdown {
-            label: format!("rank {r}"),
+    let mut d = doc(vec![]);
+    d.rank_breakdown = (0..30)
+        .map(|r| RankTime {
             compute_ms: 100.0,
             communication_ms: 20.0,
             exposed_communication_ms: r as f64,
             idle_ms: if r == 7 { 500.0 } else { 1.0 },
+            ..rank_time(r)
         })
         .collect();
-    let html = render_html(&inp);
+    let html = render_html(&input(&d));
     check_balanced(&html).unwrap();
     let table = html.split("<table class=\"breakdown\">").nth(1).unwrap();
     assert_eq!(table.matches("<tr>").count(), 21); // header + 20
@@ -251,13 +267,13 @@ fn breakdown_shows_top_20_by_idle_plus_exposed() {
 fn thousand_rank_report_stays_small() {
     let rows = 1024;
     let cols = 100;
-    let findings = vec![finding(
+    let d = doc(vec![finding(
         FindingKind::SlowGpu,
         Severity::Warning,
         "slow",
         0.9,
-    )];
-    let mut inp = input(&findings);
+    )]);
+    let mut inp = input(&d);
     inp.iteration_times_ms = (0..cols as u32)
         .map(|i| (i, 1000.0 + (i % 13) as f64))
         .collect();

@@ -11,6 +11,7 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
+use flare_model::FindingsDocument;
 use serde_json::{json, Value};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -253,7 +254,7 @@ async fn job_findings(
     State(state): State<AppState>,
     Path(job_id): Path<String>,
     query: Result<Query<FindingsQuery>, QueryRejection>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<FindingsDocument>, ApiError> {
     let Query(q) = query.map_err(|r| {
         ApiError::new(
             StatusCode::BAD_REQUEST,
@@ -297,24 +298,7 @@ async fn job_findings(
             },
         ));
     };
-    Ok(Json(json!({
-        "job": {
-            "id": job_id,
-            "source": "agent",
-            "world_size": d.world_size,
-            "nodes": d.nodes,
-            "ranks_with_data": d.ranks_with_data,
-            "missing_ranks": d.missing_ranks(),
-            "window": window,
-            "windows_analysed": windows_analysed,
-            "analysed_unix_ns": d.analysed_unix_ns,
-        },
-        "healthy": d.healthy(),
-        "conclusive": d.conclusive,
-        "findings": d.findings,
-        "notes": d.notes,
-        "history": history,
-    })))
+    Ok(Json(d.document(&job_id, window, windows_analysed, history)))
 }
 
 #[cfg(test)]

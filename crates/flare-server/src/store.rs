@@ -8,7 +8,9 @@
 
 use crate::ingest;
 use flare_engine::live::{analyze_window, confirm_with_previous, LiveConfig, LiveDiagnosis};
-use flare_model::{Finding, Severity, WindowSummary};
+use flare_model::{
+    Finding, FindingKind, FindingsDocument, JobSummary, WindowHistory, WindowSummary,
+};
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeSet, HashMap};
@@ -146,22 +148,38 @@ impl WindowDiagnosis {
         self.missing.iter().flat_map(|&(lo, hi)| lo..=hi).collect()
     }
 
-    /// No finding blames anything, and there was enough data to say so.
-    pub fn healthy(&self) -> bool {
-        self.conclusive
-            && !self
-                .findings
-                .iter()
-                .any(|f| f.severity > Severity::Info && !f.culprits.is_empty())
+    /// The findings document of this window, as the API serves it.
+    pub fn document(
+        &self,
+        job_id: &str,
+        window: u64,
+        windows_analysed: u64,
+        history: Vec<WindowHistory>,
+    ) -> FindingsDocument {
+        let job = JobSummary {
+            id: job_id.to_string(),
+            source: "agent".into(),
+            world_size: self.world_size,
+            ranks_with_data: self.ranks_with_data,
+            missing_ranks: self.missing_ranks(),
+            nodes: Some(self.nodes),
+            window: Some(window),
+            windows_analysed: Some(windows_analysed),
+            analysed_unix_ns: Some(self.analysed_unix_ns),
+            ..JobSummary::default()
+        };
+        let mut doc = FindingsDocument::new(job, self.findings.clone(), self.conclusive);
+        doc.notes = self.notes.clone();
+        doc.history = history;
+        doc
     }
 
     /// Distinct finding kinds, most important first.
-    pub fn kinds(&self) -> Vec<&'static str> {
-        let mut out: Vec<&'static str> = Vec::new();
+    pub fn kinds(&self) -> Vec<FindingKind> {
+        let mut out: Vec<FindingKind> = Vec::new();
         for f in &self.findings {
-            let k = f.kind.as_str();
-            if !out.contains(&k) {
-                out.push(k);
+            if !out.contains(&f.kind) {
+                out.push(f.kind);
             }
         }
         out
@@ -188,13 +206,6 @@ pub struct JobRow {
     /// The latest window with a diagnosis, and its number of findings.
     pub latest_analysed_window: Option<u64>,
     pub open_findings: u64,
-}
-
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct HistoryRow {
-    pub window: u64,
-    pub findings: u64,
-    pub kinds: Vec<String>,
 }
 
 pub struct Store {
@@ -409,7 +420,7 @@ impl Store {
     }
 
     /// Per window, oldest first, the last `limit` analysed windows: count and kinds.
-    pub fn history(&self, job_id: &str, limit: usize) -> Result<Vec<HistoryRow>, StoreError> {
+    pub fn history(&self, job_id: &str, limit: usize) -> Result<Vec<WindowHistory>, StoreError> {
         let mut st = self.conn.prepare_cached(
             "SELECT window_index, findings, kinds FROM findings WHERE job_id = ?1
              ORDER BY window_index DESC LIMIT ?2",
@@ -430,7 +441,7 @@ impl Store {
                     window,
                     source,
                 })?;
-            out.push(HistoryRow {
+            out.push(WindowHistory {
                 window,
                 findings,
                 kinds,

@@ -4,7 +4,7 @@
 use crate::digest::{issue_bin_floor, HOST_KINDS, ISSUE_BINS};
 use crate::stats::median;
 use crate::{Analysis, EngineConfig};
-use flare_model::{Component, Evidence, FindingKind, OpKind};
+use flare_model::{Component, Evidence, EvidenceKey, FindingKind, OpKind, Unit};
 
 /// A rank's slowness, explained.
 pub(crate) struct RankCause {
@@ -161,20 +161,20 @@ pub(crate) fn rank_cause(
     let mut evidence = Vec::new();
     if let Some(cr) = compute_ratio {
         evidence.push(Evidence::new(
-            "compute_time_ratio",
+            EvidenceKey::ComputeTimeRatio,
             cr,
             Some(1.0),
-            "x",
+            Unit::Ratio,
             "mean duration of its compute kernels over the same kernels on ranks of the same stage"
                 .into(),
         ));
     }
     if issue.is_finite() && peer_issue.is_finite() {
         evidence.push(Evidence::new(
-            "issue_latency_ms",
+            EvidenceKey::IssueLatencyMs,
             issue / 1e6,
             Some(peer_issue / 1e6),
-            "ms",
+            Unit::Ms,
             "median time from CPU launch to GPU start of its kernels (low: the GPU waits for the CPU)".into(),
         ));
     }
@@ -197,10 +197,10 @@ pub(crate) fn rank_cause(
     };
     if own_low.is_finite() && peer_low.is_finite() {
         evidence.push(Evidence::new(
-            "immediate_launch_share",
+            EvidenceKey::ImmediateLaunchShare,
             own_low,
             Some(peer_low),
-            "",
+            Unit::None,
             format!(
                 "share of its kernels that started within {:.0} us of their launch (a steep issue-latency CDF: the GPU waits for the CPU); baseline: its peers' median",
                 limit / 1e3
@@ -216,20 +216,20 @@ pub(crate) fn rank_cause(
         gap.is_finite() && peer_gap.is_finite() && peer_gap > 0.0 && gap >= 1.5 * peer_gap;
     if gap.is_finite() && peer_gap.is_finite() {
         evidence.push(Evidence::new(
-            "launch_interval_ms",
+            EvidenceKey::LaunchIntervalMs,
             gap / 1e6,
             Some(peer_gap / 1e6),
-            "ms",
+            Unit::Ms,
             "median time between the CPU launch of a compute op and the next launch (long: the CPU cannot issue work fast enough); baseline: its peers' median".into(),
         ));
     }
     let excess = excess_ns.max(1.0);
     let (kind, component, what, action) = if host_ns >= 0.4 * excess {
         evidence.push(Evidence::new(
-            "host_phase_excess_ms",
+            EvidenceKey::HostPhaseExcessMs,
             host_ns / 1e6,
             None,
-            "ms",
+            Unit::Ms,
             format!(
                 "{} took this much longer than on the other ranks",
                 host_kind.as_str()

@@ -25,14 +25,17 @@ use super::iteration_ranges;
 use crate::graph::Root;
 use crate::stats::{confidence, median};
 use crate::{Analysis, Detector, EngineConfig, Outcome};
-use flare_model::{Evidence, Finding, PathElement, Severity};
+use flare_model::{DetectorId, Evidence, EvidenceKey, Finding, PathElement, Severity, Unit};
 use std::collections::HashMap;
 
 pub struct GraphDetector;
 
 impl Detector for GraphDetector {
-    fn id(&self) -> &'static str {
-        "graph"
+    fn id(&self) -> DetectorId {
+        DetectorId::Graph
+    }
+    fn localizes(&self) -> bool {
+        true
     }
     fn summary(&self) -> &'static str {
         "abnormal ops traced back through the op/communicator graph to the rank or path that caused them (Holmes)"
@@ -256,10 +259,10 @@ impl GraphDetector {
         let abnormal: u32 = scope.iter().map(|&i| a.digests[i].abnormal_groups).sum();
         let mut evidence = vec![
             Evidence::new(
-                "blame_share",
+                EvidenceKey::BlameShare,
                 scoped / scoped_time * 100.0,
                 Some(cfg.min_blame_share * 100.0),
-                "%",
+                Unit::Percent,
                 format!(
                     "the waiting it caused: {:.1} ms of rank time ({} iterations), traced back from abnormal ops through the collective/P2P graph to its own work",
                     scoped / 1e6,
@@ -267,20 +270,20 @@ impl GraphDetector {
                 ),
             ),
             Evidence::new(
-                "gpus_worth_of_waiting",
+                EvidenceKey::GpusWorthOfWaiting,
                 scoped_gpus,
                 Some(MIN_GPUS_WORTH),
-                "GPUs",
+                Unit::Gpus,
                 format!(
                     "the same waiting as GPUs idle for the whole window; it was the rank blamed most in {top_its} of {} iterations",
                     a.n_its()
                 ),
             ),
             Evidence::new(
-                "blame_over_runner_up",
+                EvidenceKey::BlameOverRunnerUp,
                 over_next,
                 Some(RUNNER_UP),
-                "x",
+                Unit::Ratio,
                 format!(
                     "its blame over the next rank's ({}); {} rank(s) hold at least half of its blame",
                     if consistent.is_some() {
@@ -292,10 +295,10 @@ impl GraphDetector {
                 ),
             ),
             Evidence::new(
-                "abnormal_op_groups",
+                EvidenceKey::AbnormalOpGroups,
                 abnormal as f64,
                 None,
-                "op groups",
+                Unit::OpGroups,
                 format!(
                     "op groups (a rank's ops of one name on one communicator in one iteration) judged abnormal by the {} in those iterations",
                     method_name(cfg)
@@ -329,7 +332,8 @@ impl GraphDetector {
             evidence,
             action: cause.action,
             iterations: its,
-            detector: self.id().into(),
+            detector: self.id(),
+            corroborated_by: vec![],
         })
     }
 
@@ -510,24 +514,24 @@ impl GraphDetector {
             culprits: vec![culprit],
             evidence: vec![
                 Evidence::new(
-                    "transfer_time_ratio",
+                    EvidenceKey::TransferTimeRatio,
                     ratio,
                     Some(1.0),
-                    "x",
+                    Unit::Ratio,
                     "median transfer time (end minus last arrival) of its slow communicators over the same op on other communicators".into(),
                 ),
                 Evidence::new(
-                    "blame_share",
+                    EvidenceKey::BlameShare,
                     scoped / scoped_time * 100.0,
                     Some(cfg.min_blame_share * 100.0),
-                    "%",
+                    Unit::Percent,
                     "excess transfer time and the waiting it caused, traced through the collective/P2P graph".into(),
                 ),
                 Evidence::new(
-                    "slow_share_of_crossing_groups",
+                    EvidenceKey::SlowShareOfCrossingGroups,
                     precision,
                     None,
-                    "",
+                    Unit::None,
                     format!(
                         "{n_slow} slow communicators cross it out of {crossing}: the decay that keeps a shared switch from being blamed for one NIC"
                     ),
@@ -535,7 +539,8 @@ impl GraphDetector {
             ],
             action: action.into(),
             iterations: its,
-            detector: self.id().into(),
+            detector: self.id(),
+            corroborated_by: vec![],
         })
     }
 }

@@ -3,14 +3,16 @@
 //! collective are the cause; the others are waiting on them.
 
 use crate::{Analysis, Detector, EngineConfig, Outcome};
-use flare_model::{Component, Evidence, Finding, FindingKind, Severity};
+use flare_model::{
+    Component, DetectorId, Evidence, EvidenceKey, Finding, FindingKind, Severity, Unit,
+};
 use std::collections::{BTreeMap, BTreeSet};
 
 pub struct HangDetector;
 
 impl Detector for HangDetector {
-    fn id(&self) -> &'static str {
-        "hang"
+    fn id(&self) -> DetectorId {
+        DetectorId::Hang
     }
     fn summary(&self) -> &'static str {
         "ranks that never joined the collective the others wait in"
@@ -72,7 +74,8 @@ impl Detector for HangDetector {
                 evidence: vec![],
                 action: "compare the collective order of the stuck ranks (flare hang --stacks); fix the code path that issues collectives in a different order".into(),
                 iterations: vec![],
-                detector: self.id().into(),
+                detector: self.id(),
+                corroborated_by: vec![],
             };
             f.culprits
                 .push(flare_model::Culprit::new(Component::Process));
@@ -87,10 +90,10 @@ impl Detector for HangDetector {
         let op_name = ctx.name(inst.name);
         let missing: Vec<u32> = ranked.iter().map(|(r, _)| *r).collect();
         let mut evidence = vec![Evidence::new(
-            "ranks_waiting",
+            EvidenceKey::RanksWaiting,
             stuck.len() as f64,
             Some(ctx.job.world_size as f64),
-            "ranks",
+            Unit::Ranks,
             format!(
                 "{} of {} ranks are stuck in a collective at the end of the trace",
                 stuck.len(),
@@ -98,10 +101,10 @@ impl Detector for HangDetector {
             ),
         )];
         evidence.push(Evidence::new(
-            "arrived_members",
+            EvidenceKey::ArrivedMembers,
             inst.present as f64,
             Some(comm.members.len() as f64),
-            "ranks",
+            Unit::Ranks,
             format!(
                 "{} {} (seq {}) on {} ({} members): {} arrived, never joined: {}",
                 inst.kind.as_str(),
@@ -128,7 +131,13 @@ impl Detector for HangDetector {
                 None if ctx.rank_index(r).is_none() => format!("rank {r} has no trace at all"),
                 None => format!("rank {r} recorded no op"),
             };
-            evidence.push(Evidence::new("last_op", 0.0, None, "", detail));
+            evidence.push(Evidence::new(
+                EvidenceKey::LastOp,
+                0.0,
+                None,
+                Unit::None,
+                detail,
+            ));
         }
         let culprit_list = ranked
             .iter()
@@ -159,7 +168,8 @@ impl Detector for HangDetector {
                 list(&missing, 8)
             ),
             iterations: vec![inst.iteration],
-            detector: self.id().into(),
+            detector: self.id(),
+            corroborated_by: vec![],
         }])
     }
 }

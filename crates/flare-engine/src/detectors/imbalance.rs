@@ -5,14 +5,16 @@ use crate::context::JobContext;
 use crate::digest::RankIteration;
 use crate::stats::{confidence, median};
 use crate::{Analysis, Detector, EngineConfig, Outcome};
-use flare_model::{Component, Culprit, Evidence, Finding, FindingKind, Severity};
+use flare_model::{
+    Component, Culprit, DetectorId, Evidence, EvidenceKey, Finding, FindingKind, Severity, Unit,
+};
 use std::collections::BTreeMap;
 
 pub struct StageImbalanceDetector;
 
 impl Detector for StageImbalanceDetector {
-    fn id(&self) -> &'static str {
-        "stage_imbalance"
+    fn id(&self) -> DetectorId {
+        DetectorId::StageImbalance
     }
     fn summary(&self) -> &'static str {
         "a pipeline stage whose compute per iteration exceeds the other stages'"
@@ -82,10 +84,10 @@ impl Detector for StageImbalanceDetector {
                 .iter()
                 .map(|(s, l)| {
                     Evidence::new(
-                        "stage_compute_ms",
+                        EvidenceKey::StageComputeMs,
                         l / 1e6 / n_its.max(1) as f64,
                         Some(typical / 1e6 / n_its.max(1) as f64),
-                        "ms/iteration",
+                        Unit::MsPerIteration,
                         format!("median compute per iteration of a rank in stage {s}"),
                     )
                 })
@@ -94,7 +96,8 @@ impl Detector for StageImbalanceDetector {
                 "rebalance the pipeline: move layers off stage {stage} (Megatron --decoder-last-pipeline-num-layers / --decoder-first-pipeline-num-layers, or account for the embedding and loss layers)"
             ),
             iterations: vec![],
-            detector: self.id().into(),
+            detector: self.id(),
+            corroborated_by: vec![],
         }])
     }
 }
@@ -216,8 +219,8 @@ impl ReplicaLoads {
 pub struct SequenceImbalanceDetector;
 
 impl Detector for SequenceImbalanceDetector {
-    fn id(&self) -> &'static str {
-        "sequence_imbalance"
+    fn id(&self) -> DetectorId {
+        DetectorId::SequenceImbalance
     }
     fn summary(&self) -> &'static str {
         "data-parallel replicas with unequal compute in the same iteration (sequence-length imbalance)"
@@ -279,17 +282,18 @@ impl Detector for SequenceImbalanceDetector {
                 .take(10)
                 .map(|(it, d, r)| {
                     Evidence::new(
-                        "heaviest_replica_ratio",
+                        EvidenceKey::HeaviestReplicaRatio,
                         *r,
                         Some(1.0),
-                        "x",
+                        Unit::Ratio,
                         format!("iteration {it}: DP rank {d} computed x{r:.2} the median replica"),
                     )
                 })
                 .collect(),
             action: "balance tokens, not samples, across data-parallel ranks: sequence packing, length-aware batching or sorting within the global batch".into(),
             iterations: imbalanced.iter().map(|x| x.0).collect(),
-            detector: self.id().into(),
+            detector: self.id(),
+            corroborated_by: vec![],
         }])
     }
 }

@@ -9,13 +9,13 @@ use super::iteration_ranges;
 use crate::changepoint::{change_points, ChangeConfig};
 use crate::stats::median;
 use crate::{Analysis, Detector, EngineConfig, Outcome};
-use flare_model::{Evidence, Finding, FindingKind, Severity};
+use flare_model::{DetectorId, Evidence, EvidenceKey, Finding, FindingKind, Severity, Unit};
 
 pub struct IterationDetector;
 
 impl Detector for IterationDetector {
-    fn id(&self) -> &'static str {
-        "iteration"
+    fn id(&self) -> DetectorId {
+        DetectorId::Iteration
     }
     fn summary(&self) -> &'static str {
         "delta-irregular iterations and change points of iteration time: fail-slow onsets versus spikes"
@@ -82,20 +82,20 @@ impl Detector for IterationDetector {
                 culprits: vec![],
                 evidence: vec![
                     Evidence::new(
-                        "iteration_time_ratio",
+                        EvidenceKey::IterationTimeRatio,
                         ratio,
                         Some(1.0),
-                        "x",
+                        Unit::Ratio,
                         format!(
                             "median iteration after the change over the median before ({} iterations after it)",
                             c.len
                         ),
                     ),
                     Evidence::new(
-                        "change_probability",
+                        EvidenceKey::ChangeProbability,
                         c.probability,
                         None,
-                        "",
+                        Unit::None,
                         "posterior probability of a change at that iteration (Bayesian online change-point detection on log iteration time)".into(),
                     ),
                 ],
@@ -105,7 +105,8 @@ impl Detector for IterationDetector {
                     "nothing to fix; the job got faster (a fault cleared, or a lighter phase)".into()
                 },
                 iterations: its,
-                detector: self.id().into(),
+                detector: self.id(),
+                corroborated_by: vec![],
             });
         }
         // Delta-irregular iterations against their segment's level, and change-point
@@ -138,10 +139,10 @@ impl Detector for IterationDetector {
                 confidence: crate::stats::confidence(worst - 1.0, cfg.delta - 1.0),
                 culprits: vec![],
                 evidence: vec![Evidence::new(
-                    "max_iteration_ratio",
+                    EvidenceKey::MaxIterationRatio,
                     worst,
                     Some(cfg.delta),
-                    "x",
+                    Unit::Ratio,
                     format!(
                         "slowest irregular iteration over its level; irregular above x{:.2} (delta)",
                         cfg.delta
@@ -149,7 +150,8 @@ impl Detector for IterationDetector {
                 )],
                 action: "spikes that no rank explains are cluster-wide (storage, network, scheduler); act only if they recur".into(),
                 iterations: its,
-                detector: self.id().into(),
+                detector: self.id(),
+                corroborated_by: vec![],
             });
         }
         Outcome::Findings(findings)

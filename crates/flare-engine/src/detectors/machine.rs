@@ -11,7 +11,10 @@
 
 use crate::stats::{confidence, median};
 use crate::{Analysis, Detector, EngineConfig, Outcome};
-use flare_model::{Component, Culprit, Evidence, Finding, FindingKind, MachineMetric, Severity};
+use flare_model::{
+    Component, Culprit, DetectorId, Evidence, EvidenceKey, Finding, FindingKind, MachineMetric,
+    Severity, Unit,
+};
 
 pub struct MachineDetector;
 
@@ -46,8 +49,8 @@ struct Alert {
 }
 
 impl Detector for MachineDetector {
-    fn id(&self) -> &'static str {
-        "machine"
+    fn id(&self) -> DetectorId {
+        DetectorId::Machine
     }
     fn summary(&self) -> &'static str {
         "the machine whose GPU, NIC or CPU metrics stay unlike its peers' for minutes (Minder)"
@@ -313,10 +316,10 @@ impl MachineDetector {
             .iter()
             .map(|al| {
                 Evidence::new(
-                    &format!("{}_deviation", al.metric.as_str()),
+                    EvidenceKey::deviation_of(al.metric),
                     (al.deviation.exp() - 1.0) * 100.0,
                     Some(0.0),
-                    "%",
+                    Unit::Percent,
                     format!(
                         "{}{} off the median of the same device on {} machines for {:.1} min from {:.0} s (robust z {:.1}; alerts need {:.0} s)",
                         al.metric.as_str(),
@@ -363,7 +366,8 @@ impl MachineDetector {
             evidence,
             action: action.into(),
             iterations: vec![],
-            detector: self.id().into(),
+            detector: self.id(),
+            corroborated_by: vec![],
         }
     }
 }
@@ -371,7 +375,7 @@ impl MachineDetector {
 #[cfg(test)]
 mod tests {
     use crate::{diagnose_with_machine, EngineConfig};
-    use flare_model::{Component, Finding};
+    use flare_model::{Component, DetectorId, Finding};
     use flare_sim::fault::FaultKind;
     use flare_sim::machine::{machine_metrics, MachineSimConfig};
     use flare_sim::{simulate, SimConfig};
@@ -391,7 +395,7 @@ mod tests {
         );
         let d = diagnose_with_machine(&out.trace, Some(&m), &EngineConfig::default());
         assert!(
-            !d.skipped.iter().any(|(id, _)| id == "machine"),
+            d.skipped_reason(DetectorId::Machine).is_none(),
             "{:?}",
             d.skipped
         );
@@ -399,11 +403,11 @@ mod tests {
             .findings
             .iter()
             .filter(|f| {
-                f.detector == "machine"
-                    || f.evidence.iter().any(|e| {
-                        e.metric == "corroborating_detectors" && e.detail.contains("machine")
-                    })
-                    || f.evidence.iter().any(|e| e.metric.ends_with("_deviation"))
+                f.detector == DetectorId::Machine
+                    || f.corroborated_by
+                        .iter()
+                        .any(|c| c.detector == DetectorId::Machine)
+                    || f.evidence.iter().any(|e| e.metric.is_machine_deviation())
             })
             .cloned()
             .collect();

@@ -16,29 +16,12 @@
 use super::cause::rank_cause;
 use crate::stats::{confidence, median, median_mad};
 use crate::{Analysis, Detector, EngineConfig, Outcome};
-use flare_model::{Evidence, Finding, Severity};
-use serde::Serialize;
+use flare_model::{DetectorId, Evidence, EvidenceKey, Finding, Severity, Unit};
 
 pub struct MetricsDetector;
 
-/// One rank's metrics over the window.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct RankMetrics {
-    pub rank: u32,
-    /// Achieved TFLOPS of its compute kernels that carry FLOPs (NaN without them).
-    pub tflops: f64,
-    /// Bus bandwidth of its completed collectives, GB/s (NaN without them).
-    pub bus_gbps: f64,
-    /// Share of its compute kernels that started as soon as they were launched.
-    pub immediate_launch_share: f64,
-    /// Share of its iterations' time with no traced op running.
-    pub void_share: f64,
-    /// Iterations per second (over its own iteration spans).
-    pub iterations_per_s: f64,
-    /// nvidia-resiliency-ext-style scores (1.0 best).
-    pub relative_score: f64,
-    pub individual_score: f64,
-}
+/// One rank's metrics over the window (the findings document's type).
+pub use flare_model::RankMetrics;
 
 /// Sums over the window of one rank's figures.
 #[derive(Clone, Copy, Default)]
@@ -166,8 +149,8 @@ pub fn rank_metrics(a: &Analysis) -> Vec<RankMetrics> {
 }
 
 impl Detector for MetricsDetector {
-    fn id(&self) -> &'static str {
-        "metrics"
+    fn id(&self) -> DetectorId {
+        DetectorId::Metrics
     }
     fn summary(&self) -> &'static str {
         "per-rank FLOPS, bus bandwidth, launch and void shares against peers; relative and individual performance scores"
@@ -234,26 +217,26 @@ impl Detector for MetricsDetector {
             let cause = rank_cause(a, cfg, ri, &all, 0.0);
             let mut evidence = vec![
                 Evidence::new(
-                    "relative_score",
+                    EvidenceKey::RelativeScore,
                     r.relative_score,
                     Some(cfg.min_relative_score),
-                    "",
+                    Unit::None,
                     "the best peer's mean kernel time over its own (nvidia-resiliency-ext's relative score; 1.0: as fast as the fastest rank of its stage)".into(),
                 ),
                 Evidence::new(
-                    "individual_score",
+                    EvidenceKey::IndividualScore,
                     r.individual_score,
                     Some(cfg.min_relative_score),
-                    "",
+                    Unit::None,
                     "its own best iteration's mean kernel time over its latest (1.0: as fast as it has been)".into(),
                 ),
             ];
             if let Some(x) = rel_flops {
                 evidence.push(Evidence::new(
-                    "tflops_ratio",
+                    EvidenceKey::TflopsRatio,
                     x,
                     Some(1.0),
-                    "x",
+                    Unit::Ratio,
                     format!(
                         "achieved FLOPS of its kernels ({:.1} TFLOPS) over its stage peers' median",
                         r.tflops
@@ -262,10 +245,10 @@ impl Detector for MetricsDetector {
             }
             if let Some(x) = peer_ratio(a, m, ri, |x| x.bus_gbps) {
                 evidence.push(Evidence::new(
-                    "bus_bandwidth_ratio",
+                    EvidenceKey::BusBandwidthRatio,
                     x,
                     Some(1.0),
-                    "x",
+                    Unit::Ratio,
                     format!(
                         "bus bandwidth of its collectives ({:.1} GB/s) over its peers' median",
                         r.bus_gbps
@@ -274,10 +257,10 @@ impl Detector for MetricsDetector {
             }
             if r.void_share.is_finite() {
                 evidence.push(Evidence::new(
-                    "void_share",
+                    EvidenceKey::VoidShare,
                     r.void_share,
                     peer_median(a, m, ri, |x| x.void_share),
-                    "",
+                    Unit::None,
                     "share of its iterations with no traced op running; baseline: its peers' median".into(),
                 ));
             }
@@ -304,7 +287,8 @@ impl Detector for MetricsDetector {
                 evidence,
                 action: cause.action,
                 iterations: vec![],
-                detector: self.id().into(),
+                detector: self.id(),
+                corroborated_by: vec![],
             });
         }
         Outcome::Findings(findings)

@@ -10,14 +10,20 @@
 
 use crate::stats::{confidence, median};
 use crate::{Analysis, Detector, EngineConfig, Outcome};
-use flare_model::{Component, Culprit, Evidence, Finding, FindingKind, PathElement, Severity};
+use flare_model::{
+    Component, Culprit, DetectorId, Evidence, EvidenceKey, Finding, FindingKind, PathElement,
+    Severity, Unit,
+};
 use std::collections::{HashMap, HashSet};
 
 pub struct SlowPathDetector;
 
 impl Detector for SlowPathDetector {
-    fn id(&self) -> &'static str {
-        "slow_path"
+    fn id(&self) -> DetectorId {
+        DetectorId::SlowPath
+    }
+    fn localizes(&self) -> bool {
+        true
     }
     fn summary(&self) -> &'static str {
         "NICs, links and switches whose transfers are slow for every member of the groups crossing them"
@@ -169,17 +175,17 @@ impl SlowPathDetector {
             culprits: vec![culprit],
             evidence: vec![
                 Evidence::new(
-                    "transfer_time_ratio",
+                    EvidenceKey::TransferTimeRatio,
                     ratio,
                     Some(1.0),
-                    "x",
+                    Unit::Ratio,
                     "median transfer time (end minus last arrival) of the affected communicators over the same op on other communicators".into(),
                 ),
                 Evidence::new(
-                    "slow_groups_through_element",
+                    EvidenceKey::SlowGroupsThroughElement,
                     explains as f64,
                     Some((explains + normal_through) as f64),
-                    "communicators",
+                    Unit::Communicators,
                     format!(
                         "{} slow communicators cross it, {} normal ones do; e.g. {}",
                         explains,
@@ -190,7 +196,8 @@ impl SlowPathDetector {
             ],
             action: action.into(),
             iterations: its,
-            detector: self.id().into(),
+            detector: self.id(),
+            corroborated_by: vec![],
         }
     }
 }

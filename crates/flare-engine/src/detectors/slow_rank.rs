@@ -13,7 +13,7 @@ use super::cause::rank_cause;
 use super::iteration_ranges;
 use crate::stats::{confidence, median_mad};
 use crate::{Analysis, Detector, EngineConfig, Outcome};
-use flare_model::{Evidence, Finding, Severity};
+use flare_model::{DetectorId, Evidence, EvidenceKey, Finding, Severity, Unit};
 
 pub struct SlowRankDetector;
 
@@ -30,8 +30,11 @@ struct Suspect {
 }
 
 impl Detector for SlowRankDetector {
-    fn id(&self) -> &'static str {
-        "slow_rank"
+    fn id(&self) -> DetectorId {
+        DetectorId::SlowRank
+    }
+    fn localizes(&self) -> bool {
+        true
     }
     fn summary(&self) -> &'static str {
         "the rank whose own work delays the collectives its peers wait in, and why (GPU, host, launch)"
@@ -174,10 +177,10 @@ impl SlowRankDetector {
             s.iterations.iter().map(|&i| a.iterations[i]).collect()
         };
         let mut evidence = vec![Evidence::new(
-            "self_time_excess",
+            EvidenceKey::SelfTimeExcess,
             s.rel * 100.0,
             Some(median_rel * 100.0),
-            "%",
+            Unit::Percent,
             format!(
                 "time between its collectives exceeds the other members' by {:.1}% over the window ({:.1} ms in all), {:.1} robust standard deviations above the typical rank",
                 (s.rel - median_rel) * 100.0,
@@ -187,10 +190,10 @@ impl SlowRankDetector {
         )];
         if !s.iterations.is_empty() {
             evidence.push(Evidence::new(
-                "irregular_iterations",
+                EvidenceKey::IrregularIterations,
                 s.iterations.len() as f64,
                 Some(a.n_its() as f64),
-                "iterations",
+                Unit::Iterations,
                 format!(
                     "clearly late in iterations {}",
                     iteration_ranges(
@@ -229,7 +232,8 @@ impl SlowRankDetector {
             evidence,
             action,
             iterations: its,
-            detector: self.id().into(),
+            detector: self.id(),
+            corroborated_by: vec![],
         }
     }
 }

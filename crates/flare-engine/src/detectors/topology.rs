@@ -12,7 +12,10 @@
 
 use crate::stats::median;
 use crate::{Analysis, Detector, EngineConfig, Outcome};
-use flare_model::{ClusterTopology, Component, Culprit, Evidence, Finding, FindingKind, Severity};
+use flare_model::{
+    ClusterTopology, Component, Culprit, DetectorId, Evidence, EvidenceKey, Finding, FindingKind,
+    GroupKind, Severity, Unit,
+};
 use std::collections::BTreeMap;
 
 pub struct TopologyDetector;
@@ -32,6 +35,7 @@ fn pods(cluster: &ClusterTopology, members: &[u32]) -> u32 {
 /// of actual and compact spans.
 #[derive(Default, Clone, Copy)]
 struct KindSpan {
+    kind: Option<GroupKind>,
     groups: u32,
     misaligned: u32,
     actual: u32,
@@ -39,8 +43,8 @@ struct KindSpan {
 }
 
 impl Detector for TopologyDetector {
-    fn id(&self) -> &'static str {
-        "topology"
+    fn id(&self) -> DetectorId {
+        DetectorId::Topology
     }
     fn summary(&self) -> &'static str {
         "communication groups that span more pods than the job needs (scattered placement)"
@@ -73,11 +77,13 @@ impl Detector for TopologyDetector {
             p.len() as u32
         };
         let needed_pods = blocks.div_ceil(cluster.nodes_per_pod.max(1));
+        // Keyed by name: the evidence lists the kinds in alphabetical order.
         let mut kinds: BTreeMap<&'static str, KindSpan> = BTreeMap::new();
         for c in &a.ctx.communicators {
             let actual = pods(cluster, &c.members);
             let packed = pods(&compact, &c.members);
             let k = kinds.entry(c.kind.as_str()).or_default();
+            k.kind = Some(c.kind);
             k.groups += 1;
             k.actual += actual;
             k.compact += packed;
@@ -145,10 +151,10 @@ impl Detector for TopologyDetector {
         let transfer_share = misaligned_time / rank_time;
         let cost = measured.map(|s| (1.0 - 1.0 / s.max(1.0)) * transfer_share);
         let mut evidence = vec![Evidence::new(
-            "pods_spanned",
+            EvidenceKey::PodsSpanned,
             job_pods as f64,
             Some(needed_pods as f64),
-            "pods",
+            Unit::Pods,
             format!(
                 "the job's {blocks} nodes sit in {job_pods} pods; {needed_pods} would hold them ({} nodes per pod)",
                 cluster.nodes_per_pod
@@ -159,10 +165,10 @@ impl Detector for TopologyDetector {
                 continue;
             }
             evidence.push(Evidence::new(
-                &format!("{kind}_groups_misaligned"),
+                EvidenceKey::groups_misaligned(k.kind.unwrap_or(GroupKind::Other)),
                 k.misaligned as f64,
                 Some(k.groups as f64),
-                "groups",
+                Unit::Groups,
                 format!(
                     "{} of {} {kind} groups cross more pods than packed ({:.2} pods per group against {:.2})",
                     k.misaligned,
@@ -174,26 +180,26 @@ impl Detector for TopologyDetector {
         }
         match measured {
             Some(s) => evidence.push(Evidence::new(
-                "cross_pod_slowdown",
+                EvidenceKey::CrossPodSlowdown,
                 s,
                 Some(1.0),
-                "x",
+                Unit::Ratio,
                 "transfer time of the same op on groups spanning more pods over groups spanning fewer, measured in this trace".into(),
             )),
             None => evidence.push(Evidence::new(
-                "cross_pod_slowdown_bound",
+                EvidenceKey::CrossPodSlowdownBound,
                 1.7,
                 Some(1.0),
-                "x",
+                Unit::Ratio,
                 "not measurable here (every group of a kind spans the same pods); Arnold measured collectives up to 17% and P2P up to 70% slower across pods".into(),
             )),
         }
         if let Some(c) = cost {
             evidence.push(Evidence::new(
-                "estimated_cost",
+                EvidenceKey::EstimatedCost,
                 c * 100.0,
                 None,
-                "%",
+                Unit::Percent,
                 format!(
                     "of the job's time: {:.1}% of rank time goes to transfers of misaligned groups, each x{:.2} as long as packed",
                     transfer_share * 100.0,
@@ -203,7 +209,13 @@ impl Detector for TopologyDetector {
         }
         let heavy = kinds
             .iter()
-            .filter(|(k, s)| s.misaligned > 0 && matches!(**k, "dp" | "tp" | "ep" | "cp"))
+            .filter(|(_, s)| {
+                s.misaligned > 0
+                    && matches!(
+                        s.kind,
+                        Some(GroupKind::Dp | GroupKind::Tp | GroupKind::Ep | GroupKind::Cp)
+                    )
+            })
             .count()
             > 0;
         let warning = cost.is_some_and(|c| c >= cfg.min_blame_share) || (cost.is_none() && heavy);
@@ -232,7 +244,8 @@ impl Detector for TopologyDetector {
                 "ask for topology-aware placement: pack the job into {needed_pods} pod(s) (Slurm --switches, Kubernetes topology-aware scheduling), or order the parallel dimensions so that the heaviest groups ({worst}) stay inside a pod"
             ),
             iterations: vec![],
-            detector: self.id().into(),
+            detector: self.id(),
+            corroborated_by: vec![],
         }])
     }
 }
@@ -240,7 +253,7 @@ impl Detector for TopologyDetector {
 #[cfg(test)]
 mod tests {
     use crate::{diagnose, EngineConfig};
-    use flare_model::{FindingKind, Severity};
+    use flare_model::{DetectorId, EvidenceKey, FindingKind, Severity};
     use flare_sim::{simulate, Placement, SimConfig};
 
     #[test]
@@ -259,7 +272,7 @@ mod tests {
         assert!(
             f.evidence
                 .iter()
-                .any(|e| e.metric == "cross_pod_slowdown" && e.value > 1.05),
+                .any(|e| e.metric == EvidenceKey::CrossPodSlowdown && e.value > 1.05),
             "{f:#?}"
         );
         cfg.placement = Placement::Dense;
@@ -269,6 +282,6 @@ mod tests {
             .findings
             .iter()
             .any(|f| f.kind == FindingKind::TopologyMisalignment));
-        assert!(d.skipped.iter().any(|(id, _)| id == "topology"));
+        assert!(d.skipped_reason(DetectorId::Topology).is_some());
     }
 }

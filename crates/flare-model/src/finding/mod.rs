@@ -1,85 +1,81 @@
 //! Findings: what the engine concluded, in a form both people and tools consume.
 //!
-//! The JSON form (documented in the README) is a stable interface: fields are only added.
+//! The JSON form is a stable interface: fields are only added. The whole document that
+//! leaves the process is [`document::FindingsDocument`]; its JSON Schema is generated from
+//! these types (`schema/findings.schema.json`, checked by a test).
+
+pub mod detector;
+pub mod document;
+pub mod evidence;
+pub(crate) mod finite;
+
+pub use detector::{Corroboration, DetectorId};
+pub use document::{
+    FindingsDocument, JobSummary, RankMetrics, RankTime, SkippedDetector, Verdict, WindowHistory,
+};
+pub use evidence::{Evidence, EvidenceKey, Unit};
 
 use serde::{Deserialize, Serialize};
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum FindingKind {
-    /// Cluster-wide irregular iterations (delta-irregular spikes) not attributable to a rank.
-    IterationSpike,
-    /// A persistent shift of iteration time from some iteration on.
-    IterationSlowdown,
-    /// One rank arrives late at its collectives by its own doing, but the trace holds no
-    /// compute or host ops to say why (communication-only traces).
-    SlowRank,
-    /// One GPU computes slower than its peers.
-    SlowGpu,
-    /// Host-side pauses (GC, dataloader) on one rank keep its GPU idle.
-    HostStall,
-    /// The CPU cannot issue kernels fast enough on one rank: the GPU starves between kernels.
-    LaunchBound,
-    /// A NIC or its link moves data slower than its peers.
-    SlowLink,
-    /// Every path through one switch is slow.
-    SlowSwitch,
-    /// One pipeline stage does more work than the others.
-    StageImbalance,
-    /// Data-parallel ranks get unequal work per iteration (sequence lengths).
-    SequenceImbalance,
-    /// Ranks never joined a collective that the others wait in.
-    Hang,
-    /// The job's communication groups span more pods than it needs (scattered placement).
-    TopologyMisalignment,
-}
-
-impl FindingKind {
-    pub fn as_str(&self) -> &'static str {
-        match self {
-            FindingKind::IterationSpike => "iteration_spike",
-            FindingKind::IterationSlowdown => "iteration_slowdown",
-            FindingKind::SlowRank => "slow_rank",
-            FindingKind::SlowGpu => "slow_gpu",
-            FindingKind::HostStall => "host_stall",
-            FindingKind::LaunchBound => "launch_bound",
-            FindingKind::SlowLink => "slow_link",
-            FindingKind::SlowSwitch => "slow_switch",
-            FindingKind::StageImbalance => "stage_imbalance",
-            FindingKind::SequenceImbalance => "sequence_imbalance",
-            FindingKind::Hang => "hang",
-            FindingKind::TopologyMisalignment => "topology_misalignment",
-        }
+string_enum! {
+    /// What is wrong.
+    pub enum FindingKind {
+        /// Cluster-wide irregular iterations (delta-irregular spikes) not attributable to a rank.
+        IterationSpike => "iteration_spike",
+        /// A persistent shift of iteration time from some iteration on.
+        IterationSlowdown => "iteration_slowdown",
+        /// One rank arrives late at its collectives by its own doing, but the trace holds no
+        /// compute or host ops to say why (communication-only traces).
+        SlowRank => "slow_rank",
+        /// One GPU computes slower than its peers.
+        SlowGpu => "slow_gpu",
+        /// Host-side pauses (GC, dataloader) on one rank keep its GPU idle.
+        HostStall => "host_stall",
+        /// The CPU cannot issue kernels fast enough on one rank: the GPU starves between kernels.
+        LaunchBound => "launch_bound",
+        /// A NIC or its link moves data slower than its peers.
+        SlowLink => "slow_link",
+        /// Every path through one switch is slow.
+        SlowSwitch => "slow_switch",
+        /// One pipeline stage does more work than the others.
+        StageImbalance => "stage_imbalance",
+        /// Data-parallel ranks get unequal work per iteration (sequence lengths).
+        SequenceImbalance => "sequence_imbalance",
+        /// Ranks never joined a collective that the others wait in.
+        Hang => "hang",
+        /// The job's communication groups span more pods than it needs (scattered placement).
+        TopologyMisalignment => "topology_misalignment",
     }
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Severity {
-    /// Worth knowing, nothing to fix (cluster-wide noise).
-    Info,
-    /// Slows the job down.
-    Warning,
-    /// The job is stuck or failing.
-    Critical,
+string_enum! {
+    /// How bad it is; ordered from least to most.
+    pub enum Severity {
+        /// Worth knowing, nothing to fix (cluster-wide noise).
+        Info => "info",
+        /// Slows the job down.
+        Warning => "warning",
+        /// The job is stuck or failing.
+        Critical => "critical",
+    }
 }
 
-/// What kind of thing a culprit is.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Component {
-    Gpu,
-    Nic,
-    Link,
-    Switch,
-    Host,
-    Process,
-    Stage,
-    Network,
+string_enum! {
+    /// What kind of thing a culprit is.
+    pub enum Component {
+        Gpu => "gpu",
+        Nic => "nic",
+        Link => "link",
+        Switch => "switch",
+        Host => "host",
+        Process => "process",
+        Stage => "stage",
+        Network => "network",
+    }
 }
 
 /// One thing to blame, as precisely as the evidence allows.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Culprit {
     pub component: Component,
     #[serde(skip_serializing_if = "Option::is_none", default)]
@@ -157,10 +153,7 @@ impl Culprit {
         if let Some(e) = &self.element {
             place.push(e.clone());
         }
-        let comp = serde_json::to_value(self.component)
-            .ok()
-            .and_then(|v| v.as_str().map(str::to_string))
-            .unwrap_or_default();
+        let comp = self.component.as_str();
         if place.is_empty() {
             format!("{comp} {}", parts.join(" "))
         } else if parts.is_empty() {
@@ -171,36 +164,8 @@ impl Culprit {
     }
 }
 
-/// One number that convinced the engine, with what it was compared against.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Evidence {
-    pub metric: String,
-    pub value: f64,
-    #[serde(skip_serializing_if = "Option::is_none", default)]
-    pub baseline: Option<f64>,
-    pub unit: String,
-    pub detail: String,
-}
-
-impl Evidence {
-    pub fn new(
-        metric: &str,
-        value: f64,
-        baseline: Option<f64>,
-        unit: &str,
-        detail: String,
-    ) -> Self {
-        Evidence {
-            metric: metric.to_string(),
-            value,
-            baseline,
-            unit: unit.to_string(),
-            detail,
-        }
-    }
-}
-
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+/// One thing the engine concluded: what is wrong, where, how sure, why, and what to do.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Finding {
     pub kind: FindingKind,
     pub severity: Severity,
@@ -217,7 +182,10 @@ pub struct Finding {
     #[serde(default)]
     pub iterations: Vec<u32>,
     /// The detector that produced it.
-    pub detector: String,
+    pub detector: DetectorId,
+    /// Other detectors that named the same culprit, merged into this finding.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub corroborated_by: Vec<Corroboration>,
 }
 
 impl Finding {
@@ -259,7 +227,8 @@ mod tests {
             evidence: vec![],
             action: "drain".into(),
             iterations: vec![],
-            detector: "slow_rank".into(),
+            detector: DetectorId::SlowRank,
+            corroborated_by: vec![],
         };
         let v = serde_json::to_value(&f).unwrap();
         assert_eq!(v["kind"], "slow_gpu");

@@ -1,0 +1,46 @@
+//! Who found it: the detectors, by id.
+
+use super::FindingKind;
+use serde::{Deserialize, Serialize};
+
+string_enum! {
+    /// A detector's stable id: `Finding::detector`, skipped detectors, the registry.
+    pub enum DetectorId {
+        /// Ranks that never joined the collective the others wait in.
+        Hang => "hang",
+        /// Spikes and fail-slow onsets of iteration time.
+        Iteration => "iteration",
+        /// A rank that delays its collective peers by its own doing.
+        SlowRank => "slow_rank",
+        /// Holmes' abnormal ops and graph search.
+        Graph => "graph",
+        /// Per-rank throughput metrics and scores.
+        Metrics => "metrics",
+        /// Minder on machine metrics.
+        Machine => "machine",
+        /// Arnold's topology misalignment.
+        Topology => "topology",
+        /// Slow communicators mapped onto the fabric.
+        SlowPath => "slow_path",
+        StageImbalance => "stage_imbalance",
+        SequenceImbalance => "sequence_imbalance",
+        /// Hang analysis of PyTorch Flight Recorder dumps.
+        FlightRecorder => "flight_recorder",
+        /// Live windows: a rank's own time against its peers'.
+        LiveSlowRank => "live_slow_rank",
+        /// Live windows: relative performance scores.
+        LiveScore => "live_score",
+        /// Live windows: the agents' watchdog hang records.
+        LiveHang => "live_hang",
+    }
+}
+
+/// Another detector that named the same culprit (see consolidation in the engine).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Corroboration {
+    pub detector: DetectorId,
+    /// What that detector called it.
+    pub kind: FindingKind,
+    /// That detector's own confidence.
+    pub confidence: f64,
+}

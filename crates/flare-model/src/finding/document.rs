@@ -1,0 +1,230 @@
+//! The findings document: the one answer Flare gives, whoever asks. `flare diagnose
+//! --json` and `flare demo --json` print it, the server's findings API serves it, and the
+//! HTML report renders it. It is serialized here and nowhere else, and its JSON Schema
+//! ([`FindingsDocument::schema`], committed as `schema/findings.schema.json`) is generated
+//! from these types.
+
+use super::{DetectorId, Finding, FindingKind};
+use serde::{Deserialize, Serialize};
+
+string_enum! {
+    /// The answer in one word.
+    pub enum Verdict {
+        /// There was enough data to look, and nothing is blamed.
+        Healthy => "healthy",
+        /// At least one finding blames something (a warning or worse, with a culprit).
+        Unhealthy => "unhealthy",
+        /// The data lacks what localization needs: nothing can be said about health.
+        Inconclusive => "inconclusive",
+    }
+}
+
+impl Verdict {
+    /// The verdict of a set of findings. `conclusive`: whether the detectors that localize
+    /// slowdowns could look at the data.
+    pub fn of(conclusive: bool, findings: &[Finding]) -> Verdict {
+        if findings.iter().any(Finding::localizes) {
+            Verdict::Unhealthy
+        } else if conclusive {
+            Verdict::Healthy
+        } else {
+            Verdict::Inconclusive
+        }
+    }
+}
+
+/// What was analysed.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct JobSummary {
+    /// The job's id, or the path it was read from.
+    pub id: String,
+    /// Where the data came from: `simulator`, `kineto`, `native`, `flight_recorder`,
+    /// `agent`, ...
+    pub source: String,
+    pub world_size: u32,
+    pub ranks_with_data: usize,
+    /// Ranks the job has but the data holds nothing for.
+    pub missing_ranks: Vec<u32>,
+    /// The iterations analysed (traces).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub iterations: Vec<u32>,
+    /// Ops read (traces).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ops: Option<u64>,
+    /// Nodes that reported (live windows).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nodes: Option<usize>,
+    /// The window's index (live windows).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window: Option<u64>,
+    /// Windows of the job analysed so far (live).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub windows_analysed: Option<u64>,
+    /// When the window was analysed, Unix ns (live).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub analysed_unix_ns: Option<u64>,
+}
+
+/// A detector that could not run on this data, and why.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct SkippedDetector {
+    pub detector: DetectorId,
+    pub reason: String,
+}
+
+/// One rank's performance figures over the window (XPUTimer's cross-rank metrics and
+/// nvidia-resiliency-ext's scores). Figures that could not be measured are `null`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct RankMetrics {
+    pub rank: u32,
+    /// Achieved TFLOPS of its compute kernels that carry FLOPs.
+    #[serde(with = "super::finite")]
+    #[schemars(with = "Option<f64>")]
+    pub tflops: f64,
+    /// Bus bandwidth of its completed collectives, GB/s.
+    #[serde(with = "super::finite")]
+    #[schemars(with = "Option<f64>")]
+    pub bus_gbps: f64,
+    /// Share of its compute kernels that started as soon as they were launched.
+    #[serde(with = "super::finite")]
+    #[schemars(with = "Option<f64>")]
+    pub immediate_launch_share: f64,
+    /// Share of its iterations' time with no traced op running.
+    #[serde(with = "super::finite")]
+    #[schemars(with = "Option<f64>")]
+    pub void_share: f64,
+    /// Iterations per second (over its own iteration spans).
+    #[serde(with = "super::finite")]
+    #[schemars(with = "Option<f64>")]
+    pub iterations_per_s: f64,
+    /// The best peer's kernel time over its own (1.0: as fast as the fastest).
+    #[serde(with = "super::finite")]
+    #[schemars(with = "Option<f64>")]
+    pub relative_score: f64,
+    /// Its own best kernel time over its current (1.0: as fast as it ever was).
+    #[serde(with = "super::finite")]
+    #[schemars(with = "Option<f64>")]
+    pub individual_score: f64,
+}
+
+/// Where one rank's time went over the window, in ms.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct RankTime {
+    pub rank: u32,
+    pub window_ms: f64,
+    pub compute_ms: f64,
+    pub communication_ms: f64,
+    /// Communication not overlapped by compute.
+    pub exposed_communication_ms: f64,
+    /// Time with nothing traced running.
+    pub idle_ms: f64,
+}
+
+/// One earlier window of a live job, for the trend.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct WindowHistory {
+    pub window: u64,
+    pub findings: u64,
+    /// Distinct finding kinds, most important first.
+    pub kinds: Vec<FindingKind>,
+}
+
+/// The findings document. Built by [`FindingsDocument::new`], which orders the findings and
+/// derives the verdict, so that every producer says "healthy" for the same reasons.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct FindingsDocument {
+    pub job: JobSummary,
+    verdict: Verdict,
+    /// `verdict == healthy` (kept for readers of earlier versions).
+    healthy: bool,
+    /// Whether the localization detectors could look at the data.
+    conclusive: bool,
+    /// Most important first: severity, then confidence.
+    findings: Vec<Finding>,
+    /// The ranks the most important localizing finding blames.
+    culprit_ranks: Vec<u32>,
+    /// Detectors that could not run on this data, with why.
+    #[serde(default)]
+    pub skipped_detectors: Vec<SkippedDetector>,
+    /// The ranks with the lowest performance scores (traces).
+    #[serde(default)]
+    pub rank_metrics: Vec<RankMetrics>,
+    /// Per-rank time breakdown, most idle plus exposed communication first (traces).
+    #[serde(default)]
+    pub rank_breakdown: Vec<RankTime>,
+    /// What a person should know about the data itself (drops, skipped comparisons).
+    #[serde(default)]
+    pub notes: Vec<String>,
+    /// The job's earlier windows, oldest first (live).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub history: Vec<WindowHistory>,
+    /// Time the analysis took.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub diagnosis_ms: Option<f64>,
+}
+
+impl FindingsDocument {
+    /// A document for these findings: sorted most important first, with the verdict and
+    /// the culprit ranks derived from them.
+    pub fn new(job: JobSummary, mut findings: Vec<Finding>, conclusive: bool) -> Self {
+        findings.sort_by(Finding::by_importance);
+        let verdict = Verdict::of(conclusive, &findings);
+        let culprit_ranks = findings
+            .iter()
+            .find(|f| f.localizes())
+            .map(|f| f.culprits.iter().filter_map(|c| c.rank).collect())
+            .unwrap_or_default();
+        FindingsDocument {
+            job,
+            verdict,
+            healthy: verdict == Verdict::Healthy,
+            conclusive,
+            findings,
+            culprit_ranks,
+            skipped_detectors: Vec::new(),
+            rank_metrics: Vec::new(),
+            rank_breakdown: Vec::new(),
+            notes: Vec::new(),
+            history: Vec::new(),
+            diagnosis_ms: None,
+        }
+    }
+
+    pub fn verdict(&self) -> Verdict {
+        self.verdict
+    }
+
+    pub fn healthy(&self) -> bool {
+        self.healthy
+    }
+
+    pub fn conclusive(&self) -> bool {
+        self.conclusive
+    }
+
+    /// Most important first.
+    pub fn findings(&self) -> &[Finding] {
+        &self.findings
+    }
+
+    pub fn culprit_ranks(&self) -> &[u32] {
+        &self.culprit_ranks
+    }
+
+    /// The document as pretty-printed JSON: the one serialization of findings that leaves
+    /// the process.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(self).expect("a findings document always serializes")
+    }
+
+    /// Reads a document back (what the server stores, what tests check).
+    pub fn from_json(s: &str) -> Result<FindingsDocument, serde_json::Error> {
+        serde_json::from_str(s)
+    }
+
+    /// The document's JSON Schema (draft 2020-12), generated from these types.
+    pub fn schema() -> serde_json::Value {
+        serde_json::to_value(schemars::schema_for!(FindingsDocument))
+            .expect("a schema always serializes")
+    }
+}

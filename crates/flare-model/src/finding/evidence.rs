@@ -1,0 +1,279 @@
+//! Evidence: the numbers that convinced the engine, each named by an [`EvidenceKey`] and
+//! measured in a [`Unit`].
+
+use crate::{GroupKind, MachineMetric};
+use serde::{Deserialize, Serialize};
+
+string_enum! {
+    /// What a piece of evidence measures. The strings are part of the findings JSON.
+    pub enum EvidenceKey {
+        // A rank's own delay (self time before its collectives) and its cause.
+        /// A rank's self time over the other members' median, minus 1.
+        SelfTimeExcess => "self_time_excess",
+        /// Iterations in which the rank's excess stands out.
+        IrregularIterations => "irregular_iterations",
+        /// The rank's compute kernel time over its stage peers'.
+        ComputeTimeRatio => "compute_time_ratio",
+        /// Median kernel issue latency (GPU start minus CPU launch).
+        IssueLatencyMs => "issue_latency_ms",
+        /// Share of kernels that started as soon as they were launched.
+        ImmediateLaunchShare => "immediate_launch_share",
+        /// Median interval between kernel launches.
+        LaunchIntervalMs => "launch_interval_ms",
+        /// Host-phase (GC, dataloader) time beyond its peers'.
+        HostPhaseExcessMs => "host_phase_excess_ms",
+
+        // The graph search (Holmes).
+        /// Share of the job's time its peers waited for the culprit.
+        BlameShare => "blame_share",
+        /// The waiting it caused, in GPUs kept idle.
+        GpusWorthOfWaiting => "gpus_worth_of_waiting",
+        /// Its blame over the runner-up's.
+        BlameOverRunnerUp => "blame_over_runner_up",
+        /// Op groups the classifier judged abnormal.
+        AbnormalOpGroups => "abnormal_op_groups",
+        /// Transfer time over comparable communicators'.
+        TransferTimeRatio => "transfer_time_ratio",
+        /// Share of the communicators crossing a fabric element that are slow.
+        SlowShareOfCrossingGroups => "slow_share_of_crossing_groups",
+        /// Slow communicators whose paths cross the element.
+        SlowGroupsThroughElement => "slow_groups_through_element",
+
+        // Hangs in a trace.
+        /// Ranks in flight in the stuck collective.
+        RanksWaiting => "ranks_waiting",
+        /// Members of the stuck collective that arrived.
+        ArrivedMembers => "arrived_members",
+        /// The culprit's last op.
+        LastOp => "last_op",
+
+        // Structure.
+        /// Compute per iteration of the heaviest stage.
+        StageComputeMs => "stage_compute_ms",
+        /// The heaviest data-parallel replica's compute over the median.
+        HeaviestReplicaRatio => "heaviest_replica_ratio",
+
+        // Iteration time.
+        /// Iteration time after the change point over before it.
+        IterationTimeRatio => "iteration_time_ratio",
+        /// Posterior probability of the change point.
+        ChangeProbability => "change_probability",
+        /// The slowest iteration over its segment's median.
+        MaxIterationRatio => "max_iteration_ratio",
+
+        // Per-rank metrics (nvidia-resiliency-ext and XPUTimer).
+        /// Best peer's time over the rank's own.
+        RelativeScore => "relative_score",
+        /// The rank's own best time over its current time.
+        IndividualScore => "individual_score",
+        /// Achieved TFLOPS over its peers' median.
+        TflopsRatio => "tflops_ratio",
+        /// Bus bandwidth over its peers' median.
+        BusBandwidthRatio => "bus_bandwidth_ratio",
+        /// Share of the iteration with no traced op running.
+        VoidShare => "void_share",
+
+        // Machine metrics (Minder): a machine's distance to the per-device median.
+        GpuUtilDeviation => "gpu_util_deviation",
+        SmClockDeviation => "sm_clock_deviation",
+        PowerDeviation => "power_deviation",
+        GpuTempDeviation => "gpu_temp_deviation",
+        PcieTxDeviation => "pcie_tx_deviation",
+        NvlinkTxDeviation => "nvlink_tx_deviation",
+        NicTxDeviation => "nic_tx_deviation",
+        CpuUtilDeviation => "cpu_util_deviation",
+
+        // Topology (Arnold).
+        /// Pods (leaf-switch domains) the job spans, against the packed placement's.
+        PodsSpanned => "pods_spanned",
+        /// Groups of one kind that span more pods than packed.
+        TpGroupsMisaligned => "tp_groups_misaligned",
+        CpGroupsMisaligned => "cp_groups_misaligned",
+        EpGroupsMisaligned => "ep_groups_misaligned",
+        DpGroupsMisaligned => "dp_groups_misaligned",
+        PpGroupsMisaligned => "pp_groups_misaligned",
+        WorldGroupsMisaligned => "world_groups_misaligned",
+        OtherGroupsMisaligned => "other_groups_misaligned",
+        /// Measured slowdown of cross-pod transfers.
+        CrossPodSlowdown => "cross_pod_slowdown",
+        /// Upper bound of the cross-pod slowdown when it cannot be measured.
+        CrossPodSlowdownBound => "cross_pod_slowdown_bound",
+        /// Estimated cost in step time.
+        EstimatedCost => "estimated_cost",
+
+        // Flight Recorder hangs.
+        RanksWithoutDump => "ranks_without_dump",
+        JobRanksWithoutDump => "job_ranks_without_dump",
+        ProcessGroup => "process_group",
+        CollectiveSeqId => "collective_seq_id",
+        P2pSeqId => "p2p_seq_id",
+        RanksReached => "ranks_reached",
+        RanksMissing => "ranks_missing",
+        RanksBehind => "ranks_behind",
+        P2pWaiting => "p2p_waiting",
+        MismatchedRanks => "mismatched_ranks",
+        /// A captured stack.
+        Stack => "stack",
+        /// What the divergence caused downstream.
+        Consequence => "consequence",
+
+        // Live windows (agent summaries).
+        /// A rank's time outside collectives and P2P over its peers' median.
+        OwnTimeRatio => "own_time_ratio",
+        OwnTime => "own_time",
+        /// Robust z-score among peers.
+        RobustZ => "robust_z",
+        SyncTime => "sync_time",
+        ComputeTime => "compute_time",
+        HostPhaseTime => "host_phase_time",
+        RanksStuck => "ranks_stuck",
+        InFlight => "in_flight",
+        NotStuck => "not_stuck",
+        RanksWithoutData => "ranks_without_data",
+    }
+}
+
+impl EvidenceKey {
+    /// A machine's deviation from its peers on one machine metric.
+    pub fn deviation_of(m: MachineMetric) -> EvidenceKey {
+        match m {
+            MachineMetric::GpuUtil => EvidenceKey::GpuUtilDeviation,
+            MachineMetric::SmClock => EvidenceKey::SmClockDeviation,
+            MachineMetric::Power => EvidenceKey::PowerDeviation,
+            MachineMetric::GpuTemp => EvidenceKey::GpuTempDeviation,
+            MachineMetric::PcieTx => EvidenceKey::PcieTxDeviation,
+            MachineMetric::NvlinkTx => EvidenceKey::NvlinkTxDeviation,
+            MachineMetric::NicTx => EvidenceKey::NicTxDeviation,
+            MachineMetric::CpuUtil => EvidenceKey::CpuUtilDeviation,
+        }
+    }
+
+    /// Whether it is a machine-metric deviation.
+    pub fn is_machine_deviation(self) -> bool {
+        MachineMetric::ALL
+            .iter()
+            .any(|&m| EvidenceKey::deviation_of(m) == self)
+    }
+
+    /// Groups of one kind that span more pods than packed.
+    pub fn groups_misaligned(k: GroupKind) -> EvidenceKey {
+        match k {
+            GroupKind::Tp => EvidenceKey::TpGroupsMisaligned,
+            GroupKind::Cp => EvidenceKey::CpGroupsMisaligned,
+            GroupKind::Ep => EvidenceKey::EpGroupsMisaligned,
+            GroupKind::Dp => EvidenceKey::DpGroupsMisaligned,
+            GroupKind::Pp => EvidenceKey::PpGroupsMisaligned,
+            GroupKind::World => EvidenceKey::WorldGroupsMisaligned,
+            GroupKind::Other => EvidenceKey::OtherGroupsMisaligned,
+        }
+    }
+}
+
+string_enum! {
+    /// The unit of an evidence value (and of its baseline).
+    pub enum Unit {
+        /// Dimensionless: a share, a score, a probability, an id.
+        None => "",
+        /// A ratio to a baseline (`2.0 x`).
+        Ratio => "x",
+        Percent => "%",
+        Ms => "ms",
+        Seconds => "s",
+        /// Robust standard deviations.
+        Sd => "sd",
+        MsPerIteration => "ms/iteration",
+        /// Milliseconds per second observed.
+        MsPerSecond => "ms/s",
+        GbPerSecond => "GB/s",
+        Ranks => "ranks",
+        /// A rank id.
+        Rank => "rank",
+        Iterations => "iterations",
+        /// GPUs' worth (of waiting).
+        Gpus => "GPUs",
+        OpGroups => "op groups",
+        Communicators => "communicators",
+        Groups => "groups",
+        Pods => "pods",
+        Frames => "frames",
+    }
+}
+
+/// One number that convinced the engine, with what it was compared against.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Evidence {
+    pub metric: EvidenceKey,
+    /// `null` in JSON when not finite.
+    #[serde(with = "crate::finding::finite")]
+    #[schemars(with = "Option<f64>")]
+    pub value: f64,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub baseline: Option<f64>,
+    pub unit: Unit,
+    /// What the number means, for a person.
+    pub detail: String,
+}
+
+impl Evidence {
+    pub fn new(
+        metric: EvidenceKey,
+        value: f64,
+        baseline: Option<f64>,
+        unit: Unit,
+        detail: String,
+    ) -> Self {
+        Evidence {
+            metric,
+            value,
+            baseline,
+            unit,
+            detail,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parametric_keys_cover_every_metric_and_group_kind() {
+        for &m in MachineMetric::ALL.iter() {
+            let k = EvidenceKey::deviation_of(m);
+            assert_eq!(k.as_str(), format!("{}_deviation", m.as_str()));
+            assert!(k.is_machine_deviation());
+        }
+        for k in [
+            GroupKind::Tp,
+            GroupKind::Cp,
+            GroupKind::Ep,
+            GroupKind::Dp,
+            GroupKind::Pp,
+            GroupKind::World,
+            GroupKind::Other,
+        ] {
+            assert_eq!(
+                EvidenceKey::groups_misaligned(k).as_str(),
+                format!("{}_groups_misaligned", k.as_str())
+            );
+        }
+        assert!(!EvidenceKey::BlameShare.is_machine_deviation());
+    }
+
+    #[test]
+    fn strings_are_unique_and_round_trip() {
+        let mut seen = std::collections::BTreeSet::new();
+        for &k in EvidenceKey::ALL {
+            assert!(seen.insert(k.as_str()), "{k} twice");
+            assert_eq!(EvidenceKey::parse(k.as_str()), Some(k));
+            let json = serde_json::to_string(&k).unwrap();
+            assert_eq!(json, format!("\"{}\"", k.as_str()));
+        }
+        for &u in Unit::ALL {
+            assert_eq!(
+                serde_json::from_str::<Unit>(&format!("\"{u}\"")).unwrap(),
+                u
+            );
+        }
+    }
+}
