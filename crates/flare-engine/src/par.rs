@@ -64,3 +64,21 @@ pub(crate) fn threads_for(ops: usize, configured: usize) -> usize {
         configured.max(1)
     }
 }
+
+/// Runs `a` and `b`: with `parallel`, `b` on a thread of its own while the calling thread
+/// runs `a`; else `a`, then `b`.
+pub(crate) fn join<A, B: Send>(
+    parallel: bool,
+    a: impl FnOnce() -> A,
+    b: impl FnOnce() -> B + Send,
+) -> (A, B) {
+    if parallel {
+        std::thread::scope(|s| {
+            let other = s.spawn(b);
+            let mine = a();
+            (mine, other.join().expect("engine worker panicked"))
+        })
+    } else {
+        (a(), b())
+    }
+}

@@ -1,20 +1,21 @@
 //! [`build`]: one iteration's ops into its [`IterationDigest`], the passes in order,
 //! on a slot map predicted from the previous iteration when the schedule repeats.
 
-use super::instances::{instance_pass, InstancePart, InstanceSums, PARTS_PER_THREAD};
+use super::instance_parts::{instance_passes, merge_instance_sums};
+use super::instances::InstancePart;
 use super::members::Chunk;
 use super::peers::{host_excess, peer_medians, rank_figures};
-use super::scan::scan_all;
+use super::scan::{scan_all, HostOp, RankPass, ScanJob};
 use super::slots::{collect_keys, slot_map, SlotMap};
 use super::transfer::{comm_transfer, PartClasses};
 use super::{
-    iteration_replica_loads, Carry, InFlight, Instance, IterationDigest, Members, RankIteration,
-    RankSlice, SelfTime,
+    iteration_replica_loads, Carry, IterationDigest, Members, NameStat, RankFigures, RankIteration,
+    RankSlice, SelfTime, SpanTransfer,
 };
 use crate::context::JobContext;
-use crate::par::{par_each, threads_for};
+use crate::par::{join, par_each, threads_for};
 use crate::stats::median;
-use flare_model::OpKind;
+use std::time::{Duration, Instant};
 
 /// Wall time of the phases of the last digest built, for the speed benchmark.
 #[derive(Clone, Copy, Debug, Default)]
@@ -72,15 +73,118 @@ pub fn build_with(
     let range_of = |t: usize| (t * per).min(n_ranks)..((t + 1) * per).min(n_ranks);
     members.chunks.resize_with(threads, Chunk::default);
 
-    let t0 = std::time::Instant::now();
-    let carry_in = &carry.last_sync_end;
+    let t0 = Instant::now();
     let mut ranks = std::mem::take(&mut members.spare_ranks);
     ranks.clear();
     ranks.resize(n_ranks, RankIteration::default());
-    // In steady state the previous iteration's slot map, numbered on, and its slot counts
-    // fit this iteration: the key pass is skipped, and every key is checked (pass 1b
-    // starts over with the key pass at the first that does not fit).
-    let predicted = (predict && members.shape == (n_ranks, threads))
+    let input = RankInput {
+        ctx,
+        iteration,
+        by_index: &by_index,
+        range_of: &range_of,
+        carry: &carry.last_sync_end,
+    };
+    let pass = rank_pass(&input, members, &mut ranks, predict, t0);
+    members.shape = (n_ranks, threads);
+    let (names, mut host_ops) = merge_rank_passes(pass.passes, carry, members);
+    number_groups(&mut members.chunks);
+    // Host phases against the same phase on the other ranks.
+    host_excess(&mut ranks, &mut host_ops);
+    let t3 = t0.elapsed();
+
+    // Pass 2: per instance, over slot ranges.
+    let (instances, counts) =
+        instance_passes(ctx, iteration, &pass.map, pass.n_slots, threads, members);
+    let t4 = t0.elapsed();
+    let (in_flight, self_time) =
+        merge_instance_sums(members, &instances, &counts, pass.n_slots, &mut ranks);
+    members.times = PhaseTimes {
+        keys: pass.keys_time,
+        ranks: t3 - pass.keys_time,
+        instances: t4 - t3,
+        merge: t0.elapsed() - t4,
+        ..PhaseTimes::default()
+    };
+    let duration_ns = iteration_duration(&by_index, n_ranks);
+    members.map = pass.map;
+    // The iteration's summaries: the per-rank ones on a thread of their own while the
+    // transfer ratios take the workers.
+    let (transfers, rank_summaries) = join(
+        threads > 1,
+        || {
+            transfer_summaries(
+                &members.parts,
+                instances.len(),
+                &mut members.transfer_ratio,
+                threads,
+            )
+        },
+        || per_rank_summaries(ctx, &ranks, &names, &self_time),
+    );
+    let n_instances = instances.len() as u32;
+    members.instances = instances;
+    members.times.summaries = t0.elapsed() - t4 - members.times.merge;
+    IterationDigest {
+        iteration,
+        duration_ns,
+        ranks,
+        compute_names: names,
+        in_flight,
+        n_instances,
+        complete_instances: transfers.complete_instances,
+        excess_median: rank_summaries.excess_median,
+        excess_mad: rank_summaries.excess_mad,
+        peer_medians: rank_summaries.peer_medians,
+        seq_ranges: pass.seq_ranges,
+        comm_transfer: transfers.comm_transfer,
+        span_transfer: transfers.span_transfer,
+        blame: Vec::new(),
+        abnormal_groups: 0,
+        scored_groups: 0,
+        abnormal_examples: Vec::new(),
+        drift: 1.0,
+        ops: ops as u64,
+        stuck_ranks: rank_summaries.stuck_ranks,
+        replica_load: rank_summaries.replica_load,
+        heaviest_replica: rank_summaries.heaviest_replica,
+        rank_figures: rank_summaries.rank_figures,
+        self_time,
+    }
+}
+
+/// What pass 1 reads: the ranks' ops by rank index, the ranks of each chunk, and each
+/// rank's last sync end before the iteration.
+struct RankInput<'a> {
+    ctx: &'a JobContext,
+    iteration: u32,
+    by_index: &'a [Option<&'a RankSlice<'a>>],
+    range_of: &'a (dyn Fn(usize) -> std::ops::Range<usize> + Sync),
+    carry: &'a [Option<i64>],
+}
+
+/// What pass 1 found: the slot map and its slots, each communicator's sequence range,
+/// each chunk's per-rank pass, and how long the key pass took (zero when skipped).
+struct RankPassOutcome {
+    map: SlotMap,
+    n_slots: usize,
+    seq_ranges: Vec<(u32, u32, u32)>,
+    passes: Vec<RankPass>,
+    keys_time: Duration,
+}
+
+/// Pass 1. In steady state the previous iteration's slot map, numbered on, and its slot
+/// counts fit this iteration: the key pass is skipped, and every key is checked (pass 1b
+/// starts over with the key pass at the first that does not fit).
+fn rank_pass(
+    input: &RankInput,
+    members: &mut Members,
+    ranks: &mut [RankIteration],
+    predict: bool,
+    t0: Instant,
+) -> RankPassOutcome {
+    let (ctx, iteration, by_index, range_of) =
+        (input.ctx, input.iteration, input.by_index, input.range_of);
+    let predicted = (predict && members.shape == (ranks.len(), members.chunks.len()))
         .then(|| members.map.predict_next())
         .flatten()
         .filter(|p| match p {
@@ -93,11 +197,17 @@ pub fn build_with(
                 chunks: &mut [Chunk],
                 ranks: &mut [RankIteration],
                 predicted: bool| {
-        scan_all(
-            ctx, iteration, &by_index, &range_of, map, n_slots, carry_in, chunks, ranks, predicted,
-        )
+        let job = ScanJob {
+            ctx,
+            iteration,
+            by_index,
+            carry: input.carry,
+            map,
+            n_slots,
+            predicted,
+        };
+        scan_all(&job, range_of, chunks, ranks)
     };
-    let mut outcome = None;
     if let Some(map) = predicted {
         let n_slots = match &map {
             SlotMap::Dense { n, .. } => *n,
@@ -108,33 +218,48 @@ pub fn build_with(
             c.base = base;
             base += c.starts[n_slots];
         }
-        let passes = scan(&map, n_slots, &mut members.chunks, &mut ranks, true);
+        let passes = scan(&map, n_slots, &mut members.chunks, ranks, true);
         if !passes.iter().any(|p| p.mispredicted) {
             members.predicted += 1;
-            let ranges = map.ranges();
-            outcome = Some((map, n_slots, ranges, passes, std::time::Duration::ZERO));
+            let seq_ranges = map.ranges();
+            return RankPassOutcome {
+                map,
+                n_slots,
+                seq_ranges,
+                passes,
+                keys_time: Duration::ZERO,
+            };
         }
     }
-    let (map, n_slots, seq_ranges, passes, t1) = match outcome {
-        Some(o) => o,
-        None => {
-            // Pass 1a: keys and sequence ranges.
-            par_each(&mut members.chunks, |t, c| {
-                collect_keys(ctx, iteration, &by_index, range_of(t), c)
-            });
-            let t1 = t0.elapsed();
-            let (map, n_slots, seq_ranges) = slot_map(ctx, &members.chunks);
-            let mut base = 0u32;
-            for c in members.chunks.iter_mut() {
-                c.base = base;
-                base += c.keys.len() as u32;
-            }
-            // Pass 1b: per rank, members into slot order.
-            let passes = scan(&map, n_slots, &mut members.chunks, &mut ranks, false);
-            (map, n_slots, seq_ranges, passes, t1)
-        }
-    };
-    members.shape = (n_ranks, threads);
+    // Pass 1a: keys and sequence ranges.
+    par_each(&mut members.chunks, |t, c| {
+        collect_keys(ctx, iteration, by_index, range_of(t), c)
+    });
+    let keys_time = t0.elapsed();
+    let (map, n_slots, seq_ranges) = slot_map(ctx, &members.chunks);
+    let mut base = 0u32;
+    for c in members.chunks.iter_mut() {
+        c.base = base;
+        base += c.keys.len() as u32;
+    }
+    // Pass 1b: per rank, members into slot order.
+    let passes = scan(&map, n_slots, &mut members.chunks, ranks, false);
+    RankPassOutcome {
+        map,
+        n_slots,
+        seq_ranges,
+        passes,
+        keys_time,
+    }
+}
+
+/// Gathers the chunks' per-rank passes: the compute names and host ops (returned), each
+/// rank's last member and last sync end (into `members` and `carry`).
+fn merge_rank_passes(
+    passes: Vec<RankPass>,
+    carry: &mut Carry,
+    members: &mut Members,
+) -> (Vec<NameStat>, Vec<HostOp>) {
     let mut names = std::mem::take(&mut members.spare_names);
     names.clear();
     let mut host_ops = Vec::new();
@@ -149,148 +274,21 @@ pub fn build_with(
             ri += 1;
         }
     }
+    (names, host_ops)
+}
 
+/// Numbers the op groups across chunks: each chunk's ids start after the previous one's.
+fn number_groups(chunks: &mut [Chunk]) {
     let mut group_base = 0u32;
-    for c in members.chunks.iter_mut() {
+    for c in chunks.iter_mut() {
         c.group_base = group_base;
         group_base += c.groups.len() as u32;
     }
-    let n_groups = group_base as usize;
-    // Host phases against the same phase on the other ranks.
-    host_excess(&mut ranks, &mut host_ops);
-    let t3 = t0.elapsed();
+}
 
-    // Pass 2: per instance, over slot ranges.
-    let chunks = &members.chunks;
-    // Parts of about as many members each.
-    let n_parts = if threads > 1 {
-        threads * PARTS_PER_THREAD
-    } else {
-        1
-    };
-    let before = |slot: usize| -> u64 { chunks.iter().map(|c| c.starts[slot] as u64).sum() };
-    let total = before(n_slots);
-    let mut bounds = vec![0usize];
-    for t in 1..n_parts {
-        let target = total * t as u64 / n_parts as u64;
-        let (mut lo, mut hi) = (*bounds.last().expect("one bound"), n_slots);
-        while lo < hi {
-            let mid = (lo + hi) / 2;
-            if before(mid) < target {
-                lo = mid + 1;
-            } else {
-                hi = mid;
-            }
-        }
-        bounds.push(lo);
-    }
-    bounds.push(n_slots);
-    // Each part writes its instances straight into its share of the iteration's array:
-    // count them first (a slot with no member makes none). The array keeps its length
-    // from the last iteration, so in steady state nothing is written twice.
-    let made = |slot: usize| chunks.iter().any(|c| !c.in_slot(slot).is_empty());
-    let counts: Vec<usize> = bounds
-        .windows(2)
-        .map(|w| (w[0]..w[1]).filter(|&s| made(s)).count())
-        .collect();
-    let n_instances: usize = counts.iter().sum();
-    let mut instances = std::mem::take(&mut members.instances);
-    // Every position is overwritten by its part.
-    let unset = Instance {
-        comm: 0,
-        seq: 0,
-        iteration,
-        kind: OpKind::Compute,
-        name: 0,
-        bytes: 0,
-        expected: 0,
-        expected_traced: 0,
-        present: 0,
-        in_flight: 0,
-        last_arrival: 0,
-        second_last_arrival: 0,
-        last_rank: 0,
-        end: None,
-    };
-    instances.resize(n_instances, unset);
-    members.instance_slot.resize(n_instances, 0);
-    members.parts.resize_with(n_parts, InstancePart::default);
-    members.sums.resize_with(threads, InstanceSums::default);
-    type PartWork<'w> = (&'w mut InstancePart, &'w mut [Instance], &'w mut [u32]);
-    let mut work: Vec<std::sync::Mutex<PartWork>> = Vec::with_capacity(n_parts);
-    {
-        let (mut inst_rest, mut slot_rest) = (&mut instances[..], &mut members.instance_slot[..]);
-        for (k, part) in members.parts.iter_mut().enumerate() {
-            let (i, ir) = inst_rest.split_at_mut(counts[k]);
-            let (sl, sr) = slot_rest.split_at_mut(counts[k]);
-            (inst_rest, slot_rest) = (ir, sr);
-            part.slots = bounds[k]..bounds[k + 1];
-            work.push(std::sync::Mutex::new((part, i, sl)));
-        }
-    }
-    let next = std::sync::atomic::AtomicUsize::new(0);
-    par_each(&mut members.sums, |_, sums| {
-        sums.per_rank.clear();
-        sums.per_rank.resize(n_ranks, [0.0; 5]);
-        sums.per_group.clear();
-        sums.per_group.resize(n_groups, [0.0; 2]);
-        loop {
-            let k = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            let Some(part) = work.get(k) else { break };
-            // Each part is taken once: the lock is never contended.
-            let mut part = part.lock().unwrap_or_else(|e| e.into_inner());
-            let (part, inst, slots) = &mut *part;
-            instance_pass(ctx, iteration, chunks, &map, part, inst, slots, sums);
-        }
-    });
-    drop(work);
-    // Waiting and transfer per op group, from every thread's share of the instances.
-    for res in &members.sums {
-        for c in members.chunks.iter_mut() {
-            let base = c.group_base as usize;
-            for (k, g) in c.groups.iter_mut().enumerate() {
-                let acc = res.per_group[base + k];
-                g.sum_wait += acc[0];
-                g.sum_transfer += acc[1];
-            }
-        }
-    }
-    let t4 = t0.elapsed();
-    let mut in_flight = Vec::new();
-    let mut self_time = vec![SelfTime::default(); n_ranks];
-    members.slot_instance.clear();
-    members.slot_instance.resize(n_slots, u32::MAX);
-    for (i, &slot) in members.instance_slot.iter().enumerate() {
-        members.slot_instance[slot as usize] = i as u32;
-    }
-    let mut base = 0usize;
-    for (part, &count) in members.parts.iter_mut().zip(&counts) {
-        for (k, arrived) in part.arrived.drain(..) {
-            in_flight.push(InFlight {
-                instance: instances[base + k as usize].clone(),
-                arrived,
-            });
-        }
-        base += count;
-    }
-    for res in &members.sums {
-        for (ri, acc) in res.per_rank.iter().enumerate() {
-            let r = &mut ranks[ri];
-            self_time[ri].excess_ns += acc[0];
-            self_time[ri].expected_ns += acc[1];
-            r.wait_ns += acc[2];
-            r.bus_bytes += acc[3];
-            r.bus_ns += acc[4];
-        }
-    }
-
-    members.times = PhaseTimes {
-        keys: t1,
-        ranks: t3 - t1,
-        instances: t4 - t3,
-        merge: t0.elapsed() - t4,
-        ..PhaseTimes::default()
-    };
+/// Median over ranks of their own iteration span; `None` when some rank never finished
+/// it or no rank recorded a span.
+fn iteration_duration(by_index: &[Option<&RankSlice>], n_ranks: usize) -> Option<f64> {
     let mut spans: Vec<f64> = Vec::with_capacity(n_ranks);
     let mut unfinished = false;
     for s in by_index.iter().flatten().filter_map(|s| s.span) {
@@ -300,80 +298,70 @@ pub fn build_with(
             None => unfinished = true,
         }
     }
-    let duration_ns = (!unfinished && !spans.is_empty()).then(|| median(&mut spans));
-    members.map = map;
-    // The iteration's summaries: the per-rank ones on a thread of their own while the
-    // transfer ratios take the workers.
-    let transfer_ratio = &mut members.transfer_ratio;
-    let per_rank = || {
-        let rel: Vec<f64> = self_time
-            .iter()
-            .filter(|t| t.expected_ns > 0.0)
-            .map(SelfTime::relative)
-            .collect();
-        let (replica_load, heaviest) = iteration_replica_loads(ctx, &ranks);
-        let figures = rank_figures(ctx, &ranks, &replica_load);
-        (
-            crate::stats::median_mad(&rel),
-            peer_medians(ctx, &ranks, &names),
-            ranks.iter().filter(|r| r.stuck).count() as u32,
-            (replica_load, heaviest),
-            figures,
-        )
-    };
-    let instance_parts = &members.parts;
-    let mut transfers = || {
-        let mut span_transfer = Vec::new();
-        // Small iterations: threads would cost more than they save.
-        let workers = if instances.len() < 20_000 { 1 } else { threads };
-        let parts: Vec<&PartClasses> = instance_parts.iter().map(|p| &p.classes).collect();
-        let by_comm = comm_transfer(&parts, transfer_ratio, &mut span_transfer, workers);
-        let complete = instance_parts.iter().map(|p| p.complete).sum::<u32>();
-        (by_comm, span_transfer, complete)
-    };
-    let ((comm_transfer, span_transfer, complete_instances), rank_summaries) = if threads > 1 {
-        std::thread::scope(|s| {
-            let other = s.spawn(per_rank);
-            let mine = transfers();
-            (mine, other.join().expect("engine worker panicked"))
-        })
-    } else {
-        (transfers(), per_rank())
-    };
-    let (
-        (excess_median, excess_mad),
-        peer_medians,
-        stuck_ranks,
-        (replica_load, heaviest_replica),
-        rank_figures,
-    ) = rank_summaries;
-    let n_instances = instances.len() as u32;
-    members.instances = instances;
-    members.times.summaries = t0.elapsed() - t4 - members.times.merge;
-    IterationDigest {
-        iteration,
-        duration_ns,
-        ranks,
-        compute_names: names,
-        in_flight,
-        n_instances,
-        complete_instances,
-        excess_median,
-        excess_mad,
-        peer_medians,
-        seq_ranges,
+    (!unfinished && !spans.is_empty()).then(|| median(&mut spans))
+}
+
+/// The iteration's summaries over its instances.
+struct TransferSummaries {
+    comm_transfer: Vec<(u32, f32)>,
+    span_transfer: Vec<SpanTransfer>,
+    complete_instances: u32,
+}
+
+/// Transfer ratios (per instance into `transfer_ratio`, per communicator and per class
+/// returned) and the complete instances, from the instance pass's parts.
+fn transfer_summaries(
+    instance_parts: &[InstancePart],
+    n_instances: usize,
+    transfer_ratio: &mut Vec<f32>,
+    threads: usize,
+) -> TransferSummaries {
+    let mut span_transfer = Vec::new();
+    // Small iterations: threads would cost more than they save.
+    let workers = if n_instances < 20_000 { 1 } else { threads };
+    let parts: Vec<&PartClasses> = instance_parts.iter().map(|p| &p.classes).collect();
+    let comm_transfer = comm_transfer(&parts, transfer_ratio, &mut span_transfer, workers);
+    let complete_instances = instance_parts.iter().map(|p| p.complete).sum::<u32>();
+    TransferSummaries {
         comm_transfer,
         span_transfer,
-        blame: Vec::new(),
-        abnormal_groups: 0,
-        scored_groups: 0,
-        abnormal_examples: Vec::new(),
-        drift: 1.0,
-        ops: ops as u64,
-        stuck_ranks,
+        complete_instances,
+    }
+}
+
+/// The iteration's summaries over its ranks.
+struct RankSummaries {
+    excess_median: f64,
+    excess_mad: f64,
+    peer_medians: Vec<(u32, u32, f64)>,
+    stuck_ranks: u32,
+    replica_load: Vec<f64>,
+    heaviest_replica: Option<(u32, f64)>,
+    rank_figures: Vec<RankFigures>,
+}
+
+/// Self-time spread, peer medians, stuck ranks, replica loads and each rank's figures.
+fn per_rank_summaries(
+    ctx: &JobContext,
+    ranks: &[RankIteration],
+    names: &[NameStat],
+    self_time: &[SelfTime],
+) -> RankSummaries {
+    let rel: Vec<f64> = self_time
+        .iter()
+        .filter(|t| t.expected_ns > 0.0)
+        .map(SelfTime::relative)
+        .collect();
+    let (replica_load, heaviest_replica) = iteration_replica_loads(ctx, ranks);
+    let rank_figures = rank_figures(ctx, ranks, &replica_load);
+    let (excess_median, excess_mad) = crate::stats::median_mad(&rel);
+    RankSummaries {
+        excess_median,
+        excess_mad,
+        peer_medians: peer_medians(ctx, ranks, names),
+        stuck_ranks: ranks.iter().filter(|r| r.stuck).count() as u32,
         replica_load,
         heaviest_replica,
         rank_figures,
-        self_time,
     }
 }

@@ -17,12 +17,13 @@
 //!
 //! The modules, by what they do: `record` and `iteration` hold what a digest keeps;
 //! `input` what a build reads; `members` the members and op groups; `slots` the slot
-//! map (pass 1a); `scan` the per-rank pass (1b); `instances` the instance pass (2);
-//! `transfer` transfer classes and ratios; `peers` each rank against its peers; `build`
+//! map (pass 1a); `scan` the per-rank pass (1b); `instances` the instance pass (2) over one
+//! part of the slots, `instance_parts` its split into parts and their merge; `transfer` transfer classes and ratios; `peers` each rank against its peers; `build`
 //! the passes in order.
 
 mod build;
 mod input;
+mod instance_parts;
 mod instances;
 mod iteration;
 mod members;

@@ -110,11 +110,11 @@ pub(super) fn host_excess(ranks: &mut [RankIteration], host_ops: &mut [(u32, u8,
     }
 }
 
-/// One iteration's part of
-/// [`ReplicaLoads`](crate::detectors::imbalance::ReplicaLoads): each replica's load (`[dp rank]`, NaN where
-/// it has no compute; empty without the layout) and the heaviest replica, when 2 or more
-/// have compute. Computed when the iteration is digested, so that a window's loads are
-/// gathered, not computed again for every diagnosis.
+/// One iteration's part of [`ReplicaLoads`](crate::detectors::imbalance::ReplicaLoads):
+/// each replica's load (`[dp rank]`, NaN where it has no compute; empty without the
+/// layout) and the heaviest replica, when 2 or more have compute. Computed when the
+/// iteration is digested, so that a window's loads are gathered, not computed again for
+/// every diagnosis.
 pub fn iteration_replica_loads(
     ctx: &JobContext,
     ranks: &[RankIteration],

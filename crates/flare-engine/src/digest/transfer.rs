@@ -144,9 +144,21 @@ pub(super) fn comm_transfer(
     class_medians: &mut Vec<SpanTransfer>,
     threads: usize,
 ) -> Vec<(u32, f32)> {
-    // Merge: one class list, each part's classes mapped onto it. A communicator cut
-    // between two parts is counted once.
-    let mut classes: Vec<(TransferClass, Vec<i64>, u32, u32)> = Vec::new();
+    let (mut classes, classified) = merge_classes(parts);
+    let ranges = comm_bounded_parts(&classified, threads);
+    let medians = medians_of(&mut classes, class_medians);
+    ratios_in_parts(&classified, &medians, ranges, per_instance)
+}
+
+/// A class merged over the parts: its key, transfer times, how many times its
+/// communicator changed (counting the first) and its last communicator so far.
+type MergedClass = (TransferClass, Vec<i64>, u32, u32);
+
+/// Merges the parts' classes into one class list, each part's classes mapped onto it (a
+/// communicator cut between two parts is counted once), and every instance classified
+/// by it, in instance order.
+fn merge_classes(parts: &[&PartClasses]) -> (Vec<MergedClass>, Vec<Classified>) {
+    let mut classes: Vec<MergedClass> = Vec::new();
     let n: usize = parts.iter().map(|p| p.class_of.len()).sum();
     let mut classified: Vec<Classified> = Vec::with_capacity(n);
     let mut global = Vec::new();
@@ -173,8 +185,12 @@ pub(super) fn comm_transfer(
             ..x
         }));
     }
-    // Pass 2 in parts cut at communicator boundaries: each communicator's median ratio
-    // is taken in one part.
+    (classes, classified)
+}
+
+/// `threads` ranges of the classified instances cut at communicator boundaries: each
+/// communicator's median ratio is taken in one part.
+fn comm_bounded_parts(classified: &[Classified], threads: usize) -> Vec<std::ops::Range<usize>> {
     let threads = threads.clamp(1, classified.len().max(1));
     let mut bounds = vec![0usize];
     for t in 1..threads {
@@ -185,8 +201,17 @@ pub(super) fn comm_transfer(
         bounds.push(b);
     }
     bounds.push(classified.len());
-    let ranges: Vec<std::ops::Range<usize>> = bounds.windows(2).map(|w| w[0]..w[1]).collect();
-    let medians: Vec<Option<f64>> = classes
+    bounds.windows(2).map(|w| w[0]..w[1]).collect()
+}
+
+/// Each class's median transfer time, where it has one to compare by (3 or more
+/// instances on 3 or more communicators); every class with a positive median is added
+/// to `class_medians`.
+fn medians_of(
+    classes: &mut [MergedClass],
+    class_medians: &mut Vec<SpanTransfer>,
+) -> Vec<Option<f64>> {
+    classes
         .iter_mut()
         .map(|(key, v, comms, _)| {
             let n = v.len();
@@ -196,10 +221,19 @@ pub(super) fn comm_transfer(
             }
             (n >= 3 && *comms >= 3 && m > 0.0).then_some(m)
         })
-        .collect();
+        .collect()
+}
+
+/// Pass 2 in `ranges`, one thread each, each writing its own share of `per_instance`;
+/// each communicator's median ratio, in instance order.
+fn ratios_in_parts(
+    classified: &[Classified],
+    medians: &[Option<f64>],
+    ranges: Vec<std::ops::Range<usize>>,
+    per_instance: &mut Vec<f32>,
+) -> Vec<(u32, f32)> {
     per_instance.clear();
     per_instance.resize(classified.len(), 1.0);
-    // Pass 2, each part writing its own share of `per_instance`.
     let mut work = Vec::new();
     let mut rest: &mut [f32] = per_instance;
     for r in ranges {
@@ -208,7 +242,7 @@ pub(super) fn comm_transfer(
         rest = others;
     }
     par_each(&mut work, |_, (r, ratios, by_comm)| {
-        *by_comm = transfer_ratios(&classified[r.clone()], &medians, ratios)
+        *by_comm = transfer_ratios(&classified[r.clone()], medians, ratios)
     });
     work.into_iter()
         .flat_map(|(_, _, by_comm)| by_comm)
