@@ -302,7 +302,7 @@ impl Classes {
             .chunks_mut(per_part)
             .map(|c| (c, Vec::<ClassRef>::new()))
             .collect();
-        crate::digest::par_each(&mut parts, |_, (classes, refs)| {
+        crate::par::par_each(&mut parts, |_, (classes, refs)| {
             *refs = classes.iter_mut().map(reference).collect()
         });
         let refs: Vec<ClassRef> = parts.into_iter().flat_map(|(_, refs)| refs).collect();
@@ -510,7 +510,7 @@ pub fn detect(
         (flags, scored, examples)
     };
     // One chunk per thread (the calling thread takes the first: see `par_ranges`).
-    let results: Vec<ChunkVerdicts> = crate::digest::par_ranges(chunks.len(), chunks.len(), |r| {
+    let results: Vec<ChunkVerdicts> = crate::par::par_ranges(chunks.len(), chunks.len(), |r| {
         r.map(|k| judge(chunks[k].0, chunks[k].1))
             .collect::<Vec<_>>()
     })

@@ -20,27 +20,8 @@
 //! excess transfer to its communicator, so a rank's blame is the time it made others wait.
 
 use crate::context::JobContext;
+pub use crate::digest::{Blame, Root};
 use crate::digest::{Instance, Members};
-use serde::{Deserialize, Serialize};
-
-/// What an instance's delay is blamed on.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-pub enum Root {
-    /// A rank's own work (rank index).
-    Rank(u32),
-    /// A communicator's path (transfers slow for every member).
-    Comm(u32),
-}
-
-/// The time an iteration's waiting and slow transfers are blamed on one root.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Blame {
-    pub root: Root,
-    /// Waiting (or excess transfer) caused, summed over the members that suffered it, ns.
-    pub ns: f64,
-    /// Instances whose delay led to it.
-    pub instances: u32,
-}
 
 /// A transfer this much slower than the same op elsewhere, with every member abnormal,
 /// blames the path; this much slower blames it whatever the members look like.
@@ -80,7 +61,7 @@ pub fn walk(
         threads.max(1)
     };
     let hits = members.abnormal_waits(abnormal, instances);
-    let parts = crate::digest::par_ranges(instances.len(), threads, |range| {
+    let parts = crate::par::par_ranges(instances.len(), threads, |range| {
         let lo = hits.partition_point(|h| (h.0 as usize) < range.start);
         let hi = hits.partition_point(|h| (h.0 as usize) < range.end);
         walk_range(ctx, members, instances, transfer_ratio, &hits[lo..hi])

@@ -18,6 +18,7 @@ pub mod flight_recorder;
 pub mod forest;
 pub mod graph;
 pub mod live;
+pub(crate) mod par;
 pub mod stats;
 pub mod stream;
 pub mod whatif;

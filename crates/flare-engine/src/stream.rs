@@ -141,16 +141,17 @@ impl Engine {
     ) -> Result<(), StreamError> {
         // Per rank, where each iteration's ops are: one pass over the ops, split by rank.
         let ops: usize = ranks.iter().map(|r| r.ops.len()).sum();
-        let threads = digest::threads_for(ops, self.cfg.threads());
-        let ranges: Vec<Vec<(usize, usize)>> = digest::par_ranges(ranks.len(), threads, |range| {
-            ranks[range]
-                .iter()
-                .map(|r| digest::iteration_ranges(&r.ops, iterations))
-                .collect::<Vec<_>>()
-        })
-        .into_iter()
-        .flatten()
-        .collect();
+        let threads = crate::par::threads_for(ops, self.cfg.threads());
+        let ranges: Vec<Vec<(usize, usize)>> =
+            crate::par::par_ranges(ranks.len(), threads, |range| {
+                ranks[range]
+                    .iter()
+                    .map(|r| digest::iteration_ranges(&r.ops, iterations))
+                    .collect::<Vec<_>>()
+            })
+            .into_iter()
+            .flatten()
+            .collect();
         for r in ranks {
             if self.ctx.rank_index(r.rank).is_none() {
                 self.unknown_rank_ops += r.ops.len() as u64;

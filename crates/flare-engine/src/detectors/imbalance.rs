@@ -1,8 +1,9 @@
 //! Structural stragglers: a pipeline stage that computes more than the others, and
 //! data-parallel replicas that get unequal work per iteration (sequence lengths).
 
+#[cfg(doc)]
 use crate::context::JobContext;
-use crate::digest::RankIteration;
+pub use crate::digest::{iteration_replica_loads, load_factor};
 use crate::stats::{confidence, median};
 use crate::{Analysis, Detector, EngineConfig, Outcome};
 use flare_model::{
@@ -112,70 +113,6 @@ pub struct ReplicaLoads {
     pub load: Vec<Vec<f64>>,
     /// Per iteration: the heaviest replica and its load, when 2 or more have compute.
     pub heaviest: Vec<Option<(u32, f64)>>,
-}
-
-/// One iteration's part of [`ReplicaLoads`]: each replica's load (`[dp rank]`, NaN where
-/// it has no compute; empty without the layout) and the heaviest replica, when 2 or more
-/// have compute. Computed when the iteration is digested, so that a window's loads are
-/// gathered, not computed again for every diagnosis.
-pub fn iteration_replica_loads(
-    ctx: &JobContext,
-    ranks: &[RankIteration],
-) -> (Vec<f64>, Option<(u32, f64)>) {
-    let Some(par) = ctx.job.parallel.as_ref().filter(|p| p.dp > 1) else {
-        return (Vec::new(), None);
-    };
-    // With the layout known, the peer group is the stage.
-    let coords: Vec<(u32, u32)> = ctx
-        .peer_group
-        .iter()
-        .copied()
-        .zip(ctx.replica.iter().copied())
-        .collect();
-    let mut stage_vals: Vec<Vec<f64>> = vec![Vec::new(); par.pp as usize];
-    for (r, &(pp, _)) in ranks.iter().zip(&coords) {
-        if r.compute_ns > 0.0 {
-            stage_vals[pp as usize].push(r.compute_ns);
-        }
-    }
-    let stage_med: Vec<f64> = stage_vals
-        .iter_mut()
-        .map(|v| if v.is_empty() { f64::NAN } else { median(v) })
-        .collect();
-    let mut replica: Vec<Vec<f64>> = vec![Vec::new(); par.dp as usize];
-    for (r, &(pp, dp)) in ranks.iter().zip(&coords) {
-        let m = stage_med[pp as usize];
-        if r.compute_ns > 0.0 && m > 0.0 {
-            replica[dp as usize].push(r.compute_ns / m);
-        }
-    }
-    let mut load: Vec<f64> = replica
-        .iter_mut()
-        .map(|v| if v.is_empty() { f64::NAN } else { median(v) })
-        .collect();
-    let mut present: Vec<f64> = load.iter().copied().filter(|x| x.is_finite()).collect();
-    if present.len() < 2 {
-        load.iter_mut().for_each(|x| *x = f64::NAN);
-        return (load, None);
-    }
-    let typical = median(&mut present);
-    load.iter_mut().for_each(|x| *x /= typical);
-    let heaviest = load
-        .iter()
-        .enumerate()
-        .filter(|(_, x)| x.is_finite())
-        .max_by(|x, y| x.1.total_cmp(y.1))
-        .map(|(d, &l)| (d as u32, l));
-    (load, heaviest)
-}
-
-/// Replica `dp`'s load in one iteration's loads (`[dp rank]`), as kernel times are
-/// divided by it: 1.0 where unknown.
-pub fn load_factor(load: &[f64], dp: u32) -> f64 {
-    load.get(dp as usize)
-        .copied()
-        .filter(|x| x.is_finite() && *x > 0.0)
-        .unwrap_or(1.0)
 }
 
 impl ReplicaLoads {
