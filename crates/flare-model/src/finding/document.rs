@@ -4,7 +4,7 @@
 //! ([`FindingsDocument::schema`], committed as `schema/findings.schema.json`) is generated
 //! from these types.
 
-use super::{DetectorId, Finding, FindingKind};
+use super::{DetectorId, Finding, FindingKind, Severity};
 use serde::{Deserialize, Serialize};
 
 string_enum! {
@@ -12,7 +12,9 @@ string_enum! {
     pub enum Verdict {
         /// There was enough data to look, and nothing is blamed.
         Healthy => "healthy",
-        /// At least one finding blames something (a warning or worse, with a culprit).
+        /// At least one finding is a warning or worse: something slows or stops the job,
+        /// whether or not it could be pinned on a culprit (a fail-slow onset of the whole
+        /// job is not healthy either).
         Unhealthy => "unhealthy",
         /// The data lacks what localization needs: nothing can be said about health.
         Inconclusive => "inconclusive",
@@ -23,7 +25,7 @@ impl Verdict {
     /// The verdict of a set of findings. `conclusive`: whether the detectors that localize
     /// slowdowns could look at the data.
     pub fn of(conclusive: bool, findings: &[Finding]) -> Verdict {
-        if findings.iter().any(Finding::localizes) {
+        if findings.iter().any(|f| f.severity >= Severity::Warning) {
             Verdict::Unhealthy
         } else if conclusive {
             Verdict::Healthy
@@ -226,5 +228,107 @@ impl FindingsDocument {
     pub fn schema() -> serde_json::Value {
         serde_json::to_value(schemars::schema_for!(FindingsDocument))
             .expect("a schema always serializes")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Component, Culprit};
+
+    fn finding(severity: Severity, culprit_rank: Option<u32>) -> Finding {
+        Finding {
+            kind: crate::FindingKind::SlowGpu,
+            severity,
+            summary: String::new(),
+            confidence: 0.5,
+            culprits: culprit_rank
+                .map(|r| {
+                    let mut c = Culprit::new(Component::Gpu);
+                    c.rank = Some(r);
+                    vec![c]
+                })
+                .unwrap_or_default(),
+            evidence: vec![],
+            action: String::new(),
+            iterations: vec![],
+            detector: DetectorId::SlowRank,
+            corroborated_by: vec![],
+        }
+    }
+
+    #[test]
+    fn verdict_table() {
+        use Severity::*;
+        let cases: &[(&str, bool, Vec<Finding>, Verdict)] = &[
+            ("nothing found", true, vec![], Verdict::Healthy),
+            ("nothing could look", false, vec![], Verdict::Inconclusive),
+            (
+                "information only",
+                true,
+                vec![finding(Info, Some(3))],
+                Verdict::Healthy,
+            ),
+            (
+                "information, nothing could look",
+                false,
+                vec![finding(Info, Some(3))],
+                Verdict::Inconclusive,
+            ),
+            (
+                "a culprit",
+                true,
+                vec![finding(Warning, Some(3))],
+                Verdict::Unhealthy,
+            ),
+            (
+                "a culprit found without the localizers",
+                false,
+                vec![finding(Critical, Some(3))],
+                Verdict::Unhealthy,
+            ),
+            (
+                "a job-wide warning without a culprit",
+                true,
+                vec![finding(Warning, None)],
+                Verdict::Unhealthy,
+            ),
+        ];
+        for (name, conclusive, findings, want) in cases {
+            assert_eq!(Verdict::of(*conclusive, findings), *want, "{name}");
+            let doc = FindingsDocument::new(JobSummary::default(), findings.clone(), *conclusive);
+            assert_eq!(doc.healthy(), *want == Verdict::Healthy, "{name}");
+        }
+    }
+
+    #[test]
+    fn culprit_ranks_come_from_the_most_important_localizing_finding() {
+        let doc = FindingsDocument::new(
+            JobSummary::default(),
+            vec![
+                finding(Severity::Info, Some(1)),
+                finding(Severity::Warning, None),
+                finding(Severity::Critical, Some(7)),
+            ],
+            true,
+        );
+        assert_eq!(doc.culprit_ranks(), [7]);
+        assert_eq!(doc.findings()[0].severity, Severity::Critical);
+    }
+
+    #[test]
+    fn nan_figures_round_trip_as_null() {
+        let mut doc = FindingsDocument::new(JobSummary::default(), vec![], true);
+        doc.rank_metrics = vec![RankMetrics {
+            rank: 4,
+            tflops: f64::NAN,
+            ..RankMetrics::default()
+        }];
+        let json = doc.to_json();
+        assert!(json.contains("\"tflops\": null"), "{json}");
+        let back = FindingsDocument::from_json(&json).unwrap();
+        assert!(back.rank_metrics[0].tflops.is_nan());
+        assert_eq!(back.rank_metrics[0].rank, 4);
+        assert_eq!(back.verdict(), Verdict::Healthy);
     }
 }
