@@ -104,7 +104,22 @@ impl RankAgg<'_> {
     }
 }
 
-/// Diagnoses one window of one job from the summaries of all its nodes.
+/// Diagnoses one window of one job from the summaries of all its nodes, with the
+/// continuity rule across windows: `previous` is the job's previous window's findings
+/// (`None` when there is none), which confirm or demote this window's mild verdicts (see
+/// [`confirm_with_previous`]). What the server calls for every window; pure.
+pub fn diagnose_window(
+    window: &[WindowSummary],
+    previous: Option<&[Finding]>,
+    cfg: &LiveConfig,
+) -> LiveDiagnosis {
+    let mut d = analyze_window(window, cfg);
+    confirm_with_previous(&mut d, previous, cfg);
+    d
+}
+
+/// Diagnoses one window of one job from the summaries of all its nodes, without the
+/// continuity rule (see [`diagnose_window`]).
 pub fn analyze_window(window: &[WindowSummary], cfg: &LiveConfig) -> LiveDiagnosis {
     let mut notes = Vec::new();
     let aggs = aggregate(window, &mut notes);

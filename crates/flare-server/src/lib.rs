@@ -2,7 +2,7 @@
 //!
 //! Node agents `POST` one [`flare_model::WindowSummary`] per node and time window. The
 //! server stores it in SQLite, re-runs the live engine
-//! ([`flare_engine::live::analyze_window`]) on every summary of that job and window, and
+//! ([`flare_engine::live::diagnose_window`]) on every summary of that job and window, and
 //! stores the diagnosis; `GET` endpoints list jobs and serve a window's findings in the
 //! same JSON shape as `flare diagnose --json`.
 //!

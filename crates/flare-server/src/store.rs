@@ -7,7 +7,7 @@
 //! atomically so two nodes posting at once cannot leave a diagnosis that misses one.
 
 use crate::ingest;
-use flare_engine::live::{analyze_window, confirm_with_previous, LiveConfig, LiveDiagnosis};
+use flare_engine::live::{diagnose_window, LiveConfig, LiveDiagnosis};
 use flare_model::{
     Finding, FindingKind, FindingsDocument, JobSummary, WindowHistory, WindowSummary,
 };
@@ -259,18 +259,64 @@ impl Store {
         })
     }
 
-    /// Stores one summary (replacing the node's earlier one for the window), re-analyses
-    /// the window from every stored summary of it and stores the diagnosis, atomically.
+    /// Stores one summary (replacing the node's earlier one for the window) in one
+    /// transaction: once this returns, the summary survives a crash. Then re-analyses the
+    /// window from every stored summary of it (the engine's live diagnosis, continuity
+    /// with the previous window included) outside any transaction, and stores the
+    /// diagnosis. A crash between the two leaves the window's previous diagnosis until its
+    /// next summary arrives.
     pub fn ingest(
         &mut self,
         summary: WindowSummary,
         compressed: Vec<u8>,
         now_ns: u64,
     ) -> Result<Ingested, StoreError> {
-        let window = summary.window;
-        let w = to_i64("window", window)?;
+        let key = (summary.job_id.clone(), summary.window);
+        self.persist(&summary, compressed, now_ns)?;
+        // The cache entry is taken out while in use: if anything below fails, the next
+        // ingest reloads the window from the database instead of trusting a half update.
+        let mut summaries = match self.cache.take(&key) {
+            Some(v) => v,
+            None => load_window(&self.conn, &key.0, key.1)?,
+        };
+        match summaries.binary_search_by(|s| s.node.as_str().cmp(&summary.node)) {
+            Ok(i) => summaries[i] = summary,
+            Err(i) => summaries.insert(i, summary),
+        }
+        // A stored diagnosis that no longer parses only costs the continuity check; the
+        // API reports it as corrupt when asked for that window.
+        let previous = match key.1.checked_sub(1) {
+            Some(prev) => match read_diagnosis(&self.conn, &key.0, prev) {
+                Err(StoreError::CorruptDiagnosis { .. }) => None,
+                other => other?,
+            },
+            None => None,
+        };
+        let live = diagnose_window(
+            &summaries,
+            previous.as_ref().map(|p| p.findings.as_slice()),
+            &self.live,
+        );
+        let diagnosis = WindowDiagnosis::new(&summaries, live, now_ns);
+        let n = diagnosis.findings.len();
+        self.store_diagnosis(&key.0, key.1, &diagnosis, now_ns)?;
+        self.cache.put(key.clone(), summaries);
+        Ok(Ingested {
+            job_id: key.0,
+            window: key.1,
+            findings: n,
+        })
+    }
+
+    /// The job, its ranks and the summary, in one transaction.
+    fn persist(
+        &mut self,
+        summary: &WindowSummary,
+        compressed: Vec<u8>,
+        now_ns: u64,
+    ) -> Result<(), StoreError> {
+        let w = to_i64("window", summary.window)?;
         let now = to_i64("time", now_ns)?;
-        let key = (summary.job_id.clone(), window);
         let tx = self
             .conn
             .transaction_with_behavior(TransactionBehavior::Immediate)?;
@@ -307,50 +353,34 @@ impl Store {
             summary.ranks.len() as i64,
             compressed
         ])?;
-
-        // The cache entry is taken out while in use: if anything below fails, the next
-        // ingest reloads the window from the database instead of trusting a half update.
-        let mut summaries = match self.cache.take(&key) {
-            Some(v) => v,
-            None => load_window(&tx, &summary.job_id, window)?,
-        };
-        match summaries.binary_search_by(|s| s.node.as_str().cmp(&summary.node)) {
-            Ok(i) => summaries[i] = summary,
-            Err(i) => summaries.insert(i, summary),
-        }
-        let mut live = analyze_window(&summaries, &self.live);
-        // Mild slow-rank verdicts need the previous window to agree (continuity).
-        // A stored diagnosis that no longer parses only costs the continuity check; the
-        // API reports it as corrupt when asked for that window.
-        let previous = match window.checked_sub(1) {
-            Some(prev) => match read_diagnosis(&tx, &key.0, prev) {
-                Err(StoreError::CorruptDiagnosis { .. }) => None,
-                other => other?,
-            },
-            None => None,
-        };
-        confirm_with_previous(
-            &mut live,
-            previous.as_ref().map(|p| p.findings.as_slice()),
-            &self.live,
-        );
-        let diagnosis = WindowDiagnosis::new(&summaries, live, now_ns);
-        let n = diagnosis.findings.len();
-        let kinds = serde_json::to_string(&diagnosis.kinds()).map_err(StoreError::Encode)?;
-        let body = serde_json::to_string(&diagnosis).map_err(StoreError::Encode)?;
-        tx.prepare_cached(
-            "INSERT OR REPLACE INTO findings (job_id, window_index, findings, kinds, diagnosis, created_unix_ns)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-        )?
-        .execute(params![key.0, w, n as i64, kinds, body, now])?;
         tx.commit()?;
-        let job_id = key.0.clone();
-        self.cache.put(key, summaries);
-        Ok(Ingested {
-            job_id,
-            window,
-            findings: n,
-        })
+        Ok(())
+    }
+
+    /// Stores a window's diagnosis (one statement, so atomic by itself).
+    fn store_diagnosis(
+        &self,
+        job_id: &str,
+        window: u64,
+        diagnosis: &WindowDiagnosis,
+        now_ns: u64,
+    ) -> Result<(), StoreError> {
+        let kinds = serde_json::to_string(&diagnosis.kinds()).map_err(StoreError::Encode)?;
+        let body = serde_json::to_string(diagnosis).map_err(StoreError::Encode)?;
+        self.conn
+            .prepare_cached(
+                "INSERT OR REPLACE INTO findings (job_id, window_index, findings, kinds, diagnosis, created_unix_ns)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            )?
+            .execute(params![
+                job_id,
+                to_i64("window", window)?,
+                diagnosis.findings.len() as i64,
+                kinds,
+                body,
+                to_i64("time", now_ns)?
+            ])?;
+        Ok(())
     }
 
     pub fn jobs(&self) -> Result<Vec<JobRow>, StoreError> {
