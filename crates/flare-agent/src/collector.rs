@@ -23,6 +23,9 @@ pub struct CollectorStats {
     pub files_removed: u64,
     /// Files that could not be opened (retried with backoff).
     pub files_rejected: u64,
+    /// Files refused because another live process's file already claims the same rank of
+    /// the same job (each such file counted once; it is retried while the other lives).
+    pub rank_conflicts: u64,
     pub events: u64,
     /// Events and spans that arrived after their window was emitted.
     pub late: u64,
@@ -36,6 +39,8 @@ struct Rejected {
     attempts: u32,
     next_try: Instant,
     logged: bool,
+    /// Refused for claiming a live process's rank (counted once).
+    conflict: bool,
 }
 
 /// Failures before a file is reported (a file caught mid-creation opens on the retry).
@@ -256,6 +261,7 @@ impl Collector {
         };
         let now = Instant::now();
         let (now_mono, _) = self.now();
+        let liveness_grace = self.cfg.liveness_grace.as_nanos() as u64;
         let open: HashSet<PathBuf> = self
             .sources
             .iter()
@@ -277,6 +283,45 @@ impl Collector {
                 }),
                 _ => Ok(f),
             });
+            // Two live processes claiming one rank of one job: a copied or stale file, or
+            // a launcher bug. Their data must not be merged into one rank: the file found
+            // first is kept, the other refused (and retried) while the first lives.
+            let conflict = result.as_ref().ok().and_then(|f| {
+                let i = f.info();
+                self.sources.iter().find(|s| {
+                    s.is_open()
+                        && s.info.job_id == i.job_id
+                        && s.info.rank == i.rank
+                        && s.info.pid != i.pid
+                        && s.liveness(now_mono, liveness_grace) == Liveness::Alive
+                })
+            });
+            if let (Some(other), Ok(f)) = (conflict, &result) {
+                let i = f.info();
+                let r = self.rejected.entry(path.clone()).or_insert(Rejected {
+                    attempts: 0,
+                    next_try: now,
+                    logged: false,
+                    conflict: false,
+                });
+                r.attempts += 1;
+                r.next_try = now
+                    + self
+                        .cfg
+                        .scan_interval
+                        .saturating_mul(1 << r.attempts.min(6))
+                        .min(Duration::from_secs(60));
+                if !r.conflict {
+                    r.conflict = true;
+                    self.stats.rank_conflicts += 1;
+                    tracing::warn!(
+                        job = %i.job_id, rank = i.rank, pid = i.pid, file = %path.display(),
+                        other_pid = other.info.pid, other_file = %other.path().display(),
+                        "two live processes claim the same rank of the same job: not merged; this file is skipped while the other process lives"
+                    );
+                }
+                continue;
+            }
             match result {
                 Ok(f) => {
                     let i = f.info();
@@ -293,6 +338,7 @@ impl Collector {
                         attempts: 0,
                         next_try: now,
                         logged: false,
+                        conflict: false,
                     });
                     r.attempts += 1;
                     let backoff = self

@@ -70,6 +70,7 @@ pub struct Metrics {
     last_window: Gauge,
     files_open: Gauge,
     late: Counter,
+    rank_conflicts: Counter,
     push_queue: Gauge,
     push_queue_bytes: Gauge,
     push_sent: Counter,
@@ -100,6 +101,7 @@ impl Metrics {
             last_window: Gauge::default(),
             files_open: Gauge::default(),
             late: Counter::default(),
+            rank_conflicts: Counter::default(),
             push_queue: Gauge::default(),
             push_queue_bytes: Gauge::default(),
             push_sent: Counter::default(),
@@ -163,6 +165,7 @@ impl Metrics {
             m.files_open.clone(),
         );
         r.register("agent_late_events", "Events outside the open windows (after their window was emitted, or older than the backlog)", m.late.clone());
+        r.register("agent_rank_conflicts", "Tracer files refused because another live process claims the same rank of the same job", m.rank_conflicts.clone());
         r.register(
             "push_queue_length",
             "Summaries waiting to be pushed",
@@ -339,6 +342,10 @@ impl Metrics {
         let mut seen = self.seen();
         self.files_open.set(c.files_open as i64);
         self.late.inc_by(c.late.saturating_sub(seen.collector.late));
+        self.rank_conflicts.inc_by(
+            c.rank_conflicts
+                .saturating_sub(seen.collector.rank_conflicts),
+        );
         seen.collector = *c;
         if let Some(p) = p {
             self.push_queue.set(p.queued as i64);

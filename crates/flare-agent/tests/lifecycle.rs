@@ -111,3 +111,44 @@ fn an_exited_process_file_is_removed_and_foreign_files_are_skipped() {
     all.extend(c.flush());
     assert_eq!(op_count(&all, "work"), 2);
 }
+
+#[test]
+fn two_live_processes_claiming_one_rank_are_reported_not_merged() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = Command::new("sleep").arg("30").spawn().unwrap();
+    let mut a = Ring::create(dir.path(), "dup", 3, 4, std::process::id());
+    let mut b = Ring::create(dir.path(), "dup", 3, 4, child.id());
+    let now = unix_now();
+    a.span(
+        0,
+        "from_a",
+        OpKind::Compute,
+        now - 2 * SEC,
+        now - SEC,
+        SpanArgs::default(),
+    );
+    b.span(
+        0,
+        "from_b",
+        OpKind::Compute,
+        now - 2 * SEC,
+        now - SEC,
+        SpanArgs::default(),
+    );
+    let mut c = Collector::new(config(dir.path(), "dup")).unwrap();
+    let mut all = c.poll();
+    let st = c.stats();
+    assert_eq!(st.files_open, 1, "only one file of rank 3 is drained");
+    assert_eq!(st.rank_conflicts, 1);
+    std::thread::sleep(Duration::from_millis(120));
+    all.extend(c.poll());
+    assert_eq!(c.stats().rank_conflicts, 1, "a conflict is counted once");
+    all.extend(c.flush());
+    assert_eq!(
+        op_count(&all, "from_a") + op_count(&all, "from_b"),
+        1,
+        "one process's ops, not both merged into rank 3"
+    );
+    child.kill().unwrap();
+    child.wait().unwrap();
+}

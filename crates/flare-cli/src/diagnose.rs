@@ -3,12 +3,14 @@
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
 use flare_engine::EngineConfig;
+use flare_import::{Limits, OpenOptions, Opened};
+use flare_model::flight_recorder::FrJob;
 use flare_model::Trace;
-use std::io::Read;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
 
+/// The input formats, as `--format` spells them ([`flare_import::Format`]).
 #[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
 pub enum Format {
     /// Decide from the file's magic bytes or the directory's contents.
@@ -23,6 +25,19 @@ pub enum Format {
     NcclInspector,
     /// Dumps of NCCL's example profiler plugin (Chrome trace `b`/`e` events).
     NcclProfiler,
+}
+
+impl From<Format> for flare_import::Format {
+    fn from(f: Format) -> Self {
+        match f {
+            Format::Auto => flare_import::Format::Auto,
+            Format::Flare => flare_import::Format::Flare,
+            Format::Kineto => flare_import::Format::Kineto,
+            Format::FlightRecorder => flare_import::Format::FlightRecorder,
+            Format::NcclInspector => flare_import::Format::NcclInspector,
+            Format::NcclProfiler => flare_import::Format::NcclProfiler,
+        }
+    }
 }
 
 #[derive(Args)]
@@ -57,149 +72,46 @@ pub struct DiagnoseArgs {
     /// series. A directory given as the trace is searched for machine.json.
     #[arg(long)]
     pub machine_metrics: Option<PathBuf>,
+    /// The most bytes read from any one input file, as stored.
+    #[arg(long, default_value_t = flare_import::limits::DEFAULT_MAX_INPUT_BYTES)]
+    pub max_input_bytes: u64,
+    /// The most bytes inflated from any one gzip or LZ4 stream.
+    #[arg(long, default_value_t = flare_import::limits::DEFAULT_MAX_INFLATED_BYTES)]
+    pub max_inflated_bytes: u64,
+    /// The most files read from one directory.
+    #[arg(long, default_value_t = flare_import::limits::DEFAULT_MAX_FILES)]
+    pub max_files: usize,
 }
 
-fn is_native_file(p: &Path) -> bool {
-    let mut magic = [0u8; 8];
-    std::fs::File::open(p)
-        .and_then(|mut f| f.read_exact(&mut magic))
-        .map(|_| &magic == b"FLARETRC")
-        .unwrap_or(false)
-}
-
-/// Recognises NCCL Inspector logs and NCCL profiler dumps from their first bytes (of the
-/// file, or of the first file in a directory).
-fn sniff_nccl(path: &Path) -> Option<Format> {
-    let file = if path.is_dir() {
-        let mut files: Vec<PathBuf> = std::fs::read_dir(path)
-            .ok()?
-            .flatten()
-            .map(|e| e.path())
-            .filter(|p| p.is_file())
-            .collect();
-        files.sort();
-        files.into_iter().next()?
-    } else {
-        path.to_path_buf()
-    };
-    let mut head = vec![0u8; 4096];
-    let n = std::fs::File::open(&file)
-        .and_then(|mut f| f.read(&mut head))
-        .ok()?;
-    let head = &head[..n];
-    if flare_import::nccl_inspector::sniff(head) {
-        Some(Format::NcclInspector)
-    } else if flare_import::nccl_profiler::sniff(head) {
-        Some(Format::NcclProfiler)
-    } else {
-        None
+impl DiagnoseArgs {
+    fn limits(&self) -> Limits {
+        Limits {
+            max_input_bytes: self.max_input_bytes,
+            max_inflated_bytes: self.max_inflated_bytes,
+            max_files: self.max_files,
+        }
     }
 }
 
-/// Loads a trace in the given (or detected) format from one path or several Kineto files.
-pub fn load(
-    paths: &[PathBuf],
-    format: Format,
-    gpus_per_node: u32,
-    nodes_per_pod: u32,
-) -> Result<Trace> {
-    if paths.len() > 1 {
-        if format == Format::Flare {
-            bail!("a Flare trace is one file; got {} paths", paths.len());
-        }
-        let opts = flare_import::kineto::KinetoOptions {
-            gpus_per_node,
-            nodes_per_pod,
-        };
-        return flare_import::kineto::read_kineto_files(paths, &opts)
-            .with_context(|| format!("reading {} Kineto trace files", paths.len()));
-    }
-    let path = paths[0].as_path();
-    if !path.exists() {
-        bail!("{}: no such file or directory", path.display());
-    }
-    let native_path = if path.is_dir() {
-        path.join("trace.flare")
-    } else {
-        path.to_path_buf()
+/// Loads a timeline trace (any format but Flight Recorder dumps) with the default limits.
+pub fn load(paths: &[PathBuf], format: Format) -> Result<Trace> {
+    let opts = OpenOptions {
+        format: format.into(),
+        ..OpenOptions::default()
     };
-    let format = match format {
-        Format::Auto if native_path.is_file() && is_native_file(&native_path) => Format::Flare,
-        Format::Auto => sniff_nccl(path).unwrap_or(Format::Kineto),
-        f => f,
-    };
-    let nccl_opts = flare_import::nccl_inspector::NcclOptions {
-        gpus_per_node,
-        nodes_per_pod,
-        ..Default::default()
-    };
-    match format {
-        Format::NcclInspector => {
-            return if path.is_dir() {
-                flare_import::nccl_inspector::read_inspector_dir(path, &nccl_opts)
-            } else {
-                flare_import::nccl_inspector::read_inspector_files(
-                    &[path.to_path_buf()],
-                    &nccl_opts,
-                )
-            }
-            .with_context(|| format!("reading NCCL Inspector output in {}", path.display()));
-        }
-        Format::NcclProfiler => {
-            return if path.is_dir() {
-                flare_import::nccl_profiler::read_profiler_dump_dir(path, &nccl_opts)
-            } else {
-                flare_import::nccl_profiler::read_profiler_dump_files(
-                    &[path.to_path_buf()],
-                    &nccl_opts,
-                )
-            }
-            .with_context(|| format!("reading NCCL profiler dumps in {}", path.display()));
-        }
-        _ => {}
-    }
-    match format {
-        Format::Flare => flare_import::native::read_native_file(&native_path)
-            .with_context(|| format!("reading Flare trace {}", native_path.display())),
-        _ => {
-            let opts = flare_import::kineto::KinetoOptions {
-                gpus_per_node,
-                nodes_per_pod,
-            };
-            if path.is_dir() {
-                flare_import::kineto::read_kineto_dir(path, &opts)
-                    .with_context(|| format!("reading Kineto traces in {}", path.display()))
-            } else {
-                flare_import::kineto::read_kineto_files(&[path.to_path_buf()], &opts)
-                    .with_context(|| format!("reading Kineto trace {}", path.display()))
-            }
-        }
+    match flare_import::open(paths, &opts)? {
+        Opened::Trace(t) => Ok(*t),
+        Opened::FlightRecorder(_) => bail!(
+            "{}: Flight Recorder dumps hold no timeline; expected a trace",
+            paths[0].display()
+        ),
     }
 }
 
 /// Flight Recorder dumps hold no timeline but each rank's collective state: they get their
 /// own analysis and the same findings JSON.
-fn run_flight_recorder(a: &DiagnoseArgs) -> Result<ExitCode> {
+fn run_flight_recorder(a: &DiagnoseArgs, job: FrJob, load_ms: f64) -> Result<ExitCode> {
     let path = &a.paths[0];
-    if a.paths.len() > 1 {
-        bail!(
-            "Flight Recorder dumps are read from one directory; got {} paths",
-            a.paths.len()
-        );
-    }
-    let t0 = Instant::now();
-    let job = if path.is_dir() {
-        flare_import::flight_recorder::read_fr_dir(path)
-    } else {
-        flare_import::flight_recorder::read_fr_file(path).and_then(|d| {
-            flare_import::flight_recorder::assemble_job(
-                &path.display().to_string(),
-                vec![(path.display().to_string(), d)],
-            )
-        })
-    }
-    .with_context(|| format!("reading Flight Recorder dumps in {}", path.display()))?;
-    let load_ms = t0.elapsed().as_secs_f64() * 1e3;
     let t1 = Instant::now();
     let findings = flare_engine::flight_recorder::analyze(&job);
     let ms = t1.elapsed().as_secs_f64() * 1e3;
@@ -229,19 +141,6 @@ fn run_flight_recorder(a: &DiagnoseArgs) -> Result<ExitCode> {
 }
 
 pub fn run(a: DiagnoseArgs) -> Result<ExitCode> {
-    let fr = match a.format {
-        Format::FlightRecorder => true,
-        Format::Auto => {
-            a.paths.len() == 1
-                && !a.paths[0].join("trace.flare").is_file()
-                && !is_native_file(&a.paths[0])
-                && flare_import::flight_recorder::looks_like_fr_dump(&a.paths[0])
-        }
-        _ => false,
-    };
-    if fr {
-        return run_flight_recorder(&a);
-    }
     let t0 = Instant::now();
     let shown = a.paths[0].display().to_string()
         + &if a.paths.len() > 1 {
@@ -250,7 +149,25 @@ pub fn run(a: DiagnoseArgs) -> Result<ExitCode> {
             String::new()
         };
     let sp = crate::present::spinner(&format!("reading {shown}"));
-    let mut trace = load(&a.paths, a.format, a.gpus_per_node, a.nodes_per_pod)?;
+    let opts = OpenOptions {
+        format: a.format.into(),
+        gpus_per_node: a.gpus_per_node,
+        nodes_per_pod: a.nodes_per_pod,
+        limits: a.limits(),
+    };
+    let opened = flare_import::open(&a.paths, &opts);
+    let mut trace = match opened {
+        Ok(Opened::Trace(t)) => *t,
+        Ok(Opened::FlightRecorder(job)) => {
+            sp.finish_and_clear();
+            let load_ms = t0.elapsed().as_secs_f64() * 1e3;
+            return run_flight_recorder(&a, *job, load_ms);
+        }
+        Err(e) => {
+            sp.finish_and_clear();
+            return Err(e.into());
+        }
+    };
     if let Some(w) = &a.window {
         let Some(w) = flare_model::Window::parse(w) else {
             bail!("--window '{w}': expected FIRST..LAST iterations, e.g. 10..19");
@@ -273,8 +190,9 @@ pub fn run(a: DiagnoseArgs) -> Result<ExitCode> {
     });
     let machine = match &machine_path {
         Some(p) => {
-            let (m, stats) = flare_import::prometheus::read_machine_metrics(p)
-                .with_context(|| format!("reading machine metrics {}", p.display()))?;
+            let (m, stats) =
+                flare_import::prometheus::read_machine_metrics_with_limits(p, &opts.limits)
+                    .with_context(|| format!("reading machine metrics {}", p.display()))?;
             eprintln!(
                 "machine metrics: {} machines, {} series, {} samples every {} s{}",
                 m.machines.len(),

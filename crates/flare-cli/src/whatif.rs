@@ -36,8 +36,6 @@ pub fn run(a: WhatIfArgs) -> Result<ExitCode> {
         let t = crate::diagnose::load(
             std::slice::from_ref(&a.trace),
             crate::diagnose::Format::Auto,
-            8,
-            32,
         )?;
         flare_engine::whatif_trace::to_ndtimeline(&t)
             .with_context(|| format!("turning {} into a what-if timeline", a.trace.display()))?

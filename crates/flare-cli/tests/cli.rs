@@ -226,6 +226,40 @@ fn bad_input_gives_a_clear_error_not_a_panic() {
     );
 }
 
+#[cfg(unix)]
+#[test]
+fn special_files_and_oversized_inputs_fail_fast_with_a_clear_message() {
+    if !Path::new("/dev/zero").exists() {
+        eprintln!("skipping: no /dev/zero");
+        return;
+    }
+    let t0 = std::time::Instant::now();
+    let out = flare().arg("diagnose").arg("/dev/zero").output().unwrap();
+    assert!(t0.elapsed().as_secs() < 20, "took {:?}", t0.elapsed());
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("/dev/zero: is a character device, not a regular file or directory"),
+        "{err}"
+    );
+    // Over a limit: the message names the file, the limit and the flag.
+    let d = tmp("limits");
+    let f = d.join("rank_0.json");
+    std::fs::write(&f, vec![b' '; 5000]).unwrap();
+    let out = flare()
+        .args(["diagnose", "--max-input-bytes", "100"])
+        .arg(&f)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("rank_0.json: 5000 bytes, more than the limit of 100 bytes")
+            && err.contains("--max-input-bytes"),
+        "{err}"
+    );
+}
+
 #[test]
 fn bench_accuracy_prints_the_documented_json() {
     let v = run_json(flare().args([

@@ -7,11 +7,11 @@
 //! byte offset. Errors name the file, the place (byte offset, JSON line:column, entry index
 //! and field) and what was expected; nothing here panics on bad input.
 
+use crate::limits::{self, LimitError, Limits};
 pub use flare_model::flight_recorder::{
     FrDump, FrEntry, FrFrame, FrJob, FrPgConfig, FrPgRef, FrPgStatus, FrState,
 };
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::io::Read;
 use std::path::Path;
 
 /// Why a dump or a directory of dumps could not be read.
@@ -62,7 +62,17 @@ pub enum FrError {
         first: String,
         second: String,
     },
+    #[error("{file}: the file name says rank {named}, but the dump says {found}: a dump copied or renamed under another rank's name? expected each rank's dump under its own name")]
+    RankMismatch {
+        file: String,
+        named: u32,
+        found: String,
+    },
+    #[error(transparent)]
+    Limit(LimitError),
 }
+
+crate::limits::limit_error_into!(FrError, file);
 
 // ---------------------------------------------------------------------------------------
 // Generic value tree shared by the pickle and JSON readers.
@@ -803,31 +813,31 @@ fn extract_entry(c: &Ctx, e: &Val, idx: usize) -> Result<FrEntry, FrError> {
     })
 }
 
-/// The rank a dump's content names, if any: a `rank` field, else the one rank common to all
-/// of its process groups.
-fn rank_from_content(
-    c: &Ctx,
-    root: &Val,
-    pg_config: &BTreeMap<String, FrPgConfig>,
-) -> Result<Option<u32>, FrError> {
-    if let Some(v) = root.get("rank").filter(|v| !matches!(v, Val::None)) {
-        let r = c.int(v, "rank")?;
-        return u32::try_from(r)
-            .map(Some)
-            .map_err(|_| c.err("rank", "a non-negative rank", v));
+/// The rank a dump's `rank` field names, if it has one.
+fn rank_field(c: &Ctx, root: &Val) -> Result<Option<u32>, FrError> {
+    match root.get("rank").filter(|v| !matches!(v, Val::None)) {
+        Some(v) => {
+            let r = c.int(v, "rank")?;
+            u32::try_from(r)
+                .map(Some)
+                .map_err(|_| c.err("rank", "a non-negative rank", v))
+        }
+        None => Ok(None),
     }
+}
+
+/// The ranks common to all of a dump's process groups (a rank records only the groups it
+/// is a member of), when it lists any group's ranks.
+fn common_ranks(pg_config: &BTreeMap<String, FrPgConfig>) -> Option<BTreeSet<u32>> {
     let mut common: Option<BTreeSet<u32>> = None;
-    for pg in pg_config.values() {
+    for pg in pg_config.values().filter(|pg| !pg.ranks.is_empty()) {
         let s: BTreeSet<u32> = pg.ranks.iter().copied().collect();
         common = Some(match common {
             None => s,
             Some(c) => c.intersection(&s).copied().collect(),
         });
     }
-    Ok(match common {
-        Some(s) if s.len() == 1 => s.into_iter().next(),
-        _ => None,
-    })
+    common
 }
 
 fn rank_from_name(name: &str) -> Option<u32> {
@@ -941,22 +951,51 @@ fn extract_dump(c: &Ctx, root: &Val) -> Result<FrDump, FrError> {
             entries.push(extract_entry(c, e, i)?);
         }
     }
-    let rank = match rank_from_content(c, root, &pg_config)? {
-        Some(r) if root.get("rank").is_some() => r,
-        inferred => {
-            let base = Path::new(c.file)
-                .file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_default();
-            match rank_from_name(&base).or(inferred) {
-                Some(r) => r,
-                None => {
-                    return Err(FrError::NoRank {
-                        file: c.file.to_string(),
-                    })
-                }
-            }
+    // Which rank wrote the dump: its `rank` field, else the number in its file name, else
+    // the one rank all its process groups share. The name and the content must agree, so
+    // that a dump copied under another rank's name is refused rather than analysed as
+    // that rank's.
+    let base = Path::new(c.file)
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let named = rank_from_name(&base);
+    let common = common_ranks(&pg_config);
+    let mismatch = |named: u32, found: String| FrError::RankMismatch {
+        file: c.file.to_string(),
+        named,
+        found,
+    };
+    let rank = match (rank_field(c, root)?, named) {
+        (Some(r), Some(n)) if r != n => {
+            return Err(mismatch(n, format!("rank {r} (its `rank` field)")));
         }
+        (Some(r), _) => r,
+        (None, Some(n)) => match &common {
+            Some(s) if !s.is_empty() && !s.contains(&n) => {
+                let found = if s.len() == 1 {
+                    format!(
+                        "rank {} (the one rank all its process groups share)",
+                        s.iter().next().copied().unwrap_or_default()
+                    )
+                } else {
+                    format!(
+                        "one of ranks {:?} (the ranks all its process groups share)",
+                        s.iter().take(8).collect::<Vec<_>>()
+                    )
+                };
+                return Err(mismatch(n, found));
+            }
+            _ => n,
+        },
+        (None, None) => match common {
+            Some(s) if s.len() == 1 => s.into_iter().next().unwrap_or_default(),
+            _ => {
+                return Err(FrError::NoRank {
+                    file: c.file.to_string(),
+                })
+            }
+        },
     };
     Ok(FrDump {
         rank,
@@ -1014,13 +1053,15 @@ pub fn parse_fr_bytes(file: &str, bytes: &[u8]) -> Result<FrDump, FrError> {
     extract_dump(&c, &root)
 }
 
-/// Reads one dump file.
+/// Reads one dump file. The default [`Limits`] apply.
 pub fn read_fr_file(path: &Path) -> Result<FrDump, FrError> {
+    read_fr_file_with_limits(path, &Limits::default())
+}
+
+/// [`read_fr_file`] with the given limits; special files are refused unopened.
+pub fn read_fr_file_with_limits(path: &Path, limits: &Limits) -> Result<FrDump, FrError> {
     let file = path.display().to_string();
-    let bytes = std::fs::read(path).map_err(|source| FrError::Io {
-        file: file.clone(),
-        source,
-    })?;
+    let bytes = limits::read_file(path, limits)?;
     parse_fr_bytes(&file, &bytes)
 }
 
@@ -1077,8 +1118,14 @@ fn is_text_note(name: &str) -> bool {
 }
 
 /// Reads a directory with one dump per rank. Text notes and logs (`.txt`, `.log`, `.md`,
-/// ...) and hidden files are skipped; any other file that is not a dump is an error.
+/// ...) and hidden files are skipped; any other file that is not a dump is an error. The
+/// default [`Limits`] apply.
 pub fn read_fr_dir(dir: &Path) -> Result<FrJob, FrError> {
+    read_fr_dir_with_limits(dir, &Limits::default())
+}
+
+/// [`read_fr_dir`] with the given limits.
+pub fn read_fr_dir_with_limits(dir: &Path, limits: &Limits) -> Result<FrJob, FrError> {
     let dname = dir.display().to_string();
     let rd = std::fs::read_dir(dir).map_err(|source| FrError::Io {
         file: dname.clone(),
@@ -1096,15 +1143,13 @@ pub fn read_fr_dir(dir: &Path) -> Result<FrJob, FrError> {
             continue;
         }
         paths.push((name, p));
+        limits::check_file_count(dir, paths.len(), limits)?;
     }
     paths.sort();
     let mut dumps = Vec::new();
     for (name, p) in paths {
         let file = p.display().to_string();
-        let bytes = std::fs::read(&p).map_err(|source| FrError::Io {
-            file: file.clone(),
-            source,
-        })?;
+        let bytes = limits::read_file(&p, limits)?;
         if encoding(&bytes).is_none() {
             if is_text_note(&name) {
                 continue;
@@ -1148,13 +1193,10 @@ pub fn looks_like_fr_dump(path: &Path) -> bool {
 }
 
 fn file_looks_like_dump(path: &Path) -> bool {
-    let Ok(f) = std::fs::File::open(path) else {
+    // Special files (FIFOs, devices) are not opened.
+    let Some(head) = limits::read_head(path, 8192) else {
         return false;
     };
-    let mut head = Vec::with_capacity(8192);
-    if f.take(8192).read_to_end(&mut head).is_err() {
-        return false;
-    }
     let has = |needle: &[u8]| head.windows(needle.len()).any(|w| w == needle);
     match encoding(&head) {
         Some(true) => {

@@ -12,6 +12,7 @@
 //! durations, issue lags, amounts) as LEB128 varints with zigzag deltas: the columns of a
 //! training job repeat every iteration, which LZ4 then removes.
 
+use crate::limits::{self, LimitError, Limits};
 use crate::varint::{self, Cursor, VarintError};
 use flare_model::{Communicator, IterationSpan, JobInfo, Op, OpKind, RankTrace, Trace, TraceMeta};
 use serde::{Deserialize, Serialize};
@@ -89,7 +90,11 @@ pub enum NativeError {
         location: String,
         expected: String,
     },
+    #[error(transparent)]
+    Limit(LimitError),
 }
+
+crate::limits::limit_error_into!(NativeError, file);
 
 /// The JSON header, as written.
 #[derive(Serialize)]
@@ -251,8 +256,18 @@ fn encode_rank(rt: &RankTrace, n_comms: usize, out: &mut Vec<u8>, s: &mut Scratc
 }
 
 /// Reads a native trace from `r`. `source_name` (usually the path) names the input in
-/// errors.
+/// errors. The default [`Limits`] apply.
 pub fn read_native<R: Read>(r: R, source_name: &str) -> Result<Trace, NativeError> {
+    read_native_with_limits(r, source_name, &Limits::default())
+}
+
+/// [`read_native`], reading at most `limits.max_input_bytes` from `r` and inflating at most
+/// `limits.max_inflated_bytes`.
+pub fn read_native_with_limits<R: Read>(
+    r: R,
+    source_name: &str,
+    limits: &Limits,
+) -> Result<Trace, NativeError> {
     let file = source_name;
     let mut r = r;
     let mut pre = [0u8; 12];
@@ -295,9 +310,12 @@ pub fn read_native<R: Read>(r: R, source_name: &str) -> Result<Trace, NativeErro
             inner: r,
             hit_eof: false,
             consumed: 0,
+            cap: limits.max_input_bytes.saturating_sub(12),
+            over: false,
         }),
         offset: 0,
         file,
+        limits: *limits,
     };
 
     let mut len4 = [0u8; 4];
@@ -364,15 +382,21 @@ pub fn write_native_file(trace: &Trace, path: impl AsRef<Path>) -> Result<(), Na
     write_native_named(trace, BufWriter::with_capacity(1 << 20, f), &file)
 }
 
-/// Reads a native trace from `path`.
+/// Reads a native trace from `path`. The default [`Limits`] apply.
 pub fn read_native_file(path: impl AsRef<Path>) -> Result<Trace, NativeError> {
+    read_native_file_with_limits(path, &Limits::default())
+}
+
+/// [`read_native_file`] with the given limits; special files (FIFOs, devices) are refused
+/// before they are opened.
+pub fn read_native_file_with_limits(
+    path: impl AsRef<Path>,
+    limits: &Limits,
+) -> Result<Trace, NativeError> {
     let path = path.as_ref();
     let file = path.display().to_string();
-    let f = File::open(path).map_err(|source| NativeError::Io {
-        file: file.clone(),
-        source,
-    })?;
-    read_native(BufReader::with_capacity(1 << 20, f), &file)
+    let (f, _) = limits::open_file(path, limits)?;
+    read_native_with_limits(BufReader::with_capacity(1 << 20, f), &file, limits)
 }
 
 /// Reads until `buf` is full or the input ends; returns how many bytes were read.
@@ -405,11 +429,27 @@ struct EofWatch<R> {
     hit_eof: bool,
     /// Bytes read so far (after the 12-byte preamble).
     consumed: u64,
+    /// The most bytes that may be read after the preamble ([`Limits::max_input_bytes`]).
+    cap: u64,
+    /// The input went on past `cap`.
+    over: bool,
 }
 
 impl<R: Read> Read for EofWatch<R> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        let n = self.inner.read(buf)?;
+        let room = self.cap.saturating_sub(self.consumed);
+        if room == 0 && !buf.is_empty() {
+            // At the cap: only the end of the input may follow.
+            let mut one = [0u8; 1];
+            if self.inner.read(&mut one)? != 0 {
+                self.over = true;
+                return Err(io::Error::other("the input is over the size limit"));
+            }
+            self.hit_eof = true;
+            return Ok(0);
+        }
+        let want = buf.len().min(room.min(usize::MAX as u64) as usize);
+        let n = self.inner.read(&mut buf[..want])?;
         if n == 0 && !buf.is_empty() {
             self.hit_eof = true;
         }
@@ -423,6 +463,7 @@ struct Payload<'f, R: Read> {
     inner: lz4_flex::frame::FrameDecoder<EofWatch<R>>,
     offset: u64,
     file: &'f str,
+    limits: Limits,
 }
 
 impl<R: Read> Payload<'_, R> {
@@ -436,8 +477,25 @@ impl<R: Read> Payload<'_, R> {
         )
     }
 
+    /// The limit hit by reading `more` decompressed bytes from here, if any.
+    fn over_inflated(&self, more: u64) -> Option<NativeError> {
+        (self.offset.saturating_add(more) > self.limits.max_inflated_bytes).then(|| {
+            NativeError::Limit(LimitError::Inflated {
+                path: self.file.to_string(),
+                codec: "LZ4",
+                limit: self.limits.max_inflated_bytes,
+            })
+        })
+    }
+
     fn fail(&self, e: io::Error, location: &str, expected: &str) -> NativeError {
         let file = self.file.to_string();
+        if self.inner.get_ref().over {
+            return NativeError::Limit(LimitError::ReadPastLimit {
+                path: file,
+                limit: self.limits.max_input_bytes,
+            });
+        }
         let location = self.place(location);
         match e.kind() {
             io::ErrorKind::UnexpectedEof => NativeError::Truncated {
@@ -471,6 +529,9 @@ impl<R: Read> Payload<'_, R> {
     }
 
     fn exact(&mut self, buf: &mut [u8], location: &str, expected: &str) -> Result<(), NativeError> {
+        if let Some(e) = self.over_inflated(buf.len() as u64) {
+            return Err(e);
+        }
         let n = read_full(&mut self.inner, buf).map_err(|e| self.fail(e, location, expected))?;
         self.offset += n as u64;
         if n < buf.len() {
@@ -486,12 +547,26 @@ impl<R: Read> Payload<'_, R> {
     /// Reads `len` bytes without trusting `len` for the allocation: a corrupt length on a
     /// short input ends in a truncation error, not an out-of-memory abort.
     fn chunk(&mut self, len: u64, location: &str, expected: &str) -> Result<Vec<u8>, NativeError> {
-        let mut buf = Vec::with_capacity(len.min(1 << 24) as usize);
+        let room = self
+            .limits
+            .max_inflated_bytes
+            .saturating_sub(self.offset)
+            .min(len);
+        let mut buf = Vec::with_capacity(room.min(1 << 24) as usize);
         let n = (&mut self.inner)
-            .take(len)
+            .take(room)
             .read_to_end(&mut buf)
             .map_err(|e| self.fail(e, location, expected))?;
         self.offset += n as u64;
+        if n as u64 == room && room < len {
+            return Err(self
+                .over_inflated(len - room)
+                .unwrap_or_else(|| NativeError::Truncated {
+                    file: self.file.to_string(),
+                    location: self.place(location),
+                    expected: expected.to_string(),
+                }));
+        }
         if (n as u64) < len {
             return Err(NativeError::Truncated {
                 file: self.file.to_string(),

@@ -50,6 +50,7 @@
 //! iteration 0 unless [`NcclOptions::iteration_window_ns`] cuts time into windows of that
 //! length from the first op.
 
+use crate::limits::{self, LimitError, Limits};
 use flare_model::trace::NameTable;
 use flare_model::{
     ClusterTopology, Communicator, GroupKind, IterationSpan, JobInfo, Op, OpKind, RankTrace, Trace,
@@ -59,7 +60,8 @@ use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 
-/// How to place ranks on a cluster, and how to cut time into iterations.
+/// How to place ranks on a cluster, how to cut time into iterations, and how much the
+/// import may read.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NcclOptions {
     pub gpus_per_node: u32,
@@ -67,6 +69,7 @@ pub struct NcclOptions {
     /// `None`: every op in iteration 0. `Some(w)`: iteration `k` holds the ops that start
     /// in `[t0 + k*w, t0 + (k+1)*w)`, `t0` the first op's start.
     pub iteration_window_ns: Option<u64>,
+    pub limits: Limits,
 }
 
 impl Default for NcclOptions {
@@ -75,6 +78,7 @@ impl Default for NcclOptions {
             gpus_per_node: 8,
             nodes_per_pod: 32,
             iteration_window_ns: None,
+            limits: Limits::default(),
         }
     }
 }
@@ -85,6 +89,7 @@ impl From<&crate::kineto::KinetoOptions> for NcclOptions {
             gpus_per_node: k.gpus_per_node,
             nodes_per_pod: k.nodes_per_pod,
             iteration_window_ns: None,
+            limits: k.limits,
         }
     }
 }
@@ -119,7 +124,11 @@ pub enum InspectorError {
     NoRecords { path: String },
     #[error("{0}")]
     Assemble(String),
+    #[error(transparent)]
+    Limit(LimitError),
 }
+
+crate::limits::limit_error_into!(InspectorError, path);
 
 /// Whether the start of a file looks like an NCCL Inspector log.
 pub fn sniff(first_bytes: &[u8]) -> bool {
@@ -135,9 +144,10 @@ pub fn sniff(first_bytes: &[u8]) -> bool {
 /// Reads the Inspector logs of a directory (`*.log`, `*.json`, `*.jsonl`; subdirectories one
 /// level down too, as when each node's logs are collected into its own folder).
 pub fn read_inspector_dir(dir: &Path, opts: &NcclOptions) -> Result<Trace, InspectorError> {
-    let files = list_files(dir, &["log", "json", "jsonl"]).map_err(|e| match e {
+    let files = list_files(dir, &["log", "json", "jsonl"], &opts.limits).map_err(|e| match e {
         ListError::Io(path, source) => InspectorError::Io { path, source },
         ListError::Empty(path) => InspectorError::EmptyDirectory { path },
+        ListError::Limit(e) => InspectorError::Limit(e),
     })?;
     read_inspector_files(&files, opts)
 }
@@ -161,10 +171,7 @@ pub fn read_inspector_files(
     let mut notes = Notes::default();
     for f in files {
         let path = f.display().to_string();
-        let data = std::fs::read(f).map_err(|source| InspectorError::Io {
-            path: path.clone(),
-            source,
-        })?;
+        let data = limits::read_file(f, &opts.limits)?;
         parse_inspector(&path, &data, &mut procs, &mut notes)?;
     }
     if procs.values().all(|p| p.ops.is_empty()) {
@@ -801,12 +808,18 @@ pub(crate) fn assemble(
 pub(crate) enum ListError {
     Io(String, std::io::Error),
     Empty(String),
+    Limit(LimitError),
 }
 
-/// Files of `dir` and of its direct subdirectories with one of the extensions, sorted.
-pub(crate) fn list_files(dir: &Path, exts: &[&str]) -> Result<Vec<PathBuf>, ListError> {
+/// Files of `dir` and of its direct subdirectories with one of the extensions, sorted (at
+/// most [`Limits::max_files`]).
+pub(crate) fn list_files(
+    dir: &Path,
+    exts: &[&str],
+    limits: &Limits,
+) -> Result<Vec<PathBuf>, ListError> {
     let mut files = Vec::new();
-    collect(dir, exts, 1, &mut files)?;
+    collect(dir, exts, 1, &mut files, (dir, limits))?;
     if files.is_empty() {
         return Err(ListError::Empty(dir.display().to_string()));
     }
@@ -814,7 +827,13 @@ pub(crate) fn list_files(dir: &Path, exts: &[&str]) -> Result<Vec<PathBuf>, List
     Ok(files)
 }
 
-fn collect(dir: &Path, exts: &[&str], depth: u32, out: &mut Vec<PathBuf>) -> Result<(), ListError> {
+fn collect(
+    dir: &Path,
+    exts: &[&str],
+    depth: u32,
+    out: &mut Vec<PathBuf>,
+    top: (&Path, &Limits),
+) -> Result<(), ListError> {
     let path = dir.display().to_string();
     let entries = std::fs::read_dir(dir).map_err(|e| ListError::Io(path.clone(), e))?;
     for entry in entries {
@@ -826,10 +845,11 @@ fn collect(dir: &Path, exts: &[&str], depth: u32, out: &mut Vec<PathBuf>) -> Res
         }
         if p.is_dir() {
             if depth > 0 {
-                collect(&p, exts, depth - 1, out)?;
+                collect(&p, exts, depth - 1, out, top)?;
             }
         } else if p.is_file() && exts.iter().any(|e| name.ends_with(&format!(".{e}"))) {
             out.push(p);
+            limits::check_file_count(top.0, out.len(), top.1).map_err(ListError::Limit)?;
         }
     }
     Ok(())

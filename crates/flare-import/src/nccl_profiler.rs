@@ -49,6 +49,7 @@
 //! collectives it shares with already aligned processes match (median); collectives end
 //! together on all members. The `COLL`/`P2P` `b` is the issue time.
 
+use crate::limits::LimitError;
 use crate::nccl_inspector::{
     assemble, kind_of, list_files, ListError, NcclOptions, Notes, RawOp, RawProcess,
 };
@@ -87,7 +88,11 @@ pub enum ProfilerDumpError {
     NoOps { path: String },
     #[error("{0}")]
     Assemble(String),
+    #[error(transparent)]
+    Limit(LimitError),
 }
+
+crate::limits::limit_error_into!(ProfilerDumpError, path);
 
 /// Whether the start of a file looks like an NCCL example profiler dump.
 pub fn sniff(first_bytes: &[u8]) -> bool {
@@ -115,9 +120,10 @@ pub fn sniff(first_bytes: &[u8]) -> bool {
 /// Reads the dumps of a directory (`*.json`, `*.txt`; subdirectories one level down too,
 /// e.g. one per node, which also keeps equal pids of different nodes apart).
 pub fn read_profiler_dump_dir(dir: &Path, opts: &NcclOptions) -> Result<Trace, ProfilerDumpError> {
-    let files = list_files(dir, &["json", "txt"]).map_err(|e| match e {
+    let files = list_files(dir, &["json", "txt"], &opts.limits).map_err(|e| match e {
         ListError::Io(path, source) => ProfilerDumpError::Io { path, source },
         ListError::Empty(path) => ProfilerDumpError::EmptyDirectory { path },
+        ListError::Limit(e) => ProfilerDumpError::Limit(e),
     })?;
     read_profiler_dump_files(&files, opts)
 }
@@ -136,10 +142,7 @@ pub fn read_profiler_dump_files(
     let mut procs: BTreeMap<String, ProcOps> = BTreeMap::new();
     for f in files {
         let path = f.display().to_string();
-        let data = std::fs::read(f).map_err(|source| ProfilerDumpError::Io {
-            path: path.clone(),
-            source,
-        })?;
+        let data = crate::limits::read_file(f, &opts.limits)?;
         let dir = f
             .parent()
             .map(|p| p.display().to_string())

@@ -60,7 +60,11 @@ pub enum NdTimelineError {
         line: usize,
         detail: String,
     },
+    #[error(transparent)]
+    Limit(crate::limits::LimitError),
 }
+
+crate::limits::limit_error_into!(NdTimelineError, file);
 
 /// Reads a trace and its metadata: `meta-X.yaml` next to `trace-X.parquet` when it exists,
 /// otherwise metadata inferred from the trace (sizes from the largest ranks seen, trial
@@ -70,9 +74,10 @@ pub fn read_ndtimeline(path: &Path) -> Result<NdTrace, NdTimelineError> {
     let meta = match meta_path_for(path).filter(|p| p.is_file()) {
         Some(mp) => {
             let file = mp.display().to_string();
-            let text = std::fs::read_to_string(&mp).map_err(|source| NdTimelineError::Io {
+            let bytes = crate::limits::read_file(&mp, &Default::default())?;
+            let text = String::from_utf8(bytes).map_err(|e| NdTimelineError::Io {
                 file: file.clone(),
-                source,
+                source: io::Error::new(io::ErrorKind::InvalidData, e),
             })?;
             parse_nd_meta(&text, &file)?
         }
@@ -84,10 +89,7 @@ pub fn read_ndtimeline(path: &Path) -> Result<NdTrace, NdTimelineError> {
 /// Reads the ops of a parquet trace file.
 pub fn read_ndtimeline_ops(path: &Path) -> Result<Vec<NdOp>, NdTimelineError> {
     let file = path.display().to_string();
-    let bytes = std::fs::read(path).map_err(|source| NdTimelineError::Io {
-        file: file.clone(),
-        source,
-    })?;
+    let bytes = crate::limits::read_file(path, &Default::default())?;
     read_ndtimeline_bytes(bytes, &file)
 }
 

@@ -21,6 +21,7 @@
 //! Samples are placed on one grid whose step is the most common spacing of the
 //! timestamps; a missing sample is NaN. Series of other metrics are counted and skipped.
 
+use crate::limits::Limits;
 use flare_model::{Machine, MachineMetric, MachineMetrics, MetricSeries};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -52,7 +53,11 @@ pub enum PrometheusError {
     },
     #[error("{path}: no series of a known metric (DCGM GPU metrics, node exporter InfiniBand counters) among {skipped} series")]
     NoKnownSeries { path: String, skipped: usize },
+    #[error(transparent)]
+    Limit(crate::limits::LimitError),
 }
+
+crate::limits::limit_error_into!(PrometheusError, path);
 
 /// What a read kept and skipped.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -104,15 +109,20 @@ fn trailing_number(s: &str) -> Option<u32> {
     digits.parse().ok()
 }
 
-/// Reads a Prometheus `query_range` JSON file.
+/// Reads a Prometheus `query_range` JSON file. The default [`Limits`] apply.
 pub fn read_machine_metrics(
     path: &Path,
 ) -> Result<(MachineMetrics, PrometheusStats), PrometheusError> {
+    read_machine_metrics_with_limits(path, &Limits::default())
+}
+
+/// [`read_machine_metrics`] with the given limits; special files are refused unopened.
+pub fn read_machine_metrics_with_limits(
+    path: &Path,
+    limits: &Limits,
+) -> Result<(MachineMetrics, PrometheusStats), PrometheusError> {
     let shown = path.display().to_string();
-    let bytes = std::fs::read(path).map_err(|source| PrometheusError::Io {
-        path: shown.clone(),
-        source,
-    })?;
+    let bytes = crate::limits::read_file(path, limits)?;
     read_machine_metrics_bytes(&bytes, &shown)
 }
 

@@ -48,21 +48,23 @@ mod write;
 
 pub use write::{write_kineto_dir, write_kineto_rank, KinetoWriteStats};
 
+use crate::limits::{self, InflateError, LimitError, Limits};
 use flare_model::Trace;
 use parse::ParsedFile;
 use std::collections::BTreeMap;
-use std::io::Read;
 use std::path::{Path, PathBuf};
 
 /// The largest world size accepted, to keep a corrupt `world_size` from allocating
 /// gigabytes for the list of missing ranks.
 pub const MAX_WORLD_SIZE: u64 = 1 << 22;
 
-/// How to place the ranks of an imported trace on a cluster (Kineto files do not say).
+/// How to place the ranks of an imported trace on a cluster (Kineto files do not say), and
+/// how much the import may read.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KinetoOptions {
     pub gpus_per_node: u32,
     pub nodes_per_pod: u32,
+    pub limits: Limits,
 }
 
 impl Default for KinetoOptions {
@@ -70,6 +72,7 @@ impl Default for KinetoOptions {
         KinetoOptions {
             gpus_per_node: 8,
             nodes_per_pod: 32,
+            limits: Limits::default(),
         }
     }
 }
@@ -165,7 +168,11 @@ pub enum KinetoError {
     },
     #[error("{path}: {what}")]
     Invalid { path: String, what: String },
+    #[error(transparent)]
+    Limit(LimitError),
 }
+
+crate::limits::limit_error_into!(KinetoError, path);
 
 /// Reads every `*.json` / `*.json.gz` file of `dir` (not recursing), one rank per file.
 pub fn read_kineto_dir(dir: &Path, opts: &KinetoOptions) -> Result<Trace, KinetoError> {
@@ -177,12 +184,12 @@ pub fn read_kineto_dir_with_stats(
     dir: &Path,
     opts: &KinetoOptions,
 ) -> Result<(Trace, KinetoImportStats), KinetoError> {
-    let files = list_trace_files(dir)?;
+    let files = list_trace_files(dir, &opts.limits)?;
     read_kineto_files_with_stats(&files, opts)
 }
 
-/// The trace files of a directory, sorted by name.
-pub fn list_trace_files(dir: &Path) -> Result<Vec<PathBuf>, KinetoError> {
+/// The trace files of a directory, sorted by name (at most [`Limits::max_files`]).
+pub fn list_trace_files(dir: &Path, limits: &Limits) -> Result<Vec<PathBuf>, KinetoError> {
     let path = dir.display().to_string();
     let entries = std::fs::read_dir(dir).map_err(|source| KinetoError::Io {
         path: path.clone(),
@@ -201,6 +208,7 @@ pub fn list_trace_files(dir: &Path) -> Result<Vec<PathBuf>, KinetoError> {
         }
         if p.is_file() {
             files.push(p);
+            limits::check_file_count(dir, files.len(), limits)?;
         }
     }
     if files.is_empty() {
@@ -241,7 +249,7 @@ pub fn read_kineto_files_with_stats(
                         if i >= files.len() {
                             break;
                         }
-                        out.push((i, read_one(&files[i])));
+                        out.push((i, read_one(&files[i], &opts.limits)));
                     }
                     out
                 })
@@ -281,7 +289,7 @@ pub fn read_kineto_bytes(
     data: &[u8],
     opts: &KinetoOptions,
 ) -> Result<(Trace, KinetoImportStats), KinetoError> {
-    let parsed = parse_bytes(name, data)?;
+    let parsed = parse_bytes(name, data, &opts.limits)?;
     let job = Path::new(name)
         .file_name()
         .map(|s| s.to_string_lossy().to_string())
@@ -289,24 +297,21 @@ pub fn read_kineto_bytes(
     assemble::assemble(vec![parsed], opts, job)
 }
 
-fn read_one(path: &Path) -> Result<ParsedFile, KinetoError> {
+fn read_one(path: &Path, limits: &Limits) -> Result<ParsedFile, KinetoError> {
     let name = path.display().to_string();
-    let data = std::fs::read(path).map_err(|source| KinetoError::Io {
-        path: name.clone(),
-        source,
-    })?;
-    parse_bytes(&name, &data)
+    let data = limits::read_file(path, limits)?;
+    parse_bytes(&name, &data, limits)
 }
 
-fn parse_bytes(name: &str, data: &[u8]) -> Result<ParsedFile, KinetoError> {
+fn parse_bytes(name: &str, data: &[u8], limits: &Limits) -> Result<ParsedFile, KinetoError> {
     if data.starts_with(&[0x1f, 0x8b]) {
-        let mut out = Vec::with_capacity(data.len().saturating_mul(8).min(1 << 28));
-        flate2::read::MultiGzDecoder::new(data)
-            .read_to_end(&mut out)
-            .map_err(|source| KinetoError::Gzip {
+        let out = limits::gunzip(name, data, limits).map_err(|e| match e {
+            InflateError::Corrupt(source) => KinetoError::Gzip {
                 path: name.to_string(),
                 source,
-            })?;
+            },
+            InflateError::Limit(e) => KinetoError::Limit(e),
+        })?;
         parse::parse_file(name, &out)
     } else {
         parse::parse_file(name, data)
