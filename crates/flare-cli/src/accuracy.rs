@@ -7,9 +7,9 @@
 //! use seeds below 1,000, `flare train` from 2,000,000), shapes that include 4-D and
 //! 5-D parallelism (TP, CP, EP, DP, PP) and that the training set does not use.
 
+use crate::baselines::{hta_stragglers, nvrx_gpu_stragglers, nvrx_scores, nvrx_stragglers};
 use crate::bench::AccuracyArgs;
 use anyhow::Result;
-use flare_engine::baselines::{hta_stragglers, nvrx_gpu_stragglers, nvrx_scores, nvrx_stragglers};
 use flare_engine::{diagnose, EngineConfig};
 use flare_model::ParallelConfig;
 use flare_sim::fault::FaultKind;

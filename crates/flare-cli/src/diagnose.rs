@@ -113,14 +113,13 @@ pub fn load(paths: &[PathBuf], format: Format) -> Result<Trace> {
 fn run_flight_recorder(a: &DiagnoseArgs, job: FrJob, load_ms: f64) -> Result<ExitCode> {
     let path = &a.paths[0];
     let t1 = Instant::now();
-    let findings = flare_engine::flight_recorder::analyze(&job);
+    let findings = flare_hang::analyze(&job);
     let ms = t1.elapsed().as_secs_f64() * 1e3;
     eprintln!(
         "read {} dumps in {load_ms:.0} ms, analysed in {ms:.0} ms",
         job.dumps.len()
     );
-    let doc =
-        flare_engine::document::of_flight_recorder(&path.display().to_string(), &job, findings, ms);
+    let doc = flare_hang::document(&path.display().to_string(), &job, findings, ms);
     if a.json {
         println!("{}", doc.to_json());
     } else {

@@ -3,6 +3,7 @@
 mod abnormal_bench;
 mod accuracy;
 mod agent;
+mod baselines;
 mod bench;
 mod demo;
 mod diagnose;

@@ -37,12 +37,12 @@ pub fn run(a: WhatIfArgs) -> Result<ExitCode> {
             std::slice::from_ref(&a.trace),
             crate::diagnose::Format::Auto,
         )?;
-        flare_engine::whatif_trace::to_ndtimeline(&t)
+        flare_whatif::trace::to_ndtimeline(&t)
             .with_context(|| format!("turning {} into a what-if timeline", a.trace.display()))?
     };
     let read_ms = t0.elapsed().as_secs_f64() * 1e3;
     let t1 = Instant::now();
-    let r = flare_engine::whatif::analyze(&trace)
+    let r = flare_whatif::analyze(&trace)
         .with_context(|| format!("what-if analysis of {}", a.trace.display()))?;
     let ms = t1.elapsed().as_secs_f64() * 1e3;
     eprintln!(

@@ -5,7 +5,6 @@
 
 pub mod abnormal;
 pub mod analysis;
-pub mod baselines;
 pub mod breakdown;
 pub mod changepoint;
 pub mod clock;
@@ -14,15 +13,12 @@ pub mod context;
 pub mod detectors;
 pub mod digest;
 pub mod document;
-pub mod flight_recorder;
 pub mod forest;
 pub mod graph;
 pub mod live;
 pub(crate) mod par;
 pub mod stats;
 pub mod stream;
-pub mod whatif;
-pub mod whatif_trace;
 
 pub use analysis::Analysis;
 pub use context::JobContext;

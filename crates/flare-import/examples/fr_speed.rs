@@ -171,7 +171,7 @@ fn main() {
     let job = assemble_job("synthetic", dumps).expect("job");
     let t_parse = t0.elapsed();
     let t1 = Instant::now();
-    let findings = flare_engine::flight_recorder::analyze(&job);
+    let findings = flare_hang::analyze(&job);
     let t_analyze = t1.elapsed();
     println!(
         "{} dumps ({:.1} MB pickle): parse {:.0} ms, analysis {:.0} ms, total {:.0} ms",

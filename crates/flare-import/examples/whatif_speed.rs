@@ -25,7 +25,7 @@ fn main() {
     };
     let t_read = t0.elapsed();
     let t1 = Instant::now();
-    let report = match flare_engine::whatif::analyze(&trace) {
+    let report = match flare_whatif::analyze(&trace) {
         Ok(r) => r,
         Err(e) => {
             eprintln!("{}: {e}", path.display());

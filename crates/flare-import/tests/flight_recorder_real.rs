@@ -1,7 +1,7 @@
 //! Flight Recorder dumps of real fault-injection runs (nvidia-resiliency-ext): the analysis
 //! must name the process group, op, sizes, dtype and missing ranks of each `reference.txt`.
 
-use flare_engine::flight_recorder::{analyze, divergences};
+use flare_hang::{analyze, divergences};
 use flare_import::flight_recorder::{looks_like_fr_dump, read_fr_dir, read_fr_file, FrError};
 use flare_model::{Component, FindingKind, Severity};
 use std::path::{Path, PathBuf};

@@ -2,9 +2,9 @@
 //! S (`blocking_slowdown` in `result-*.json`), M_W (`Mw` in `mw-*.json`) and M_S (`Ms`
 //! in `ms-*.json`) within 2%.
 
-use flare_engine::whatif::analyze;
 use flare_import::ndtimeline::read_ndtimeline;
 use flare_model::ndtimeline::{BandAxis, HeatPattern, WhatIfReport};
+use flare_whatif::analyze;
 use std::path::PathBuf;
 
 fn data_dir() -> PathBuf {

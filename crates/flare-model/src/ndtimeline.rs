@@ -212,7 +212,7 @@ pub struct NdTrace {
 // What-if analysis result
 // ---------------------------------------------------------------------------------------
 
-/// Result of a what-if straggler analysis (see `flare_engine::whatif`). Slowdowns are
+/// Result of a what-if straggler analysis (see `flare-whatif`). Slowdowns are
 /// ratios of mean step times: 1.0 means no effect, 1.18 means steps are 18% longer than
 /// in the ideal.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]

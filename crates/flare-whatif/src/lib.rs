@@ -44,6 +44,8 @@
 //! `original - ideal` removed by idealizing only the worst 3% of workers (by that score),
 //! M_S the fraction removed by idealizing only the last stage.
 
+pub mod trace;
+
 use flare_model::ndtimeline::{
     Band, BandAxis, FixEffect, HeatPattern, IndexSlowdown, NdOpType, NdTrace, OpTypeSlowdown,
     StepSlowdown, WhatIfHeatmap, WhatIfReport, WorkerRef, WorkerSlowdown,

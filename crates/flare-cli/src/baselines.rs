@@ -17,7 +17,7 @@
 //!   (host phases, which users mark as sections); a rank whose score falls below 0.75 is
 //!   a straggler.
 
-use crate::stats::median;
+use flare_engine::stats::median;
 use flare_model::{GroupKind, Op, OpKind, Trace};
 use std::collections::{BTreeMap, HashMap};
 

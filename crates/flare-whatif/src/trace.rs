@@ -1,5 +1,5 @@
 //! Flare traces as what-if input: turns a [`Trace`] of a Megatron-style job into the
-//! per-op timeline the what-if analysis ([`crate::whatif`]) reads, one worker per
+//! per-op timeline the what-if analysis ([`crate`]) reads, one worker per
 //! (data-parallel rank, pipeline stage).
 //!
 //! Mapping, per worker (the rank with tensor- and context-parallel coordinate 0):
@@ -19,7 +19,7 @@
 //!
 //! Times are seconds from the iteration's earliest start among the workers.
 
-use crate::whatif::WhatIfError;
+use crate::WhatIfError;
 use flare_model::ndtimeline::{NdMeta, NdOp, NdOpType, NdTrace};
 use flare_model::{GroupKind, Op, OpKind, Trace};
 use std::collections::HashMap;
@@ -269,7 +269,7 @@ mod tests {
             .filter(|o| o.optype == NdOpType::ForwardCompute)
             .count();
         assert_eq!(fwd, m, "one forward compute per microbatch");
-        let r = crate::whatif::analyze(&nd).unwrap();
+        let r = crate::analyze(&nd).unwrap();
         assert!(
             r.slowdown < 1.06,
             "a healthy job is close to its ideal: {}",
@@ -281,7 +281,7 @@ mod tests {
     fn what_if_on_a_simulated_slow_gpu_points_at_its_worker() {
         let (t, truth) = sim(FaultKind::SlowGpu, 5);
         let nd = to_ndtimeline(&t).unwrap();
-        let r = crate::whatif::analyze(&nd).unwrap();
+        let r = crate::analyze(&nd).unwrap();
         let culprit = truth.culprits[0].rank.unwrap();
         let c = t.job.parallel.as_ref().unwrap().coords(culprit);
         assert!(r.slowdown > 1.05, "slowdown {}", r.slowdown);

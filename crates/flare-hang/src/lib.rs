@@ -14,7 +14,8 @@
 
 use flare_model::flight_recorder::{shapes, FrDump, FrEntry, FrJob, FrPgStatus, FrState};
 use flare_model::{
-    Component, Culprit, DetectorId, Evidence, EvidenceKey, Finding, FindingKind, Severity, Unit,
+    Component, Culprit, DetectorId, Evidence, EvidenceKey, Finding, FindingKind, FindingsDocument,
+    JobSummary, Severity, Unit,
 };
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -1144,6 +1145,28 @@ fn finding(
         detector: DETECTOR,
         corroborated_by: vec![],
     }
+}
+
+/// The findings document of a hang analysis: `findings` from [`analyze`] of the dumps
+/// read from `id`. Dumps say which collectives each rank reached, which is all a hang
+/// analysis needs: it is always conclusive.
+pub fn document(
+    id: &str,
+    job: &FrJob,
+    findings: Vec<Finding>,
+    diagnosis_ms: f64,
+) -> FindingsDocument {
+    let summary = JobSummary {
+        id: id.to_string(),
+        source: "flight_recorder".into(),
+        world_size: job.world().len() as u32,
+        ranks_with_data: job.dumps.len(),
+        missing_ranks: job.missing_ranks.clone(),
+        ..JobSummary::default()
+    };
+    let mut doc = FindingsDocument::new(summary, findings, true);
+    doc.diagnosis_ms = Some(diagnosis_ms);
+    doc
 }
 
 #[cfg(test)]
