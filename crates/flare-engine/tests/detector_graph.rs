@@ -33,4 +33,7 @@ detector_cases! { DetectorId::Graph;
     silent_on_sequence_imbalance_seed_21: Case::new(SequenceImbalance, Scale(64), 21, Silent),
     // Abnormal ops are judged against the same op on other ranks.
     two_ranks_not_enough_data: Case::new(SlowGpu, TWO_RANKS, 21, NotEnoughData("at least 3")),
+    silent_on_spikes: Case::new(None, Scale(64), 24, Silent).spikes(0.4),
+    compute_only_not_enough_data: Case::new(SlowGpu, Scale(64), 21, NotEnoughData("no collective or P2P"))
+        .edit(common::compute_only),
 }

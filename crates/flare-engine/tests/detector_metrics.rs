@@ -35,4 +35,7 @@ detector_cases! { DetectorId::Metrics;
     silent_on_stage_imbalance: Case::new(StageImbalance, Scale(64), 31, Silent),
     silent_on_sequence_imbalance: Case::new(SequenceImbalance, Scale(64), 31, Silent),
     two_ranks_not_enough_data: Case::new(SlowGpu, TWO_RANKS, 31, NotEnoughData("fewer than 3 ranks")),
+    silent_on_spikes: Case::new(None, Scale(64), 34, Silent).spikes(0.4),
+    no_kernels_or_bytes_not_enough_data: Case::new(SlowGpu, Scale(64), 31, NotEnoughData("no compute kernel or collective with bytes"))
+        .edit(common::collectives_without_bytes),
 }

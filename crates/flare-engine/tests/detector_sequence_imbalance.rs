@@ -20,4 +20,7 @@ detector_cases! { DetectorId::SequenceImbalance;
     no_layout_not_enough_data: Case::new(SequenceImbalance, Scale(64), 61, NotEnoughData("data-parallel layout"))
         .edit(common::without_layout),
     one_replica_not_enough_data: Case::new(None, Megatron { tp: 8, pp: 2, dp: 1 }, 61, NotEnoughData("dp > 1")),
+    one_iteration_not_enough_data: Case::new(SequenceImbalance, Scale(64), 61, NotEnoughData("fewer than 2 iterations"))
+        .iterations(1),
+    silent_on_spikes: Case::new(None, Scale(64), 64, Silent).spikes(0.4),
 }

@@ -29,4 +29,8 @@ detector_cases! { DetectorId::SlowPath;
     silent_on_stage_imbalance: Case::new(StageImbalance, Scale(64), 41, Silent),
     // One communicator doing each op: nothing to compare transfers with.
     two_ranks_not_enough_data: Case::new(SlowNic, TWO_RANKS, 41, NotEnoughData("3 or more communicators")),
+    // Spikes slow every communicator alike: comparing within the iteration cancels them.
+    silent_on_spikes: Case::new(None, Scale(64), 44, Silent).spikes(0.4),
+    compute_only_not_enough_data: Case::new(SlowNic, Scale(64), 41, NotEnoughData("3 or more communicators"))
+        .edit(common::compute_only),
 }

@@ -30,4 +30,8 @@ detector_cases! { DetectorId::SlowRank;
     silent_on_sequence_imbalance: Case::new(SequenceImbalance, Scale(64), 11, Silent),
     // Collectives of two members have no third to compare with.
     two_ranks_not_enough_data: Case::new(SlowGpu, TWO_RANKS, 11, NotEnoughData("3 or more members")),
+    // Cluster-wide spikes slow every rank alike: nobody's fault.
+    silent_on_spikes: Case::new(None, Scale(64), 14, Silent).spikes(0.4),
+    compute_only_not_enough_data: Case::new(SlowGpu, Scale(64), 11, NotEnoughData("3 or more members"))
+        .edit(common::compute_only),
 }

@@ -20,4 +20,8 @@ detector_cases! { DetectorId::StageImbalance;
     no_layout_not_enough_data: Case::new(StageImbalance, Scale(64), 51, NotEnoughData("pipeline layout"))
         .edit(common::without_layout),
     one_stage_not_enough_data: Case::new(None, Megatron { tp: 8, pp: 1, dp: 4 }, 51, NotEnoughData("pp > 1")),
+    // A sampled profile with the ranks of one stage only.
+    one_stage_sampled_not_enough_data: Case::new(StageImbalance, Scale(64), 51, NotEnoughData("fewer than 2 stages"))
+        .edit(common::first_stage_only),
+    silent_on_spikes: Case::new(None, Scale(64), 54, Silent).spikes(0.4),
 }

@@ -41,6 +41,9 @@ pub struct Case {
     pub shape: Shape,
     pub seed: u64,
     pub iterations: u32,
+    /// Probability of a cluster-wide spike per iteration (the simulator's default when
+    /// `None`).
+    pub spikes: Option<f64>,
     /// Applied to the simulated trace before diagnosis (drop metadata, ranks...).
     pub edit: Option<fn(&mut Trace)>,
     pub expect: Expect,
@@ -53,12 +56,17 @@ impl Case {
             shape,
             seed,
             iterations: 8,
+            spikes: None,
             edit: None,
             expect,
         }
     }
     pub const fn iterations(mut self, n: u32) -> Case {
         self.iterations = n;
+        self
+    }
+    pub const fn spikes(mut self, probability: f64) -> Case {
+        self.spikes = Some(probability);
         self
     }
     pub const fn edit(mut self, f: fn(&mut Trace)) -> Case {
@@ -79,7 +87,17 @@ pub fn simulated(case: &Case) -> SimOutput {
     cfg.iterations = case.iterations;
     cfg.seed = case.seed;
     cfg.fault = case.fault;
+    if let Some(p) = case.spikes {
+        cfg.spike_probability = p;
+    }
     let mut out = simulate(&cfg).expect("a valid simulation");
+    if case.spikes.is_some_and(|p| p > 0.0) {
+        assert!(
+            !out.truth.spike_iterations.is_empty(),
+            "seed {}: a spike case without a spike",
+            case.seed
+        );
+    }
     if let Some(edit) = case.edit {
         edit(&mut out.trace);
     }
@@ -92,8 +110,13 @@ pub fn check(detector: DetectorId, name: &str, case: Case) {
     let d = diagnose(&out.trace, &EngineConfig::default());
     if let Err(why) = verdict(detector, &case, &out, &d) {
         panic!(
-            "{name} ({:?}, {:?}, seed {}, {} iterations) | truth: {} | {why}",
-            case.fault, case.shape, case.seed, case.iterations, out.truth.description
+            "{name} ({:?}, {:?}, seed {}, {} iterations, spikes in {:?}) | truth: {} | {why}",
+            case.fault,
+            case.shape,
+            case.seed,
+            case.iterations,
+            out.truth.spike_iterations,
+            out.truth.description
         );
     }
 }
@@ -181,4 +204,33 @@ macro_rules! detector_cases {
 /// Drops the job's parallel layout, as a trace from a profiler that does not know it.
 pub fn without_layout(t: &mut Trace) {
     t.job.parallel = None;
+}
+
+/// Keeps only the ops outside any communicator: a compute-only profile.
+pub fn compute_only(t: &mut Trace) {
+    for r in &mut t.ranks {
+        r.ops.retain(|op| op.comm().is_none());
+    }
+}
+
+/// Keeps only the ops on a communicator, with no byte counts: a collectives-only profile
+/// that does not record sizes.
+pub fn collectives_without_bytes(t: &mut Trace) {
+    for r in &mut t.ranks {
+        r.ops.retain(|op| op.comm().is_some());
+        for op in &mut r.ops {
+            op.amount = 0;
+        }
+    }
+}
+
+/// Keeps only the ranks of pipeline stage 0, the others listed as missing: a sampled
+/// profile.
+pub fn first_stage_only(t: &mut Trace) {
+    let par = t.job.parallel.clone().expect("a pipeline layout");
+    let (kept, dropped): (Vec<_>, Vec<_>) = std::mem::take(&mut t.ranks)
+        .into_iter()
+        .partition(|r| par.coords(r.rank).pp == 0);
+    t.meta.missing_ranks = dropped.iter().map(|r| r.rank).collect();
+    t.ranks = kept;
 }
