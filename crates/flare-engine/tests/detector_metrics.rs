@@ -39,3 +39,35 @@ detector_cases! { DetectorId::Metrics;
     no_kernels_or_bytes_not_enough_data: Case::new(SlowGpu, Scale(64), 31, NotEnoughData("no compute kernel or collective with bytes"))
         .edit(common::collectives_without_bytes),
 }
+
+/// Hand-built, noise-free jobs (no host phases): a rank whose kernels take longer is a
+/// slow GPU here, down to 3 ranks.
+#[test]
+fn hand_built_edges() {
+    use common::TinyExpect::*;
+    common::check_tiny(
+        DetectorId::Metrics,
+        &[
+            (
+                "4 ranks, rank 2 x1.3",
+                4,
+                Some((2, 1.3)),
+                Names(FindingKind::SlowGpu, 2),
+            ),
+            (
+                "3 ranks, rank 0 x1.5",
+                3,
+                Some((0, 1.5)),
+                Names(FindingKind::SlowGpu, 0),
+            ),
+            ("8 ranks, healthy", 8, Option::None, Silent),
+            ("3 ranks, healthy", 3, Option::None, Silent),
+            (
+                "2 ranks, rank 1 x1.5",
+                2,
+                Some((1, 1.5)),
+                Skips("fewer than 3 ranks"),
+            ),
+        ],
+    );
+}

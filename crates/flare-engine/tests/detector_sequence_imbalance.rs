@@ -24,3 +24,18 @@ detector_cases! { DetectorId::SequenceImbalance;
         .iterations(1),
     silent_on_spikes: Case::new(None, Scale(64), 64, Silent).spikes(0.4),
 }
+
+/// A hand-built job that states no parallel layout at all.
+#[test]
+fn hand_built_edges() {
+    use common::TinyExpect::*;
+    common::check_tiny(
+        DetectorId::SequenceImbalance,
+        &[(
+            "8 ranks, no layout",
+            8,
+            Option::None,
+            Skips("data-parallel layout"),
+        )],
+    );
+}

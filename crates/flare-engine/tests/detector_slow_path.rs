@@ -34,3 +34,27 @@ detector_cases! { DetectorId::SlowPath;
     compute_only_not_enough_data: Case::new(SlowNic, Scale(64), 41, NotEnoughData("3 or more communicators"))
         .edit(common::compute_only),
 }
+
+/// Hand-built jobs with a single communicator: whatever the rank count, there is no other
+/// communicator doing the same op to compare transfers with.
+#[test]
+fn hand_built_edges() {
+    use common::TinyExpect::*;
+    common::check_tiny(
+        DetectorId::SlowPath,
+        &[
+            (
+                "8 ranks, one communicator",
+                8,
+                Option::None,
+                Skips("3 or more communicators"),
+            ),
+            (
+                "4 ranks, rank 2 x1.3",
+                4,
+                Some((2, 1.3)),
+                Skips("3 or more communicators"),
+            ),
+        ],
+    );
+}

@@ -35,3 +35,35 @@ detector_cases! { DetectorId::SlowRank;
     compute_only_not_enough_data: Case::new(SlowGpu, Scale(64), 11, NotEnoughData("3 or more members"))
         .edit(common::compute_only),
 }
+
+/// Hand-built, noise-free jobs on one world communicator: how few ranks it needs, and
+/// that a rank computing longer before every all-reduce is named as a slow GPU.
+#[test]
+fn hand_built_edges() {
+    use common::TinyExpect::*;
+    common::check_tiny(
+        DetectorId::SlowRank,
+        &[
+            (
+                "4 ranks, rank 2 x1.3",
+                4,
+                Some((2, 1.3)),
+                Names(FindingKind::SlowGpu, 2),
+            ),
+            (
+                "3 ranks, rank 0 x1.5",
+                3,
+                Some((0, 1.5)),
+                Names(FindingKind::SlowGpu, 0),
+            ),
+            ("8 ranks, healthy", 8, Option::None, Silent),
+            ("3 ranks, healthy", 3, Option::None, Silent),
+            (
+                "2 ranks, rank 1 x1.5",
+                2,
+                Some((1, 1.5)),
+                Skips("3 or more members"),
+            ),
+        ],
+    );
+}

@@ -25,3 +25,18 @@ detector_cases! { DetectorId::StageImbalance;
         .edit(common::first_stage_only),
     silent_on_spikes: Case::new(None, Scale(64), 54, Silent).spikes(0.4),
 }
+
+/// A hand-built job that states no parallel layout at all.
+#[test]
+fn hand_built_edges() {
+    use common::TinyExpect::*;
+    common::check_tiny(
+        DetectorId::StageImbalance,
+        &[(
+            "8 ranks, no layout",
+            8,
+            Option::None,
+            Skips("pipeline layout"),
+        )],
+    );
+}

@@ -234,3 +234,134 @@ pub fn first_stage_only(t: &mut Trace) {
     t.meta.missing_ranks = dropped.iter().map(|r| r.rank).collect();
     t.ranks = kept;
 }
+
+/// A hand-built job with no parallel layout: `ranks` ranks on one world communicator,
+/// each iteration two rounds of a 10 ms kernel then an all-reduce (2 ms once the last
+/// member arrives), with `slow = Some((rank, factor))` computing `factor` times longer.
+/// No noise at all: the edge cases of the detectors' statistics, not of the data.
+pub fn tiny_trace(ranks: u32, iterations: u32, slow: Option<(u32, f64)>) -> Trace {
+    use flare_model::{
+        ClusterTopology, Communicator, GroupKind, IterationSpan, JobInfo, Op, OpKind, RankTrace,
+        TraceMeta,
+    };
+    const COMPUTE_NS: f64 = 10e6;
+    const TRANSFER_NS: i64 = 2_000_000;
+    let op = |kind, name, iteration, comm, seq, start_ns, end_ns, amount| Op {
+        kind,
+        name,
+        iteration,
+        comm,
+        seq,
+        peer: Op::NO_PEER,
+        start_ns,
+        end_ns,
+        issue_ns: Op::UNKNOWN,
+        amount,
+    };
+    let compute = |r: u32| match slow {
+        Some((s, f)) if s == r => (COMPUTE_NS * f) as i64,
+        _ => COMPUTE_NS as i64,
+    };
+    let mut out: Vec<RankTrace> = (0..ranks)
+        .map(|rank| RankTrace {
+            rank,
+            ops: vec![],
+            iterations: vec![],
+        })
+        .collect();
+    let mut t = 1_000_000_000i64;
+    let mut seq = 0;
+    for it in 0..iterations {
+        let start = t;
+        for _round in 0..2 {
+            let last = (0..ranks).map(|r| t + compute(r)).max().unwrap_or(t);
+            let end = last + TRANSFER_NS;
+            for (r, rt) in out.iter_mut().enumerate() {
+                let arrive = t + compute(r as u32);
+                rt.ops.push(op(
+                    OpKind::Compute,
+                    0,
+                    it,
+                    Op::NO_COMM,
+                    0,
+                    t,
+                    arrive,
+                    1 << 40,
+                ));
+                rt.ops
+                    .push(op(OpKind::AllReduce, 1, it, 0, seq, arrive, end, 1 << 26));
+            }
+            seq += 1;
+            t = end;
+        }
+        for rt in &mut out {
+            rt.iterations.push(IterationSpan {
+                iteration: it,
+                start_ns: start,
+                end_ns: Some(t),
+            });
+        }
+        t += 1_000_000;
+    }
+    Trace {
+        meta: TraceMeta {
+            source: "hand-built".into(),
+            ..TraceMeta::default()
+        },
+        job: JobInfo {
+            job_id: "tiny".into(),
+            world_size: ranks,
+            cluster: ClusterTopology::for_world(ranks, 8, 4),
+            parallel: None,
+            microbatches: None,
+        },
+        communicators: vec![Communicator {
+            id: 0,
+            kind: GroupKind::World,
+            members: (0..ranks).collect(),
+            label: "world".into(),
+        }],
+        names: vec!["gemm".into(), "allreduce".into()],
+        ranks: out,
+    }
+}
+
+/// What one detector must say about a hand-built trace.
+#[derive(Clone, Copy, Debug)]
+pub enum TinyExpect {
+    /// Its first localized finding has this kind and names this rank.
+    Names(FindingKind, u32),
+    Silent,
+    /// It skips, with a reason containing this text.
+    Skips(&'static str),
+}
+
+/// A hand-built case: name, ranks, the slow rank and its factor, the expectation.
+pub type TinyCase<'a> = (&'a str, u32, Option<(u32, f64)>, TinyExpect);
+
+/// A table of hand-built cases, each
+/// over 6 iterations of [`tiny_trace`]: every failure is listed, then the test fails.
+pub fn check_tiny(detector: DetectorId, cases: &[TinyCase]) {
+    let mut failures = Vec::new();
+    for &(name, ranks, slow, expect) in cases {
+        let d = diagnose(&tiny_trace(ranks, 6, slow), &EngineConfig::default());
+        let skipped = d.skipped_reason(detector);
+        let first = d
+            .localized_by(detector)
+            .first()
+            .map(|f| (f.kind, f.culprits[0].rank, f.summary.clone()));
+        let ok = match expect {
+            TinyExpect::Names(kind, rank) => {
+                matches!(&first, Some((k, Some(r), _)) if *k == kind && *r == rank)
+            }
+            TinyExpect::Silent => skipped.is_none() && first.is_none(),
+            TinyExpect::Skips(text) => skipped.is_some_and(|r| r.contains(text)),
+        };
+        if !ok {
+            failures.push(format!(
+                "{name}: expected {expect:?}, got {first:?}, skipped: {skipped:?}"
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "{failures:#?}");
+}
