@@ -21,12 +21,9 @@ detector_cases! { DetectorId::Metrics;
     slow_gpu_64_rank: Case::new(SlowGpu, Scale(64), 31, CulpritRank),
     slow_gpu_128_rank: Case::new(SlowGpu, Scale(128), 33, CulpritRank),
     // ...and so should the cause be.
-    #[ignore = "names rank 41 but as host_stall ('runs its kernels at 60% of the fastest peer's speed through dataloader stalls'); every seed 1-8 at 64 and 128 ranks likewise; on the hand-built trace without host phases it says slow_gpu"]
     slow_gpu_64: Case::new(SlowGpu, Scale(64), 31, Culprit(FindingKind::SlowGpu)),
-    #[ignore = "names rank 68 but as host_stall ('runs its kernels at 70% of the fastest peer's speed through garbage-collection pauses')"]
     slow_gpu_128: Case::new(SlowGpu, Scale(128), 33, Culprit(FindingKind::SlowGpu)),
     launch_bound_64_rank: Case::new(LaunchBound, Scale(64), 31, CulpritRank),
-    #[ignore = "names the launch-bound rank but as host_stall; every seed 1-8 at 64 and 128 ranks likewise"]
     launch_bound_64: Case::new(LaunchBound, Scale(64), 31, Culprit(FindingKind::LaunchBound)),
     // A slow NIC slows transfers, not kernels; a host stall pauses between kernels;
     // imbalances are many ranks at once.

@@ -214,7 +214,16 @@ impl Detector for MetricsDetector {
             {
                 continue;
             }
-            let cause = rank_cause(a, cfg, ri, &all, 0.0);
+            // Host phases explain the rank only if they account for a good part of the
+            // delay it made (its self-time excess over the window), as for slow_rank: with
+            // no delay to weigh them against, any host-phase noise would win.
+            let delay: f64 = a
+                .digests
+                .iter()
+                .map(|d| d.self_time[ri].excess_ns)
+                .filter(|x| x.is_finite())
+                .sum();
+            let cause = rank_cause(a, cfg, ri, &all, delay.max(0.0));
             let mut evidence = vec![
                 Evidence::new(
                     EvidenceKey::RelativeScore,
