@@ -110,6 +110,17 @@ fn read_file(path: &str, runs: usize) {
             .expect("read");
             let (wall, cpu) = (t.elapsed().as_secs_f64(), cpu_s() - c);
             let ops = trace.op_count();
+            if threads == 0 && run == 0 {
+                // What one pass over every op costs (the engine's batch entry makes one
+                // to find the iterations).
+                let t = Instant::now();
+                let its = trace.iterations_with_ops();
+                println!(
+                    "Trace::iterations_with_ops (one pass over the ops): {:.2} s, {} iterations",
+                    t.elapsed().as_secs_f64(),
+                    its.len()
+                );
+            }
             drop(trace);
             println!(
                 "run {run}, {}: {wall:.2} s wall, {cpu:.2} s CPU, {:.1} M ops/s, {:.0} MB/s of file ({ops} ops, {:.1} MB)",
