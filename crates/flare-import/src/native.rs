@@ -260,9 +260,16 @@ pub fn read_native<R: Read>(r: R, source_name: &str) -> Result<Trace, NativeErro
     read_native_threads(r, source_name, decode_threads())
 }
 
-/// How many threads [`read_native`] decodes rank blocks on: one per available core (the
+/// How many threads [`read_native`] decodes rank blocks on: `FLARE_DECODE_THREADS` if set
+/// (0 or 1: the calling thread alone, between reads), else one per available core (the
 /// calling thread, which decompresses, shares them), at most 8.
 pub fn decode_threads() -> usize {
+    if let Some(n) = std::env::var("FLARE_DECODE_THREADS")
+        .ok()
+        .and_then(|v| v.trim().parse::<usize>().ok())
+    {
+        return n.min(64);
+    }
     std::thread::available_parallelism()
         .map(|n| n.get())
         .unwrap_or(1)
