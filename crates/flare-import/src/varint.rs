@@ -170,7 +170,14 @@ mod tests {
         let mut over = vec![0xffu8; 9];
         over.push(0x02);
         cases.push(over);
-        for v in [0u64, 127, 128, 1 << 20, u32::MAX as u64, 1 << 62, u64::MAX] {
+        let mut values = vec![0u64, 127, 128, 1 << 20, u32::MAX as u64, 1 << 62, u64::MAX];
+        // Every length from 1 to 10 bytes, at both ends of each length's range.
+        for bits in 1..64u32 {
+            values.push((1u64 << bits) - 1);
+            values.push(1u64 << bits);
+            values.push((1u64 << bits) | 0x55);
+        }
+        for v in values {
             let mut b = Vec::new();
             put_u64(&mut b, v);
             cases.push(b);
