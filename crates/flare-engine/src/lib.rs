@@ -235,8 +235,9 @@ pub fn diagnose_with_machine(
 fn batch_engine(trace: &Trace, cfg: &EngineConfig) -> Engine {
     let its = trace.iterations_with_ops();
     let mut engine = Engine::new(JobContext::from_trace(trace), cfg.clone(), its.len());
+    // `push` would find the iterations again: one more pass over every op.
     engine
-        .push(trace)
+        .push_ranks(&trace.ranks, &its)
         .expect("a trace's iterations are distinct and pushed in order");
     engine
 }

@@ -17,7 +17,7 @@ use crate::varint::{self, Cursor, VarintError};
 use flare_model::{Communicator, IterationSpan, JobInfo, Op, OpKind, RankTrace, Trace, TraceMeta};
 use serde::{Deserialize, Serialize};
 use std::fs::File;
-use std::io::{self, BufReader, BufWriter, Read, Write};
+use std::io::{self, BufRead, BufReader, BufWriter, Read, Write};
 use std::path::Path;
 
 /// The eight bytes every native trace starts with.
@@ -257,6 +257,10 @@ fn encode_rank(rt: &RankTrace, n_comms: usize, out: &mut Vec<u8>, s: &mut Scratc
 
 /// Reads a native trace from `r`. `source_name` (usually the path) names the input in
 /// errors. The default [`Limits`] apply.
+///
+/// The LZ4 frame is decompressed on the calling thread while the rank blocks are decoded
+/// on [`decode_threads`] others (ranks are independent); errors are the same as a
+/// sequential read's: the first failing place in file order.
 pub fn read_native<R: Read>(r: R, source_name: &str) -> Result<Trace, NativeError> {
     read_native_with_limits(r, source_name, &Limits::default())
 }
@@ -267,6 +271,36 @@ pub fn read_native_with_limits<R: Read>(
     r: R,
     source_name: &str,
     limits: &Limits,
+) -> Result<Trace, NativeError> {
+    read_native_threads(r, source_name, limits, decode_threads())
+}
+
+/// How many threads [`read_native`] decodes rank blocks on: `FLARE_DECODE_THREADS` if set
+/// (0 or 1: the calling thread alone, between reads), else one per available core (the
+/// calling thread, which decompresses, shares them), at most 8.
+pub fn decode_threads() -> usize {
+    if let Some(n) = std::env::var("FLARE_DECODE_THREADS")
+        .ok()
+        .and_then(|v| v.trim().parse::<usize>().ok())
+    {
+        return n.min(64);
+    }
+    std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+        .min(8)
+}
+
+/// Files with fewer rank blocks than this are decoded on the calling thread alone.
+const PARALLEL_MIN_RANKS: u64 = 16;
+
+/// [`read_native_with_limits`] with rank blocks decoded on `threads` threads besides the
+/// caller (0 or 1: on the calling thread, between reads).
+pub fn read_native_threads<R: Read>(
+    r: R,
+    source_name: &str,
+    limits: &Limits,
+    threads: usize,
 ) -> Result<Trace, NativeError> {
     let file = source_name;
     let mut r = r;
@@ -328,27 +362,17 @@ pub fn read_native_with_limits<R: Read>(
     })?;
 
     let n_comms = header.communicators.len();
-    let mut ranks = Vec::with_capacity(header.rank_count.min(1 << 16) as usize);
-    let mut ops_seen: u64 = 0;
-    let mut last_seq = Vec::new();
-    for index in 0..header.rank_count {
-        let where_ = format!("in the length of rank block {index}");
-        let block_len = dec.varint(&where_, "a varint block length")?;
-        let block_offset = dec.offset;
-        let block = dec.chunk(
-            block_len,
-            &format!("in rank block {index} (decompressed offset {block_offset})"),
-            &format!("{block_len} bytes of rank block {index}"),
-        )?;
-        let rt = decode_rank(&block, n_comms, &mut last_seq).map_err(|e| NativeError::Corrupt {
-            file: file.to_string(),
-            offset: block_offset + e.pos as u64,
-            location: format!("rank block {index}{}, {}", e.rank_note(), e.place),
-            expected: e.expected,
-        })?;
-        ops_seen += rt.ops.len() as u64;
-        ranks.push(rt);
-    }
+    let workers = if header.rank_count >= PARALLEL_MIN_RANKS {
+        threads
+    } else {
+        0
+    };
+    let ranks = if workers <= 1 {
+        read_blocks_here(&mut dec, header.rank_count, n_comms)?
+    } else {
+        read_blocks_parallel(&mut dec, header.rank_count, n_comms, workers)?
+    };
+    let ops_seen: u64 = ranks.iter().map(|r| r.ops.len() as u64).sum();
     if ops_seen != header.op_count {
         return Err(NativeError::Corrupt {
             file: file.to_string(),
@@ -369,6 +393,169 @@ pub fn read_native_with_limits<R: Read>(
         names: header.names,
         ranks,
     })
+}
+
+/// Reads a rank block's length and bytes into `buf` (reused). Returns where the block
+/// starts in the decompressed payload.
+fn read_block<R: Read>(
+    dec: &mut Payload<'_, R>,
+    index: u64,
+    buf: &mut Vec<u8>,
+) -> Result<u64, NativeError> {
+    let where_ = format!("in the length of rank block {index}");
+    let block_len = dec.varint(&where_, "a varint block length")?;
+    let block_offset = dec.offset;
+    dec.chunk_into(
+        buf,
+        block_len,
+        &format!("in rank block {index} (decompressed offset {block_offset})"),
+        &format!("{block_len} bytes of rank block {index}"),
+    )?;
+    Ok(block_offset)
+}
+
+fn corrupt(file: &str, index: u64, block_offset: u64, e: BlockError) -> NativeError {
+    NativeError::Corrupt {
+        file: file.to_string(),
+        offset: block_offset + e.pos as u64,
+        location: format!("rank block {index}{}, {}", e.rank_note(), e.place),
+        expected: e.expected,
+    }
+}
+
+/// The rank blocks, read and decoded one after the other on this thread.
+fn read_blocks_here<R: Read>(
+    dec: &mut Payload<'_, R>,
+    rank_count: u64,
+    n_comms: usize,
+) -> Result<Vec<RankTrace>, NativeError> {
+    let mut ranks = Vec::with_capacity(rank_count.min(1 << 16) as usize);
+    let mut last_seq = Vec::new();
+    let mut block = Vec::new();
+    for index in 0..rank_count {
+        let block_offset = read_block(dec, index, &mut block)?;
+        let rt = decode_rank(&block, n_comms, &mut last_seq)
+            .map_err(|e| corrupt(dec.file, index, block_offset, e))?;
+        ranks.push(rt);
+    }
+    Ok(ranks)
+}
+
+/// A rank block read, to be decoded.
+struct BlockJob {
+    index: u64,
+    offset: u64,
+    bytes: Vec<u8>,
+}
+
+/// Rank blocks queued per decoding thread: bounds the bytes read ahead (blocks are tens
+/// of kilobytes).
+const QUEUE_PER_THREAD: usize = 32;
+
+/// The rank blocks, read (decompressed) on this thread and decoded on `workers` others,
+/// block `i` on worker `i % workers`. The result, errors included, is what
+/// [`read_blocks_here`] gives: a decoding error in block `i` wins over any error after
+/// it (a later block's, or reading's), and blocks after a known decoding error are not
+/// read.
+fn read_blocks_parallel<R: Read>(
+    dec: &mut Payload<'_, R>,
+    rank_count: u64,
+    n_comms: usize,
+    workers: usize,
+) -> Result<Vec<RankTrace>, NativeError> {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::mpsc;
+    // The lowest index of a block that failed to decode, u64::MAX while none has.
+    let first_bad = AtomicU64::new(u64::MAX);
+    let file = dec.file;
+    type Decoded = (Vec<RankTrace>, Option<(u64, u64, BlockError)>);
+    let (outs, read_err): (Vec<Decoded>, Option<NativeError>) = std::thread::scope(|s| {
+        let (spare_tx, spare_rx) = mpsc::channel::<Vec<u8>>();
+        let mut queues = Vec::with_capacity(workers);
+        let mut handles = Vec::with_capacity(workers);
+        for _ in 0..workers {
+            let (tx, rx) = mpsc::sync_channel::<BlockJob>(QUEUE_PER_THREAD);
+            queues.push(tx);
+            let spare_tx = spare_tx.clone();
+            let first_bad = &first_bad;
+            let share = (rank_count as usize).div_ceil(workers).min(1 << 16);
+            handles.push(s.spawn(move || {
+                let mut out = Vec::with_capacity(share);
+                let mut failed = None;
+                let mut last_seq = Vec::new();
+                for job in rx {
+                    if failed.is_none() {
+                        match decode_rank(&job.bytes, n_comms, &mut last_seq) {
+                            Ok(rt) => out.push(rt),
+                            Err(e) => {
+                                first_bad.fetch_min(job.index, Ordering::Relaxed);
+                                failed = Some((job.index, job.offset, e));
+                            }
+                        }
+                    }
+                    // The reader reuses the buffer; if it has finished, it is dropped.
+                    let _ = spare_tx.send(job.bytes);
+                }
+                (out, failed)
+            }));
+        }
+        drop(spare_tx);
+        let mut read_err = None;
+        for index in 0..rank_count {
+            if first_bad.load(Ordering::Relaxed) < index {
+                break;
+            }
+            let mut bytes = spare_rx.try_recv().unwrap_or_default();
+            match read_block(dec, index, &mut bytes) {
+                Ok(offset) => {
+                    let job = BlockJob {
+                        index,
+                        offset,
+                        bytes,
+                    };
+                    // A worker only stops taking jobs by panicking, which the join
+                    // below passes on.
+                    if queues[(index % workers as u64) as usize].send(job).is_err() {
+                        break;
+                    }
+                }
+                Err(e) => {
+                    read_err = Some(e);
+                    break;
+                }
+            }
+        }
+        drop(queues);
+        let outs = handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+            .collect();
+        (outs, read_err)
+    });
+    let mut ranks = Vec::with_capacity(rank_count.min(1 << 16) as usize);
+    let mut first: Option<(u64, u64, BlockError)> = None;
+    let mut parts = Vec::with_capacity(outs.len());
+    for (out, failed) in outs {
+        if let Some(f) = failed {
+            if first.as_ref().is_none_or(|g| f.0 < g.0) {
+                first = Some(f);
+            }
+        }
+        parts.push(out.into_iter());
+    }
+    if let Some((index, offset, e)) = first {
+        return Err(corrupt(file, index, offset, e));
+    }
+    if let Some(e) = read_err {
+        return Err(e);
+    }
+    for i in 0..rank_count {
+        match parts[(i % workers as u64) as usize].next() {
+            Some(rt) => ranks.push(rt),
+            None => unreachable!("every block read was decoded or failed"),
+        }
+    }
+    Ok(ranks)
 }
 
 /// Writes `trace` to `path` in the native format.
@@ -547,18 +734,45 @@ impl<R: Read> Payload<'_, R> {
     /// Reads `len` bytes without trusting `len` for the allocation: a corrupt length on a
     /// short input ends in a truncation error, not an out-of-memory abort.
     fn chunk(&mut self, len: u64, location: &str, expected: &str) -> Result<Vec<u8>, NativeError> {
+        let mut buf = Vec::new();
+        self.chunk_into(&mut buf, len, location, expected)?;
+        Ok(buf)
+    }
+
+    /// [`Self::chunk`] into `buf`, which is cleared first; never inflates past
+    /// `limits.max_inflated_bytes`.
+    fn chunk_into(
+        &mut self,
+        buf: &mut Vec<u8>,
+        len: u64,
+        location: &str,
+        expected: &str,
+    ) -> Result<(), NativeError> {
+        buf.clear();
         let room = self
             .limits
             .max_inflated_bytes
             .saturating_sub(self.offset)
             .min(len);
-        let mut buf = Vec::with_capacity(room.min(1 << 24) as usize);
-        let n = (&mut self.inner)
-            .take(room)
-            .read_to_end(&mut buf)
-            .map_err(|e| self.fail(e, location, expected))?;
-        self.offset += n as u64;
-        if n as u64 == room && room < len {
+        buf.reserve(room.min(1 << 24) as usize);
+        // Straight from the decoder's buffer: no zeroing of `buf`, one copy.
+        let mut n = 0u64;
+        while n < room {
+            let avail = match self.inner.fill_buf() {
+                Ok(avail) => avail,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(self.fail(e, location, expected)),
+            };
+            if avail.is_empty() {
+                break;
+            }
+            let take = avail.len().min((room - n) as usize);
+            buf.extend_from_slice(&avail[..take]);
+            self.inner.consume(take);
+            n += take as u64;
+        }
+        self.offset += n;
+        if n == room && room < len {
             return Err(self
                 .over_inflated(len - room)
                 .unwrap_or_else(|| NativeError::Truncated {
@@ -567,14 +781,14 @@ impl<R: Read> Payload<'_, R> {
                     expected: expected.to_string(),
                 }));
         }
-        if (n as u64) < len {
+        if n < len {
             return Err(NativeError::Truncated {
                 file: self.file.to_string(),
                 location: self.place(location),
                 expected: expected.to_string(),
             });
         }
-        Ok(buf)
+        Ok(())
     }
 
     fn varint(&mut self, location: &str, expected: &str) -> Result<u64, NativeError> {
@@ -751,18 +965,20 @@ fn decode_rank(
         issue_ns: Op::UNKNOWN,
         amount: 0,
     };
-    let mut ops = vec![blank; n];
+    // Column 1: kind and flags. Each op is written whole here, once, and completed
+    // column by column below.
+    let mut ops = Vec::with_capacity(n);
     let mut flags = Vec::with_capacity(n);
-
-    // Column 1: kind and flags.
-    for (i, op) in ops.iter_mut().enumerate() {
+    for i in 0..n {
         let kf = c
             .u8()
             .map_err(|e| fail!(c, format!("column kind_flags, op {i}"), ve(e).into()))?;
         // Every 4-bit value is a kind (OpKind has 16 variants), so this cannot fail.
-        op.kind = OpKind::from_u8(kf & KIND_MASK).unwrap_or(OpKind::HostOther);
+        let kind = OpKind::from_u8(kf & KIND_MASK).unwrap_or(OpKind::HostOther);
+        ops.push(Op { kind, ..blank });
         flags.push(kf);
     }
+    let flags = &flags[..ops.len()];
     // Column 2: names.
     for (i, op) in ops.iter_mut().enumerate() {
         op.name = c
@@ -968,6 +1184,119 @@ mod tests {
                     }],
                 },
             ],
+        }
+    }
+
+    /// A trace of `n` ranks, each with a few ops, for the parallel reader.
+    fn many_ranks(n: u32) -> Trace {
+        let mut t = small_trace();
+        let proto = t.ranks[0].clone();
+        t.job.world_size = n;
+        t.meta.missing_ranks.clear();
+        t.ranks = (0..n)
+            .map(|r| {
+                let mut rt = proto.clone();
+                rt.rank = r;
+                for (i, op) in rt.ops.iter_mut().enumerate() {
+                    op.start_ns += (r as i64) * 7 + i as i64;
+                    op.amount += r as u64;
+                }
+                rt
+            })
+            .collect();
+        t
+    }
+
+    /// A file holding `trace`'s header and blocks, with `damage` applied to the payload
+    /// (the blocks, each with its index) before compression.
+    fn file_with(trace: &Trace, damage: impl Fn(u64, &mut Vec<u8>)) -> Vec<u8> {
+        let mut payload = Vec::new();
+        let header = HeaderOut {
+            meta: &trace.meta,
+            job: &trace.job,
+            communicators: &trace.communicators,
+            names: &trace.names,
+            rank_count: trace.ranks.len() as u64,
+            op_count: trace.op_count() as u64,
+        };
+        let json = serde_json::to_vec(&header).unwrap();
+        payload.extend_from_slice(&(json.len() as u32).to_le_bytes());
+        payload.extend_from_slice(&json);
+        let mut scratch = Scratch::default();
+        for (i, rt) in trace.ranks.iter().enumerate() {
+            let mut block = Vec::new();
+            encode_rank(rt, trace.communicators.len(), &mut block, &mut scratch);
+            damage(i as u64, &mut block);
+            varint::put_u64(&mut payload, block.len() as u64);
+            payload.extend_from_slice(&block);
+        }
+        let mut out = MAGIC.to_vec();
+        out.extend_from_slice(&VERSION.to_le_bytes());
+        let info = lz4_flex::frame::FrameInfo::new()
+            .block_size(lz4_flex::frame::BlockSize::Max64KB)
+            .block_mode(lz4_flex::frame::BlockMode::Linked)
+            .block_checksums(true)
+            .content_checksum(true);
+        let mut enc = lz4_flex::frame::FrameEncoder::with_frame_info(info, out);
+        enc.write_all(&payload).unwrap();
+        enc.finish().unwrap()
+    }
+
+    /// A change to rank block `i`'s bytes.
+    type Damage = dyn Fn(u64, &mut Vec<u8>);
+
+    fn outcome(buf: &[u8], threads: usize) -> Result<Trace, String> {
+        read_native_threads(buf, "p.flare", &Limits::default(), threads).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn parallel_reads_equal_sequential_ones() {
+        let t = many_ranks(50);
+        let good = file_with(&t, |_, _| {});
+        for threads in [2, 3, 5] {
+            assert_eq!(outcome(&good, threads), Ok(t.clone()));
+        }
+        // Blocks that fail to decode (a trailing byte, a cut column), alone or with a
+        // truncated file after them: the first failure in file order is reported.
+        let damages: [&Damage; 4] = [
+            &|i, b| {
+                if i == 7 {
+                    b.push(0)
+                }
+            },
+            &|i, b| {
+                if i == 31 || i == 44 {
+                    b.pop();
+                }
+            },
+            &|i, b| {
+                if i >= 12 {
+                    b.push(1)
+                }
+            },
+            &|i, b| {
+                if i == 0 || i == 49 {
+                    b.truncate(1)
+                }
+            },
+        ];
+        for damage in damages {
+            let bad = file_with(&t, damage);
+            let want = outcome(&bad, 0);
+            assert!(want.is_err());
+            for threads in [2, 3, 5] {
+                assert_eq!(outcome(&bad, threads), want, "{threads} threads");
+            }
+            for cut in (12..bad.len()).step_by(97) {
+                let want = outcome(&bad[..cut], 0);
+                assert!(want.is_err());
+                assert_eq!(outcome(&bad[..cut], 2), want, "cut at {cut}");
+            }
+        }
+        for cut in (0..good.len()).step_by(13) {
+            let want = outcome(&good[..cut], 0);
+            assert!(want.is_err());
+            assert_eq!(outcome(&good[..cut], 3), want, "cut at {cut}");
         }
     }
 

@@ -58,22 +58,45 @@ impl<'a> Cursor<'a> {
         self.buf.len() - self.pos
     }
 
-    #[inline]
+    #[inline(always)]
     pub fn u8(&mut self) -> Result<u8, VarintError> {
         let b = *self.buf.get(self.pos).ok_or(VarintError::Eof)?;
         self.pos += 1;
         Ok(b)
     }
 
-    #[inline]
+    #[inline(always)]
     pub fn u64(&mut self) -> Result<u64, VarintError> {
-        // Fast path: one byte, the common case for kinds, names, flags and small deltas.
         if let Some(&b) = self.buf.get(self.pos) {
+            // One byte: the common case for kinds, names, flags and small deltas.
             if b < 0x80 {
                 self.pos += 1;
                 return Ok(b as u64);
             }
+            // Ten bytes or more left: no bounds check per byte.
+            if let Some(w) = self.buf.get(self.pos..self.pos + 10) {
+                let mut v = (b & 0x7f) as u64;
+                for (i, &b) in w.iter().enumerate().skip(1) {
+                    if i == 9 && b > 1 {
+                        self.pos += 10;
+                        return Err(VarintError::Overflow);
+                    }
+                    v |= ((b & 0x7f) as u64) << (7 * i);
+                    if b < 0x80 {
+                        self.pos += i + 1;
+                        return Ok(v);
+                    }
+                }
+                unreachable!("a tenth byte below 0x80 ends the varint");
+            }
         }
+        self.u64_near_end()
+    }
+
+    /// [`Self::u64`] byte by byte, for the last bytes of the buffer.
+    #[cold]
+    #[inline(never)]
+    fn u64_near_end(&mut self) -> Result<u64, VarintError> {
         let mut v: u64 = 0;
         let mut shift = 0u32;
         loop {
@@ -93,13 +116,13 @@ impl<'a> Cursor<'a> {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     pub fn i64(&mut self) -> Result<i64, VarintError> {
         self.u64().map(unzigzag)
     }
 
     /// A varint that must fit in 32 bits.
-    #[inline]
+    #[inline(always)]
     pub fn u32(&mut self) -> Result<u32, VarintError> {
         let v = self.u64()?;
         u32::try_from(v).map_err(|_| VarintError::Overflow)
@@ -137,6 +160,39 @@ mod tests {
             assert_eq!(c.i64(), Ok(v));
         }
         assert_eq!(c.u64(), Err(VarintError::Eof));
+    }
+
+    #[test]
+    fn fast_path_and_near_end_agree() {
+        // The same bytes read with ten or more bytes after them (the fast path) and at
+        // the end of the buffer: same value or error, same position.
+        let mut cases: Vec<Vec<u8>> = vec![vec![0x80, 0x80], vec![0xff; 11]];
+        let mut over = vec![0xffu8; 9];
+        over.push(0x02);
+        cases.push(over);
+        let mut values = vec![0u64, 127, 128, 1 << 20, u32::MAX as u64, 1 << 62, u64::MAX];
+        // Every length from 1 to 10 bytes, at both ends of each length's range.
+        for bits in 1..64u32 {
+            values.push((1u64 << bits) - 1);
+            values.push(1u64 << bits);
+            values.push((1u64 << bits) | 0x55);
+        }
+        for v in values {
+            let mut b = Vec::new();
+            put_u64(&mut b, v);
+            cases.push(b);
+        }
+        for case in cases {
+            let mut padded = case.clone();
+            padded.extend_from_slice(&[0u8; 12]);
+            let mut near = Cursor::new(&case);
+            let mut fast = Cursor::new(&padded);
+            let (a, b) = (near.u64(), fast.u64());
+            if a != Err(VarintError::Eof) {
+                assert_eq!(a, b, "{case:02x?}");
+                assert_eq!(near.pos(), fast.pos(), "{case:02x?}");
+            }
+        }
     }
 
     #[test]
