@@ -107,6 +107,19 @@ struct HeaderOut<'a> {
     op_count: u64,
 }
 
+impl<'a> HeaderOut<'a> {
+    fn of(trace: &'a Trace) -> Self {
+        HeaderOut {
+            meta: &trace.meta,
+            job: &trace.job,
+            communicators: &trace.communicators,
+            names: &trace.names,
+            rank_count: trace.ranks.len() as u64,
+            op_count: trace.op_count() as u64,
+        }
+    }
+}
+
 /// The JSON header, as read.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -141,14 +154,7 @@ fn write_native_named<W: Write>(trace: &Trace, mut w: W, file: &str) -> Result<(
         .content_checksum(true);
     let mut enc = lz4_flex::frame::FrameEncoder::with_frame_info(info, w);
 
-    let header = HeaderOut {
-        meta: &trace.meta,
-        job: &trace.job,
-        communicators: &trace.communicators,
-        names: &trace.names,
-        rank_count: trace.ranks.len() as u64,
-        op_count: trace.op_count() as u64,
-    };
+    let header = HeaderOut::of(trace);
     let json = serde_json::to_vec(&header).map_err(|e| NativeError::Io {
         file: file.to_string(),
         source: io::Error::other(e),
@@ -1211,14 +1217,7 @@ mod tests {
     /// (the blocks, each with its index) before compression.
     fn file_with(trace: &Trace, damage: impl Fn(u64, &mut Vec<u8>)) -> Vec<u8> {
         let mut payload = Vec::new();
-        let header = HeaderOut {
-            meta: &trace.meta,
-            job: &trace.job,
-            communicators: &trace.communicators,
-            names: &trace.names,
-            rank_count: trace.ranks.len() as u64,
-            op_count: trace.op_count() as u64,
-        };
+        let header = HeaderOut::of(trace);
         let json = serde_json::to_vec(&header).unwrap();
         payload.extend_from_slice(&(json.len() as u32).to_le_bytes());
         payload.extend_from_slice(&json);
