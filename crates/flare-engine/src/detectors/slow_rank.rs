@@ -187,23 +187,27 @@ impl SlowRankDetector {
                 s.excess_ns / 1e6,
                 s.z
             ),
-        )];
+        )
+        .decisive()];
         if !s.iterations.is_empty() {
-            evidence.push(Evidence::new(
-                EvidenceKey::IrregularIterations,
-                s.iterations.len() as f64,
-                Some(a.n_its() as f64),
-                Unit::Iterations,
-                format!(
-                    "clearly late in iterations {}",
-                    iteration_ranges(
-                        &s.iterations
-                            .iter()
-                            .map(|&i| a.iterations[i])
-                            .collect::<Vec<_>>()
-                    )
-                ),
-            ));
+            evidence.push(
+                Evidence::new(
+                    EvidenceKey::IrregularIterations,
+                    s.iterations.len() as f64,
+                    Some(a.n_its() as f64),
+                    Unit::Iterations,
+                    format!(
+                        "clearly late in iterations {}",
+                        iteration_ranges(
+                            &s.iterations
+                                .iter()
+                                .map(|&i| a.iterations[i])
+                                .collect::<Vec<_>>()
+                        )
+                    ),
+                )
+                .decisive(),
+            );
         }
         let c = rank_cause(a, cfg, s.rank_index, &s.scope, s.excess_ns);
         evidence.extend(c.evidence);
