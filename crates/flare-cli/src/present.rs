@@ -134,7 +134,11 @@ pub fn finding_text(n: usize, f: &Finding) -> String {
     for c in f.culprits.iter().take(5) {
         s.push_str(&format!("   culprit: {}\n", c.describe()));
     }
-    for e in f.evidence.iter().take(8) {
+    // The evidence that decided the finding; the rest is in --json (a finding with none
+    // marked shows all).
+    let any = f.evidence.iter().any(|e| e.decisive);
+    let mut shown = 0;
+    for e in f.evidence.iter().filter(|e| e.decisive || !any) {
         let base = e
             .baseline
             .map(|b| format!(" (baseline {b:.3})"))
@@ -143,12 +147,10 @@ pub fn finding_text(n: usize, f: &Finding) -> String {
             "   evidence: {} = {:.3} {}{} — {}\n",
             e.metric, e.value, e.unit, base, e.detail
         ));
+        shown += 1;
     }
-    if f.evidence.len() > 8 {
-        s.push_str(&format!(
-            "   ... {} more evidence items in --json\n",
-            f.evidence.len() - 8
-        ));
+    if f.evidence.len() > shown {
+        s.push_str(&format!("   {} more in --json\n", f.evidence.len() - shown));
     }
     // Agreement of independent detectors matters to a reader: always shown.
     if !f.corroborated_by.is_empty() {

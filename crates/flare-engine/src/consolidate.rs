@@ -38,12 +38,15 @@ fn identity(f: &Finding) -> Option<Identity> {
 /// Merges findings that blame the same culprit into the most confident one, which keeps
 /// its kind and summary and gains the others' evidence (keys it lacks) and their
 /// detectors in `corroborated_by`. Findings that blame nothing (cluster-wide information) stay as they are.
+/// Each finding's decisive evidence is settled first ([`Finding::settle_decisive`]): the
+/// primary's stays decisive, the evidence merged into it never is.
 pub fn consolidate(findings: Vec<Finding>) -> Vec<Finding> {
     let mut out: Vec<Finding> = Vec::with_capacity(findings.len());
     let mut ids: Vec<Option<Identity>> = Vec::new();
     let mut sorted = findings;
     sorted.sort_by(Finding::by_importance);
-    for f in sorted {
+    for mut f in sorted {
+        f.settle_decisive();
         let id = identity(&f);
         let existing = id
             .as_ref()
@@ -57,7 +60,7 @@ pub fn consolidate(findings: Vec<Finding>) -> Vec<Finding> {
                 let primary = &mut out[k];
                 for e in f.evidence {
                     if !primary.evidence.iter().any(|p| p.metric == e.metric) {
-                        primary.evidence.push(e);
+                        primary.evidence.push(e.decisive_if(false));
                     }
                 }
                 primary.corroborated_by.push(Corroboration {
@@ -162,6 +165,9 @@ mod tests {
         // Each key once: the primary's own, then what the others added.
         let keys: Vec<_> = out[0].evidence.iter().map(|e| e.metric).collect();
         assert_eq!(keys, [EvidenceKey::BlameShare, EvidenceKey::SelfTimeExcess]);
+        // The primary's own evidence decided it; what the others added did not.
+        let decisive: Vec<_> = out[0].evidence.iter().map(|e| e.decisive).collect();
+        assert_eq!(decisive, [true, false]);
         assert_eq!(out[1].culprits[0].rank, Some(3));
         assert!(out[1].corroborated_by.is_empty());
     }

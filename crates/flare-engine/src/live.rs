@@ -613,6 +613,18 @@ fn slow_finding(
             "best peer's time over its own (1.0: as fast as the fastest peer)".into(),
         ));
     }
+    // Decisive: how much longer its own time is and how sure, that its peers wait for it,
+    // and where the excess went (compute or host phases).
+    for e in evidence.iter_mut() {
+        e.decisive = matches!(
+            e.metric,
+            EvidenceKey::OwnTimeRatio
+                | EvidenceKey::RobustZ
+                | EvidenceKey::SyncTime
+                | EvidenceKey::ComputeTime
+                | EvidenceKey::HostPhaseTime
+        );
+    }
     let mut culprit = Culprit::new(component);
     culprit.rank = Some(a.rank);
     culprit.element = Some(a.node.to_string());

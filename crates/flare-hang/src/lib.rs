@@ -1133,6 +1133,21 @@ fn finding(
             c
         })
         .collect();
+    // Decisive: the group, who arrived and who did not (or who disagrees), and for a
+    // consequence what it follows from; the op's sequence number, stacks and missing dumps
+    // support it.
+    const DECISIVE: [EvidenceKey; 7] = [
+        EvidenceKey::ProcessGroup,
+        EvidenceKey::RanksReached,
+        EvidenceKey::RanksMissing,
+        EvidenceKey::RanksBehind,
+        EvidenceKey::P2pWaiting,
+        EvidenceKey::MismatchedRanks,
+        EvidenceKey::Consequence,
+    ];
+    for e in ev.iter_mut() {
+        e.decisive = DECISIVE.contains(&e.metric);
+    }
     Finding {
         kind: FindingKind::Hang,
         severity: Severity::Critical,

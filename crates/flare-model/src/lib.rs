@@ -21,9 +21,9 @@ pub mod trace;
 
 pub use comm::{CommId, Communicator, GroupKind};
 pub use finding::{
-    Component, Corroboration, Culprit, DetectorId, Evidence, EvidenceKey, Finding, FindingKind,
-    FindingsDocument, JobSummary, RankMetrics, RankTime, Severity, SkippedDetector, Unit, Verdict,
-    WindowHistory,
+    Component, Corroboration, Culprit, DetectorId, Direction, Evidence, EvidenceKey, Finding,
+    FindingKind, FindingsDocument, JobSummary, RankMetrics, RankTime, Severity, SkippedDetector,
+    Unit, Verdict, WindowHistory,
 };
 pub use machine::{Machine, MachineMetric, MachineMetrics, MetricSeries};
 pub use op::{Op, OpKind};

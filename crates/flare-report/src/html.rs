@@ -2,7 +2,7 @@
 
 use crate::util::{c, escape, fmt_num, format_iterations, with_unit};
 use crate::{heatmap_svg, line_chart_svg, ReportInput};
-use flare_model::{Finding, RankTime, Severity, SkippedDetector, Verdict};
+use flare_model::{Evidence, Finding, RankTime, Severity, SkippedDetector, Verdict};
 use std::fmt::Write;
 
 /// Rows shown in the breakdown table.
@@ -27,6 +27,7 @@ h2{font-size:17px;margin:0 0 10px}
 h3{font-size:15px;margin:6px 0 8px}
 h4{font-size:12px;text-transform:uppercase;letter-spacing:.04em;color:var(--muted);margin:12px 0 4px}
 .note{color:var(--muted);font-size:13px;margin:4px 0 8px}
+details.more-evidence>summary{color:var(--muted);font-size:13px;cursor:pointer;margin:4px 0}
 .chart-wrap{overflow-x:auto}
 svg.chart{display:block;max-width:100%;height:auto}
 .verdict{border-left:6px solid var(--warn)}
@@ -233,6 +234,33 @@ fn write_verdict(s: &mut String, findings: &[&Finding], input: &ReportInput) {
     );
 }
 
+/// A table of evidence rows.
+fn write_evidence_table(s: &mut String, evidence: &[&Evidence]) {
+    s.push_str(
+        "<table class=\"evidence\">\n<thead><tr><th>Metric</th><th class=\"num\">Value</th>\
+         <th class=\"num\">Baseline</th><th>Unit</th><th>Detail</th></tr></thead>\n<tbody>\n",
+    );
+    for e in evidence {
+        let ratio = match e.baseline {
+            Some(b) if b.is_finite() && b != 0.0 && e.value.is_finite() => format!(
+                "<span class=\"ratio\">(×{})</span>",
+                escape(&fmt_num(e.value / b))
+            ),
+            _ => String::new(),
+        };
+        let _ = writeln!(
+            s,
+            "<tr><td><code>{}</code></td><td class=\"num\">{}{ratio}</td><td class=\"num\">{}</td><td>{}</td><td>{}</td></tr>",
+            escape(e.metric.as_str()),
+            escape(&fmt_num(e.value)),
+            escape(&e.baseline.map(fmt_num).unwrap_or_else(|| "—".to_string())),
+            escape(e.unit.as_str()),
+            escape(&e.detail)
+        );
+    }
+    s.push_str("</tbody>\n</table>\n");
+}
+
 fn write_finding(s: &mut String, f: &Finding) {
     let sev = severity_name(f.severity);
     let conf = unit_interval(f.confidence);
@@ -277,29 +305,24 @@ fn write_finding(s: &mut String, f: &Finding) {
     if f.evidence.is_empty() {
         s.push_str("<p class=\"note\">No evidence recorded.</p>\n");
     } else {
-        s.push_str(
-            "<table class=\"evidence\">\n<thead><tr><th>Metric</th><th class=\"num\">Value</th>\
-             <th class=\"num\">Baseline</th><th>Unit</th><th>Detail</th></tr></thead>\n<tbody>\n",
-        );
-        for e in &f.evidence {
-            let ratio = match e.baseline {
-                Some(b) if b.is_finite() && b != 0.0 && e.value.is_finite() => format!(
-                    "<span class=\"ratio\">(×{})</span>",
-                    escape(&fmt_num(e.value / b))
-                ),
-                _ => String::new(),
-            };
+        // The evidence that decided the finding in view, the rest folded away (a
+        // `<details>` element: no script needed). A finding with none marked shows all.
+        let any = f.evidence.iter().any(|e| e.decisive);
+        let (decisive, rest): (Vec<&Evidence>, Vec<&Evidence>) =
+            f.evidence.iter().partition(|e| e.decisive || !any);
+        if !decisive.is_empty() {
+            write_evidence_table(s, &decisive);
+        }
+        if !rest.is_empty() {
             let _ = writeln!(
                 s,
-                "<tr><td><code>{}</code></td><td class=\"num\">{}{ratio}</td><td class=\"num\">{}</td><td>{}</td><td>{}</td></tr>",
-                escape(e.metric.as_str()),
-                escape(&fmt_num(e.value)),
-                escape(&e.baseline.map(fmt_num).unwrap_or_else(|| "—".to_string())),
-                escape(e.unit.as_str()),
-                escape(&e.detail)
+                "<details class=\"more-evidence\"><summary>{} more piece{} of evidence</summary>",
+                rest.len(),
+                if rest.len() == 1 { "" } else { "s" }
             );
+            write_evidence_table(s, &rest);
+            s.push_str("</details>\n");
         }
-        s.push_str("</tbody>\n</table>\n");
     }
 
     if !f.corroborated_by.is_empty() {

@@ -298,3 +298,43 @@ fn thousand_rank_report_stays_small() {
     check_balanced(&html).unwrap();
     assert!(html.len() < 2_500_000, "{} bytes", html.len());
 }
+
+#[test]
+fn decisive_evidence_shows_and_the_rest_folds_into_details() {
+    let evil = "<script>alert(1)</script>";
+    let mut f = finding(FindingKind::SlowGpu, Severity::Warning, "slow", 0.9);
+    for (i, key) in [
+        EvidenceKey::SelfTimeExcess,
+        EvidenceKey::IrregularIterations,
+        EvidenceKey::ComputeTimeRatio,
+        EvidenceKey::HostPhaseExcessMs,
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        f.evidence.push(
+            Evidence::new(key, 1.0, None, Unit::None, format!("{evil} {i}")).decisive_if(i < 3),
+        );
+    }
+    // The first (compute_time) unmarked, three marked: it and host_phase fold away.
+    let html = render_html(&input(&doc(vec![f])));
+    let details = html
+        .find("<details class=\"more-evidence\">")
+        .expect("details");
+    assert!(html.contains("<summary>2 more pieces of evidence</summary>"));
+    for key in [
+        "self_time_excess",
+        "irregular_iterations",
+        "compute_time_ratio",
+    ] {
+        assert!(
+            html.find(key).unwrap() < details,
+            "{key} shown before the fold"
+        );
+    }
+    for key in ["host_phase_excess_ms", "<code>compute_time</code>"] {
+        assert!(html.find(key).unwrap() > details, "{key} folded");
+    }
+    assert!(!html.to_ascii_lowercase().contains("<script"));
+    check_balanced(&html).unwrap();
+}

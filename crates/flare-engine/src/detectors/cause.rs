@@ -4,7 +4,7 @@
 use crate::digest::{issue_bin_floor, HOST_KINDS, ISSUE_BINS};
 use crate::stats::median;
 use crate::{Analysis, EngineConfig};
-use flare_model::{Component, Evidence, EvidenceKey, FindingKind, OpKind, Unit};
+use flare_model::{Component, Direction, Evidence, EvidenceKey, FindingKind, OpKind, Unit};
 
 /// A rank's slowness, explained.
 pub(crate) struct RankCause {
@@ -165,17 +165,17 @@ pub(crate) fn rank_cause(
             cr,
             Some(1.0),
             Unit::Ratio,
-            "mean duration of its compute kernels over the same kernels on ranks of the same stage"
-                .into(),
+            compute_ratio_detail(cr),
         ));
     }
-    if issue.is_finite() && peer_issue.is_finite() {
+    let issue_known = issue.is_finite() && peer_issue.is_finite();
+    if issue_known {
         evidence.push(Evidence::new(
             EvidenceKey::IssueLatencyMs,
             issue / 1e6,
             Some(peer_issue / 1e6),
             Unit::Ms,
-            "median time from CPU launch to GPU start of its kernels (low: the GPU waits for the CPU)".into(),
+            issue_latency_detail(issue, peer_issue),
         ));
     }
     // XPUTimer's steep issue-latency CDF: nearly every kernel starts as soon as it is
@@ -201,10 +201,7 @@ pub(crate) fn rank_cause(
             own_low,
             Some(peer_low),
             Unit::None,
-            format!(
-                "share of its kernels that started within {:.0} us of their launch (a steep issue-latency CDF: the GPU waits for the CPU); baseline: its peers' median",
-                limit / 1e3
-            ),
+            immediate_share_detail(own_low, peer_low, limit),
         ));
     }
     let steep =
@@ -220,28 +217,37 @@ pub(crate) fn rank_cause(
             gap / 1e6,
             Some(peer_gap / 1e6),
             Unit::Ms,
-            "median time between the CPU launch of a compute op and the next launch (long: the CPU cannot issue work fast enough); baseline: its peers' median".into(),
+            launch_interval_detail(gap, peer_gap),
         ));
     }
+    let quick_issue = issue_known && issue < 0.5 * peer_issue;
     let excess = excess_ns.max(1.0);
+    let window_ns: f64 = scope.iter().filter_map(|&i| a.iteration_ns[i]).sum();
     let (kind, component, what, action) = if host_ns >= 0.4 * excess {
-        evidence.push(Evidence::new(
-            EvidenceKey::HostPhaseExcessMs,
-            host_ns / 1e6,
-            None,
-            Unit::Ms,
-            format!(
-                "{} took this much longer than on the other ranks",
-                host_kind.as_str()
-            ),
-        ));
+        evidence.push(
+            Evidence::new(
+                EvidenceKey::HostPhaseExcessMs,
+                host_ns / 1e6,
+                None,
+                Unit::Ms,
+                host_excess_detail(host_kind, host_ns, window_ns),
+            )
+            .decisive_if(!negligible_host_excess(host_ns, window_ns)),
+        );
         let (what, action) = host_pause(host_kind);
         (FindingKind::HostStall, Component::Host, what, action)
-    } else if (steep
-        || slow_launches
-        || (issue.is_finite() && peer_issue.is_finite() && issue < 0.5 * peer_issue))
+    } else if (steep || slow_launches || quick_issue)
         && compute_ratio.is_some_and(|c| c > 1.0 + cfg.min_rank_excess / 2.0)
     {
+        // Decisive: the compute ratio and the first launch sign that held.
+        let sign = if steep {
+            EvidenceKey::ImmediateLaunchShare
+        } else if slow_launches {
+            EvidenceKey::LaunchIntervalMs
+        } else {
+            EvidenceKey::IssueLatencyMs
+        };
+        mark(&mut evidence, &[EvidenceKey::ComputeTimeRatio, sign]);
         (
             FindingKind::LaunchBound,
             Component::Process,
@@ -256,6 +262,7 @@ pub(crate) fn rank_cause(
             "trace this rank's compute and host side (torch.profiler or flare's tracer) to tell a slow GPU from a host stall; meanwhile check its GPU clocks and its node's CPU load",
         )
     } else {
+        mark(&mut evidence, &[EvidenceKey::ComputeTimeRatio]);
         (
             FindingKind::SlowGpu,
             Component::Gpu,
@@ -269,6 +276,128 @@ pub(crate) fn rank_cause(
         what: what.to_string(),
         action: action.to_string(),
         evidence,
+    }
+}
+
+/// Marks the evidence of these keys as decisive.
+fn mark(evidence: &mut [Evidence], keys: &[EvidenceKey]) {
+    for e in evidence.iter_mut() {
+        if keys.contains(&e.metric) {
+            e.decisive = true;
+        }
+    }
+}
+
+/// Relative difference under which a value reads as its baseline's ("about the same").
+const LEVEL: f64 = 0.05;
+
+/// Host-phase excess below this share of the time of the iterations it was summed over
+/// is noise (0.8 ms of dataloader time in a window of seconds): it is still reported when
+/// it names the cause, but never as decisive evidence.
+const HOST_NOISE_SHARE: f64 = 0.01;
+
+/// Whether a host-phase excess is noise against the time of the iterations it was summed
+/// over (see [`HOST_NOISE_SHARE`]); without iteration times it is not.
+fn negligible_host_excess(host_ns: f64, window_ns: f64) -> bool {
+    host_ns <= 0.0 || (window_ns > 0.0 && host_ns < HOST_NOISE_SHARE * window_ns)
+}
+
+/// "x1.80", in words that follow the value against the baseline.
+fn times(value: f64, baseline: f64) -> String {
+    if baseline > 0.0 {
+        format!("x{:.2}", value / baseline)
+    } else {
+        "unlike".into()
+    }
+}
+
+/// The compute-time ratio (its kernels' time over the same kernels' on its stage peers).
+fn compute_ratio_detail(ratio: f64) -> String {
+    let what =
+        "mean duration of its compute kernels over the same kernels on ranks of the same stage";
+    match Direction::of(ratio, 1.0, LEVEL) {
+        Direction::Above => format!(
+            "{what}: {:.0}% longer (its GPU computes slower)",
+            (ratio - 1.0) * 100.0
+        ),
+        Direction::Below => format!(
+            "{what}: {:.0}% shorter (its GPU computes faster)",
+            (1.0 - ratio) * 100.0
+        ),
+        Direction::Level => format!("{what}: about the same (its GPU computes like theirs)"),
+    }
+}
+
+/// The median issue latency against its peers' (both in ns). Short: kernels start as soon
+/// as they are launched, the GPU waits for the CPU; long: kernels queue behind a busy GPU.
+fn issue_latency_detail(issue: f64, peer_issue: f64) -> String {
+    let what = "median time from CPU launch to GPU start of its kernels";
+    match Direction::of(issue, peer_issue, LEVEL) {
+        Direction::Above => format!(
+            "{what}, {} its peers' median: its kernels queue behind a busy GPU (the CPU launches ahead of it)",
+            times(issue, peer_issue)
+        ),
+        Direction::Below => format!(
+            "{what}, {} its peers' median: its kernels start as soon as they are launched (the GPU waits for the CPU)",
+            times(issue, peer_issue)
+        ),
+        Direction::Level => format!("{what}, about its peers' median"),
+    }
+}
+
+/// The share of kernels started within `limit_ns` of their launch against its peers'.
+fn immediate_share_detail(own: f64, peers: f64, limit_ns: f64) -> String {
+    let what = format!(
+        "share of its kernels that started within {:.0} us of their launch; baseline: its peers' median",
+        limit_ns / 1e3
+    );
+    match Direction::of(own, peers, LEVEL) {
+        Direction::Above => format!(
+            "{what}: more than theirs (a steep issue-latency CDF: the GPU waits for the CPU)"
+        ),
+        Direction::Below => {
+            format!("{what}: fewer than theirs (its kernels wait for the GPU more often)")
+        }
+        Direction::Level => format!("{what}: about theirs"),
+    }
+}
+
+/// The median launch interval against its peers' (both in ns).
+fn launch_interval_detail(gap: f64, peer_gap: f64) -> String {
+    let what = "median time between the CPU launch of a compute op and the next launch";
+    match Direction::of(gap, peer_gap, LEVEL) {
+        Direction::Above => format!(
+            "{what}, {} its peers' median: its CPU issues work slower than theirs",
+            times(gap, peer_gap)
+        ),
+        Direction::Below => format!(
+            "{what}, {} its peers' median: its CPU issues work faster than theirs",
+            times(gap, peer_gap)
+        ),
+        Direction::Level => {
+            format!("{what}, about its peers' median: its CPU issues work as fast as theirs")
+        }
+    }
+}
+
+/// A host phase's time beyond its peers', against the time of the iterations it was
+/// summed over.
+fn host_excess_detail(kind: OpKind, host_ns: f64, window_ns: f64) -> String {
+    let share = if window_ns > 0.0 {
+        format!(
+            " ({:.2}% of those iterations' time)",
+            host_ns / window_ns * 100.0
+        )
+    } else {
+        String::new()
+    };
+    if host_ns > 0.0 {
+        format!(
+            "{} took this much longer than on the other ranks{share}",
+            kind.as_str()
+        )
+    } else {
+        format!("{} took no longer than on the other ranks", kind.as_str())
     }
 }
 
@@ -291,5 +420,105 @@ pub(crate) fn host_pause(kind: OpKind) -> (&'static str, &'static str) {
             "host-side pauses",
             "profile the host side of this rank (py-spy) and remove the pause",
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wording_follows_the_value_against_its_baseline() {
+        // (value, baseline, words the detail must hold, words it must not)
+        let issue = [
+            (
+                2.0e6,
+                1.0e6,
+                "x2.00 its peers' median: its kernels queue",
+                "waits for the CPU",
+            ),
+            (
+                0.25e6,
+                1.0e6,
+                "x0.25 its peers' median: its kernels start as soon",
+                "queue",
+            ),
+            (1.0e6, 1.0e6, "about its peers' median", "waits"),
+        ];
+        for (v, b, has, not) in issue {
+            let d = issue_latency_detail(v, b);
+            assert!(d.contains(has) && !d.contains(not), "{v} vs {b}: {d}");
+        }
+        let gap = [
+            (
+                3.0e6,
+                1.0e6,
+                "x3.00 its peers' median: its CPU issues work slower",
+                "faster",
+            ),
+            (
+                0.5e6,
+                1.0e6,
+                "x0.50 its peers' median: its CPU issues work faster",
+                "slower",
+            ),
+            (1.0e6, 1.0e6, "as fast as theirs", "slower"),
+        ];
+        for (v, b, has, not) in gap {
+            let d = launch_interval_detail(v, b);
+            assert!(d.contains(has) && !d.contains(not), "{v} vs {b}: {d}");
+        }
+        let share = [
+            (0.95, 0.4, "more than theirs", "fewer"),
+            (0.1, 0.4, "fewer than theirs", "more than"),
+            (0.4, 0.4, "about theirs", "waits"),
+        ];
+        for (v, b, has, not) in share {
+            let d = immediate_share_detail(v, b, 8e3);
+            assert!(d.contains(has) && !d.contains(not), "{v} vs {b}: {d}");
+            assert!(d.contains("within 8 us"), "{d}");
+        }
+        let ratio = [
+            (1.3, "30% longer (its GPU computes slower)", "faster"),
+            (0.8, "20% shorter (its GPU computes faster)", "slower"),
+            (1.0, "about the same", "slower"),
+        ];
+        for (v, has, not) in ratio {
+            let d = compute_ratio_detail(v);
+            assert!(d.contains(has) && !d.contains(not), "{v}: {d}");
+        }
+        let host = [
+            (
+                5e6,
+                100e6,
+                "took this much longer than on the other ranks (5.00% of",
+            ),
+            (0.0, 100e6, "took no longer"),
+            (5e6, 0.0, "took this much longer than on the other ranks"),
+        ];
+        for (v, w, has) in host {
+            let d = host_excess_detail(OpKind::DataLoader, v, w);
+            assert!(d.contains(has), "{v} of {w}: {d}");
+        }
+    }
+
+    #[test]
+    fn host_excess_under_one_percent_of_the_iterations_is_noise() {
+        for (host_ns, window_ns, noise) in [
+            // 0.8 ms of dataloader time in 2 s of iterations: noise.
+            (0.8e6, 2e9, true),
+            (19.9e6, 2e9, true),
+            (20e6, 2e9, false),
+            (500e6, 2e9, false),
+            (0.0, 2e9, true),
+            // No iteration times to weigh it against: not noise.
+            (0.8e6, 0.0, false),
+        ] {
+            assert_eq!(
+                negligible_host_excess(host_ns, window_ns),
+                noise,
+                "{host_ns} of {window_ns}"
+            );
+        }
     }
 }

@@ -268,7 +268,8 @@ impl GraphDetector {
                     scoped / 1e6,
                     scope.len()
                 ),
-            ),
+            )
+            .decisive(),
             Evidence::new(
                 EvidenceKey::GpusWorthOfWaiting,
                 scoped_gpus,
@@ -293,7 +294,8 @@ impl GraphDetector {
                     },
                     sharing
                 ),
-            ),
+            )
+            .decisive(),
             Evidence::new(
                 EvidenceKey::AbnormalOpGroups,
                 abnormal as f64,

@@ -12,8 +12,8 @@
 use crate::stats::{confidence, median};
 use crate::{Analysis, Detector, EngineConfig, Outcome};
 use flare_model::{
-    Component, Culprit, DetectorId, Evidence, EvidenceKey, Finding, FindingKind, MachineMetric,
-    Severity, Unit,
+    Component, Culprit, DetectorId, Direction, Evidence, EvidenceKey, Finding, FindingKind,
+    MachineMetric, Severity, Unit,
 };
 
 pub struct MachineDetector;
@@ -321,9 +321,10 @@ impl MachineDetector {
                     Some(0.0),
                     Unit::Percent,
                     format!(
-                        "{}{} off the median of the same device on {} machines for {:.1} min from {:.0} s (robust z {:.1}; alerts need {:.0} s)",
+                        "{}{} {} the median of the same device on {} machines for {:.1} min from {:.0} s (robust z {:.1}; alerts need {:.0} s)",
                         al.metric.as_str(),
                         al.device.map(|d| format!(" of device {d}")).unwrap_or_default(),
+                        Direction::of(al.deviation, 0.0, 0.0).pick("above", "below", "at"),
                         m.machines.len(),
                         al.len as f64 * m.interval_s / 60.0,
                         al.start as f64 * m.interval_s,

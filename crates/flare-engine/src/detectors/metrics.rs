@@ -231,26 +231,31 @@ impl Detector for MetricsDetector {
                     Some(cfg.min_relative_score),
                     Unit::None,
                     "the best peer's mean kernel time over its own (nvidia-resiliency-ext's relative score; 1.0: as fast as the fastest rank of its stage)".into(),
-                ),
+                )
+                .decisive_if(r.relative_score < cfg.min_relative_score),
                 Evidence::new(
                     EvidenceKey::IndividualScore,
                     r.individual_score,
                     Some(cfg.min_relative_score),
                     Unit::None,
                     "its own best iteration's mean kernel time over its latest (1.0: as fast as it has been)".into(),
-                ),
+                )
+                .decisive_if(r.individual_score < cfg.min_relative_score),
             ];
             if let Some(x) = rel_flops {
-                evidence.push(Evidence::new(
-                    EvidenceKey::TflopsRatio,
-                    x,
-                    Some(1.0),
-                    Unit::Ratio,
-                    format!(
+                evidence.push(
+                    Evidence::new(
+                        EvidenceKey::TflopsRatio,
+                        x,
+                        Some(1.0),
+                        Unit::Ratio,
+                        format!(
                         "achieved FLOPS of its kernels ({:.1} TFLOPS) over its stage peers' median",
                         r.tflops
                     ),
-                ));
+                    )
+                    .decisive_if(x < 1.0 - cfg.min_rank_excess),
+                );
             }
             if let Some(x) = peer_ratio(a, m, ri, |x| x.bus_gbps) {
                 evidence.push(Evidence::new(

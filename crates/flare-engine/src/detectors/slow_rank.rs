@@ -13,7 +13,7 @@ use super::cause::rank_cause;
 use super::iteration_ranges;
 use crate::stats::{confidence, median_mad};
 use crate::{Analysis, Detector, EngineConfig, Outcome};
-use flare_model::{DetectorId, Evidence, EvidenceKey, Finding, Severity, Unit};
+use flare_model::{DetectorId, Direction, Evidence, EvidenceKey, Finding, Severity, Unit};
 
 pub struct SlowRankDetector;
 
@@ -181,29 +181,28 @@ impl SlowRankDetector {
             s.rel * 100.0,
             Some(median_rel * 100.0),
             Unit::Percent,
-            format!(
-                "time between its collectives exceeds the other members' by {:.1}% over the window ({:.1} ms in all), {:.1} robust standard deviations above the typical rank",
-                (s.rel - median_rel) * 100.0,
-                s.excess_ns / 1e6,
-                s.z
-            ),
-        )];
+            self_time_detail(s.rel, median_rel, s.excess_ns, s.z),
+        )
+        .decisive()];
         if !s.iterations.is_empty() {
-            evidence.push(Evidence::new(
-                EvidenceKey::IrregularIterations,
-                s.iterations.len() as f64,
-                Some(a.n_its() as f64),
-                Unit::Iterations,
-                format!(
-                    "clearly late in iterations {}",
-                    iteration_ranges(
-                        &s.iterations
-                            .iter()
-                            .map(|&i| a.iterations[i])
-                            .collect::<Vec<_>>()
-                    )
-                ),
-            ));
+            evidence.push(
+                Evidence::new(
+                    EvidenceKey::IrregularIterations,
+                    s.iterations.len() as f64,
+                    Some(a.n_its() as f64),
+                    Unit::Iterations,
+                    format!(
+                        "clearly late in iterations {}",
+                        iteration_ranges(
+                            &s.iterations
+                                .iter()
+                                .map(|&i| a.iterations[i])
+                                .collect::<Vec<_>>()
+                        )
+                    ),
+                )
+                .decisive(),
+            );
         }
         let c = rank_cause(a, cfg, s.rank_index, &s.scope, s.excess_ns);
         evidence.extend(c.evidence);
@@ -234,6 +233,41 @@ impl SlowRankDetector {
             iterations: its,
             detector: self.id(),
             corroborated_by: vec![],
+        }
+    }
+}
+
+/// The self-time excess of a suspect (`rel`, relative) against the typical rank's
+/// (`median_rel`), worded from the direction of the difference: a suspect flagged for some
+/// iterations can be below the typical rank over the whole window.
+fn self_time_detail(rel: f64, median_rel: f64, excess_ns: f64, z: f64) -> String {
+    let diff = (rel - median_rel) * 100.0;
+    let how = match Direction::of(rel, median_rel, 0.0) {
+        Direction::Above => format!("exceeds the other members' by {diff:.1}%"),
+        Direction::Below => format!("falls short of the other members' by {:.1}%", -diff),
+        Direction::Level => "matches the other members'".to_string(),
+    };
+    let side = if z < 0.0 { "below" } else { "above" };
+    format!(
+        "time between its collectives {how} over the window ({:.1} ms in all), {:.1} robust standard deviations {side} the typical rank",
+        excess_ns / 1e6,
+        z.abs()
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn self_time_wording_follows_the_excess() {
+        for (rel, median, z, want) in [
+            (0.5, 0.0, 60.0, "exceeds the other members' by 50.0% over the window (10.0 ms in all), 60.0 robust standard deviations above"),
+            (-0.1, 0.0, -2.0, "falls short of the other members' by 10.0% over the window (10.0 ms in all), 2.0 robust standard deviations below"),
+            (0.0, 0.0, 0.0, "matches the other members' over the window"),
+        ] {
+            let d = self_time_detail(rel, median, 10e6, z);
+            assert!(d.contains(want), "{rel} vs {median}: {d}");
         }
     }
 }

@@ -170,6 +170,9 @@ impl FindingsDocument {
     /// the culprit ranks derived from them.
     pub fn new(job: JobSummary, mut findings: Vec<Finding>, conclusive: bool) -> Self {
         findings.sort_by(Finding::by_importance);
+        for f in findings.iter_mut() {
+            f.settle_decisive();
+        }
         let verdict = Verdict::of(conclusive, &findings);
         let culprit_ranks = findings
             .iter()

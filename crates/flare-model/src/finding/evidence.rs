@@ -212,6 +212,11 @@ pub struct Evidence {
     pub unit: Unit,
     /// What the number means, for a person.
     pub detail: String,
+    /// Whether this number decided the finding (three to five per finding); the rest
+    /// supports it. Text output shows only the decisive evidence. Always `false` for
+    /// evidence merged in from other detectors.
+    #[serde(default)]
+    pub decisive: bool,
 }
 
 impl Evidence {
@@ -228,6 +233,54 @@ impl Evidence {
             baseline,
             unit,
             detail,
+            decisive: false,
+        }
+    }
+
+    /// The same evidence, marked as one that decided the finding.
+    pub fn decisive(self) -> Self {
+        self.decisive_if(true)
+    }
+
+    /// The same evidence, marked as decisive when `yes`.
+    pub fn decisive_if(mut self, yes: bool) -> Self {
+        self.decisive = yes;
+        self
+    }
+}
+
+/// How a value compares with its baseline, for wording evidence: the direction comes
+/// from the numbers, never from what the detector expected.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Direction {
+    Above,
+    Below,
+    /// Within `tolerance` (relative) of the baseline, or either is not finite.
+    Level,
+}
+
+impl Direction {
+    /// `value` against `baseline`: level within a relative `tolerance` (e.g. 0.05: 5%).
+    pub fn of(value: f64, baseline: f64, tolerance: f64) -> Direction {
+        if !value.is_finite() || !baseline.is_finite() {
+            return Direction::Level;
+        }
+        let margin = tolerance * baseline.abs().max(value.abs());
+        if value > baseline + margin {
+            Direction::Above
+        } else if value < baseline - margin {
+            Direction::Below
+        } else {
+            Direction::Level
+        }
+    }
+
+    /// The word for it among `(above, below, level)`.
+    pub fn pick<'a>(self, above: &'a str, below: &'a str, level: &'a str) -> &'a str {
+        match self {
+            Direction::Above => above,
+            Direction::Below => below,
+            Direction::Level => level,
         }
     }
 }
@@ -258,6 +311,43 @@ mod tests {
             );
         }
         assert!(!EvidenceKey::BlameShare.is_machine_deviation());
+    }
+
+    #[test]
+    fn direction_follows_the_value_against_its_baseline() {
+        for (value, baseline, want) in [
+            (2.0, 1.0, Direction::Above),
+            (0.5, 1.0, Direction::Below),
+            (1.0, 1.0, Direction::Level),
+            (1.02, 1.0, Direction::Level),
+            (0.98, 1.0, Direction::Level),
+            (0.0, 0.0, Direction::Level),
+            (f64::NAN, 1.0, Direction::Level),
+            (-2.0, -1.0, Direction::Below),
+        ] {
+            assert_eq!(
+                Direction::of(value, baseline, 0.05),
+                want,
+                "{value} vs {baseline}"
+            );
+        }
+        assert_eq!(Direction::Below.pick("a", "b", "c"), "b");
+    }
+
+    #[test]
+    fn decisive_defaults_to_false_in_json() {
+        let e = Evidence::new(
+            EvidenceKey::BlameShare,
+            1.0,
+            None,
+            Unit::Percent,
+            "x".into(),
+        );
+        assert!(!e.decisive && e.clone().decisive().decisive);
+        let mut v = serde_json::to_value(&e).unwrap();
+        assert_eq!(v["decisive"], false);
+        v.as_object_mut().unwrap().remove("decisive");
+        assert_eq!(serde_json::from_value::<Evidence>(v).unwrap(), e);
     }
 
     #[test]

@@ -13,7 +13,7 @@ pub use detector::{Corroboration, DetectorId};
 pub use document::{
     FindingsDocument, JobSummary, RankMetrics, RankTime, SkippedDetector, Verdict, WindowHistory,
 };
-pub use evidence::{Evidence, EvidenceKey, Unit};
+pub use evidence::{Direction, Evidence, EvidenceKey, Unit};
 
 use serde::{Deserialize, Serialize};
 
@@ -189,6 +189,42 @@ pub struct Finding {
 }
 
 impl Finding {
+    /// Fewest pieces of evidence marked decisive, when the finding has that many.
+    pub const MIN_DECISIVE: usize = 3;
+    /// Most pieces of evidence marked decisive.
+    pub const MAX_DECISIVE: usize = 5;
+
+    /// The evidence that decided it, in its order.
+    pub fn decisive_evidence(&self) -> impl Iterator<Item = &Evidence> {
+        self.evidence.iter().filter(|e| e.decisive)
+    }
+
+    /// The rule that every finding marks three to five decisive pieces of evidence:
+    /// detectors mark what decided the finding where they build it; beyond
+    /// [`Self::MAX_DECISIVE`] the later marks are dropped, and below
+    /// [`Self::MIN_DECISIVE`] the first unmarked pieces of the finding's own evidence
+    /// (detectors put the strongest first) are marked until there are three or none is
+    /// left. Idempotent; consolidation settles each finding before merging, so evidence
+    /// merged from other detectors never becomes decisive.
+    pub fn settle_decisive(&mut self) {
+        let mut marked = 0;
+        for e in self.evidence.iter_mut() {
+            if e.decisive {
+                marked += 1;
+                e.decisive = marked <= Self::MAX_DECISIVE;
+            }
+        }
+        for e in self.evidence.iter_mut() {
+            if marked >= Self::MIN_DECISIVE {
+                break;
+            }
+            if !e.decisive {
+                e.decisive = true;
+                marked += 1;
+            }
+        }
+    }
+
     /// Ordering key: severity first, then confidence.
     pub fn rank_key(&self) -> (Severity, f64) {
         (self.severity, self.confidence)
@@ -237,5 +273,54 @@ mod tests {
         assert_eq!(c.describe(), "gpu rank 139 (node 17, GPU 3)");
         let back: Finding = serde_json::from_value(v).unwrap();
         assert_eq!(back, f);
+    }
+
+    #[test]
+    fn three_to_five_pieces_of_evidence_are_decisive() {
+        let ev = |decisive: bool| {
+            Evidence::new(
+                EvidenceKey::BlameShare,
+                1.0,
+                None,
+                Unit::None,
+                String::new(),
+            )
+            .decisive_if(decisive)
+        };
+        let with = |marks: &[bool]| Finding {
+            kind: FindingKind::SlowGpu,
+            severity: Severity::Warning,
+            summary: String::new(),
+            confidence: 0.5,
+            culprits: vec![],
+            evidence: marks.iter().map(|&d| ev(d)).collect(),
+            action: String::new(),
+            iterations: vec![],
+            detector: DetectorId::SlowRank,
+            corroborated_by: vec![],
+        };
+        let settled = |marks: &[bool]| {
+            let mut f = with(marks);
+            f.settle_decisive();
+            let once: Vec<bool> = f.evidence.iter().map(|e| e.decisive).collect();
+            f.settle_decisive();
+            assert_eq!(
+                once,
+                f.evidence.iter().map(|e| e.decisive).collect::<Vec<_>>()
+            );
+            once
+        };
+        let (t, n) = (true, false);
+        // Nothing marked: the first three.
+        assert_eq!(settled(&[n, n, n, n]), [t, t, t, n]);
+        // Fewer pieces than three: all of them.
+        assert_eq!(settled(&[n, n]), [t, t]);
+        assert_eq!(settled(&[]), Vec::<bool>::new());
+        // Marked ones stay; the first unmarked fill up to three.
+        assert_eq!(settled(&[n, t, n, n, t]), [t, t, n, n, t]);
+        // Three to five marked: as the detector said.
+        assert_eq!(settled(&[n, t, t, n, t, n]), [n, t, t, n, t, n]);
+        // More than five: the first five.
+        assert_eq!(settled(&[t; 7]), [t, t, t, t, t, n, n]);
     }
 }
