@@ -71,8 +71,13 @@ pub fn rank_metrics(a: &Analysis) -> Vec<RankMetrics> {
             if !r.kernel_ns.is_nan() {
                 let k = r.kernel_ns;
                 means[ri * n_its + i] = k;
-                x.best = x.best.min(k);
-                x.latest = k;
+                // The individual score compares finished iterations only: the one a
+                // hang or the end of the trace cut short ran some of its kernels, not
+                // its usual mix, and is no sign that the GPU slowed down.
+                if !r.span_ns.is_nan() {
+                    x.best = x.best.min(k);
+                    x.latest = k;
+                }
             }
         }
     }
