@@ -79,13 +79,25 @@ impl Detector for GraphDetector {
         // Per iteration, the rank blamed most and its blame over the next rank's.
         let mut top_rank: Vec<Option<(usize, f64)>> = vec![None; n_its];
         let mut comm_blame: HashMap<u32, Vec<f64>> = HashMap::new();
+        // A rank blamed in an iteration where its whole data-parallel replica carried
+        // more work (longer sequences) waited on its own data, not on a slow device: as
+        // for slow_rank, that blame is left to the sequence-imbalance detector.
+        let loads = a.replica_loads();
+        let replica_heavy = loads.any_heavy(cfg.min_imbalance);
+        let explained = |r: usize, i: usize| {
+            replica_heavy
+                && a.ctx
+                    .replica
+                    .get(r)
+                    .is_some_and(|&dp| loads.heavy(dp, i, cfg.min_imbalance))
+        };
         for (i, d) in a.digests.iter().enumerate() {
             let (mut best, mut second, mut who) = (0.0f64, 0.0f64, None);
             for b in &d.blame {
                 match b.root {
                     Root::Rank(ri) => {
                         let ri = ri as usize;
-                        if ri >= n_ranks {
+                        if ri >= n_ranks || explained(ri, i) {
                             continue;
                         }
                         rank_blame[ri] += b.ns;
