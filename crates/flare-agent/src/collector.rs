@@ -10,7 +10,7 @@ use flare_model::summary::SUMMARY_VERSION;
 use flare_model::{HangRecord, WindowSummary};
 use flare_tracer::RingFile;
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 /// Running totals, for logs and metrics.
@@ -45,6 +45,28 @@ struct Rejected {
 
 /// Failures before a file is reported (a file caught mid-creation opens on the retry).
 const REJECT_LOG_AFTER: u32 = 3;
+
+/// Counts one more refusal of `path` and sets its next try: the scan interval doubled per
+/// attempt (up to 64 times), at most a minute away.
+fn reject<'a>(
+    rejected: &'a mut HashMap<PathBuf, Rejected>,
+    path: &Path,
+    now: Instant,
+    scan_interval: Duration,
+) -> &'a mut Rejected {
+    let r = rejected.entry(path.to_path_buf()).or_insert(Rejected {
+        attempts: 0,
+        next_try: now,
+        logged: false,
+        conflict: false,
+    });
+    r.attempts += 1;
+    r.next_try = now
+        + scan_interval
+            .saturating_mul(1 << r.attempts.min(6))
+            .min(Duration::from_secs(60));
+    r
+}
 
 pub struct Collector {
     cfg: AgentConfig,
@@ -298,19 +320,7 @@ impl Collector {
             });
             if let (Some(other), Ok(f)) = (conflict, &result) {
                 let i = f.info();
-                let r = self.rejected.entry(path.clone()).or_insert(Rejected {
-                    attempts: 0,
-                    next_try: now,
-                    logged: false,
-                    conflict: false,
-                });
-                r.attempts += 1;
-                r.next_try = now
-                    + self
-                        .cfg
-                        .scan_interval
-                        .saturating_mul(1 << r.attempts.min(6))
-                        .min(Duration::from_secs(60));
+                let r = reject(&mut self.rejected, path, now, self.cfg.scan_interval);
                 if !r.conflict {
                     r.conflict = true;
                     self.stats.rank_conflicts += 1;
@@ -334,18 +344,7 @@ impl Collector {
                     self.sources.push(Source::new(f, now_mono));
                 }
                 Err(e) => {
-                    let r = self.rejected.entry(path.clone()).or_insert(Rejected {
-                        attempts: 0,
-                        next_try: now,
-                        logged: false,
-                        conflict: false,
-                    });
-                    r.attempts += 1;
-                    let backoff = self
-                        .cfg
-                        .scan_interval
-                        .saturating_mul(1 << r.attempts.min(6));
-                    r.next_try = now + backoff.min(Duration::from_secs(60));
+                    let r = reject(&mut self.rejected, path, now, self.cfg.scan_interval);
                     if r.attempts >= REJECT_LOG_AFTER && !r.logged {
                         r.logged = true;
                         tracing::warn!(error = %e, "skipping a file that is not a readable tracer file");
