@@ -261,6 +261,16 @@ pub(crate) fn rank_cause(
             "its own delays before collectives (the trace has no compute or host ops to tell GPU from host)",
             "trace this rank's compute and host side (torch.profiler or flare's tracer) to tell a slow GPU from a host stall; meanwhile check its GPU clocks and its node's CPU load",
         )
+    } else if compute_ratio.is_some_and(|c| !kernels_slower(c)) {
+        // Its kernels run at its peers' speed: the delay is elsewhere, and draining a
+        // healthy GPU would not remove it.
+        mark(&mut evidence, &[EvidenceKey::ComputeTimeRatio]);
+        (
+            FindingKind::SlowRank,
+            Component::Process,
+            "delays outside its kernels and traced host phases (its kernels run at its peers' speed)",
+            "its GPU is not slower: look at what else holds it before its collectives (communication outside them over a slow NIC or link, CPU contention, untraced host work); profile it (py-spy, torch.profiler) and check its node's NICs (ibstat, port counters)",
+        )
     } else {
         mark(&mut evidence, &[EvidenceKey::ComputeTimeRatio]);
         (
@@ -277,6 +287,16 @@ pub(crate) fn rank_cause(
         action: action.to_string(),
         evidence,
     }
+}
+
+/// Kernels this much slower than their peers' on average are a slower GPU; below it,
+/// the difference is the spread healthy GPUs show. The evidence is worded by the same
+/// bound, so a finding never calls a GPU slow while its evidence says it is not.
+const SLOWER_KERNELS: f64 = 0.02;
+
+/// Whether a compute-time ratio to the peers says the GPU is slower.
+fn kernels_slower(ratio: f64) -> bool {
+    Direction::of(ratio, 1.0, SLOWER_KERNELS) == Direction::Above
 }
 
 /// Marks the evidence of these keys as decisive.
@@ -315,7 +335,7 @@ fn times(value: f64, baseline: f64) -> String {
 fn compute_ratio_detail(ratio: f64) -> String {
     let what =
         "mean duration of its compute kernels over the same kernels on ranks of the same stage";
-    match Direction::of(ratio, 1.0, LEVEL) {
+    match Direction::of(ratio, 1.0, SLOWER_KERNELS) {
         Direction::Above => format!(
             "{what}: {:.0}% longer (its GPU computes slower)",
             (ratio - 1.0) * 100.0
@@ -499,6 +519,26 @@ mod tests {
         for (v, w, has) in host {
             let d = host_excess_detail(OpKind::DataLoader, v, w);
             assert!(d.contains(has), "{v} of {w}: {d}");
+        }
+    }
+
+    #[test]
+    fn kernels_two_percent_slower_are_a_slower_gpu_and_the_wording_agrees() {
+        for (ratio, slower) in [
+            (1.3, true),
+            (1.047, true),
+            (1.025, true),
+            (1.016, false),
+            (1.0, false),
+            (0.9, false),
+        ] {
+            assert_eq!(kernels_slower(ratio), slower, "{ratio}");
+            let d = compute_ratio_detail(ratio);
+            assert_eq!(
+                d.contains("its GPU computes slower"),
+                slower,
+                "{ratio}: {d}"
+            );
         }
     }
 
