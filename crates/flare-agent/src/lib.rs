@@ -24,6 +24,7 @@ mod error;
 mod metrics;
 mod procfs;
 mod pusher;
+pub mod replay;
 mod source;
 pub mod stacks;
 mod stats;

@@ -13,6 +13,9 @@ pub struct Analysis<'a> {
     pub iteration_ns: Vec<Option<f64>>,
     /// The job's machine metrics, when given.
     pub machine: Option<&'a flare_model::MachineMetrics>,
+    /// The live window being diagnosed, when the digests come from agent summaries (its
+    /// watchdog records are read directly).
+    pub live: Option<&'a crate::live::LiveWindow>,
     /// Per-rank metrics, computed on first use (several detectors and the diagnosis read
     /// them).
     metrics: std::sync::OnceLock<Vec<crate::detectors::metrics::RankMetrics>>,
@@ -98,6 +101,7 @@ impl<'a> Analysis<'a> {
             iterations,
             iteration_ns,
             machine: None,
+            live: None,
             metrics: std::sync::OnceLock::new(),
             replica_loads: std::sync::OnceLock::new(),
             transfers: std::sync::OnceLock::new(),

@@ -35,6 +35,15 @@ pub struct JobContext {
     fabric: OnceLock<Fabric>,
     /// Communicators grouped by role (computed on first use).
     roles: OnceLock<Roles>,
+    /// Where each rank runs by host name, when the source says so (live summaries); the
+    /// cluster topology's dense placement otherwise.
+    pub hosts: Option<RankHosts>,
+}
+
+/// Each rank's host and local rank, by rank id, as the node agents reported them.
+#[derive(Clone, Debug, Default)]
+pub struct RankHosts {
+    pub of_rank: HashMap<u32, (String, u32)>,
 }
 
 /// Communicators that play the same role in the job: the same kind and size, between the
@@ -137,6 +146,7 @@ impl JobContext {
             comm_pods,
             fabric: OnceLock::new(),
             roles: OnceLock::new(),
+            hosts: None,
         }
     }
 
@@ -234,6 +244,13 @@ impl JobContext {
 
     /// A culprit for one rank, with its place in the cluster and the job.
     pub fn rank_culprit(&self, component: Component, rank: u32) -> Culprit {
+        if let Some((host, local)) = self.hosts.as_ref().and_then(|h| h.of_rank.get(&rank)) {
+            let mut c = Culprit::new(component);
+            c.rank = Some(rank);
+            c.local_gpu = Some(*local);
+            c.element = Some(host.clone());
+            return c;
+        }
         Culprit::at_rank(
             component,
             rank,

@@ -109,6 +109,10 @@ pub enum Outcome {
     Findings(Vec<Finding>),
     /// The window lacks what this detector needs; the reason says what.
     NotEnoughData(String),
+    /// This kind of source never carries what it reads (watchdog records in a file,
+    /// in-flight collectives in live summaries), and another detector covers the same
+    /// fault from what the source has: not listed as skipped.
+    NotApplicable,
 }
 
 /// One diagnosis rule.
@@ -131,6 +135,7 @@ pub trait Detector: Send + Sync {
 pub fn registry() -> Vec<Box<dyn Detector>> {
     vec![
         Box::new(detectors::hang::HangDetector),
+        Box::new(detectors::watchdog::WatchdogDetector),
         Box::new(detectors::iteration::IterationDetector),
         Box::new(detectors::slow_rank::SlowRankDetector),
         Box::new(detectors::graph::GraphDetector),

@@ -313,6 +313,7 @@ pub(crate) fn run_detectors(a: &Analysis, cfg: &EngineConfig) -> Diagnosis {
                 detector: d.id(),
                 reason,
             }),
+            Some(Outcome::NotApplicable) => {}
             // A detector that panicked on another thread: the scope above re-raises the
             // panic, so this is not reached.
             None => {}

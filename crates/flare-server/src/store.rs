@@ -7,9 +7,10 @@
 //! atomically so two nodes posting at once cannot leave a diagnosis that misses one.
 
 use crate::ingest;
-use flare_engine::live::{diagnose_window, LiveConfig, LiveDiagnosis};
+use flare_engine::live::{diagnose_window, LiveConfig, LiveDiagnosis, LiveWindow};
 use flare_model::{
-    Finding, FindingKind, FindingsDocument, JobSummary, WindowHistory, WindowSummary,
+    Finding, FindingKind, FindingsDocument, JobSummary, SkippedDetector, WindowHistory,
+    WindowSummary,
 };
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 use serde::{Deserialize, Serialize};
@@ -23,6 +24,10 @@ pub const SCHEMA_VERSION: i64 = 1;
 /// does not decode every stored summary of it again. Bounded in summaries, not windows:
 /// a window holds one per node.
 const CACHE_SUMMARIES: usize = 16_384;
+
+/// Merged windows kept for the next windows' analyses (each is analysed with the job's
+/// earlier windows), bounded in ranks: a window holds one record per rank.
+const CACHE_WINDOW_RANKS: usize = 262_144;
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS jobs (
@@ -108,6 +113,9 @@ pub struct WindowDiagnosis {
     pub conclusive: bool,
     pub ranks_with_data: usize,
     pub notes: Vec<String>,
+    /// Detectors that could not run on the window, with why.
+    #[serde(default)]
+    pub skipped: Vec<SkippedDetector>,
     pub world_size: u32,
     pub nodes: usize,
     /// Ranks below `world_size` with no summary, as inclusive ranges: compact while a
@@ -137,6 +145,7 @@ impl WindowDiagnosis {
             conclusive: d.conclusive,
             ranks_with_data: d.ranks,
             notes: d.notes,
+            skipped: d.skipped,
             world_size,
             nodes: window.len(),
             missing,
@@ -170,6 +179,7 @@ impl WindowDiagnosis {
         };
         let mut doc = FindingsDocument::new(job, self.findings.clone(), self.conclusive);
         doc.notes = self.notes.clone();
+        doc.skipped_detectors = self.skipped.clone();
         doc.history = history;
         doc
     }
@@ -211,6 +221,7 @@ pub struct JobRow {
 pub struct Store {
     conn: Connection,
     cache: WindowCache,
+    windows: LiveWindowCache,
     live: LiveConfig,
 }
 
@@ -255,6 +266,7 @@ impl Store {
         Ok(Store {
             conn,
             cache: WindowCache::default(),
+            windows: LiveWindowCache::default(),
             live: LiveConfig::default(),
         })
     }
@@ -292,11 +304,16 @@ impl Store {
             },
             None => None,
         };
+        let current = LiveWindow::from_summaries(&summaries);
+        let earlier = self.earlier_windows(&key.0, key.1)?;
+        let earlier: Vec<&LiveWindow> = earlier.iter().collect();
         let live = diagnose_window(
-            &summaries,
+            &current,
+            &earlier,
             previous.as_ref().map(|p| p.findings.as_slice()),
             &self.live,
         );
+        self.windows.put(key.clone(), current);
         let diagnosis = WindowDiagnosis::new(&summaries, live, now_ns);
         let n = diagnosis.findings.len();
         self.store_diagnosis(&key.0, key.1, &diagnosis, now_ns)?;
@@ -306,6 +323,41 @@ impl Store {
             window: key.1,
             findings: n,
         })
+    }
+
+    /// The job's windows before `window` that the live analysis reads with it (at most
+    /// [`LiveConfig::history`]), from memory or else from the stored summaries.
+    fn earlier_windows(
+        &mut self,
+        job_id: &str,
+        window: u64,
+    ) -> Result<Vec<LiveWindow>, StoreError> {
+        let mut out = Vec::new();
+        let first = window.saturating_sub(self.live.history as u64);
+        for w in first..window {
+            let key = (job_id.to_string(), w);
+            if let Some(lw) = self.windows.get(&key) {
+                out.push(lw.clone());
+                continue;
+            }
+            let merged = match self.cache.take(&key) {
+                Some(v) => {
+                    let lw = LiveWindow::from_summaries(&v);
+                    self.cache.put(key.clone(), v);
+                    lw
+                }
+                None => {
+                    let v = load_window(&self.conn, job_id, w)?;
+                    if v.is_empty() {
+                        continue;
+                    }
+                    LiveWindow::from_summaries(&v)
+                }
+            };
+            self.windows.put(key, merged.clone());
+            out.push(merged);
+        }
+        Ok(out)
     }
 
     /// The job, its ranks and the summary, in one transaction.
@@ -570,6 +622,44 @@ impl WindowCache {
             };
             if let Some((_, v)) = self.entries.remove(&oldest) {
                 self.summaries -= v.len();
+            }
+        }
+    }
+}
+
+/// Least-recently-used merged windows, bounded in ranks.
+#[derive(Default)]
+struct LiveWindowCache {
+    entries: HashMap<(String, u64), (u64, LiveWindow)>,
+    clock: u64,
+    ranks: usize,
+}
+
+impl LiveWindowCache {
+    fn get(&mut self, key: &(String, u64)) -> Option<&LiveWindow> {
+        self.clock += 1;
+        let e = self.entries.get_mut(key)?;
+        e.0 = self.clock;
+        Some(&e.1)
+    }
+
+    fn put(&mut self, key: (String, u64), w: LiveWindow) {
+        self.clock += 1;
+        self.ranks += w.ranks.len();
+        if let Some((_, old)) = self.entries.insert(key, (self.clock, w)) {
+            self.ranks -= old.ranks.len();
+        }
+        while self.ranks > CACHE_WINDOW_RANKS && self.entries.len() > 1 {
+            let Some(oldest) = self
+                .entries
+                .iter()
+                .min_by_key(|(_, (used, _))| *used)
+                .map(|(k, _)| k.clone())
+            else {
+                break;
+            };
+            if let Some((_, w)) = self.entries.remove(&oldest) {
+                self.ranks -= w.ranks.len();
             }
         }
     }

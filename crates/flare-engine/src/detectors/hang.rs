@@ -22,6 +22,10 @@ impl Detector for HangDetector {
     }
 
     fn detect(&self, a: &Analysis, _cfg: &EngineConfig) -> Outcome {
+        if a.live.is_some() {
+            // Summaries hold no in-flight ops; the watchdog detector reads live hangs.
+            return Outcome::NotApplicable;
+        }
         let ctx = a.ctx;
         if a.digests.iter().all(|d| d.stuck_ranks == 0) {
             return Outcome::Findings(vec![]);

@@ -188,6 +188,7 @@ mod tests {
         match IterationDetector.detect(&a, &EngineConfig::default()) {
             Outcome::Findings(f) => f,
             Outcome::NotEnoughData(why) => panic!("{why}"),
+            Outcome::NotApplicable => panic!("not applicable"),
         }
     }
 

@@ -29,7 +29,7 @@ pub fn detect_machines(
     a.machine = Some(m);
     match MachineDetector.detect(&a, cfg) {
         Outcome::Findings(f) => f,
-        Outcome::NotEnoughData(_) => Vec::new(),
+        Outcome::NotEnoughData(_) | Outcome::NotApplicable => Vec::new(),
     }
 }
 

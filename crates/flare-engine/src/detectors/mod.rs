@@ -10,6 +10,7 @@ pub mod metrics;
 pub mod slow_path;
 pub mod slow_rank;
 pub mod topology;
+pub mod watchdog;
 
 /// Whether a delay shared evenly by these ranks (rank indices) is structural (a whole
 /// stage or data-parallel replica doing more work) rather than a device: more ranks than a

@@ -41,6 +41,7 @@ pub use iteration::{
     split_instances, Blame, InFlight, Instance, IterationDigest, Root, SpanTransfer,
 };
 pub use members::{Member, Members, OpGroup};
+pub(crate) use peers::{host_excess, peer_medians, rank_figures};
 pub use peers::{iteration_replica_loads, load_factor};
 pub use record::{
     host_slot, issue_bin, issue_bin_floor, LastOp, NameStat, RankFigures, RankIteration, SelfTime,

@@ -8,7 +8,7 @@ use crate::stats::median;
 
 /// Each rank's [`RankFigures`], its kernel time per unit of its data-parallel replica's
 /// load in the iteration (`replica_load` is empty without the layout: 1.0 then).
-pub(super) fn rank_figures(
+pub(crate) fn rank_figures(
     ctx: &JobContext,
     ranks: &[RankIteration],
     replica_load: &[f64],
@@ -22,7 +22,7 @@ pub(super) fn rank_figures(
 
 /// Per (peer group, compute op name): the median over the group's ranks of the op's
 /// mean duration; and per group (name `u32::MAX`) the median issue latency.
-pub(super) fn peer_medians(
+pub(crate) fn peer_medians(
     ctx: &JobContext,
     ranks: &[RankIteration],
     names: &[NameStat],
@@ -88,7 +88,7 @@ pub(super) fn from_total_order_bits(x: u64) -> f64 {
 }
 
 /// Each host op's excess over the median of the same phase (by name) on all ranks.
-pub(super) fn host_excess(ranks: &mut [RankIteration], host_ops: &mut [(u32, u8, u32, f64)]) {
+pub(crate) fn host_excess(ranks: &mut [RankIteration], host_ops: &mut [(u32, u8, u32, f64)]) {
     if host_ops.is_empty() {
         return;
     }

@@ -26,12 +26,8 @@ string_enum! {
         SequenceImbalance => "sequence_imbalance",
         /// Hang analysis of PyTorch Flight Recorder dumps.
         FlightRecorder => "flight_recorder",
-        /// Live windows: a rank's own time against its peers'.
-        LiveSlowRank => "live_slow_rank",
-        /// Live windows: relative performance scores.
-        LiveScore => "live_score",
         /// Live windows: the agents' watchdog hang records.
-        LiveHang => "live_hang",
+        Watchdog => "watchdog",
     }
 }
 

@@ -118,14 +118,7 @@ string_enum! {
         Consequence => "consequence",
 
         // Live windows (agent summaries).
-        /// A rank's time outside collectives and P2P over its peers' median.
-        OwnTimeRatio => "own_time_ratio",
-        OwnTime => "own_time",
-        /// Robust z-score among peers.
-        RobustZ => "robust_z",
-        SyncTime => "sync_time",
         ComputeTime => "compute_time",
-        HostPhaseTime => "host_phase_time",
         RanksStuck => "ranks_stuck",
         InFlight => "in_flight",
         NotStuck => "not_stuck",
@@ -182,8 +175,6 @@ string_enum! {
         /// Robust standard deviations.
         Sd => "sd",
         MsPerIteration => "ms/iteration",
-        /// Milliseconds per second observed.
-        MsPerSecond => "ms/s",
         GbPerSecond => "GB/s",
         Ranks => "ranks",
         /// A rank id.

@@ -1,0 +1,280 @@
+//! Live diagnosis: the node agents' window summaries through the same detectors as files.
+//!
+//! Each window's summaries become a [`LiveWindow`] (one record per rank); the window being
+//! diagnosed and up to [`LiveConfig::history`] earlier ones become a [`JobContext`] and
+//! one digest per window ([`input`]), and the registry runs on them as on a file's
+//! iterations: a window is the live engine's iteration. Detectors that need what
+//! summaries do not carry (collective instances, transfer times, the parallel layout)
+//! are skipped with their reason; the watchdog detector reads the window's hang records.
+//! Continuity across windows is here too: the earlier windows give the iteration
+//! detector its series (fail-slow onsets), and [`confirm_with_previous`] holds a mild
+//! slow-rank verdict until a second window shows it.
+
+mod input;
+#[cfg(test)]
+mod tests;
+mod window;
+
+pub use window::{LiveRank, LiveWindow};
+
+use crate::stream::run_detectors;
+use crate::{Analysis, EngineConfig};
+use flare_model::{DetectorId, EvidenceKey, Finding, FindingKind, Severity, SkippedDetector};
+
+/// Thresholds of live diagnosis. Defaults are the documented behaviour.
+#[derive(Clone, Debug)]
+pub struct LiveConfig {
+    /// The detectors' thresholds (the same as for files).
+    pub engine: EngineConfig,
+    /// Earlier windows analysed with the current one (the iteration detector needs 4
+    /// windows with iterations).
+    pub history: usize,
+    /// Fewest ranks in a peer group (ranks running the same kernels) for its ranks to be
+    /// compared.
+    pub min_ranks: usize,
+    /// Peers whose own time (outside collectives) is below this share of the time they
+    /// were observed did next to nothing in the window (a job starting or ending, ranks
+    /// idle between phases): a few stray milliseconds must not read as a huge excess.
+    pub min_own_share: f64,
+    /// A slow-rank warning whose excess is under this fraction stands only when the
+    /// previous window flagged the same rank too (see [`confirm_with_previous`]): a few
+    /// seconds of a live job hold few iterations, and one window's 5-10% blip on one rank
+    /// (a scheduling hiccup) is not a straggler. Stronger excesses are reported at once.
+    pub confirm_below_excess: f64,
+}
+
+impl Default for LiveConfig {
+    fn default() -> Self {
+        LiveConfig {
+            engine: EngineConfig::default(),
+            history: 7,
+            min_ranks: 3,
+            min_own_share: 0.01,
+            confirm_below_excess: 0.15,
+        }
+    }
+}
+
+/// The live engine's answer for one window of one job.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct LiveDiagnosis {
+    /// Most important first: severity, then confidence.
+    pub findings: Vec<Finding>,
+    /// Whether a detector that localizes slowdowns could look at the window (or a
+    /// finding names a culprit): nothing found is then evidence of health.
+    pub conclusive: bool,
+    /// Ranks with data in the window.
+    pub ranks: usize,
+    /// Detectors that could not run on the window, with why.
+    pub skipped: Vec<SkippedDetector>,
+    /// What a person should know about the data itself (drops, ranks not compared).
+    pub notes: Vec<String>,
+}
+
+/// Diagnoses `current` with up to [`LiveConfig::history`] of the job's `earlier` windows
+/// (any order; later windows than `current` are ignored), then applies the continuity
+/// rule with `previous`, the job's previous window's findings (`None` when there is
+/// none). What the server calls for every window; pure.
+pub fn diagnose_window(
+    current: &LiveWindow,
+    earlier: &[&LiveWindow],
+    previous: Option<&[Finding]>,
+    cfg: &LiveConfig,
+) -> LiveDiagnosis {
+    let mut d = analyze_window(current, earlier, cfg);
+    confirm_with_previous(&mut d, previous, cfg);
+    d
+}
+
+/// [`diagnose_window`] without the continuity rule.
+pub fn analyze_window(
+    current: &LiveWindow,
+    earlier: &[&LiveWindow],
+    cfg: &LiveConfig,
+) -> LiveDiagnosis {
+    let mut windows: Vec<&LiveWindow> = earlier
+        .iter()
+        .copied()
+        .filter(|w| w.window < current.window)
+        .collect();
+    windows.sort_by_key(|w| w.window);
+    windows.dedup_by_key(|w| w.window);
+    let keep = windows.len().saturating_sub(cfg.history);
+    windows.drain(..keep);
+    windows.push(current);
+    // The window itself, for what the ranks do now; with the earlier ones, for the
+    // series of iteration times (a rank slow only in an earlier window was reported then).
+    let (now, mut notes) = run(&windows[windows.len() - 1..], current, cfg);
+    let mut findings: Vec<Finding> = now
+        .findings
+        .into_iter()
+        .filter(|f| f.detector != DetectorId::Iteration)
+        .collect();
+    let mut skipped = now.skipped;
+    let localizer_ran = now.localizer_ran;
+    if windows.len() > 1 {
+        let (series, _) = run(&windows, current, cfg);
+        let this = current.window as u32;
+        findings.extend(
+            series
+                .findings
+                .into_iter()
+                .filter(|f| {
+                    f.detector == DetectorId::Iteration
+                        && (f.iterations.is_empty() || f.iterations.contains(&this))
+                })
+                .map(hold_single_window_onset),
+        );
+        skipped.retain(|s| s.detector != DetectorId::Iteration);
+        skipped.extend(
+            series
+                .skipped
+                .into_iter()
+                .filter(|s| s.detector == DetectorId::Iteration),
+        );
+    }
+    if findings
+        .iter()
+        .any(|f| f.detector == DetectorId::Watchdog && f.severity == Severity::Critical)
+    {
+        // A stuck job's totals measure the hang, not the ranks' speed.
+        let before = findings.len();
+        findings.retain(|f| f.detector == DetectorId::Watchdog);
+        if findings.len() < before {
+            notes.push(
+                "other findings withheld: ranks are stuck (see the hang finding), so their times measure the hang".into(),
+            );
+        }
+    }
+    let ranks = current.with_data().count();
+    if ranks < cfg.min_ranks {
+        notes.push(format!(
+            "only {ranks} rank{} reported data in this window; comparing ranks needs {}",
+            plural(ranks),
+            cfg.min_ranks
+        ));
+    }
+    if windows.len() > 1 {
+        notes.push(format!(
+            "iteration times read with the {} window{} before it; iterations in findings are window indices",
+            windows.len() - 1,
+            plural(windows.len() - 1)
+        ));
+    }
+    findings.sort_by(Finding::by_importance);
+    let localized = findings
+        .iter()
+        .any(|f| f.severity > Severity::Info && f.localizes());
+    LiveDiagnosis {
+        conclusive: localizer_ran || localized,
+        ranks,
+        findings,
+        skipped,
+        notes,
+    }
+}
+
+/// The registry on `windows` (the last is `current`), with the notes on its input.
+fn run(
+    windows: &[&LiveWindow],
+    current: &LiveWindow,
+    cfg: &LiveConfig,
+) -> (crate::Diagnosis, Vec<String>) {
+    let input = input::build(windows, cfg);
+    let mut a = Analysis::new(&input.ctx, input.digests.iter().collect());
+    a.live = Some(current);
+    let d = run_detectors(&a, &cfg.engine);
+    let mut notes = current.notes.clone();
+    notes.extend(input.notes);
+    (d, notes)
+}
+
+/// A fail-slow onset seen in the current window only stays unconfirmed (`info`) until the
+/// next window shows the new level too: the latest window is always the end of the
+/// series, where a one-window bump (a checkpoint, a slow step) looks like an onset.
+fn hold_single_window_onset(mut f: Finding) -> Finding {
+    if f.kind == FindingKind::IterationSlowdown
+        && f.severity == Severity::Warning
+        && f.iterations.len() < 2
+    {
+        f.severity = Severity::Info;
+        f.summary = format!(
+            "unconfirmed (first window with it; a warning if the next window shows it too): {}",
+            f.summary
+        );
+    }
+    f
+}
+
+/// The self-time excess a slow-rank finding reports (its excess over the typical rank's,
+/// as a fraction), when it carries one.
+fn self_time_excess(f: &Finding) -> Option<f64> {
+    f.evidence
+        .iter()
+        .find(|e| e.metric == EvidenceKey::SelfTimeExcess)
+        .map(|e| (e.value - e.baseline.unwrap_or(0.0)) / 100.0)
+}
+
+/// Continuity across windows: a slow-rank warning with a self-time excess under
+/// `cfg.confirm_below_excess` stays a warning only if `previous` (the job's previous
+/// window's findings) named the same rank, warning or not; otherwise it becomes an `info`
+/// finding marked unconfirmed, and the next window confirms it if it persists. Pure: the
+/// caller (the server) passes the previous window's findings.
+pub fn confirm_with_previous(
+    d: &mut LiveDiagnosis,
+    previous: Option<&[Finding]>,
+    cfg: &LiveConfig,
+) {
+    let first_rank = |f: &Finding| f.culprits.first().and_then(|c| c.rank);
+    let flagged_before = |rank: Option<u32>| {
+        previous.is_some_and(|p| {
+            p.iter()
+                .any(|f| f.detector == DetectorId::SlowRank && first_rank(f) == rank)
+        })
+    };
+    for f in d.findings.iter_mut() {
+        if f.detector != DetectorId::SlowRank || f.severity != Severity::Warning {
+            continue;
+        }
+        let excess = self_time_excess(f).unwrap_or(f64::INFINITY);
+        if excess < cfg.confirm_below_excess && !flagged_before(first_rank(f)) {
+            f.severity = Severity::Info;
+            f.summary = format!(
+                "unconfirmed (first window with it; a warning if the next window shows it too): {}",
+                f.summary
+            );
+        }
+    }
+    d.findings.sort_by(Finding::by_importance);
+}
+
+pub(crate) fn plural(n: usize) -> &'static str {
+    if n == 1 {
+        ""
+    } else {
+        "s"
+    }
+}
+
+/// Ranks as compact ranges (`0-3, 5, 7-9`), at most `max` ranges.
+pub(crate) fn rank_list(ranks: &[u32], max: usize) -> String {
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < ranks.len() {
+        let mut j = i;
+        while j + 1 < ranks.len() && ranks[j + 1] == ranks[j] + 1 {
+            j += 1;
+        }
+        if out.len() == max {
+            out.push(format!("... ({} ranks in all)", ranks.len()));
+            break;
+        }
+        out.push(if i == j {
+            ranks[i].to_string()
+        } else {
+            format!("{}-{}", ranks[i], ranks[j])
+        });
+        i = j + 1;
+    }
+    out.join(", ")
+}

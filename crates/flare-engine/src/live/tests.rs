@@ -1,0 +1,498 @@
+//! Live diagnosis, window summaries in, findings out.
+
+use super::*;
+use flare_model::summary::SUMMARY_VERSION;
+use flare_model::{
+    Component, FindingKind, HangRecord, IterationSample, OpKind, OpStats, RankSummary, ThreadStack,
+    WindowSummary,
+};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// One window alone, without the continuity rule.
+fn analyze(w: &[WindowSummary]) -> LiveDiagnosis {
+    analyze_window(&LiveWindow::from_summaries(w), &[], &LiveConfig::default())
+}
+
+const MS: u64 = 1_000_000;
+
+fn op(name: &str, kind: OpKind, group: Option<&str>, count: u64, total_ns: u64) -> OpStats {
+    OpStats {
+        name: name.into(),
+        kind,
+        group: group.map(str::to_string),
+        group_size: group.map(|_| 8),
+        count,
+        total_ns,
+        p50_ns: total_ns / count.max(1),
+        p99_ns: total_ns / count.max(1),
+        max_ns: total_ns / count.max(1),
+        bytes: 0,
+        flops: 0,
+        bus_gbps: None,
+        tflops: None,
+        issue_p50_ns: None,
+        issue_p99_ns: None,
+    }
+}
+
+/// Deterministic jitter in [-amp, +amp] from a rank number.
+fn jitter(rank: u32, salt: u32, amp: f64) -> f64 {
+    let h = (rank.wrapping_mul(2_654_435_761) ^ salt.wrapping_mul(40_503)) % 1000;
+    1.0 + amp * (h as f64 / 500.0 - 1.0)
+}
+
+/// A synchronous job: every iteration lasts as long as the slowest rank's own work;
+/// the others spend the difference waiting in the all-reduce.
+/// `compute_x` / `host_extra_ms` per rank scale its work.
+fn job(
+    n: u32,
+    compute_x: impl Fn(u32) -> f64,
+    host_extra_ms: impl Fn(u32) -> f64,
+) -> Vec<WindowSummary> {
+    let its = 10u64;
+    let comm_ms = 20.0;
+    let own = |r: u32| -> (f64, f64) {
+        let c = 100.0 * compute_x(r) * jitter(r, 1, 0.02);
+        let h = 10.0 * jitter(r, 2, 0.02) + host_extra_ms(r);
+        (c, h)
+    };
+    let slowest = (0..n).map(|r| own(r).0 + own(r).1).fold(0.0, f64::max);
+    let iter_ms = slowest + comm_ms;
+    let mut nodes: BTreeMap<u32, WindowSummary> = BTreeMap::new();
+    for r in 0..n {
+        let (c, h) = own(r);
+        let sync = iter_ms - c - h;
+        let node = r / 4;
+        let s = nodes.entry(node).or_insert_with(|| WindowSummary {
+            version: SUMMARY_VERSION,
+            job_id: "job".into(),
+            node: format!("node-{node}"),
+            window: 7,
+            window_ns: 60_000 * MS,
+            start_unix_ns: 0,
+            end_unix_ns: 60_000 * MS,
+            world_size: n,
+            ranks: vec![],
+            hangs: vec![],
+        });
+        let ns = |ms: f64| (ms * its as f64 * MS as f64) as u64;
+        s.ranks.push(RankSummary {
+            rank: r,
+            local_rank: r % 4,
+            pid: 1000 + r,
+            iterations: (0..its)
+                .map(|i| IterationSample {
+                    step: i,
+                    start_unix_ns: i * (iter_ms as u64) * MS,
+                    duration_ns: (iter_ms * MS as f64) as u64,
+                })
+                .collect(),
+            ops: vec![
+                op("gemm", OpKind::Compute, None, its * 40, ns(c * 0.8)),
+                op("attn", OpKind::Compute, None, its * 20, ns(c * 0.2)),
+                op("gc", OpKind::GarbageCollection, None, its, ns(h)),
+                op("allreduce", OpKind::AllReduce, Some("dp"), its, ns(sync)),
+            ],
+            busy_ns: ns(iter_ms),
+            observed_ns: ns(iter_ms),
+            events: its * 62,
+            dropped_total: 0,
+        });
+    }
+    nodes.into_values().collect()
+}
+
+#[test]
+fn stray_milliseconds_in_a_nearly_idle_window_are_not_a_straggler() {
+    // The window after a job ended: every rank is observed for 2 s, none ran an
+    // iteration; half did nothing, three ran a short GC pass at exit and one a long
+    // one (the peers' median without it is 0, which made a ratio explode).
+    let mut s = job(8, |_| 1.0, |_| 0.0).remove(0);
+    let mut all = Vec::new();
+    for node in 0..2u32 {
+        s.node = format!("node-{node}");
+        s.ranks = (0..4u32)
+            .map(|l| {
+                let r = node * 4 + l;
+                RankSummary {
+                    rank: r,
+                    local_rank: l,
+                    pid: 1000 + r,
+                    iterations: vec![],
+                    ops: match r {
+                        0..=3 => vec![],
+                        7 => vec![op("gc", OpKind::GarbageCollection, None, 1, 40 * MS)],
+                        _ => vec![op(
+                            "gc",
+                            OpKind::GarbageCollection,
+                            None,
+                            1,
+                            MS + 10_000 * r as u64,
+                        )],
+                    },
+                    busy_ns: 0,
+                    observed_ns: 2_000 * MS,
+                    events: 2,
+                    dropped_total: 0,
+                }
+            })
+            .collect();
+        all.push(s.clone());
+    }
+    let d = analyze(&all);
+    let warn: Vec<_> = d
+        .findings
+        .iter()
+        .filter(|f| f.severity != Severity::Info)
+        .map(|f| f.summary.clone())
+        .collect();
+    assert!(warn.is_empty(), "{warn:?}");
+}
+
+#[test]
+fn a_mild_excess_needs_a_second_window_and_a_strong_one_does_not() {
+    let cfg = LiveConfig::default();
+    let mild = job(8, |r| if r == 5 { 1.08 } else { 1.0 }, |_| 0.0);
+    let mut first = analyze(&mild);
+    confirm_with_previous(&mut first, None, &cfg);
+    assert!(
+        first.findings.iter().all(|f| f.severity == Severity::Info),
+        "{:#?}",
+        first.findings
+    );
+    let slow = first
+        .findings
+        .iter()
+        .find(|f| f.detector == DetectorId::SlowRank)
+        .expect("kept as info");
+    assert!(slow.summary.starts_with("unconfirmed"), "{}", slow.summary);
+    let mut second = analyze(&mild);
+    confirm_with_previous(&mut second, Some(&first.findings), &cfg);
+    assert_eq!(second.findings[0].severity, Severity::Warning);
+    assert_eq!(second.findings[0].culprits[0].rank, Some(5));
+
+    let strong = job(8, |r| if r == 5 { 1.3 } else { 1.0 }, |_| 0.0);
+    let mut at_once = analyze(&strong);
+    confirm_with_previous(&mut at_once, None, &cfg);
+    assert_eq!(at_once.findings[0].severity, Severity::Warning);
+    assert_eq!(at_once.findings[0].culprits[0].rank, Some(5));
+}
+
+#[test]
+fn finds_a_slow_gpu_among_eight() {
+    let w = job(8, |r| if r == 5 { 1.2 } else { 1.0 }, |_| 0.0);
+    let d = analyze(&w);
+    assert!(d.conclusive);
+    assert_eq!(d.ranks, 8);
+    let warn: Vec<&Finding> = d
+        .findings
+        .iter()
+        .filter(|f| f.severity == Severity::Warning)
+        .collect();
+    assert_eq!(warn.len(), 1, "{:#?}", d.findings);
+    assert_eq!(warn[0].kind, FindingKind::SlowGpu);
+    assert_eq!(warn[0].culprits[0].rank, Some(5));
+    assert_eq!(warn[0].culprits[0].element.as_deref(), Some("node-1"));
+    // Its own time is 130 ms per iteration against its peers' 110 ms: 18% more.
+    let excess = warn[0]
+        .evidence
+        .iter()
+        .find(|e| e.metric == EvidenceKey::SelfTimeExcess)
+        .unwrap();
+    assert!((excess.value - 18.2).abs() < 2.0, "{excess:?}");
+    assert!(warn[0].confidence > 0.8, "{}", warn[0].confidence);
+}
+
+#[test]
+fn healthy_jittery_ranks_give_no_finding() {
+    for n in [3, 8, 64] {
+        let w = job(n, |_| 1.0, |_| 0.0);
+        let d = analyze(&w);
+        assert!(d.conclusive);
+        assert!(d.findings.is_empty(), "{n} ranks: {:#?}", d.findings);
+        assert!(d.notes.is_empty(), "{:?}", d.notes);
+    }
+}
+
+#[test]
+fn tells_a_host_stall_from_a_slow_gpu() {
+    let w = job(8, |_| 1.0, |r| if r == 2 { 25.0 } else { 0.0 });
+    let d = analyze(&w);
+    assert_eq!(d.findings.len(), 1, "{:#?}", d.findings);
+    let f = &d.findings[0];
+    assert_eq!(f.kind, FindingKind::HostStall);
+    assert_eq!(f.culprits[0].component, Component::Host);
+    assert_eq!(f.culprits[0].rank, Some(2));
+    assert!(f.summary.contains("garbage-collection"), "{}", f.summary);
+}
+
+#[test]
+fn pipeline_stages_with_different_kernels_are_not_compared() {
+    // Ranks 4-7 run an extra kernel (the loss of the last stage) and take longer:
+    // that is their work, not a fault.
+    let mut w = job(8, |r| if r >= 4 { 1.3 } else { 1.0 }, |_| 0.0);
+    for s in &mut w {
+        for r in &mut s.ranks {
+            if r.rank >= 4 {
+                r.ops.push(op("loss", OpKind::Compute, None, 10, 10 * MS));
+            }
+        }
+    }
+    let d = analyze(&w);
+    assert!(d.findings.is_empty(), "{:#?}", d.findings);
+    assert!(d.conclusive);
+}
+
+#[test]
+fn half_the_ranks_slow_are_each_named_by_their_scores() {
+    // Four of eight at half speed: the median sits between the two halves, so the
+    // self-time test singles out no one, but the relative score (the fastest peer's
+    // kernel time over the rank's) names each of them, as it does for files.
+    let w = job(8, |r| if r < 4 { 2.0 } else { 1.0 }, |_| 0.0);
+    let d = analyze(&w);
+    let named: BTreeSet<u32> = d
+        .findings
+        .iter()
+        .filter(|f| f.severity != Severity::Info)
+        .flat_map(|f| f.culprits.iter().filter_map(|c| c.rank))
+        .collect();
+    assert_eq!(named, BTreeSet::from([0, 1, 2, 3]), "{:#?}", d.findings);
+    assert!(d
+        .findings
+        .iter()
+        .all(|f| f.kind == FindingKind::SlowGpu && f.detector == DetectorId::Metrics));
+}
+
+#[test]
+fn a_hang_record_gives_a_critical_hang_naming_the_rank_not_stuck() {
+    let mut w = job(8, |_| 1.0, |_| 0.0);
+    for s in &mut w {
+        let node = s.node.clone();
+        for r in &s.ranks {
+            if r.rank == 6 {
+                continue;
+            }
+            s.hangs.push(HangRecord {
+                rank: r.rank,
+                pid: r.pid,
+                op: "allreduce".into(),
+                kind: OpKind::AllReduce,
+                group: Some("dp".into()),
+                in_flight_ns: 300_000 * MS,
+                detected_unix_ns: 1,
+                stacks: vec![ThreadStack {
+                    thread: "MainThread".into(),
+                    frames: vec![
+                        "all_reduce (torch/distributed/distributed_c10d.py:2501)".into(),
+                        "train_step (train.py:88)".into(),
+                    ],
+                }],
+                stack_source: format!("py-spy on {node}"),
+            });
+        }
+    }
+    let d = analyze(&w);
+    assert!(d.conclusive);
+    assert_eq!(d.findings.len(), 1, "{:#?}", d.findings);
+    let f = &d.findings[0];
+    assert_eq!(f.kind, FindingKind::Hang);
+    assert_eq!(f.severity, Severity::Critical);
+    assert_eq!(f.culprits[0].rank, Some(6));
+    assert!(f.summary.contains("0-5, 7"), "{}", f.summary);
+    let stack = f
+        .evidence
+        .iter()
+        .find(|e| e.metric == EvidenceKey::Stack)
+        .unwrap();
+    assert!(stack.detail.contains("train.py:88"), "{}", stack.detail);
+    assert!(
+        stack.detail.contains("same on 7 stuck ranks"),
+        "{}",
+        stack.detail
+    );
+}
+
+#[test]
+fn a_rank_stuck_in_a_kernel_is_its_own_cause() {
+    let mut w = job(4, |_| 1.0, |_| 0.0);
+    w[0].hangs.push(HangRecord {
+        rank: 1,
+        pid: 1001,
+        op: "gemm".into(),
+        kind: OpKind::Compute,
+        group: None,
+        in_flight_ns: 120_000 * MS,
+        detected_unix_ns: 1,
+        stacks: vec![],
+        stack_source: "none".into(),
+    });
+    let d = analyze(&w);
+    assert_eq!(d.findings.len(), 1);
+    assert_eq!(d.findings[0].culprits[0].component, Component::Gpu);
+    assert_eq!(d.findings[0].culprits[0].rank, Some(1));
+}
+
+#[test]
+fn fewer_than_three_ranks_is_inconclusive() {
+    let w = job(2, |r| if r == 1 { 2.0 } else { 1.0 }, |_| 0.0);
+    let d = analyze(&w);
+    assert!(!d.conclusive);
+    assert_eq!(d.ranks, 2);
+    assert!(d.findings.is_empty());
+    assert!(d.notes[0].contains("only 2 ranks"), "{:?}", d.notes);
+}
+
+#[test]
+fn ranks_with_only_collectives_and_no_busy_time_are_not_compared() {
+    let mut w = job(4, |_| 1.0, |_| 0.0);
+    for s in &mut w {
+        for r in &mut s.ranks {
+            r.busy_ns = 0;
+            r.ops.retain(|o| o.kind.is_sync());
+        }
+    }
+    let d = analyze(&w);
+    assert!(!d.conclusive);
+    assert!(d.findings.is_empty());
+    assert!(d.notes[0].contains("not compared"), "{:?}", d.notes);
+}
+
+#[test]
+fn dropped_events_are_noted() {
+    let mut w = job(4, |_| 1.0, |_| 0.0);
+    w[0].ranks[3].dropped_total = 1234;
+    let d = analyze(&w);
+    assert!(d.findings.is_empty());
+    assert!(
+        d.notes.iter().any(|n| n.contains("rank 3 on node-0: 1234")),
+        "{:?}",
+        d.notes
+    );
+}
+
+#[test]
+fn unequal_iteration_counts_compare_per_second() {
+    // One rank's last step ended just after the window: one iteration fewer, same work.
+    let mut w = job(8, |_| 1.0, |_| 0.0);
+    w[0].ranks[0].iterations.pop();
+    let d = analyze(&w);
+    assert!(d.findings.is_empty(), "{:#?}", d.findings);
+}
+
+#[test]
+fn rank_lists_are_compact() {
+    assert_eq!(rank_list(&[0, 1, 2, 3, 5, 7, 8], 8), "0-3, 5, 7-8");
+    assert_eq!(rank_list(&[0, 2, 4], 2), "0, 2, ... (3 ranks in all)");
+}
+
+/// `job` as window `index`.
+fn at(index: u64, mut w: Vec<WindowSummary>) -> LiveWindow {
+    for s in &mut w {
+        s.window = index;
+    }
+    LiveWindow::from_summaries(&w)
+}
+
+#[test]
+fn the_detectors_that_need_per_op_timing_say_why_they_were_skipped() {
+    let d = analyze(&job(8, |_| 1.0, |_| 0.0));
+    for id in [
+        DetectorId::Graph,
+        DetectorId::Topology,
+        DetectorId::SlowPath,
+    ] {
+        assert!(
+            d.skipped.iter().any(|s| s.detector == id),
+            "{id:?}: {:?}",
+            d.skipped
+        );
+    }
+    // One window is not a series: the iteration detector waits for more.
+    assert!(d
+        .skipped
+        .iter()
+        .any(|s| s.detector == DetectorId::Iteration));
+    assert!(!d.skipped.iter().any(|s| s.detector == DetectorId::SlowRank));
+}
+
+#[test]
+fn earlier_windows_give_the_iteration_detector_its_series() {
+    // Six windows at the job's usual pace, then every rank 40% slower for three: a
+    // fail-slow onset of the whole job that no single window shows.
+    let cfg = LiveConfig::default();
+    let windows: Vec<LiveWindow> = (0..9)
+        .map(|i| at(100 + i, job(8, |_| if i >= 6 { 1.4 } else { 1.0 }, |_| 0.0)))
+        .collect();
+    let (current, earlier) = windows.split_last().unwrap();
+    let earlier: Vec<&LiveWindow> = earlier.iter().collect();
+    let d = analyze_window(current, &earlier, &cfg);
+    assert!(
+        !d.skipped
+            .iter()
+            .any(|s| s.detector == DetectorId::Iteration),
+        "{:?}",
+        d.skipped
+    );
+    let onset = d
+        .findings
+        .iter()
+        .find(|f| f.detector == DetectorId::Iteration)
+        .unwrap_or_else(|| panic!("{:#?}", d.findings));
+    assert_eq!(onset.kind, FindingKind::IterationSlowdown, "{onset:#?}");
+    assert!(
+        onset.culprits.is_empty(),
+        "a job-wide slowdown blames no rank"
+    );
+    // Without the earlier windows there is no series.
+    let alone = analyze_window(current, &[], &cfg);
+    assert!(alone
+        .findings
+        .iter()
+        .all(|f| f.detector != DetectorId::Iteration));
+}
+
+#[test]
+fn a_rank_slow_only_in_an_earlier_window_is_not_reported_again() {
+    let cfg = LiveConfig::default();
+    let slow = at(10, job(8, |r| if r == 3 { 1.5 } else { 1.0 }, |_| 0.0));
+    let w: Vec<LiveWindow> = (11..16).map(|i| at(i, job(8, |_| 1.0, |_| 0.0))).collect();
+    let (current, rest) = w.split_last().unwrap();
+    let mut earlier: Vec<&LiveWindow> = rest.iter().collect();
+    earlier.push(&slow);
+    let d = analyze_window(current, &earlier, &cfg);
+    let warned: Vec<&Finding> = d
+        .findings
+        .iter()
+        .filter(|f| f.severity > Severity::Info)
+        .collect();
+    assert!(warned.is_empty(), "{warned:#?}");
+    // Reported in its own window.
+    let then = analyze_window(&slow, &[], &cfg);
+    assert_eq!(then.findings[0].culprits[0].rank, Some(3));
+}
+
+#[test]
+fn a_rank_late_with_kernels_at_its_peers_speed_is_not_called_a_slow_gpu() {
+    // Rank 5 spends 15 ms more per iteration outside collectives in work it did not
+    // trace (its compute and host ops match its peers'): the GPU is not the cause, and
+    // "replace the GPU" would be the wrong action.
+    let mut w = job(8, |_| 1.0, |_| 0.0);
+    for s in &mut w {
+        for r in &mut s.ranks {
+            if r.rank == 5 {
+                for o in r.ops.iter_mut().filter(|o| o.kind.is_sync()) {
+                    o.total_ns -= 10 * 15 * MS;
+                }
+            }
+        }
+    }
+    let d = analyze(&w);
+    let f = &d.findings[0];
+    assert_eq!(f.culprits[0].rank, Some(5), "{:#?}", d.findings);
+    assert_eq!(
+        (f.kind, f.culprits[0].component),
+        (FindingKind::SlowRank, Component::Process),
+        "{f:#?}"
+    );
+    assert!(f.action.contains("GPU is not slower"), "{}", f.action);
+}

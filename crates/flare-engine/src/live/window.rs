@@ -1,0 +1,244 @@
+//! One window of a live job as the engine reads it: the node agents' summaries merged
+//! into one record per rank ([`LiveWindow`]), kept by the server for the next windows'
+//! analyses (a few kilobytes per rank, however many events the window held).
+
+use crate::digest::{host_slot, HOST_KINDS};
+use flare_model::{HangRecord, OpKind, WindowSummary};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// One window of one job: every rank's totals, the watchdog's hang records, and what a
+/// person should know about the data itself.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct LiveWindow {
+    pub window: u64,
+    pub world_size: u32,
+    /// One record per rank, ascending (a rank two summaries report keeps the longer-observed
+    /// record).
+    pub ranks: Vec<LiveRank>,
+    /// Hang records with the host that sent them.
+    pub hangs: Vec<(HangRecord, String)>,
+    /// Duplicates and dropped events.
+    pub notes: Vec<String>,
+}
+
+/// One rank's totals over a window, ns unless said otherwise.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LiveRank {
+    pub rank: u32,
+    pub local_rank: u32,
+    pub pid: u32,
+    /// The host that reported it.
+    pub node: String,
+    /// Iterations that ended in the window, and their mean duration (NaN without any).
+    pub iterations: u32,
+    pub iteration_ns: f64,
+    pub observed_ns: f64,
+    /// Time with a span open; 0 when the tracer did not report it.
+    pub busy_ns: f64,
+    /// Time in collectives and P2P.
+    pub sync_ns: f64,
+    pub compute_ns: f64,
+    pub compute_ops: u64,
+    /// FLOPs of the compute ops that carry them, and those ops' time.
+    pub flops: f64,
+    pub flops_ns: f64,
+    /// Bytes x bus factor of its collectives (from their bus bandwidth), and their time.
+    pub bus_bytes: f64,
+    pub bus_ns: f64,
+    /// Host-phase time per [`HOST_KINDS`] slot.
+    pub host_ns: [f64; 5],
+    /// Host phases by name: (name, slot, time).
+    pub host_ops: Vec<(String, u8, f64)>,
+    /// Compute ops: (name, time, count).
+    pub compute: Vec<(String, f64, u64)>,
+    /// Median issue latency of its compute ops (count-weighted over op names' medians;
+    /// NaN when no op carried one). Summaries hold no per-launch latencies, so the
+    /// issue-latency distribution (immediate launches) stays unknown live.
+    pub issue_p50_ns: f64,
+    /// Communicators it used, as the tracer named them.
+    pub groups: BTreeSet<String>,
+    /// Events its tracer dropped (cumulative).
+    pub dropped: u64,
+}
+
+impl LiveRank {
+    pub fn host_total(&self) -> f64 {
+        self.host_ns.iter().sum()
+    }
+
+    /// Whether it traced compute or host ops (else nothing says why it is slow).
+    pub fn has_work_ops(&self) -> bool {
+        self.compute_ops > 0 || !self.host_ops.is_empty()
+    }
+
+    /// Time outside collectives and P2P: busy time minus sync time whatever it traced;
+    /// the sum of its work ops when the tracer did not report busy time.
+    pub fn own_ns(&self) -> f64 {
+        if self.busy_ns > 0.0 {
+            (self.busy_ns - self.sync_ns).max(0.0)
+        } else {
+            self.compute_ns + self.host_total()
+        }
+    }
+
+    /// Compute op names it runs every iteration: ranks with the same set are peers (rare
+    /// ones, a one-off kernel, must not split peers apart).
+    pub fn signature(&self) -> Vec<&str> {
+        let per_iteration = self.iterations.max(1) as u64;
+        let mut s: Vec<&str> = self
+            .compute
+            .iter()
+            .filter(|c| c.2 >= per_iteration)
+            .map(|c| c.0.as_str())
+            .collect();
+        s.sort_unstable();
+        s.dedup();
+        s
+    }
+}
+
+impl LiveWindow {
+    /// Merges the summaries every node sent for one window of one job.
+    pub fn from_summaries(summaries: &[WindowSummary]) -> LiveWindow {
+        let mut ranks: BTreeMap<u32, LiveRank> = BTreeMap::new();
+        let mut duplicates = BTreeSet::new();
+        let mut hangs = Vec::new();
+        for s in summaries {
+            for r in &s.ranks {
+                let lr = rank_totals(r, &s.node);
+                match ranks.get(&r.rank) {
+                    Some(prev) => {
+                        duplicates.insert(r.rank);
+                        if prev.observed_ns < lr.observed_ns {
+                            ranks.insert(r.rank, lr);
+                        }
+                    }
+                    None => {
+                        ranks.insert(r.rank, lr);
+                    }
+                }
+            }
+            hangs.extend(s.hangs.iter().map(|h| (h.clone(), s.node.clone())));
+        }
+        let mut notes = Vec::new();
+        if !duplicates.is_empty() {
+            let d: Vec<u32> = duplicates.into_iter().collect();
+            notes.push(format!(
+                "rank{} {} reported by more than one summary; the longest-observed record was used",
+                super::plural(d.len()),
+                super::rank_list(&d, 8)
+            ));
+        }
+        let ranks: Vec<LiveRank> = ranks.into_values().collect();
+        drop_note(&ranks, &mut notes);
+        LiveWindow {
+            window: summaries.first().map_or(0, |s| s.window),
+            world_size: summaries.iter().map(|s| s.world_size).max().unwrap_or(0),
+            ranks,
+            hangs,
+            notes,
+        }
+    }
+
+    /// Ranks observed in the window.
+    pub fn with_data(&self) -> impl Iterator<Item = &LiveRank> {
+        self.ranks.iter().filter(|r| r.observed_ns > 0.0)
+    }
+}
+
+fn rank_totals(r: &flare_model::RankSummary, node: &str) -> LiveRank {
+    let mut a = LiveRank {
+        rank: r.rank,
+        local_rank: r.local_rank,
+        pid: r.pid,
+        node: node.to_string(),
+        iterations: r.iterations.len() as u32,
+        iteration_ns: if r.iterations.is_empty() {
+            f64::NAN
+        } else {
+            r.iterations
+                .iter()
+                .map(|i| i.duration_ns as f64)
+                .sum::<f64>()
+                / r.iterations.len() as f64
+        },
+        observed_ns: r.observed_ns as f64,
+        busy_ns: r.busy_ns as f64,
+        sync_ns: 0.0,
+        compute_ns: 0.0,
+        compute_ops: 0,
+        flops: 0.0,
+        flops_ns: 0.0,
+        bus_bytes: 0.0,
+        bus_ns: 0.0,
+        host_ns: [0.0; 5],
+        host_ops: Vec::new(),
+        compute: Vec::new(),
+        issue_p50_ns: f64::NAN,
+        groups: BTreeSet::new(),
+        dropped: r.dropped_total,
+    };
+    let mut issue: Vec<(u64, u64)> = Vec::new();
+    for o in &r.ops {
+        let t = o.total_ns as f64;
+        if let Some(g) = &o.group {
+            a.groups.insert(g.clone());
+        }
+        if o.kind.is_sync() {
+            a.sync_ns += t;
+            if let (Some(gbps), true) = (o.bus_gbps, o.total_ns > 0) {
+                // Bus bandwidth is bytes x bus factor over time: the bytes back.
+                a.bus_bytes += gbps * t;
+                a.bus_ns += t;
+            }
+        } else if o.kind == OpKind::Compute {
+            a.compute_ns += t;
+            a.compute_ops += o.count;
+            a.compute.push((o.name.clone(), t, o.count));
+            if o.flops > 0 {
+                a.flops += o.flops as f64;
+                a.flops_ns += t;
+            }
+            if let Some(p) = o.issue_p50_ns {
+                issue.push((p, o.count));
+            }
+        } else if let Some(slot) = host_slot(o.kind) {
+            a.host_ns[slot] += t;
+            a.host_ops.push((o.name.clone(), slot as u8, t));
+        }
+    }
+    if !issue.is_empty() {
+        issue.sort_unstable();
+        let total: u64 = issue.iter().map(|x| x.1).sum();
+        let mut seen = 0;
+        for (p, c) in issue {
+            seen += c;
+            if 2 * seen >= total {
+                a.issue_p50_ns = p as f64;
+                break;
+            }
+        }
+    }
+    debug_assert_eq!(HOST_KINDS.len(), a.host_ns.len());
+    a
+}
+
+fn drop_note(ranks: &[LiveRank], notes: &mut Vec<String>) {
+    let mut dropped: Vec<&LiveRank> = ranks.iter().filter(|a| a.dropped > 0).collect();
+    if dropped.is_empty() {
+        return;
+    }
+    dropped.sort_by_key(|a| (std::cmp::Reverse(a.dropped), a.rank));
+    let top: Vec<String> = dropped
+        .iter()
+        .take(4)
+        .map(|a| format!("rank {} on {}: {}", a.rank, a.node, a.dropped))
+        .collect();
+    notes.push(format!(
+        "{} rank{} dropped trace events (ring full; cumulative counts: {}{}); their op statistics undercount",
+        dropped.len(),
+        super::plural(dropped.len()),
+        top.join(", "),
+        if dropped.len() > 4 { ", ..." } else { "" }
+    ));
+}
