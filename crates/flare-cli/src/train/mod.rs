@@ -8,15 +8,17 @@
 //! `flare bench accuracy` measures the model on jobs it has never seen. The same command
 //! and seed give the same file, byte for byte.
 
+mod forest;
+
 use anyhow::{Context, Result};
 use clap::Args;
 use flare_engine::abnormal::{
     labeled_rows, Confusion, Gate, GateCounts, LabeledRow, Model, FEATURE_NAMES, N_FEATURES,
 };
-use flare_engine::forest::{train, TrainConfig};
 use flare_model::ParallelConfig;
 use flare_sim::fault::FaultKind;
 use flare_sim::{simulate, SimConfig};
+use forest::{train, TrainConfig};
 use serde_json::json;
 use std::path::PathBuf;
 use std::process::ExitCode;
