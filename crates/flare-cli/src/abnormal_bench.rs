@@ -8,9 +8,10 @@
 //! Hangs are left out: a hung job has no durations to compare.
 
 use crate::accuracy::{parse_kinds, scenario_config, scenarios, Scenario};
+use crate::labels::{evaluate, Confusion};
 use anyhow::Result;
 use clap::Args;
-use flare_engine::abnormal::{evaluate, AbnormalMethod, Confusion};
+use flare_engine::abnormal::AbnormalMethod;
 use flare_sim::fault::FaultKind;
 use flare_sim::simulate;
 use serde_json::json;

@@ -7,6 +7,7 @@ mod baselines;
 mod bench;
 mod demo;
 mod diagnose;
+mod labels;
 mod overhead;
 mod present;
 mod serve;

@@ -10,11 +10,10 @@
 
 mod forest;
 
+use crate::labels::{labeled_rows, Confusion, GateCounts, LabeledRow};
 use anyhow::{Context, Result};
 use clap::Args;
-use flare_engine::abnormal::{
-    labeled_rows, Confusion, Gate, GateCounts, LabeledRow, Model, FEATURE_NAMES, N_FEATURES,
-};
+use flare_engine::abnormal::{Gate, Model, FEATURE_NAMES, N_FEATURES};
 use flare_model::ParallelConfig;
 use flare_sim::fault::FaultKind;
 use flare_sim::{simulate, SimConfig};
