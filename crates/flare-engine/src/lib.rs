@@ -25,24 +25,10 @@ pub use context::JobContext;
 use flare_model::{DetectorId, Finding, RankMetrics, SkippedDetector, Trace};
 pub use stream::Engine;
 
-/// Thresholds shared by the detectors. Defaults are the documented behaviour.
+/// How the engine digests iterations, and each detector's thresholds (in its own module).
+/// Defaults are the documented behaviour.
 #[derive(Clone, Debug)]
 pub struct EngineConfig {
-    /// An iteration is irregular when it takes more than `delta` times the window's
-    /// typical iteration (Holmes' delta-irregularity).
-    pub delta: f64,
-    /// A rank is a suspect when its self time exceeds its peers' by this fraction...
-    pub min_rank_excess: f64,
-    /// ...and by this many robust standard deviations of the ranks' excess.
-    pub min_rank_z: f64,
-    /// A communicator's transfers are slow at this ratio to comparable ones...
-    pub min_transfer_ratio: f64,
-    /// ...and when the slowness comes and goes (in some iterations only), at this ratio:
-    /// milder transient slowdowns are background traffic of other jobs, not a fault to
-    /// act on.
-    pub min_transient_path_ratio: f64,
-    /// A stage or replica is imbalanced at this ratio of compute to the median.
-    pub min_imbalance: f64,
     /// Worker threads for digesting iterations (0: one per available core).
     pub threads: usize,
     /// Reuse the previous iteration's slot layout when the schedule repeats (checked key
@@ -53,21 +39,13 @@ pub struct EngineConfig {
     /// Shift the classifier's thresholds on time-valued features by the drift of
     /// iteration time (Holmes); off only to measure what it changes.
     pub adjust_drift: bool,
-    /// A rank or path is to blame when the waiting it caused is at least this share of
-    /// the job's time over the window...
-    pub min_blame_share: f64,
-    /// ...or at least this share of the time of two or more iterations (intermittent).
-    pub min_iteration_blame_share: f64,
-    /// A rank's relative or individual performance score (nvidia-resiliency-ext's: best
-    /// peer's or its own best kernel time over its own) below this is reported.
-    pub min_relative_score: f64,
-    /// Machine metrics (Minder): a machine is reported when it stays the outlier of a
-    /// metric this long...
-    pub machine_continuity_s: f64,
-    /// ...deviating from its peers' median by at least this much (log ratio), and by
-    /// this many robust standard deviations of the machines' distances.
-    pub machine_min_deviation: f64,
-    pub machine_min_z: f64,
+    pub iteration: detectors::iteration::IterationConfig,
+    pub slow_rank: detectors::slow_rank::SlowRankConfig,
+    pub graph: detectors::graph::GraphConfig,
+    pub metrics: detectors::metrics::MetricsConfig,
+    pub machine: detectors::machine::MachineConfig,
+    pub slow_path: detectors::slow_path::SlowPathConfig,
+    pub imbalance: detectors::imbalance::ImbalanceConfig,
 }
 
 impl EngineConfig {
@@ -84,22 +62,17 @@ impl EngineConfig {
 impl Default for EngineConfig {
     fn default() -> Self {
         EngineConfig {
-            delta: 1.05,
-            min_rank_excess: 0.02,
-            min_rank_z: 6.0,
-            min_transfer_ratio: 1.3,
-            min_transient_path_ratio: 2.0,
-            min_imbalance: 1.08,
             threads: 0,
             predict_slots: true,
             abnormal: abnormal::AbnormalMethod::Forest,
             adjust_drift: true,
-            min_blame_share: 0.005,
-            min_iteration_blame_share: 0.02,
-            min_relative_score: 0.75,
-            machine_continuity_s: 240.0,
-            machine_min_deviation: 0.03,
-            machine_min_z: 6.0,
+            iteration: Default::default(),
+            slow_rank: Default::default(),
+            graph: Default::default(),
+            metrics: Default::default(),
+            machine: Default::default(),
+            slow_path: Default::default(),
+            imbalance: Default::default(),
         }
     }
 }

@@ -237,7 +237,7 @@ pub(crate) fn rank_cause(
         let (what, action) = host_pause(host_kind);
         (FindingKind::HostStall, Component::Host, what, action)
     } else if (steep || slow_launches || quick_issue)
-        && compute_ratio.is_some_and(|c| c > 1.0 + cfg.min_rank_excess / 2.0)
+        && compute_ratio.is_some_and(|c| c > 1.0 + cfg.slow_rank.min_excess / 2.0)
     {
         // Decisive: the compute ratio and the first launch sign that held.
         let sign = if steep {

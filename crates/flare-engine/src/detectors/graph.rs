@@ -28,6 +28,26 @@ use crate::{Analysis, Detector, EngineConfig, Outcome};
 use flare_model::{DetectorId, Evidence, EvidenceKey, Finding, PathElement, Severity, Unit};
 use std::collections::HashMap;
 
+/// When the graph search's blame is reported (the topology detector weighs paths by the
+/// same bound).
+#[derive(Clone, Debug)]
+pub struct GraphConfig {
+    /// A rank or path is to blame when the waiting it caused is at least this share of
+    /// the job's time over the window...
+    pub min_blame_share: f64,
+    /// ...or at least this share of the time of two or more iterations (intermittent).
+    pub min_iteration_blame_share: f64,
+}
+
+impl Default for GraphConfig {
+    fn default() -> Self {
+        GraphConfig {
+            min_blame_share: 0.005,
+            min_iteration_blame_share: 0.02,
+        }
+    }
+}
+
 pub struct GraphDetector;
 
 impl Detector for GraphDetector {
@@ -83,13 +103,13 @@ impl Detector for GraphDetector {
         // more work (longer sequences) waited on its own data, not on a slow device: as
         // for slow_rank, that blame is left to the sequence-imbalance detector.
         let loads = a.replica_loads();
-        let replica_heavy = loads.any_heavy(cfg.min_imbalance);
+        let replica_heavy = loads.any_heavy(cfg.imbalance.min_ratio);
         let explained = |r: usize, i: usize| {
             replica_heavy
                 && a.ctx
                     .replica
                     .get(r)
-                    .is_some_and(|&dp| loads.heavy(dp, i, cfg.min_imbalance))
+                    .is_some_and(|&dp| loads.heavy(dp, i, cfg.imbalance.min_ratio))
         };
         for (i, d) in a.digests.iter().enumerate() {
             let (mut best, mut second, mut who) = (0.0f64, 0.0f64, None);
@@ -217,7 +237,7 @@ impl GraphDetector {
         let series = &per_it[&top];
         // Iterations it weighs on: a clear share of the iteration, or (scale-free) the
         // rank blamed most by far, with GPUs' worth of waiting.
-        let mut hits = hit_iterations(series, rank_time, cfg.min_iteration_blame_share);
+        let mut hits = hit_iterations(series, rank_time, cfg.graph.min_iteration_blame_share);
         for (i, t) in top_rank.iter().enumerate() {
             if t.is_some_and(|(r, over_next)| r == top && over_next >= 2.0)
                 && gpus_worth(series[i], rank_time[i], a.n_ranks()) >= MIN_ITERATION_GPUS
@@ -232,8 +252,8 @@ impl GraphDetector {
             .iter()
             .filter(|t| t.is_some_and(|(r, _)| r == top))
             .count();
-        let sustained =
-            consistent.is_some() || (share >= cfg.min_blame_share && hits.len() * 2 > a.n_its());
+        let sustained = consistent.is_some()
+            || (share >= cfg.graph.min_blame_share && hits.len() * 2 > a.n_its());
         if !sustained && hits.len() < 2 {
             return None;
         }
@@ -273,7 +293,7 @@ impl GraphDetector {
             Evidence::new(
                 EvidenceKey::BlameShare,
                 scoped / scoped_time * 100.0,
-                Some(cfg.min_blame_share * 100.0),
+                Some(cfg.graph.min_blame_share * 100.0),
                 Unit::Percent,
                 format!(
                     "the waiting it caused: {:.1} ms of rank time ({} iterations), traced back from abnormal ops through the collective/P2P graph to its own work",
@@ -338,7 +358,7 @@ impl GraphDetector {
                 culprit.describe()
             ),
             confidence: confidence(
-                (scoped / scoped_time / cfg.min_blame_share).max(gpus / MIN_GPUS_WORTH / 4.0)
+                (scoped / scoped_time / cfg.graph.min_blame_share).max(gpus / MIN_GPUS_WORTH / 4.0)
                     * (c - 1.0).clamp(0.0, 10.0),
                 4.0,
             ),
@@ -370,9 +390,9 @@ impl GraphDetector {
             let mut all: Vec<f64> = v.iter().map(|x| x.1 as f64).collect();
             let strong = v
                 .iter()
-                .filter(|x| x.1 as f64 >= cfg.min_transient_path_ratio)
+                .filter(|x| x.1 as f64 >= cfg.slow_path.min_transient_ratio)
                 .count();
-            median(&mut all) >= cfg.min_transfer_ratio || strong >= 2
+            median(&mut all) >= cfg.slow_path.min_transfer_ratio || strong >= 2
         };
         let mut slow: Vec<u32> = comm_blame
             .keys()
@@ -439,7 +459,7 @@ impl GraphDetector {
             })
             .map(|(e, v)| (*e, v.clone()))?;
         let share = w / total_time;
-        let mut hits = hit_iterations(&series, rank_time, cfg.min_iteration_blame_share);
+        let mut hits = hit_iterations(&series, rank_time, cfg.graph.min_iteration_blame_share);
         for (i, &b) in series.iter().enumerate() {
             if gpus_worth(b, rank_time[i], a.n_ranks()) >= MIN_ITERATION_GPUS && !hits.contains(&i)
             {
@@ -470,10 +490,10 @@ impl GraphDetector {
         // most iterations (a healthy path is slow in one at most, when another job's
         // traffic crosses it).
         let slow_its = (0..a.n_its())
-            .filter(|&i| ratio_in(i) >= cfg.min_transfer_ratio)
+            .filter(|&i| ratio_in(i) >= cfg.slow_path.min_transfer_ratio)
             .count();
         let gpus = gpus_worth(w, total_time, a.n_ranks());
-        let sustained = (share >= cfg.min_blame_share && hits.len() * 2 > a.n_its())
+        let sustained = (share >= cfg.graph.min_blame_share && hits.len() * 2 > a.n_its())
             || (gpus >= MIN_GPUS_WORTH && slow_its * 2 > a.n_its());
         let strong_hits: Vec<usize> = hits
             .iter()
@@ -522,7 +542,7 @@ impl GraphDetector {
             confidence: confidence(
                 (ratio - 1.0)
                     * precision
-                    * (scoped / scoped_time / cfg.min_blame_share).max(gpus / MIN_GPUS_WORTH / 4.0),
+                    * (scoped / scoped_time / cfg.graph.min_blame_share).max(gpus / MIN_GPUS_WORTH / 4.0),
                 1.0,
             ),
             culprits: vec![culprit],
@@ -537,7 +557,7 @@ impl GraphDetector {
                 Evidence::new(
                     EvidenceKey::BlameShare,
                     scoped / scoped_time * 100.0,
-                    Some(cfg.min_blame_share * 100.0),
+                    Some(cfg.graph.min_blame_share * 100.0),
                     Unit::Percent,
                     "excess transfer time and the waiting it caused, traced through the collective/P2P graph".into(),
                 ),

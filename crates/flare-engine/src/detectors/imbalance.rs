@@ -11,6 +11,20 @@ use flare_model::{
 };
 use std::collections::BTreeMap;
 
+/// When a stage or a data-parallel replica is imbalanced (the detectors that name ranks
+/// leave delays such a load explains to these two).
+#[derive(Clone, Debug)]
+pub struct ImbalanceConfig {
+    /// Its compute over the median's.
+    pub min_ratio: f64,
+}
+
+impl Default for ImbalanceConfig {
+    fn default() -> Self {
+        ImbalanceConfig { min_ratio: 1.08 }
+    }
+}
+
 pub struct StageImbalanceDetector;
 
 impl Detector for StageImbalanceDetector {
@@ -66,7 +80,7 @@ impl Detector for StageImbalanceDetector {
             .collect();
         let typical = median(&mut loads);
         let ratio = heaviest / typical;
-        if ratio < cfg.min_imbalance {
+        if ratio < cfg.imbalance.min_ratio {
             return Outcome::Findings(vec![]);
         }
         let mut culprit = Culprit::new(Component::Stage);
@@ -184,12 +198,12 @@ impl Detector for SequenceImbalanceDetector {
         }
         let mut ratios: Vec<f64> = heavy_per_it.iter().map(|x| x.2).collect();
         let ratio = median(&mut ratios);
-        if ratio < cfg.min_imbalance {
+        if ratio < cfg.imbalance.min_ratio {
             return Outcome::Findings(vec![]);
         }
         let imbalanced: Vec<&(u32, u32, f64)> = heavy_per_it
             .iter()
-            .filter(|x| x.2 >= cfg.min_imbalance)
+            .filter(|x| x.2 >= cfg.imbalance.min_ratio)
             .collect();
         let mut replicas: Vec<u32> = imbalanced.iter().map(|x| x.1).collect();
         replicas.sort_unstable();

@@ -11,6 +11,20 @@ use crate::stats::median;
 use crate::{Analysis, Detector, EngineConfig, Outcome};
 use flare_model::{DetectorId, Evidence, EvidenceKey, Finding, FindingKind, Severity, Unit};
 
+/// The iteration detector's thresholds.
+#[derive(Clone, Debug)]
+pub struct IterationConfig {
+    /// An iteration is irregular when it takes more than `delta` times the window's
+    /// typical iteration (Holmes' delta-irregularity).
+    pub delta: f64,
+}
+
+impl Default for IterationConfig {
+    fn default() -> Self {
+        IterationConfig { delta: 1.05 }
+    }
+}
+
 pub struct IterationDetector;
 
 impl Detector for IterationDetector {
@@ -112,7 +126,7 @@ impl Detector for IterationDetector {
         // Delta-irregular iterations against their segment's level, and change-point
         // spikes.
         let mut spikes: Vec<(u32, f64)> = (0..series.len())
-            .filter(|&i| series[i] > cfg.delta * level[i])
+            .filter(|&i| series[i] > cfg.iteration.delta * level[i])
             .map(|i| (times[i].0, series[i] / level[i]))
             .collect();
         for c in changes.iter().filter(|c| c.spike) {
@@ -136,16 +150,16 @@ impl Detector for IterationDetector {
                     iteration_ranges(&its),
                     typical / 1e6
                 ),
-                confidence: crate::stats::confidence(worst - 1.0, cfg.delta - 1.0),
+                confidence: crate::stats::confidence(worst - 1.0, cfg.iteration.delta - 1.0),
                 culprits: vec![],
                 evidence: vec![Evidence::new(
                     EvidenceKey::MaxIterationRatio,
                     worst,
-                    Some(cfg.delta),
+                    Some(cfg.iteration.delta),
                     Unit::Ratio,
                     format!(
                         "slowest irregular iteration over its level; irregular above x{:.2} (delta)",
-                        cfg.delta
+                        cfg.iteration.delta
                     ),
                 )],
                 action: "spikes that no rank explains are cluster-wide (storage, network, scheduler); act only if they recur".into(),

@@ -16,6 +16,27 @@ use flare_model::{
     MachineMetric, Severity, Unit,
 };
 
+/// Minder's thresholds on machine metrics.
+#[derive(Clone, Debug)]
+pub struct MachineConfig {
+    /// A machine is reported when it stays the outlier of a metric this long...
+    pub continuity_s: f64,
+    /// ...deviating from its peers' median by at least this much (log ratio), and by
+    /// this many robust standard deviations of the machines' distances.
+    pub min_deviation: f64,
+    pub min_z: f64,
+}
+
+impl Default for MachineConfig {
+    fn default() -> Self {
+        MachineConfig {
+            continuity_s: 240.0,
+            min_deviation: 0.03,
+            min_z: 6.0,
+        }
+    }
+}
+
 pub struct MachineDetector;
 
 /// The machine detector alone on a job's machine metrics (for the benchmark's table of
@@ -72,12 +93,12 @@ impl Detector for MachineDetector {
                 m.machines.len()
             ));
         }
-        let continuity = (cfg.machine_continuity_s / m.interval_s.max(1e-9)).ceil() as usize;
+        let continuity = (cfg.machine.continuity_s / m.interval_s.max(1e-9)).ceil() as usize;
         if m.samples < continuity {
             return Outcome::NotEnoughData(format!(
                 "{:.0} s of machine metrics; the continuity rule needs {:.0} s",
                 m.samples as f64 * m.interval_s,
-                cfg.machine_continuity_s
+                cfg.machine.continuity_s
             ));
         }
         let mut alerts = Vec::new();
@@ -228,7 +249,7 @@ fn metric_alerts(
             .expect("3 machines");
         ds.clear();
         let z = (d_top - med) / mad.max(0.01 * med.max(1e-3)).max(1e-9);
-        let outlier = d_top >= cfg.machine_min_deviation && z >= cfg.machine_min_z;
+        let outlier = d_top >= cfg.machine.min_deviation && z >= cfg.machine.min_z;
         match (&mut run, outlier) {
             (Some(r), true) if r.machine == top => {
                 r.deviations.push(signed);
@@ -329,7 +350,7 @@ impl MachineDetector {
                         al.len as f64 * m.interval_s / 60.0,
                         al.start as f64 * m.interval_s,
                         al.z,
-                        cfg.machine_continuity_s
+                        cfg.machine.continuity_s
                     ),
                 )
             })
@@ -359,8 +380,8 @@ impl MachineDetector {
             severity: Severity::Warning,
             summary,
             confidence: confidence(
-                main.z / cfg.machine_min_z
-                    * (main.len as f64 * m.interval_s / cfg.machine_continuity_s),
+                main.z / cfg.machine.min_z
+                    * (main.len as f64 * m.interval_s / cfg.machine.continuity_s),
                 1.0,
             ),
             culprits: vec![culprit],

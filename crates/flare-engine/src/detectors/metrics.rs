@@ -18,6 +18,22 @@ use crate::stats::{confidence, median, median_mad};
 use crate::{Analysis, Detector, EngineConfig, Outcome};
 use flare_model::{DetectorId, Evidence, EvidenceKey, Finding, Severity, Unit};
 
+/// The metrics detector's threshold (its outlier tests use [`super::slow_rank::SlowRankConfig`]).
+#[derive(Clone, Debug)]
+pub struct MetricsConfig {
+    /// A rank's relative or individual performance score (nvidia-resiliency-ext's: best
+    /// peer's or its own best kernel time over its own) below this is reported.
+    pub min_relative_score: f64,
+}
+
+impl Default for MetricsConfig {
+    fn default() -> Self {
+        MetricsConfig {
+            min_relative_score: 0.75,
+        }
+    }
+}
+
 pub struct MetricsDetector;
 
 /// One rank's metrics over the window (the findings document's type).
@@ -184,7 +200,7 @@ impl Detector for MetricsDetector {
             .iter()
             .enumerate()
             .map(|(ri, r)| (ri, r.relative_score.min(r.individual_score)))
-            .filter(|(_, s)| s.is_finite() && *s < cfg.min_relative_score)
+            .filter(|(_, s)| s.is_finite() && *s < cfg.metrics.min_relative_score)
             .collect();
         low.sort_by(|x, y| x.1.total_cmp(&y.1));
         if super::structural(a, &low.iter().map(|x| x.0).collect::<Vec<_>>()) {
@@ -195,7 +211,7 @@ impl Detector for MetricsDetector {
         let mut by_z: Vec<(usize, f64)> = flops_z
             .iter()
             .enumerate()
-            .filter(|(_, z)| z.is_finite() && **z >= cfg.min_rank_z)
+            .filter(|(_, z)| z.is_finite() && **z >= cfg.slow_rank.min_z)
             .map(|(ri, z)| (ri, *z))
             .collect();
         by_z.sort_by(|x, y| y.1.total_cmp(&x.1));
@@ -214,8 +230,8 @@ impl Detector for MetricsDetector {
             let rel_flops = peer_ratio(a, m, ri, |x| x.tflops);
             // Ignore tiny FLOPS differences that pass the z-test on near-identical peers.
             let score = r.relative_score.min(r.individual_score);
-            if score >= cfg.min_relative_score
-                && rel_flops.is_some_and(|x| x > 1.0 - cfg.min_rank_excess)
+            if score >= cfg.metrics.min_relative_score
+                && rel_flops.is_some_and(|x| x > 1.0 - cfg.slow_rank.min_excess)
             {
                 continue;
             }
@@ -233,19 +249,19 @@ impl Detector for MetricsDetector {
                 Evidence::new(
                     EvidenceKey::RelativeScore,
                     r.relative_score,
-                    Some(cfg.min_relative_score),
+                    Some(cfg.metrics.min_relative_score),
                     Unit::None,
                     "the best peer's mean kernel time over its own (nvidia-resiliency-ext's relative score; 1.0: as fast as the fastest rank of its stage)".into(),
                 )
-                .decisive_if(r.relative_score < cfg.min_relative_score),
+                .decisive_if(r.relative_score < cfg.metrics.min_relative_score),
                 Evidence::new(
                     EvidenceKey::IndividualScore,
                     r.individual_score,
-                    Some(cfg.min_relative_score),
+                    Some(cfg.metrics.min_relative_score),
                     Unit::None,
                     "its own best iteration's mean kernel time over its latest (1.0: as fast as it has been)".into(),
                 )
-                .decisive_if(r.individual_score < cfg.min_relative_score),
+                .decisive_if(r.individual_score < cfg.metrics.min_relative_score),
             ];
             if let Some(x) = rel_flops {
                 evidence.push(
@@ -259,7 +275,7 @@ impl Detector for MetricsDetector {
                         r.tflops
                     ),
                     )
-                    .decisive_if(x < 1.0 - cfg.min_rank_excess),
+                    .decisive_if(x < 1.0 - cfg.slow_rank.min_excess),
                 );
             }
             if let Some(x) = peer_ratio(a, m, ri, |x| x.bus_gbps) {
@@ -294,7 +310,7 @@ impl Detector for MetricsDetector {
                 summary: format!(
                     "rank {rank} runs its kernels at {:.0}% of the fastest peer's speed{} through {what} ({})",
                     r.relative_score * 100.0,
-                    if r.individual_score < cfg.min_relative_score {
+                    if r.individual_score < cfg.metrics.min_relative_score {
                         format!(", {:.0}% of its own best", r.individual_score * 100.0)
                     } else {
                         String::new()

@@ -16,6 +16,27 @@ use flare_model::{
 };
 use std::collections::{HashMap, HashSet};
 
+/// When a communicator's transfers are slow (the graph search judges transfers by the
+/// same bounds).
+#[derive(Clone, Debug)]
+pub struct SlowPathConfig {
+    /// Slow at this ratio to comparable communicators' transfers...
+    pub min_transfer_ratio: f64,
+    /// ...and when the slowness comes and goes (in some iterations only), at this ratio:
+    /// milder transient slowdowns are background traffic of other jobs, not a fault to
+    /// act on.
+    pub min_transient_ratio: f64,
+}
+
+impl Default for SlowPathConfig {
+    fn default() -> Self {
+        SlowPathConfig {
+            min_transfer_ratio: 1.3,
+            min_transient_ratio: 2.0,
+        }
+    }
+}
+
 pub struct SlowPathDetector;
 
 impl Detector for SlowPathDetector {
@@ -54,11 +75,11 @@ impl Detector for SlowPathDetector {
             let overall = median(&mut all);
             let bad: Vec<u32> = ratios
                 .iter()
-                .filter(|r| r.1 as f64 >= cfg.min_transient_path_ratio)
+                .filter(|r| r.1 as f64 >= cfg.slow_path.min_transient_ratio)
                 .map(|r| a.iterations[r.0 as usize])
                 .collect();
             let min_hits = if n_its >= 4 { 2 } else { 1 };
-            if overall >= cfg.min_transfer_ratio {
+            if overall >= cfg.slow_path.min_transfer_ratio {
                 slow.insert(comm, (overall, vec![]));
             } else if bad.len() >= min_hits {
                 let worst = ratios.iter().map(|r| r.1 as f64).fold(0.0, f64::max);

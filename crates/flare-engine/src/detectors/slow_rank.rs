@@ -15,6 +15,25 @@ use crate::stats::{confidence, median_mad};
 use crate::{Analysis, Detector, EngineConfig, Outcome};
 use flare_model::{DetectorId, Direction, Evidence, EvidenceKey, Finding, Severity, Unit};
 
+/// When a rank is a suspect: the bounds every detector that compares ranks with their
+/// peers uses (slow-rank, metrics, the cause of a late rank), so that they agree.
+#[derive(Clone, Debug)]
+pub struct SlowRankConfig {
+    /// Its self time exceeds its peers' by this fraction...
+    pub min_excess: f64,
+    /// ...and by this many robust standard deviations of the ranks' excess.
+    pub min_z: f64,
+}
+
+impl Default for SlowRankConfig {
+    fn default() -> Self {
+        SlowRankConfig {
+            min_excess: 0.02,
+            min_z: 6.0,
+        }
+    }
+}
+
 pub struct SlowRankDetector;
 
 struct Suspect {
@@ -59,13 +78,13 @@ impl Detector for SlowRankDetector {
         // (longer sequences) explain its lateness there: they are left out, and the
         // sequence-imbalance detector reports them.
         let loads = a.replica_loads();
-        let replica_heavy = loads.any_heavy(cfg.min_imbalance);
+        let replica_heavy = loads.any_heavy(cfg.imbalance.min_ratio);
         let explained = |r: usize, i: usize| -> bool {
             replica_heavy
                 && a.ctx
                     .replica
                     .get(r)
-                    .is_some_and(|&dp| loads.heavy(dp, i, cfg.min_imbalance))
+                    .is_some_and(|&dp| loads.heavy(dp, i, cfg.imbalance.min_ratio))
         };
         // Sustained: excess over the whole window.
         let mut rel = vec![f64::NAN; n_ranks];
@@ -77,7 +96,7 @@ impl Detector for SlowRankDetector {
         let mut late = vec![false; n_ranks * n_its];
         for (i, d) in a.digests.iter().enumerate() {
             let (mi, si) = (d.excess_median, d.excess_mad.max(0.003));
-            let bar = (3.0 * cfg.min_rank_excess).max(cfg.min_rank_z * si);
+            let bar = (3.0 * cfg.slow_rank.min_excess).max(cfg.slow_rank.min_z * si);
             for (r, x) in d.self_time.iter().enumerate().take(n_ranks) {
                 if explained(r, i) {
                     continue;
@@ -110,7 +129,7 @@ impl Detector for SlowRankDetector {
             }
             let z = (rel[r] - m) / s;
             let hits: Vec<usize> = (0..n_its).filter(|&i| late[r * n_its + i]).collect();
-            let sustained = rel[r] - m >= cfg.min_rank_excess && z >= cfg.min_rank_z;
+            let sustained = rel[r] - m >= cfg.slow_rank.min_excess && z >= cfg.slow_rank.min_z;
             if sustained || hits.len() >= min_hits {
                 let excess: f64 = if sustained {
                     tot[r]

@@ -218,7 +218,8 @@ impl Detector for TopologyDetector {
             })
             .count()
             > 0;
-        let warning = cost.is_some_and(|c| c >= cfg.min_blame_share) || (cost.is_none() && heavy);
+        let warning =
+            cost.is_some_and(|c| c >= cfg.graph.min_blame_share) || (cost.is_none() && heavy);
         let mut culprit = Culprit::new(Component::Network);
         culprit.element = Some(format!("placement ({job_pods} pods for {needed_pods})"));
         let worst = kinds
