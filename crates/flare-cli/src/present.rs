@@ -119,6 +119,9 @@ pub fn text(doc: &FindingsDocument) -> String {
             s.detector, s.reason
         ));
     }
+    for n in &doc.notes {
+        out.push_str(&format!("\n(note: {n})"));
+    }
     out.push('\n');
     out
 }

@@ -25,5 +25,6 @@ pub fn of_trace(trace: &Trace, d: &Diagnosis, diagnosis_ms: f64) -> FindingsDocu
     doc.rank_metrics = d.rank_metrics.clone();
     doc.rank_breakdown = crate::breakdown::most_idle(trace, BREAKDOWN_RANKS);
     doc.diagnosis_ms = Some(diagnosis_ms);
+    doc.notes = trace.meta.notes.clone();
     doc
 }

@@ -1151,6 +1151,8 @@ mod tests {
                 source: "test".into(),
                 detail: String::new(),
                 missing_ranks: vec![2],
+                cpu_compute: false,
+                notes: Vec::new(),
             },
             job: JobInfo {
                 job_id: "j".into(),

@@ -791,6 +791,8 @@ pub(crate) fn assemble(
             source: source.to_string(),
             detail: notes.render(),
             missing_ranks,
+            cpu_compute: false,
+            notes: Vec::new(),
         },
         job: JobInfo {
             job_id,

@@ -126,6 +126,8 @@ fn arb_trace() -> impl Strategy<Value = Trace> {
                         source,
                         detail,
                         missing_ranks,
+                        cpu_compute: false,
+                        notes: Vec::new(),
                     },
                     job: JobInfo {
                         job_id,

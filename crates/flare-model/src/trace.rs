@@ -28,6 +28,14 @@ pub struct TraceMeta {
     pub detail: String,
     /// Ranks the job has but the trace holds nothing for.
     pub missing_ranks: Vec<u32>,
+    /// The compute ops are CPU work: the trace holds no GPU activity (a CPU-only job, or
+    /// a profile taken without the GPU), so a slow rank is not a slow GPU.
+    #[serde(default)]
+    pub cpu_compute: bool,
+    /// What the importer could not read, for the person reading the diagnosis (events of
+    /// kinds it skipped that bear on it, groups it had to guess).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
 }
 
 /// One iteration on one rank.

@@ -529,6 +529,8 @@ pub fn simulate_streaming(
                 cfg.iterations
             ),
             missing_ranks: vec![],
+            cpu_compute: false,
+            notes: Vec::new(),
         },
         job: JobInfo {
             job_id: format!("sim-{}-{}-s{}", world, cfg.fault.name(), cfg.seed),

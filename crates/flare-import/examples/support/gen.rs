@@ -199,6 +199,8 @@ pub fn build(ranks: u32, iterations: u32) -> Trace {
             source: "native_speed example".into(),
             detail: format!("{ranks} ranks x {iterations} iterations"),
             missing_ranks: vec![],
+            cpu_compute: false,
+            notes: Vec::new(),
         },
         job: JobInfo {
             job_id: "speed".into(),

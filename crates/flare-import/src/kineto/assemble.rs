@@ -103,11 +103,16 @@ pub(super) fn assemble(
     } else {
         format!("{} files, first {}", files.len(), files[0].path)
     };
+    // No file had a GPU kernel: its compute is CPU work.
+    let cpu_compute = files.iter().all(|f| f.kernels.iter().all(|k| k.cpu_side))
+        && files.iter().any(|f| !f.kernels.is_empty());
     let trace = Trace {
         meta: TraceMeta {
             source: "kineto".into(),
             detail,
             missing_ranks,
+            cpu_compute,
+            notes: Vec::new(),
         },
         job: JobInfo {
             job_id,
@@ -120,6 +125,8 @@ pub(super) fn assemble(
         names: names.names,
         ranks: rank_traces,
     };
+    let mut trace = trace;
+    trace.meta.notes = stats.notes();
     Ok((trace, stats))
 }
 
@@ -268,6 +275,13 @@ impl Comms {
             };
             let (key, synthetic) = match known_comm(args, f, &self.by_pg_name, world) {
                 Some(key) => (key, false),
+                // A CPU-side collective of a rank in several groups that does not say
+                // which: guessing would mix instances of different groups.
+                None if k.cpu_side => {
+                    stats.cpu_collectives_unattributed += 1;
+                    out.push(None);
+                    continue;
+                }
                 None => (
                     CommKey {
                         name: format!("unknown:{}", kind.as_str()),
@@ -343,6 +357,11 @@ fn add_file_stats(stats: &mut KinetoImportStats, f: &ParsedFile) {
     stats.profiler_steps += f.stats.profiler_steps;
     stats.launch_calls += f.stats.launches;
     stats.nccl_args_from_param_comms += f.stats.args_from_param_comms;
+    stats.other_comm_kernels += f.stats.other_comm_kernels;
+    stats.other_comm_kernels_unknown += f.stats.other_comm_kernels_unknown;
+    stats.cpu_collectives += f.stats.cpu_collectives;
+    stats.cpu_compute_spans += f.stats.cpu_compute_spans;
+    stats.cpu_launches_without_work += f.stats.cpu_launches_without_work;
     for (cat, n) in &f.stats.skipped {
         *stats.skipped.entry(cat.clone()).or_insert(0) += n;
     }
@@ -384,6 +403,10 @@ fn rank_trace(
     for i in order {
         let k = &f.kernels[i];
         let sync = sync_infos.get(i).and_then(Option::as_ref);
+        if k.cpu_side && k.nccl.is_some() && sync.is_none() {
+            // A CPU-side collective of an unknown group (counted): not an op.
+            continue;
+        }
         ops.push(kernel_op(
             f,
             k,
@@ -464,7 +487,9 @@ fn kernel_op(
     ordinals: &mut HashMap<u32, u32>,
     stats: &mut KinetoImportStats,
 ) -> Result<Op, KinetoError> {
-    let issue = k.correlation.and_then(|c| f.launches.get(&c)).map(|l| l.ts);
+    let issue = k
+        .issue
+        .or_else(|| k.correlation.and_then(|c| f.launches.get(&c)).map(|l| l.ts));
     if issue.is_none() {
         stats.kernels_without_launch += 1;
     }

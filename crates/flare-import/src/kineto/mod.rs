@@ -42,6 +42,8 @@
 //! ops are left out (and counted in [`KinetoWriteStats::in_flight_omitted`]).
 
 mod assemble;
+mod comm;
+mod cpu_side;
 mod names;
 mod parse;
 mod write;
@@ -100,6 +102,21 @@ pub struct KinetoImportStats {
     pub profiler_steps: u64,
     /// Kernel launch calls (`cudaLaunchKernel`, ...) read for issue times.
     pub launch_calls: u64,
+    /// Communication kernels outside NCCL (DeepEP, NVSHMEM, MSCCL++) read as sync ops.
+    pub other_comm_kernels: u64,
+    /// Communication kernels outside NCCL whose collective their name does not tell
+    /// (imported as compute).
+    pub other_comm_kernels_unknown: u64,
+    /// Files without GPU kernels are read from their CPU side: collective work spans on a
+    /// backend's thread (`gloo:*`) read as sync ops...
+    pub cpu_collectives: u64,
+    /// ...those of ranks in several process groups that do not say which (not read)...
+    pub cpu_collectives_unattributed: u64,
+    /// ...top-level CPU spans read as compute...
+    pub cpu_compute_spans: u64,
+    /// ...and collectives launched (`c10d::*`, `nccl:*`) whose work the file does not
+    /// hold: an NCCL job profiled without `ProfilerActivity.CUDA`.
+    pub cpu_launches_without_work: u64,
     /// NCCL kernels without collective arguments that took them from the
     /// `record_param_comms` CPU op that launched them (older PyTorch traces).
     pub nccl_args_from_param_comms: u64,
@@ -109,6 +126,44 @@ pub struct KinetoImportStats {
     pub synthetic_communicators: u64,
     /// Events not imported, by category (`cat`, or `ph:<ph>` when there is none).
     pub skipped: BTreeMap<String, u64>,
+}
+
+impl KinetoImportStats {
+    /// What a person should know about what was not read (and why), one sentence each.
+    pub fn notes(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        if self.cpu_collectives_unattributed > 0 {
+            out.push(format!(
+                "{} CPU-side collectives were not read: their ranks are in several process groups and the trace does not say which group each ran on (torch.profiler's Gloo spans do not name it; flare's tracer records it)",
+                self.cpu_collectives_unattributed
+            ));
+        }
+        if self.cpu_launches_without_work > 0 {
+            out.push(format!(
+                "{} collectives were launched on the CPU but the trace holds no GPU activity: their waiting is invisible (profile with ProfilerActivity.CUDA too)",
+                self.cpu_launches_without_work
+            ));
+        }
+        if self.nccl_unrecognised > 0 {
+            out.push(format!(
+                "{} NCCL kernels do not say which collective they run (no arguments): read as compute",
+                self.nccl_unrecognised
+            ));
+        }
+        if self.other_comm_kernels_unknown > 0 {
+            out.push(format!(
+                "{} communication kernels outside NCCL (DeepEP, NVSHMEM, MSCCL++) do not say which exchange they run: read as compute",
+                self.other_comm_kernels_unknown
+            ));
+        }
+        if self.synthetic_communicators > 0 {
+            out.push(format!(
+                "{} communicators were made up (the trace does not say which process group some collectives ran on): collectives of one kind are matched across all ranks in order",
+                self.synthetic_communicators
+            ));
+        }
+        out
+    }
 }
 
 /// Errors reading Kineto traces. Each names the file and, where there is one, the place.

@@ -84,6 +84,24 @@ pub fn dtype_bytes(dtype: &str) -> Option<u64> {
     Some(b)
 }
 
+/// The dtype name (as [`dtype_bytes`] reads it) of an element type as the profiler writes
+/// it in a CPU op's `Input type` (`float`, `c10::BFloat16`, `long int`, ...).
+pub fn dtype_of_input_type(t: &str) -> Option<&'static str> {
+    Some(match t.trim() {
+        "float" => "Float",
+        "double" => "Double",
+        "c10::Half" | "half" => "Half",
+        "c10::BFloat16" => "BFloat16",
+        "long int" | "long" | "int64_t" => "Long",
+        "int" | "int32_t" => "Int",
+        "short int" | "short" => "Short",
+        "signed char" | "int8_t" => "Char",
+        "unsigned char" | "uint8_t" => "Byte",
+        "bool" => "Bool",
+        _ => return None,
+    })
+}
+
 /// The host phase a CPU span (`cpu_op` or `user_annotation`) stands for, from its name.
 ///
 /// Matches `enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__`, `gc.collect`,

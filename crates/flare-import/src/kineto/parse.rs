@@ -6,6 +6,7 @@
 //! the parser. Timestamps are taken as the raw JSON text and converted from microseconds
 //! to nanoseconds exactly, in decimal, so `12.345` is 12,345 ns and never 12,344.
 
+use super::comm::{self, CommEvent};
 use super::names::{self, RankList};
 use super::KinetoError;
 use flare_model::trace::NameTable;
@@ -217,6 +218,11 @@ struct Args<'a> {
     flare_kind: Option<Lenient<'a>>,
     #[serde(borrow, default, rename = "Flare unfinished")]
     flare_unfinished: Option<Lenient<'a>>,
+    /// Shapes and element types of a CPU op's inputs (`record_shapes=True`).
+    #[serde(borrow, default, rename = "Input Dims")]
+    input_dims: Option<&'a RawValue>,
+    #[serde(borrow, default, rename = "Input type")]
+    input_type: Option<&'a RawValue>,
 }
 
 /// One trace event, borrowing from the input.
@@ -429,8 +435,14 @@ pub struct KernelRec {
     pub end: Option<i64>,
     pub correlation: Option<u64>,
     pub flops: u64,
-    /// `Some` for kernels whose name starts with `nccl`.
+    /// `Some` for communication kernels ([`super::comm`]): NCCL's, or another library's
+    /// whose kind the name tells.
     pub nccl: Option<Box<NcclArgs>>,
+    /// Read from the CPU side of a trace without GPU activity (a Gloo collective's work, a
+    /// top-level CPU span as compute), not from a GPU kernel.
+    pub cpu_side: bool,
+    /// When the CPU issued it, when known without a launch call (CPU-side records).
+    pub issue: Option<i64>,
 }
 
 /// A host phase on the CPU.
@@ -463,6 +475,16 @@ pub struct FileStats {
     pub args_from_param_comms: u64,
     pub host_spans: u64,
     pub profiler_steps: u64,
+    /// Communication kernels outside NCCL (DeepEP, NVSHMEM, MSCCL++) read as sync ops,
+    /// and those whose collective the name does not tell (kept as compute).
+    pub other_comm_kernels: u64,
+    pub other_comm_kernels_unknown: u64,
+    /// CPU-side reading (files without GPU kernels): collectives' work spans read as sync
+    /// ops, top-level CPU spans read as compute, and collectives launched whose work the
+    /// file does not hold (a CPU-only profile of an NCCL job).
+    pub cpu_collectives: u64,
+    pub cpu_compute_spans: u64,
+    pub cpu_launches_without_work: u64,
     pub skipped: BTreeMap<String, u64>,
 }
 
@@ -507,6 +529,8 @@ struct Collector {
     launches: HashMap<u64, LaunchRec>,
     /// `record_param_comms` CPU ops: (thread, start, end, their collective arguments).
     param_comms: Vec<(u64, i64, i64, NcclArgs)>,
+    /// The CPU side, for a file without GPU kernels (see [`super::cpu_side`]).
+    cpu: super::cpu_side::CpuRecords,
     hosts: Vec<HostRec>,
     stats: FileStats,
     problem: Option<EventProblem>,
@@ -587,17 +611,54 @@ impl Collector {
                     self.stats.profiler_steps += 1;
                     return Ok(());
                 }
-                if name == "record_param_comms" {
-                    // PyTorch's wrapper of every c10d collective: older traces carry the
-                    // collective's arguments here only, not on the kernel.
-                    if let (Some(tid), Some(dur)) = (thread_id(&ev), optional_dur(&ev, name)?) {
-                        let start = required_ts(&ev, name)?;
-                        let end = add(start, dur, name)?;
-                        let a = args.parse(name)?;
-                        self.param_comms.push((tid, start, end, nccl_args(&a)));
+                match comm::classify_cpu(name) {
+                    Some(CommEvent::ParamComms) => {
+                        // PyTorch's wrapper of every c10d collective: older traces carry the
+                        // collective's arguments here only, not on the kernel.
+                        if let (Some(tid), Some(dur)) = (thread_id(&ev), optional_dur(&ev, name)?) {
+                            let start = required_ts(&ev, name)?;
+                            let end = add(start, dur, name)?;
+                            let a = args.parse(name)?;
+                            self.param_comms.push((tid, start, end, nccl_args(&a)));
+                        }
+                        self.skip(cat);
+                        return Ok(());
                     }
-                    self.skip(cat);
-                    return Ok(());
+                    Some(CommEvent::CpuWork(kind)) => {
+                        let start = required_ts(&ev, name)?;
+                        let end = match optional_dur(&ev, name)? {
+                            Some(d) => Some(add(start, d, name)?),
+                            None => None,
+                        };
+                        let a = args.parse(name)?;
+                        let mut nccl = nccl_args(&a);
+                        nccl.collective = Some(kind.as_str().to_string());
+                        if nccl.in_nelems.is_none() {
+                            nccl.in_nelems = input_elements(&a);
+                        }
+                        if nccl.dtype.is_none() {
+                            nccl.dtype = input_dtype(&a);
+                        }
+                        let name = self.names.intern(name);
+                        self.cpu.work.push(super::cpu_side::CpuWork {
+                            index,
+                            name,
+                            tid: thread_id(&ev),
+                            start,
+                            end,
+                            args: nccl,
+                        });
+                        return Ok(());
+                    }
+                    Some(CommEvent::CpuLaunch(kind)) => {
+                        let ts = required_ts(&ev, name)?;
+                        self.cpu
+                            .launches
+                            .push(super::cpu_side::CpuLaunch { kind, ts });
+                        self.skip(cat);
+                        return Ok(());
+                    }
+                    _ => {}
                 }
                 let flare_kind = if args.mention("Flare kind") {
                     args.parse(name)?
@@ -624,6 +685,24 @@ impl Collector {
                             end,
                         });
                         self.stats.host_spans += 1;
+                    }
+                    None if self.kernels.is_empty() => {
+                        // Until a GPU kernel shows up, CPU spans may be the file's compute.
+                        if let (Some(dur), Some(tid)) = (optional_dur(&ev, name)?, thread_id(&ev)) {
+                            let start = required_ts(&ev, name)?;
+                            let end = add(start, dur, name)?;
+                            let name = self.names.intern(name);
+                            self.cpu.spans.push(super::cpu_side::CpuSpan {
+                                index,
+                                name,
+                                tid,
+                                start,
+                                end,
+                                annotation: cat == "user_annotation",
+                            });
+                        } else {
+                            self.skip(cat);
+                        }
                     }
                     None => self.skip(cat),
                 }
@@ -663,12 +742,29 @@ impl Collector {
             .or(args.flops_lower.as_ref())
             .and_then(Lenient::as_u64)
             .unwrap_or(0);
-        let nccl = if name.starts_with("nccl") {
-            self.stats.nccl_kernels += 1;
-            Some(Box::new(nccl_args(&args)))
-        } else {
-            None
+        let nccl = match comm::classify_kernel(name) {
+            Some(CommEvent::NcclKernel) => {
+                self.stats.nccl_kernels += 1;
+                Some(Box::new(nccl_args(&args)))
+            }
+            Some(CommEvent::OtherKernel(_, Some(kind))) => {
+                self.stats.other_comm_kernels += 1;
+                let mut a = nccl_args(&args);
+                if a.collective.is_none() {
+                    a.collective = Some(kind.as_str().to_string());
+                }
+                Some(Box::new(a))
+            }
+            Some(CommEvent::OtherKernel(_, None)) => {
+                self.stats.other_comm_kernels_unknown += 1;
+                None
+            }
+            _ => None,
         };
+        if self.kernels.is_empty() {
+            // A GPU trace: its CPU spans are not its compute.
+            self.cpu.forget_spans(&mut self.stats.skipped);
+        }
         let name = self.names.intern(name);
         self.kernels.push(KernelRec {
             index,
@@ -678,10 +774,37 @@ impl Collector {
             correlation,
             flops,
             nccl,
+            cpu_side: false,
+            issue: None,
         });
         self.stats.kernels += 1;
         Ok(())
     }
+}
+
+/// Elements of a CPU op's first input (`Input Dims`: `[[1024]]`, or `[[[1024]]]` for a
+/// tensor list), when the profiler recorded shapes.
+fn input_elements(args: &Args<'_>) -> Option<u64> {
+    let dims: serde_json::Value = serde_json::from_str(args.input_dims?.get()).ok()?;
+    let mut first = dims.as_array()?.first()?;
+    // A tensor list: its first tensor.
+    while let Some(inner) = first
+        .as_array()
+        .and_then(|a| a.first())
+        .filter(|v| v.is_array())
+    {
+        first = inner;
+    }
+    first
+        .as_array()?
+        .iter()
+        .try_fold(1u64, |n, d| n.checked_mul(d.as_u64()?))
+}
+
+/// The element type of a CPU op's first input, as a dtype name (`float` -> `Float`).
+fn input_dtype(args: &Args<'_>) -> Option<String> {
+    let types: serde_json::Value = serde_json::from_str(args.input_type?.get()).ok()?;
+    names::dtype_of_input_type(types.as_array()?.first()?.as_str()?).map(str::to_string)
 }
 
 /// The collective arguments PyTorch writes (on NCCL kernels, or on `record_param_comms`).
@@ -1016,6 +1139,7 @@ pub fn parse_file(path: &str, data: &[u8]) -> Result<ParsedFile, KinetoError> {
         kernels: Vec::new(),
         launches: HashMap::new(),
         param_comms: Vec::new(),
+        cpu: Default::default(),
         hosts: Vec::new(),
         stats: FileStats::default(),
         problem: None,
@@ -1056,6 +1180,11 @@ pub fn parse_file(path: &str, data: &[u8]) -> Result<ParsedFile, KinetoError> {
     let dist = dist.unwrap_or_default();
     let mut c = collector;
     c.args_from_param_comms();
+    if c.kernels.is_empty() {
+        c.kernels = std::mem::take(&mut c.cpu).into_kernels(&c.names, &mut c.stats);
+    } else {
+        c.cpu.forget_spans(&mut c.stats.skipped);
+    }
     if let Some(base) = base_ns.filter(|&b| b != 0) {
         let shift = |t: i64| -> Result<i64, KinetoError> {
             t.checked_add(base).ok_or_else(|| KinetoError::Invalid {
@@ -1075,6 +1204,9 @@ pub fn parse_file(path: &str, data: &[u8]) -> Result<ParsedFile, KinetoError> {
             k.start = shift(k.start)?;
             if let Some(e) = k.end.as_mut() {
                 *e = shift(*e)?;
+            }
+            if let Some(i) = k.issue.as_mut() {
+                *i = shift(*i)?;
             }
         }
         for h in &mut c.hosts {

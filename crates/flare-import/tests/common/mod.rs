@@ -221,6 +221,8 @@ pub fn hand_built() -> Trace {
             source: "hand".into(),
             detail: "hand-built".into(),
             missing_ranks: vec![3],
+            cpu_compute: false,
+            notes: Vec::new(),
         },
         job: JobInfo {
             job_id: "hand".into(),

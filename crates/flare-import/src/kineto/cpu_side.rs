@@ -1,0 +1,228 @@
+//! Reading a file without GPU kernels from its CPU side (a CPU-only job on Gloo, or a
+//! profile taken without `ProfilerActivity.CUDA`).
+//!
+//! * A collective's work span on its backend's own thread (`gloo:all_reduce`, ...) is the
+//!   sync op: it starts when the rank enqueued the collective (its arrival) and ends when
+//!   every member has taken part, as an NCCL kernel does. Its launch is the `c10d::*` call
+//!   (or ProcessGroupNCCL's `nccl:*` annotation) of the same collective that enqueued it:
+//!   launches and works of one kind are paired first in, first out (a backend runs its
+//!   queue in order), and a work whose launch came before the profiled window has none.
+//! * The compute is the top-level CPU spans (`cpu_op`, `user_annotation`) of every thread
+//!   but the backends' (a span inside another one is part of it), issued when they start:
+//!   the CPU runs them itself.
+//! * Launches without any work span (the backend ran on a GPU that was not profiled) show
+//!   no waiting: they are counted, not read.
+
+use super::parse::{FileStats, KernelRec, NcclArgs};
+use flare_model::trace::NameTable;
+use flare_model::OpKind;
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+
+/// A collective's work on a CPU backend's thread.
+#[derive(Debug)]
+pub struct CpuWork {
+    pub index: u64,
+    pub name: u32,
+    pub tid: Option<u64>,
+    pub start: i64,
+    pub end: Option<i64>,
+    pub args: NcclArgs,
+}
+
+/// A CPU-side call that enqueued a collective.
+#[derive(Debug, Clone, Copy)]
+pub struct CpuLaunch {
+    pub kind: Option<OpKind>,
+    pub ts: i64,
+}
+
+/// A CPU span that is neither a host phase nor communication.
+#[derive(Debug, Clone, Copy)]
+pub struct CpuSpan {
+    pub index: u64,
+    pub name: u32,
+    pub tid: u64,
+    pub start: i64,
+    pub end: i64,
+    /// `user_annotation` rather than `cpu_op` (for the skipped counts).
+    pub annotation: bool,
+}
+
+/// What a file's CPU side holds, gathered while it is parsed.
+#[derive(Debug, Default)]
+pub struct CpuRecords {
+    pub work: Vec<CpuWork>,
+    pub launches: Vec<CpuLaunch>,
+    pub spans: Vec<CpuSpan>,
+}
+
+impl CpuRecords {
+    /// Drops the CPU spans of a file that has GPU kernels (they are not its compute),
+    /// counting them as skipped like any other CPU op.
+    pub fn forget_spans(&mut self, skipped: &mut BTreeMap<String, u64>) {
+        for s in self.spans.drain(..) {
+            let cat = if s.annotation {
+                "user_annotation"
+            } else {
+                "cpu_op"
+            };
+            *skipped.entry(cat.to_string()).or_insert(0) += 1;
+        }
+        self.spans.shrink_to_fit();
+    }
+
+    /// The sync ops and compute of a file without GPU kernels, as kernel records.
+    pub fn into_kernels(mut self, names: &NameTable, stats: &mut FileStats) -> Vec<KernelRec> {
+        let mut out = Vec::new();
+        if self.work.is_empty() {
+            stats.cpu_launches_without_work += self.launches.len() as u64;
+        }
+        // Launches and works of a kind, paired first in, first out.
+        self.launches.sort_by_key(|l| l.ts);
+        let mut queues: HashMap<OpKind, VecDeque<i64>> = HashMap::new();
+        for l in &self.launches {
+            if let Some(k) = l.kind {
+                queues.entry(k).or_default().push_back(l.ts);
+            }
+        }
+        self.work.sort_by_key(|w| w.start);
+        let backend_threads: HashSet<u64> = self.work.iter().filter_map(|w| w.tid).collect();
+        for w in self.work {
+            let kind = w
+                .args
+                .collective
+                .as_deref()
+                .and_then(super::names::kind_from_collective);
+            let queue = kind.and_then(|k| queues.get_mut(&k));
+            // The oldest launch not yet paired, if it came before the work started.
+            // (A front launch after the work began belongs to a later work: this one was
+            // launched before the profiled window.)
+            let issue = queue.and_then(|q| {
+                if q.front().is_some_and(|&t| t <= w.start) {
+                    q.pop_front()
+                } else {
+                    None
+                }
+            });
+            stats.cpu_collectives += 1;
+            out.push(KernelRec {
+                index: w.index,
+                name: w.name,
+                start: w.start,
+                end: w.end,
+                correlation: None,
+                flops: 0,
+                nccl: Some(Box::new(w.args)),
+                cpu_side: true,
+                issue: Some(issue.unwrap_or(w.start)),
+            });
+        }
+        // Top-level spans of the other threads.
+        self.spans
+            .sort_by(|a, b| (a.tid, a.start, b.end).cmp(&(b.tid, b.start, a.end)));
+        let mut open: Option<(u64, i64)> = None;
+        for s in self.spans {
+            if backend_threads.contains(&s.tid) {
+                continue;
+            }
+            if open.is_some_and(|(tid, end)| tid == s.tid && s.start < end) {
+                continue;
+            }
+            open = Some((s.tid, s.end));
+            debug_assert!((s.name as usize) < names.names.len());
+            stats.cpu_compute_spans += 1;
+            out.push(KernelRec {
+                index: s.index,
+                name: s.name,
+                start: s.start,
+                end: Some(s.end),
+                correlation: None,
+                flops: 0,
+                nccl: None,
+                cpu_side: true,
+                issue: Some(s.start),
+            });
+        }
+        out.sort_by_key(|k| k.start);
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::parse::parse_file;
+
+    /// One rank of a CPU-only job: two steps, a forward span holding an aten op, a c10d
+    /// launch on the main thread (tid 1) and Gloo's work on its own thread (tid 9); one
+    /// work whose launch came before the window.
+    const RANK: &[u8] = br#"{"distributedInfo": {"rank": 1, "world_size": 3,
+        "pg_config": [{"pg_name": "0", "pg_desc": "default_pg", "pg_size": 3, "ranks": [0, 1, 2]}]},
+      "traceEvents": [
+      {"ph": "X", "cat": "user_annotation", "name": "gloo:all_reduce", "pid": 0, "tid": 9, "ts": 5, "dur": 10,
+       "args": {"Input Dims": [[1024]], "Input type": ["float"]}},
+      {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 0, "tid": 1, "ts": 10, "dur": 100},
+      {"ph": "X", "cat": "user_annotation", "name": "DistributedDataParallel.forward", "pid": 0, "tid": 1, "ts": 20, "dur": 30},
+      {"ph": "X", "cat": "cpu_op", "name": "aten::addmm", "pid": 0, "tid": 1, "ts": 25, "dur": 10},
+      {"ph": "X", "cat": "cpu_op", "name": "c10d::allreduce_", "pid": 0, "tid": 1, "ts": 60, "dur": 2,
+       "args": {"Input Dims": [[[1024]], [], []], "Input type": ["TensorList", "", ""]}},
+      {"ph": "X", "cat": "user_annotation", "name": "gloo:all_reduce", "pid": 0, "tid": 9, "ts": 65, "dur": 40,
+       "args": {"Input Dims": [[1024]], "Input type": ["float"]}},
+      {"ph": "X", "cat": "user_annotation", "name": "Optimizer.step#SGD.step", "pid": 0, "tid": 1, "ts": 106, "dur": 3}
+    ]}"#;
+
+    #[test]
+    fn gloo_work_is_the_collective_and_top_level_spans_the_compute() {
+        let f = parse_file("rank1.json", RANK).unwrap();
+        let comms: Vec<_> = f.kernels.iter().filter(|k| k.nccl.is_some()).collect();
+        assert_eq!(comms.len(), 2);
+        assert!(comms.iter().all(|k| k.cpu_side));
+        let a = comms[1].nccl.as_deref().unwrap();
+        assert_eq!(a.collective.as_deref(), Some("all_reduce"));
+        assert_eq!(
+            (a.in_nelems, a.dtype.as_deref()),
+            (Some(1024), Some("Float"))
+        );
+        // The second work was enqueued by the c10d call at 60 us; the first one's launch
+        // is not in the window: it is issued when it starts.
+        assert_eq!(comms[1].issue, Some(60_000));
+        assert_eq!(comms[0].issue, Some(5_000));
+        // Compute: the forward span (the addmm inside it is part of it), not the Gloo
+        // thread's spans, the step, the launch or the optimizer (a host phase).
+        let compute: Vec<&str> = f
+            .kernels
+            .iter()
+            .filter(|k| k.nccl.is_none())
+            .map(|k| f.names.names[k.name as usize].as_str())
+            .collect();
+        assert_eq!(compute, ["DistributedDataParallel.forward"]);
+        assert_eq!((f.stats.cpu_collectives, f.stats.cpu_compute_spans), (2, 1));
+        assert_eq!(f.hosts.len(), 1);
+    }
+
+    #[test]
+    fn a_gpu_trace_keeps_its_kernels_and_ignores_its_cpu_spans() {
+        let json = br#"{"traceEvents": [
+          {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 0, "tid": 1, "ts": 1, "dur": 5},
+          {"ph": "X", "cat": "kernel", "name": "sm90_gemm", "pid": 0, "tid": 7, "ts": 10, "dur": 5},
+          {"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": 0, "tid": 1, "ts": 20, "dur": 5}
+        ]}"#;
+        let f = parse_file("rank0.json", json).unwrap();
+        assert_eq!(f.kernels.len(), 1);
+        assert!(!f.kernels[0].cpu_side);
+        assert_eq!(f.stats.skipped.get("cpu_op"), Some(&2));
+        assert_eq!(f.stats.cpu_compute_spans, 0);
+    }
+
+    #[test]
+    fn launches_without_work_are_counted_not_read() {
+        // A CPU-only profile of an NCCL job: the collective ran on a GPU nobody profiled.
+        let json = br#"{"traceEvents": [
+          {"ph": "X", "cat": "user_annotation", "name": "nccl:all_reduce", "pid": 0, "tid": 1, "ts": 1, "dur": 5},
+          {"ph": "X", "cat": "cpu_op", "name": "c10d::allreduce_", "pid": 0, "tid": 1, "ts": 2, "dur": 3},
+          {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 0, "tid": 1, "ts": 20, "dur": 5}
+        ]}"#;
+        let f = parse_file("rank0.json", json).unwrap();
+        assert_eq!(f.stats.cpu_launches_without_work, 2);
+        assert!(f.kernels.iter().all(|k| k.nccl.is_none()));
+    }
+}
