@@ -251,11 +251,16 @@ impl JobContext {
             c.element = Some(host.clone());
             return c;
         }
-        Culprit::at_rank(
+        let mut c = Culprit::at_rank(
             component,
             rank,
             &self.job.cluster,
             self.job.parallel.as_ref(),
-        )
+        );
+        if self.meta.cpu_compute {
+            // No GPU: the rank's slot on its node is not a GPU.
+            c.local_gpu = None;
+        }
+        c
     }
 }

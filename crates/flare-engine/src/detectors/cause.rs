@@ -165,7 +165,7 @@ pub(crate) fn rank_cause(
             cr,
             Some(1.0),
             Unit::Ratio,
-            compute_ratio_detail(cr),
+            compute_ratio_detail(cr, device(a)),
         ));
     }
     let issue_known = issue.is_finite() && peer_issue.is_finite();
@@ -261,15 +261,39 @@ pub(crate) fn rank_cause(
             "its own delays before collectives (the trace has no compute or host ops to tell GPU from host)",
             "trace this rank's compute and host side (torch.profiler or flare's tracer) to tell a slow GPU from a host stall; meanwhile check its GPU clocks and its node's CPU load",
         )
-    } else if compute_ratio.is_some_and(|c| !kernels_slower(c)) {
+    } else if let Some(work) = ComputeWork::of(a, ri, scope)
+        .filter(|w| w.explains(excess, slowdown_ns(a, ri, scope, compute_ratio)))
+    {
+        // More ops than its peers, at about their speed: extra work, not slow hardware.
+        evidence.push(work.evidence().decisive());
+        mark(&mut evidence, &[EvidenceKey::ComputeTimeRatio]);
+        (
+            FindingKind::ExtraWork,
+            Component::Process,
+            "more compute than its peers (it runs more ops than they do)",
+            "find what this rank computes that its peers do not: a code path only it takes (extra forward passes, evaluation, logging or metrics on one rank), or more data; the hardware is not at fault",
+        )
+    } else if compute_ratio.is_some_and(|c| !slower_compute_explains(a, ri, scope, c, excess)) {
         // Its kernels run at its peers' speed: the delay is elsewhere, and draining a
         // healthy GPU would not remove it.
         mark(&mut evidence, &[EvidenceKey::ComputeTimeRatio]);
         (
             FindingKind::SlowRank,
             Component::Process,
-            "delays outside its kernels and traced host phases (its kernels run at its peers' speed)",
-            "its GPU is not slower: look at what else holds it before its collectives (communication outside them over a slow NIC or link, CPU contention, untraced host work); profile it (py-spy, torch.profiler) and check its node's NICs (ibstat, port counters)",
+            "delays outside its compute and traced host phases (its compute runs at its peers' speed)",
+            if a.ctx.meta.cpu_compute {
+                "its compute is not slower: look at what else holds it before its collectives (CPU contention, untraced host work, its network); profile it (py-spy, torch.profiler)"
+            } else {
+                "its GPU is not slower: look at what else holds it before its collectives (communication outside them over a slow NIC or link, CPU contention, untraced host work); profile it (py-spy, torch.profiler) and check its node's NICs (ibstat, port counters)"
+            },
+        )
+    } else if a.ctx.meta.cpu_compute {
+        mark(&mut evidence, &[EvidenceKey::ComputeTimeRatio]);
+        (
+            FindingKind::SlowCpu,
+            Component::Host,
+            "slow compute on its CPU",
+            "its CPU runs the same ops slower than its peers': check other processes on its cores (top, pidstat), CPU frequency and thermal throttling, thread pinning and OMP_NUM_THREADS; a node with more ranks than cores slows them all",
         )
     } else {
         mark(&mut evidence, &[EvidenceKey::ComputeTimeRatio]);
@@ -289,10 +313,125 @@ pub(crate) fn rank_cause(
     }
 }
 
+/// A rank's compute against its peers' over the iterations it is explained in: its time
+/// and op count, its peer group's (ranks of its stage) medians, and the time of the ops it
+/// runs beyond its peers' count of the same op (at its own mean time for that op).
+struct ComputeWork {
+    own_ns: f64,
+    peers_ns: f64,
+    own_ops: f64,
+    peer_ops: f64,
+    extra_ns: f64,
+}
+
+impl ComputeWork {
+    /// `None` without peers to compare with.
+    fn of(a: &Analysis, ri: usize, scope: &[usize]) -> Option<Self> {
+        let group = a.ctx.peer_group[ri];
+        let peers: Vec<usize> = (0..a.n_ranks())
+            .filter(|&r| r != ri && a.ctx.peer_group[r] == group)
+            .take(256)
+            .collect();
+        if peers.is_empty() {
+            return None;
+        }
+        let mut w = ComputeWork {
+            own_ns: 0.0,
+            peers_ns: 0.0,
+            own_ops: 0.0,
+            peer_ops: 0.0,
+            extra_ns: 0.0,
+        };
+        let mut buf = Vec::with_capacity(peers.len());
+        for &i in scope {
+            let d = a.digests[i];
+            let own = a.rank(ri, i);
+            w.own_ns += own.compute_ns;
+            w.own_ops += own.compute_ops as f64;
+            buf.clear();
+            buf.extend(peers.iter().map(|&r| a.rank(r, i).compute_ns));
+            w.peers_ns += median(&mut buf);
+            buf.clear();
+            buf.extend(peers.iter().map(|&r| a.rank(r, i).compute_ops as f64));
+            w.peer_ops += median(&mut buf);
+            for st in d.names_of(ri) {
+                buf.clear();
+                buf.extend(peers.iter().map(|&r| {
+                    d.names_of(r)
+                        .iter()
+                        .find(|p| p.name == st.name)
+                        .map_or(0.0, |p| p.count as f64)
+                }));
+                let peer_count = median(&mut buf);
+                let more = st.count as f64 - peer_count;
+                if more > 0.0 {
+                    w.extra_ns += more * st.sum_ns / st.count.max(1) as f64;
+                }
+            }
+        }
+        Some(w)
+    }
+
+    /// Whether it runs more ops than its peers (beyond a rounding of their count), and
+    /// they account for a good part of the delay it made and for more of it than slower
+    /// ops would (`slowdown_ns`).
+    fn explains(&self, excess_ns: f64, slowdown_ns: f64) -> bool {
+        self.peer_ops > 0.0
+            && kernels_slower(self.own_ops / self.peer_ops)
+            && self.extra_ns >= 0.4 * excess_ns
+            && self.extra_ns > slowdown_ns
+    }
+
+    fn evidence(&self) -> Evidence {
+        Evidence::new(
+            EvidenceKey::ComputeTime,
+            self.own_ns / 1e6,
+            Some(self.peers_ns / 1e6),
+            Unit::Ms,
+            format!(
+                "its compute time over these iterations, x{:.2} its peers' median: it ran {:.0} ops against their {:.0}, the extra ones taking {:.1} ms",
+                self.own_ns / self.peers_ns.max(1.0),
+                self.own_ops,
+                self.peer_ops,
+                self.extra_ns / 1e6
+            ),
+        )
+    }
+}
+
 /// Kernels this much slower than their peers' on average are a slower GPU; below it,
 /// the difference is the spread healthy GPUs show. The evidence is worded by the same
 /// bound, so a finding never calls a GPU slow while its evidence says it is not.
 const SLOWER_KERNELS: f64 = 0.02;
+
+/// The compute time its ops being slower than its peers' cost it over `scope` (0 when
+/// they are not slower).
+fn slowdown_ns(a: &Analysis, ri: usize, scope: &[usize], ratio: Option<f64>) -> f64 {
+    match ratio {
+        Some(r) if r > 1.0 => {
+            let compute_ns: f64 = scope.iter().map(|&i| a.rank(ri, i).compute_ns).sum();
+            compute_ns * (r - 1.0) / r
+        }
+        _ => 0.0,
+    }
+}
+
+/// Whether its compute ops being `ratio` times slower than its peers' names the cause.
+/// On GPUs, kernels measurably slower are (a GPU's kernel times hardly vary). CPU ops
+/// on shared cores vary with scheduling by tens of percent, so there the slowdown must
+/// also account for a good part of the delay the rank made.
+fn slower_compute_explains(
+    a: &Analysis,
+    ri: usize,
+    scope: &[usize],
+    ratio: f64,
+    excess_ns: f64,
+) -> bool {
+    if !kernels_slower(ratio) {
+        return false;
+    }
+    !a.ctx.meta.cpu_compute || slowdown_ns(a, ri, scope, Some(ratio)) >= 0.4 * excess_ns
+}
 
 /// Whether a compute-time ratio to the peers says the GPU is slower.
 fn kernels_slower(ratio: f64) -> bool {
@@ -332,19 +471,31 @@ fn times(value: f64, baseline: f64) -> String {
 }
 
 /// The compute-time ratio (its kernels' time over the same kernels' on its stage peers).
-fn compute_ratio_detail(ratio: f64) -> String {
-    let what =
-        "mean duration of its compute kernels over the same kernels on ranks of the same stage";
+fn compute_ratio_detail(ratio: f64, device: &str) -> String {
+    let ops = if device == "GPU" { "kernels" } else { "ops" };
+    let what = format!(
+        "mean duration of its compute {ops} over the same {ops} on ranks of the same stage"
+    );
     match Direction::of(ratio, 1.0, SLOWER_KERNELS) {
         Direction::Above => format!(
-            "{what}: {:.0}% longer (its GPU computes slower)",
+            "{what}: {:.0}% longer (its {device} computes slower)",
             (ratio - 1.0) * 100.0
         ),
         Direction::Below => format!(
-            "{what}: {:.0}% shorter (its GPU computes faster)",
+            "{what}: {:.0}% shorter (its {device} computes faster)",
             (1.0 - ratio) * 100.0
         ),
-        Direction::Level => format!("{what}: about the same (its GPU computes like theirs)"),
+        Direction::Level => format!("{what}: about the same (its {device} computes like theirs)"),
+    }
+}
+
+/// What computes the trace's compute ops: its GPUs, or its CPUs when it holds no GPU
+/// activity.
+pub(crate) fn device(a: &Analysis) -> &'static str {
+    if a.ctx.meta.cpu_compute {
+        "CPU"
+    } else {
+        "GPU"
     }
 }
 
@@ -504,7 +655,7 @@ mod tests {
             (1.0, "about the same", "slower"),
         ];
         for (v, has, not) in ratio {
-            let d = compute_ratio_detail(v);
+            let d = compute_ratio_detail(v, "GPU");
             assert!(d.contains(has) && !d.contains(not), "{v}: {d}");
         }
         let host = [
@@ -533,7 +684,7 @@ mod tests {
             (0.9, false),
         ] {
             assert_eq!(kernels_slower(ratio), slower, "{ratio}");
-            let d = compute_ratio_detail(ratio);
+            let d = compute_ratio_detail(ratio, "GPU");
             assert_eq!(
                 d.contains("its GPU computes slower"),
                 slower,

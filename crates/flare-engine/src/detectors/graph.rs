@@ -347,7 +347,8 @@ impl GraphDetector {
             kind: cause.kind,
             severity: Severity::Warning,
             summary: format!(
-                "rank {rank} makes its peers wait {scoped_gpus:.1} GPUs' worth of time ({:.2}% of the job's) through {}{} ({})",
+                "rank {rank} makes its peers wait {scoped_gpus:.1} {}s' worth of time ({:.2}% of the job's) through {}{} ({})",
+                    super::cause::device(a),
                 scoped / scoped_time * 100.0,
                 cause.what,
                 if its.is_empty() {

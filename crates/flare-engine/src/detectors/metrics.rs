@@ -16,7 +16,7 @@
 use super::cause::rank_cause;
 use crate::stats::{confidence, median, median_mad};
 use crate::{Analysis, Detector, EngineConfig, Outcome};
-use flare_model::{DetectorId, Evidence, EvidenceKey, Finding, Severity, Unit};
+use flare_model::{DetectorId, Evidence, EvidenceKey, Finding, FindingKind, Severity, Unit};
 
 /// The metrics detector's threshold (its outlier tests use [`super::slow_rank::SlowRankConfig`]).
 #[derive(Clone, Debug)]
@@ -306,9 +306,17 @@ impl Detector for MetricsDetector {
             evidence.extend(cause.evidence);
             findings.push(Finding {
                 kind: cause.kind,
-                severity: Severity::Warning,
+                // CPU ops on shared cores vary with scheduling by tens of percent: scores
+                // alone are no verdict there (the arrival-based detectors give it), but op
+                // counts (extra work) do not vary with scheduling.
+                severity: if a.ctx.meta.cpu_compute && cause.kind != FindingKind::ExtraWork {
+                    Severity::Info
+                } else {
+                    Severity::Warning
+                },
                 summary: format!(
-                    "rank {rank} runs its kernels at {:.0}% of the fastest peer's speed{} through {what} ({})",
+                    "rank {rank} runs its {} at {:.0}% of the fastest peer's speed{} through {what} ({})",
+                    if a.ctx.meta.cpu_compute { "compute ops" } else { "kernels" },
                     r.relative_score * 100.0,
                     if r.individual_score < cfg.metrics.min_relative_score {
                         format!(", {:.0}% of its own best", r.individual_score * 100.0)

@@ -29,6 +29,12 @@ string_enum! {
         SlowRank => "slow_rank",
         /// One GPU computes slower than its peers.
         SlowGpu => "slow_gpu",
+        /// One rank's CPU computes slower than its peers' (a trace whose compute is CPU
+        /// work: no GPU activity).
+        SlowCpu => "slow_cpu",
+        /// One rank computes more than its peers (more ops at their speed): a code path or
+        /// data only it has, not slow hardware.
+        ExtraWork => "extra_work",
         /// Host-side pauses (GC, dataloader) on one rank keep its GPU idle.
         HostStall => "host_stall",
         /// The CPU cannot issue kernels fast enough on one rank: the GPU starves between kernels.

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Runs every real job (scripts/real_jobs/jobs.py) into OUT_DIR/<job>_<fault>/ and prints
+# Flare's answer beside the truth. CPU PyTorch (about 5 GB) is installed once into
+# target/torch-venv; later runs reuse it. Usage: bash scripts/real_jobs/run.sh OUT_DIR
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+OUT="${1:?usage: run.sh OUT_DIR}"
+VENV="$ROOT/target/torch-venv"
+TORCH="torch==2.15.0"
+FLARE="${FLARE_BIN:-$ROOT/target/release/flare}"
+if [[ ! -x "$VENV/bin/python" ]]; then
+    python3.11 -m venv "$VENV"
+fi
+if ! "$VENV/bin/python" -c "import torch" 2>/dev/null; then
+    "$VENV/bin/python" -m pip install --quiet "$TORCH"
+fi
+[[ -x "$FLARE" ]] || (cd "$ROOT" && cargo build --release -p flare-cli)
+for fault in none extra_work dataloader host_stall; do
+    dir="$OUT/ddp_$fault"
+    rm -rf "$dir"
+    "$VENV/bin/python" "$ROOT/scripts/real_jobs/jobs.py" "$dir" ddp "$fault" >/dev/null 2>&1
+    gzip -9 -f "$dir"/traces/*.json
+    echo "== ddp $fault: truth $(tr -d '\n ' < "$dir/truth.json")"
+    "$FLARE" diagnose "$dir/traces" 2>/dev/null | grep -E '^1\.|HEALTHY|INCONCLUSIVE' | head -1
+done
