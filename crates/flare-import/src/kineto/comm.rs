@@ -5,8 +5,8 @@
 //! | event | name | what it is | used as |
 //! |---|---|---|---|
 //! | `kernel` | `nccl…` (`ncclKernel_*`, `ncclDevKernel_*`, `nccl<Coll>…Kernel`; RCCL keeps the names) | an NCCL/RCCL collective or P2P on the GPU | the sync op (kind from `Collective name`, else the kernel name) |
-//! | `kernel` | `…deep_ep::layout::…` | DeepEP's local token layout | compute |
-//! | `kernel` | `…deep_ep::…dispatch…`, `…combine…`, `…notify…` | DeepEP's expert-parallel exchange (all-to-all by NVLink/RDMA, outside NCCL) | a sync op of kind all-to-all (its group from the arguments when they say, else unknown) |
+//! | `kernel` | `…get_dispatch_layout…` | DeepEP's local token layout | compute |
+//! | `kernel` | `…deep_ep::…` or `…dpsk::ep::…` (DeepSeek's build) with `dispatch`, `combine` or `notify` | DeepEP's expert-parallel exchange (all-to-all by NVLink/RDMA, outside NCCL) | a sync op of kind all-to-all (its group from the arguments when they say, else unknown) |
 //! | `kernel` | `nvshmem…`, `…mscclpp…` | NVSHMEM or MSCCL++ communication | a sync op when the name names a collective, else counted as communication of unknown kind |
 //! | `user_annotation` | `gloo:<collective>` | the collective's work on Gloo's own worker thread: it starts when the rank enqueued it and ends when every member has taken part | the sync op when the file has no GPU communication |
 //! | `user_annotation` | `nccl:<collective>` | ProcessGroupNCCL's CPU-side call: it only launches the kernel | the launch (issue time) of the NCCL kernel |
@@ -102,12 +102,18 @@ const RULES: &[Rule] = &[
     // DeepEP's layout kernel computes where tokens go on the rank itself.
     Rule {
         category: Category::Kernel,
-        pattern: Pattern::Contains("deep_ep::layout::"),
+        pattern: Pattern::Contains("get_dispatch_layout"),
         then: Then::Local,
     },
     Rule {
         category: Category::Kernel,
         pattern: Pattern::Contains("deep_ep::"),
+        then: Then::Library(CommLibrary::DeepEp),
+    },
+    // DeepSeek's own build of it (their public training profile).
+    Rule {
+        category: Category::Kernel,
+        pattern: Pattern::Contains("dpsk::ep::"),
         then: Then::Library(CommLibrary::DeepEp),
     },
     Rule {
@@ -246,6 +252,20 @@ mod tests {
                 "void deep_ep::barrier<8>(int**, int)",
                 Some(OtherKernel(CommLibrary::DeepEp, None)),
             ),
+            // Names from DeepSeek's public training profile (deepseek-ai/profile-data).
+            (
+                "void dpsk::ep::internode::dispatch<false, 8, true, 8>(int4*, float*, long*, float*, dpsk::ep::internode::SourceMeta*)",
+                Some(OtherKernel(CommLibrary::DeepEp, Some(AllToAll))),
+            ),
+            (
+                "void dpsk::ep::internode::combine<false, 8, __nv_bfloat16, 8, 2, 16, 24>(int4*, float*, bool const*)",
+                Some(OtherKernel(CommLibrary::DeepEp, Some(AllToAll))),
+            ),
+            (
+                "void dpsk::ep::internode::cached_notify<false>(int, int, int, int, int*)",
+                Some(OtherKernel(CommLibrary::DeepEp, Some(AllToAll))),
+            ),
+            ("void dpsk::ep::cuda::get_dispatch_layout<256, 32, 8>(long const*, int*, int*)", None),
             (
                 "nvshmemi_allreduce_sum_kernel(float*)",
                 Some(OtherKernel(CommLibrary::Nvshmem, Some(AllReduce))),

@@ -158,8 +158,11 @@ impl KinetoImportStats {
         }
         if self.synthetic_communicators > 0 {
             out.push(format!(
-                "{} communicators were made up (the trace does not say which process group some collectives ran on): collectives of one kind are matched across all ranks in order",
-                self.synthetic_communicators
+                "{} made up (the trace does not say which process group some collectives ran on): collectives of one kind are matched across all ranks in order",
+                match self.synthetic_communicators {
+                    1 => "1 communicator was".to_string(),
+                    n => format!("{n} communicators were"),
+                }
             ));
         }
         out
