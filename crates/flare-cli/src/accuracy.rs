@@ -111,6 +111,50 @@ struct Outcome {
     verdicts: BTreeMap<&'static str, Verdict>,
     latency_ms: f64,
     truth: String,
+    /// What Flare's first localized finding called it (`None`: nothing localized), and
+    /// whether it named the culprit whatever the kind (the cause judged apart from the
+    /// place).
+    named: Option<flare_model::FindingKind>,
+    place_right: bool,
+}
+
+/// Per injected fault, how often Flare's first localized finding named each kind, and
+/// how often it named the right place: the cause judged apart from the localization.
+#[derive(Default)]
+struct CauseConfusion {
+    rows: BTreeMap<&'static str, (usize, usize, BTreeMap<&'static str, usize>)>,
+}
+
+impl CauseConfusion {
+    fn add(&mut self, o: &Outcome) {
+        let row = self.rows.entry(o.sc.kind.name()).or_default();
+        row.0 += 1;
+        row.1 += o.place_right as usize;
+        let named = o.named.map_or("nothing", |k| k.as_str());
+        *row.2.entry(named).or_default() += 1;
+    }
+
+    fn json(&self) -> serde_json::Value {
+        json!(self
+            .rows
+            .iter()
+            .map(|(k, (n, place, named))| (
+                k.to_string(),
+                json!({"scenarios": n, "place_right": place, "named": named})
+            ))
+            .collect::<serde_json::Map<_, _>>())
+    }
+
+    fn print(&self) {
+        println!("\nFlare's cause, judged apart from the place: per injected fault, the kind its first localized finding named (place right: it named the culprit, whatever the kind)");
+        for (fault, (n, place, named)) in &self.rows {
+            let cells: Vec<String> = named.iter().map(|(k, c)| format!("{k} {c}")).collect();
+            println!(
+                "  {fault:<20} {n:>4} scenarios, place right {place:>4}: {}",
+                cells.join(", ")
+            );
+        }
+    }
 }
 
 fn runs_for(scale: u32, kind: FaultKind, runs: Option<usize>) -> usize {
@@ -199,6 +243,14 @@ fn run_one(
     let mut verdicts = BTreeMap::new();
     let localized: Vec<_> = d.localized().collect();
     verdicts.insert("flare", finding_verdict(&localized, truth, fault_free));
+    let first = localized.first();
+    let named = first.map(|f| f.kind);
+    // The place: the expected kind's culprit test applied to the first culprit as if its
+    // kind were the expected one.
+    let place_right = match (first, truth.expected_finding) {
+        (Some(f), Some(k)) => f.culprits.first().is_some_and(|c| truth.matches(k, c)),
+        _ => false,
+    };
     // Holmes' method alone: the graph detector's own findings.
     verdicts.insert(
         "graph",
@@ -264,6 +316,8 @@ fn run_one(
         verdicts,
         latency_ms,
         truth: truth.description.clone(),
+        named,
+        place_right,
     })
 }
 
@@ -436,6 +490,10 @@ pub fn accuracy(a: AccuracyArgs) -> Result<ExitCode> {
                 .add(v);
         }
     }
+    let mut causes = CauseConfusion::default();
+    for o in &results {
+        causes.add(o);
+    }
     let mut all_lat: Vec<f64> = results.iter().map(|o| o.latency_ms).collect();
     let latency = json!({
         "p50": percentile(&mut all_lat.clone(), 0.5),
@@ -454,6 +512,7 @@ pub fn accuracy(a: AccuracyArgs) -> Result<ExitCode> {
             }
         }
         doc.insert("latency_ms".into(), latency);
+        doc.insert("causes".into(), causes.json());
         doc.insert("iterations".into(), json!(a.iterations));
         doc.insert("abnormal_ops".into(), json!(a.abnormal.name()));
         doc.insert("wall_s".into(), json!(wall.elapsed().as_secs_f64()));
@@ -497,6 +556,7 @@ pub fn accuracy(a: AccuracyArgs) -> Result<ExitCode> {
             t.print(title, &a.scales, &kinds);
         }
     }
+    causes.print();
     println!("\nFlare's diagnosis latency (ms): {latency}");
     let whose = a.misses.as_str();
     let misses: Vec<&Outcome> = results
