@@ -44,7 +44,7 @@ pub struct JobArgs {
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
     /// Fault to inject: none, slow_gpu, slow_nic, congested_switch, host_stall,
-    /// launch_bound, stage_imbalance, sequence_imbalance, intermittent, hang.
+    /// launch_bound, stage_imbalance, sequence_imbalance, intermittent, hang, untraced_stall (a host stall with no span).
     #[arg(long, default_value = "slow_gpu")]
     pub fault: String,
     /// Where the scheduler put the job's nodes: `packed` (contiguous, as few pods as

@@ -18,10 +18,12 @@ pub enum FaultKind {
     SequenceImbalance,
     Intermittent,
     Hang,
+    /// A host stall the trace holds no span for (see [`Fault::UntracedStall`]).
+    UntracedStall,
 }
 
 impl FaultKind {
-    pub const ALL: [FaultKind; 10] = [
+    pub const ALL: [FaultKind; 11] = [
         FaultKind::None,
         FaultKind::SlowGpu,
         FaultKind::SlowNic,
@@ -32,6 +34,22 @@ impl FaultKind {
         FaultKind::SequenceImbalance,
         FaultKind::Intermittent,
         FaultKind::Hang,
+        FaultKind::UntracedStall,
+    ];
+
+    /// The kinds `flare train` learns abnormal ops from. Kinds added since the model was
+    /// trained stay out, so that the benchmark measures the model on faults it never saw
+    /// and the committed model stays what `flare train` produces.
+    pub const TRAINING: [FaultKind; 9] = [
+        FaultKind::None,
+        FaultKind::SlowGpu,
+        FaultKind::SlowNic,
+        FaultKind::CongestedSwitch,
+        FaultKind::HostStall,
+        FaultKind::LaunchBound,
+        FaultKind::StageImbalance,
+        FaultKind::SequenceImbalance,
+        FaultKind::Intermittent,
     ];
 
     /// Every kind whose job keeps running, so that its op durations can be compared with
@@ -52,6 +70,7 @@ impl FaultKind {
             FaultKind::SequenceImbalance => "sequence_imbalance",
             FaultKind::Intermittent => "intermittent",
             FaultKind::Hang => "hang",
+            FaultKind::UntracedStall => "untraced_stall",
         }
     }
 
@@ -85,6 +104,15 @@ pub enum Fault {
         source: StallSource,
         pause_ms: f64,
         probability: f64,
+    },
+    /// One rank's CPU pauses for `pause_ms` in a fraction of iterations outside any op
+    /// the trace holds (work nobody annotated, a blocked syscall): its GPU idles, no host
+    /// span says why.
+    UntracedStall {
+        rank: u32,
+        pause_ms: f64,
+        /// The iterations it pauses in (at least two: a one-off pause is no fault).
+        iterations: Vec<u32>,
     },
     /// Issuing kernels on one rank's CPU costs `factor` times more: its GPU starves.
     LaunchBound { rank: u32, factor: f64 },
@@ -291,6 +319,26 @@ pub fn draw_fault<R: Rng>(
             s.library_kind = FaultKind::Intermittent;
             s
         }
+        FaultKind::UntracedStall => {
+            let rank = rng.random_range(0..world);
+            let pause_ms = rng.random_range(30.0..300.0);
+            let probability = rng.random_range(0.3..0.8);
+            let mut its: Vec<u32> = (0..iterations)
+                .filter(|_| rng.random_bool(probability))
+                .collect();
+            while its.len() < 2.min(iterations as usize) {
+                let it = rng.random_range(0..iterations);
+                if !its.contains(&it) {
+                    its.push(it);
+                }
+            }
+            its.sort_unstable();
+            spec(Fault::UntracedStall {
+                rank,
+                pause_ms,
+                iterations: its,
+            })
+        }
         FaultKind::Hang => spec(Fault::Hang {
             rank: rng.random_range(0..world),
             iteration: rng.random_range(iterations / 2..iterations.max(1)),
@@ -373,6 +421,19 @@ pub fn truth_for(
                     StallSource::DataLoader => "the dataloader",
                 },
                 probability * 100.0
+            ),
+        ),
+        Fault::UntracedStall {
+            rank,
+            pause_ms,
+            iterations,
+        } => (
+            // Nothing traced says where the time went: the rank is the place, its own
+            // process the component, and no more can be claimed.
+            FindingKind::SlowRank,
+            vec![rank_culprit(Component::Process, *rank)],
+            format!(
+                "rank {rank} pauses {pause_ms:.0} ms on its CPU outside any traced op in iterations {iterations:?}"
             ),
         ),
         Fault::LaunchBound { rank, factor } => (

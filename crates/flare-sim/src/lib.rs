@@ -699,6 +699,21 @@ impl Ctx<'_> {
                                 pause_ms * 1e6 * (0.7 + 0.6 * self.noise.uniform(&[13, it as u64]));
                         }
                     }
+                    if let Some(Fault::UntracedStall {
+                        rank,
+                        pause_ms,
+                        iterations,
+                    }) = fault
+                    {
+                        // Before the next batch is fetched, nothing traced: a gap on
+                        // the CPU that holds back the iteration's first launches.
+                        if *rank == r && step.work == Work::DataLoader && iterations.contains(&it) {
+                            st.cpu += (pause_ms
+                                * 1e6
+                                * (0.7 + 0.6 * self.noise.uniform(&[15, it as u64])))
+                                as i64;
+                        }
+                    }
                     let start = st.cpu;
                     st.cpu += dur as i64;
                     st.trace.ops.push(Op {

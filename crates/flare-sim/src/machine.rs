@@ -126,6 +126,8 @@ impl Effect<'_> {
                 StallSource::Gc => 35.0 * probability,
                 StallSource::DataLoader => -20.0 * probability,
             },
+            // Busy elsewhere on its CPU (what it does is not traced).
+            Fault::UntracedStall { rank, .. } if cluster.loc(*rank).node == node => 20.0,
             Fault::LaunchBound { rank, .. } if cluster.loc(*rank).node == node => 25.0,
             _ => 0.0,
         }

@@ -129,7 +129,7 @@ pub fn run(a: TrainArgs) -> Result<ExitCode> {
     let mut scenarios = Vec::new();
     for &shape in &shapes {
         // Every kind but a hang (no durations to compare with a twin), and fault-free runs.
-        for kind in FaultKind::with_durations() {
+        for kind in FaultKind::TRAINING {
             for _ in 0..runs {
                 let index = scenarios.len();
                 scenarios.push(Scenario {
@@ -206,7 +206,7 @@ pub fn run(a: TrainArgs) -> Result<ExitCode> {
             ),
             "scenarios": scenarios.len(),
             "shapes": shapes.iter().map(|(tp, cp, ep, dp, pp)| format!("TP{tp} CP{cp} EP{ep} DP{dp} PP{pp}")).collect::<Vec<_>>(),
-            "fault_kinds": FaultKind::with_durations().map(|k| k.name()).collect::<Vec<_>>(),
+            "fault_kinds": FaultKind::TRAINING.map(|k| k.name()).to_vec(),
             "gate": {
                 "op_groups": gate_counts.groups,
                 "passed": gate_counts.gated,

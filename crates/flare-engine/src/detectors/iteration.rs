@@ -74,10 +74,23 @@ impl Detector for IterationDetector {
                 .map(|t| t.0)
                 .collect();
             let slower = ratio > 1.0;
+            // One iteration at the new level, the last one: a bump at the end of the data
+            // (a checkpoint, a slow last step) looks the same until the next iteration.
+            let confirmed = c.len >= 2;
             findings.push(Finding {
                 kind: FindingKind::IterationSlowdown,
-                severity: if slower { Severity::Warning } else { Severity::Info },
-                summary: if slower {
+                severity: if slower && confirmed {
+                    Severity::Warning
+                } else {
+                    Severity::Info
+                },
+                summary: if slower && !confirmed {
+                    format!(
+                        "the last iteration ({onset}) took x{ratio:.2} the usual time ({:.1} ms to {:.1} ms): a fail-slow onset if the next ones stay there (unconfirmed)",
+                        c.before / 1e6,
+                        c.after / 1e6
+                    )
+                } else if slower {
                     format!(
                         "iterations slowed down x{ratio:.2} from iteration {onset} on ({:.1} ms to {:.1} ms): a fail-slow onset",
                         c.before / 1e6,

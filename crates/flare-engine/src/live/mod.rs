@@ -19,7 +19,7 @@ pub use window::{LiveRank, LiveWindow};
 
 use crate::stream::run_detectors;
 use crate::{Analysis, EngineConfig};
-use flare_model::{DetectorId, EvidenceKey, Finding, FindingKind, Severity, SkippedDetector};
+use flare_model::{DetectorId, EvidenceKey, Finding, Severity, SkippedDetector};
 
 /// Thresholds of live diagnosis. Defaults are the documented behaviour.
 #[derive(Clone, Debug)]
@@ -115,16 +115,10 @@ pub fn analyze_window(
     if windows.len() > 1 {
         let (series, _) = run(&windows, current, cfg);
         let this = current.window as u32;
-        findings.extend(
-            series
-                .findings
-                .into_iter()
-                .filter(|f| {
-                    f.detector == DetectorId::Iteration
-                        && (f.iterations.is_empty() || f.iterations.contains(&this))
-                })
-                .map(hold_single_window_onset),
-        );
+        findings.extend(series.findings.into_iter().filter(|f| {
+            f.detector == DetectorId::Iteration
+                && (f.iterations.is_empty() || f.iterations.contains(&this))
+        }));
         skipped.retain(|s| s.detector != DetectorId::Iteration);
         skipped.extend(
             series
@@ -187,23 +181,6 @@ fn run(
     let mut notes = current.notes.clone();
     notes.extend(input.notes);
     (d, notes)
-}
-
-/// A fail-slow onset seen in the current window only stays unconfirmed (`info`) until the
-/// next window shows the new level too: the latest window is always the end of the
-/// series, where a one-window bump (a checkpoint, a slow step) looks like an onset.
-fn hold_single_window_onset(mut f: Finding) -> Finding {
-    if f.kind == FindingKind::IterationSlowdown
-        && f.severity == Severity::Warning
-        && f.iterations.len() < 2
-    {
-        f.severity = Severity::Info;
-        f.summary = format!(
-            "unconfirmed (first window with it; a warning if the next window shows it too): {}",
-            f.summary
-        );
-    }
-    f
 }
 
 /// The self-time excess a slow-rank finding reports (its excess over the typical rank's,
