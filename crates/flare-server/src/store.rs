@@ -265,8 +265,8 @@ impl Store {
         .map_err(open_err)?;
         Ok(Store {
             conn,
-            cache: WindowCache::default(),
-            windows: LiveWindowCache::default(),
+            cache: WindowCache::new(CACHE_SUMMARIES, Vec::len),
+            windows: LiveWindowCache::new(CACHE_WINDOW_RANKS, |w| w.ranks.len()),
             live: LiveConfig::default(),
         })
     }
@@ -591,27 +591,48 @@ fn load_window(
     Ok(out)
 }
 
-/// Least-recently-used windows of decoded summaries, bounded in summaries.
-#[derive(Default)]
-struct WindowCache {
-    entries: HashMap<(String, u64), (u64, Vec<WindowSummary>)>,
+/// Least-recently-used values per (job, window), bounded in a weight (summaries held,
+/// ranks held): the entry just used stays even when it alone exceeds the bound.
+struct Lru<V> {
+    entries: HashMap<(String, u64), (u64, V)>,
     clock: u64,
-    summaries: usize,
+    weight: usize,
+    bound: usize,
+    weigh: fn(&V) -> usize,
 }
 
-impl WindowCache {
-    fn take(&mut self, key: &(String, u64)) -> Option<Vec<WindowSummary>> {
+impl<V> Lru<V> {
+    fn new(bound: usize, weigh: fn(&V) -> usize) -> Self {
+        Lru {
+            entries: HashMap::new(),
+            clock: 0,
+            weight: 0,
+            bound,
+            weigh,
+        }
+    }
+
+    /// Takes the value out (the caller puts it back once done with it).
+    fn take(&mut self, key: &(String, u64)) -> Option<V> {
         let (_, v) = self.entries.remove(key)?;
-        self.summaries -= v.len();
+        self.weight -= (self.weigh)(&v);
         Some(v)
     }
 
-    fn put(&mut self, key: (String, u64), v: Vec<WindowSummary>) {
+    fn get(&mut self, key: &(String, u64)) -> Option<&V> {
         self.clock += 1;
-        self.summaries += v.len();
-        self.entries.insert(key, (self.clock, v));
-        // The entry just used stays even when it alone exceeds the bound.
-        while self.summaries > CACHE_SUMMARIES && self.entries.len() > 1 {
+        let e = self.entries.get_mut(key)?;
+        e.0 = self.clock;
+        Some(&e.1)
+    }
+
+    fn put(&mut self, key: (String, u64), v: V) {
+        self.clock += 1;
+        self.weight += (self.weigh)(&v);
+        if let Some((_, old)) = self.entries.insert(key, (self.clock, v)) {
+            self.weight -= (self.weigh)(&old);
+        }
+        while self.weight > self.bound && self.entries.len() > 1 {
             let Some(oldest) = self
                 .entries
                 .iter()
@@ -621,49 +642,16 @@ impl WindowCache {
                 break;
             };
             if let Some((_, v)) = self.entries.remove(&oldest) {
-                self.summaries -= v.len();
+                self.weight -= (self.weigh)(&v);
             }
         }
     }
 }
 
-/// Least-recently-used merged windows, bounded in ranks.
-#[derive(Default)]
-struct LiveWindowCache {
-    entries: HashMap<(String, u64), (u64, LiveWindow)>,
-    clock: u64,
-    ranks: usize,
-}
-
-impl LiveWindowCache {
-    fn get(&mut self, key: &(String, u64)) -> Option<&LiveWindow> {
-        self.clock += 1;
-        let e = self.entries.get_mut(key)?;
-        e.0 = self.clock;
-        Some(&e.1)
-    }
-
-    fn put(&mut self, key: (String, u64), w: LiveWindow) {
-        self.clock += 1;
-        self.ranks += w.ranks.len();
-        if let Some((_, old)) = self.entries.insert(key, (self.clock, w)) {
-            self.ranks -= old.ranks.len();
-        }
-        while self.ranks > CACHE_WINDOW_RANKS && self.entries.len() > 1 {
-            let Some(oldest) = self
-                .entries
-                .iter()
-                .min_by_key(|(_, (used, _))| *used)
-                .map(|(k, _)| k.clone())
-            else {
-                break;
-            };
-            if let Some((_, w)) = self.entries.remove(&oldest) {
-                self.ranks -= w.ranks.len();
-            }
-        }
-    }
-}
+/// Decoded summaries of a window, one per node.
+type WindowCache = Lru<Vec<WindowSummary>>;
+/// Merged windows, one record per rank.
+type LiveWindowCache = Lru<LiveWindow>;
 
 #[cfg(test)]
 mod tests {
@@ -755,12 +743,20 @@ mod tests {
 
     #[test]
     fn the_cache_stays_bounded() {
-        let mut c = WindowCache::default();
+        let mut c = WindowCache::new(CACHE_SUMMARIES, Vec::len);
         for w in 0..(CACHE_SUMMARIES as u64 + 10) {
             c.put(("j".into(), w), vec![summary("a", w, &[0])]);
         }
-        assert_eq!(c.summaries, CACHE_SUMMARIES);
+        assert_eq!(c.weight, CACHE_SUMMARIES);
         assert!(c.take(&("j".into(), 0)).is_none(), "oldest evicted");
+        // A window analysed again replaces its entry, and its weight.
+        let key = ("j".to_string(), CACHE_SUMMARIES as u64 + 9);
+        c.put(
+            key.clone(),
+            vec![summary("a", 1, &[0]), summary("b", 1, &[1])],
+        );
+        assert_eq!(c.weight, CACHE_SUMMARIES);
+        assert_eq!(c.get(&key).map(Vec::len), Some(2));
         assert!(c.take(&("j".into(), CACHE_SUMMARIES as u64 + 9)).is_some());
     }
 }
