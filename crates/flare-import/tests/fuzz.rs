@@ -20,6 +20,32 @@ fn valid_kineto() -> &'static [u8] {
     })
 }
 
+/// A CPU-side trace (a rank of a real Gloo DDP job, its first 150 events): the Gloo
+/// work spans, c10d launches and CPU spans the CPU-side reading turns into ops.
+fn valid_cpu_kineto() -> &'static [u8] {
+    static V: OnceLock<Vec<u8>> = OnceLock::new();
+    V.get_or_init(|| {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../tests/fixtures/real_jobs/ddp_host_stall/traces/rank2.json.gz");
+        let mut json = String::new();
+        std::io::Read::read_to_string(
+            &mut flate2::read::GzDecoder::new(std::fs::File::open(path).unwrap()),
+            &mut json,
+        )
+        .unwrap();
+        let mut v: serde_json::Value = serde_json::from_str(&json).unwrap();
+        let events = v["traceEvents"].as_array_mut().unwrap();
+        // Keep the Gloo spans and the launches among the first events.
+        events.sort_by_key(|e| {
+            !e["name"]
+                .as_str()
+                .is_some_and(|n| n.starts_with("gloo:") || n.starts_with("c10d::"))
+        });
+        events.truncate(150);
+        serde_json::to_vec(&v).unwrap()
+    })
+}
+
 fn valid_prometheus() -> &'static [u8] {
     br#"{"status":"success","data":{"resultType":"matrix","result":[
       {"metric":{"__name__":"DCGM_FI_DEV_SM_CLOCK","Hostname":"node3","gpu":"2"},"values":[[100,"1980"],[102,"1975"],[104,"1970"]]},
@@ -127,6 +153,14 @@ proptest! {
     }
 
     #[test]
+    fn kineto_reader_survives_mutated_cpu_side_traces(edits in prop::collection::vec(arb_edit(), 1..6)) {
+        let data = apply(valid_cpu_kineto(), &edits);
+        if let Err(e) = read_kineto_bytes("fuzz-rank2.json", &data, &KinetoOptions::default()) {
+            prop_assert!(e.to_string().contains("fuzz-rank2.json"), "{}", e);
+        }
+    }
+
+    #[test]
     fn kineto_reader_survives_mutated_gzip(edits in prop::collection::vec(arb_edit(), 1..3)) {
         let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
         gz.write_all(valid_kineto()).unwrap();
@@ -215,4 +249,13 @@ fn kineto_reader_rejects_hostile_values() {
             Err(e) => assert!(e.to_string().contains(&file), "{name}: {e}"),
         }
     }
+}
+
+/// The CPU-side seed of the fuzz cases reads as a CPU-side trace with its collectives.
+#[test]
+fn the_cpu_side_seed_reads_its_collectives() {
+    let (t, stats) =
+        read_kineto_bytes("rank2.json", valid_cpu_kineto(), &KinetoOptions::default()).unwrap();
+    assert!(t.meta.cpu_compute);
+    assert!(stats.cpu_collectives > 0, "{stats:?}");
 }
