@@ -2,11 +2,14 @@
 
 Usage: python jobs.py OUT_DIR JOB FAULT [--world N] [--slow-rank R] [--steps N]
 
-JOB is `ddp` (DistributedDataParallel over an MLP, a real DataLoader). FAULT is one of
+JOB is `ddp` (DistributedDataParallel over an MLP, a real DataLoader) or `allreduce`
+(the same model, gradients averaged by an explicit `dist.all_reduce` per parameter after
+`backward`, as hand-written data parallelism does). FAULT is one of
   none        every rank alike
   extra_work  the slow rank runs four extra forward passes per step (a code path only it takes)
   dataloader  the slow rank's DataLoader takes 30 ms longer per batch (a slow __getitem__)
   host_stall  the slow rank sleeps 30 ms per step outside any traced op
+  late        the slow rank sleeps 5 ms before every collective it joins (allreduce only)
 Each rank writes OUT_DIR/traces/rank<R>.json (Chrome trace of the CPU activity, shapes
 recorded); OUT_DIR/truth.json says what was injected. Nothing here knows about Flare.
 """
@@ -24,12 +27,13 @@ import torch.multiprocessing as mp
 from torch.profiler import ProfilerActivity, profile, schedule
 from torch.utils.data import DataLoader, Dataset
 
-FAULTS = ("none", "extra_work", "dataloader", "host_stall")
+FAULTS = ("none", "extra_work", "dataloader", "host_stall", "late")
 EXPECTED = {
     "none": None,
     "extra_work": "extra_work",
     "dataloader": "host_stall",
     "host_stall": "slow_rank",
+    "late": "slow_rank",
 }
 
 
@@ -54,7 +58,7 @@ def run(rank, a, port):
     torch.set_num_threads(1)
     torch.manual_seed(0)
     model = torch.nn.Sequential(*[torch.nn.Linear(256, 256) for _ in range(4)])
-    ddp = torch.nn.parallel.DistributedDataParallel(model)
+    ddp = torch.nn.parallel.DistributedDataParallel(model) if a.job == "ddp" else model
     opt = torch.optim.SGD(ddp.parameters(), lr=0.01)
     slow = rank == a.slow_rank
     loader = DataLoader(
@@ -73,11 +77,20 @@ def run(rank, a, port):
             if slow and a.fault == "host_stall":
                 time.sleep(0.03)
             if slow and a.fault == "extra_work":
-                with ddp.no_sync():
-                    for _ in range(4):
+                for _ in range(4):
+                    if a.job == "ddp":
+                        with ddp.no_sync():
+                            ddp(x)
+                    else:
                         ddp(x)
             loss = ddp(x).pow(2).mean()
             loss.backward()
+            if a.job == "allreduce":
+                for p in model.parameters():
+                    if slow and a.fault == "late":
+                        time.sleep(0.005)
+                    dist.all_reduce(p.grad)
+                    p.grad /= a.world
             opt.step()
             opt.zero_grad()
             prof.step()
@@ -94,7 +107,7 @@ def free_port():
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("out")
-    p.add_argument("job", choices=["ddp"])
+    p.add_argument("job", choices=["ddp", "allreduce"])
     p.add_argument("fault", choices=FAULTS)
     p.add_argument("--world", type=int, default=4)
     p.add_argument("--slow-rank", type=int, default=2)
@@ -102,6 +115,8 @@ def main():
     a = p.parse_args()
     if a.fault == "none":
         a.slow_rank = -1
+    if a.fault == "late" and a.job != "allreduce":
+        p.error("late is for the allreduce job")
     os.makedirs(os.path.join(a.out, "traces"), exist_ok=True)
     mp.spawn(run, args=(a, free_port()), nprocs=a.world)
     truth = {

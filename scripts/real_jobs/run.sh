@@ -15,11 +15,14 @@ if ! "$VENV/bin/python" -c "import torch" 2>/dev/null; then
     "$VENV/bin/python" -m pip install --quiet "$TORCH"
 fi
 [[ -x "$FLARE" ]] || (cd "$ROOT" && cargo build --release -p flare-cli)
-for fault in none extra_work dataloader host_stall; do
-    dir="$OUT/ddp_$fault"
+for job_fault in ddp:none ddp:extra_work ddp:dataloader ddp:host_stall \
+    allreduce:none allreduce:extra_work allreduce:late; do
+    job="${job_fault%%:*}"
+    fault="${job_fault#*:}"
+    dir="$OUT/${job}_$fault"
     rm -rf "$dir"
-    "$VENV/bin/python" "$ROOT/scripts/real_jobs/jobs.py" "$dir" ddp "$fault" >/dev/null 2>&1
+    "$VENV/bin/python" "$ROOT/scripts/real_jobs/jobs.py" "$dir" "$job" "$fault" >/dev/null 2>&1
     gzip -9 -f "$dir"/traces/*.json
-    echo "== ddp $fault: truth $(tr -d '\n ' < "$dir/truth.json")"
+    echo "== $job $fault: truth $(tr -d '\n ' < "$dir/truth.json")"
     "$FLARE" diagnose "$dir/traces" 2>/dev/null | grep -E '^1\.|HEALTHY|INCONCLUSIVE' | head -1
 done

@@ -238,6 +238,8 @@ pub(crate) fn rank_cause(
         (FindingKind::HostStall, Component::Host, what, action)
     } else if (steep || slow_launches || quick_issue)
         && compute_ratio.is_some_and(|c| c > 1.0 + cfg.slow_rank.min_excess / 2.0)
+        // CPU-side compute is run, not launched: nothing for a GPU to starve on.
+        && !a.ctx.meta.cpu_compute
     {
         // Decisive: the compute ratio and the first launch sign that held.
         let sign = if steep {
