@@ -1,5 +1,6 @@
 //! Real PyTorch jobs, traced by the real torch.profiler (not a generator of ours): small
-//! multi-process DDP jobs on Gloo, CPU only, each healthy or with one fault on one rank,
+//! multi-process jobs on Gloo (DDP, and hand-written data parallelism with explicit
+//! all-reduces), CPU only, each healthy or with one fault on one rank,
 //! made by `scripts/real_jobs/jobs.py` (which writes the truth beside the traces). Flare
 //! reads their collectives from the CPU side (`gloo:*` work on Gloo's threads) and must
 //! name the faulty rank with the cause the evidence shows, and nothing on a healthy job.
