@@ -306,10 +306,14 @@ impl Detector for MetricsDetector {
             evidence.extend(cause.evidence);
             findings.push(Finding {
                 kind: cause.kind,
-                // CPU ops on shared cores vary with scheduling by tens of percent: scores
-                // alone are no verdict there (the arrival-based detectors give it), but op
-                // counts (extra work) do not vary with scheduling.
-                severity: if a.ctx.meta.cpu_compute && cause.kind != FindingKind::ExtraWork {
+                // A low score against the fastest peer, while its ops run at the speed of
+                // the median peer (the cause says so), is the fastest peer's luck, not a
+                // fault. CPU ops on shared cores vary with scheduling by tens of percent:
+                // scores alone are no verdict there (the arrival-based detectors give it),
+                // but op counts (extra work) do not vary with scheduling.
+                severity: if cause.kind == FindingKind::SlowRank
+                    || (a.ctx.meta.cpu_compute && cause.kind != FindingKind::ExtraWork)
+                {
                     Severity::Info
                 } else {
                     Severity::Warning
