@@ -9,7 +9,13 @@ VENV="$ROOT/target/torch-venv"
 TORCH="torch==2.15.0"
 FLARE="${FLARE_BIN:-$ROOT/target/release/flare}"
 if [[ ! -x "$VENV/bin/python" ]]; then
-    python3.11 -m venv "$VENV"
+    mkdir -p "$ROOT/target"
+    if ! python3.11 -m venv "$VENV" 2>/dev/null; then
+        # Debian without python3.11-venv: a venv without pip, given the system's pip.
+        rm -rf "$VENV"
+        python3.11 -m venv --without-pip "$VENV"
+        python3.11 -m pip --python "$VENV/bin/python" install --quiet pip
+    fi
 fi
 if ! "$VENV/bin/python" -c "import torch" 2>/dev/null; then
     "$VENV/bin/python" -m pip install --quiet "$TORCH"
