@@ -305,8 +305,12 @@ impl Store {
             None => None,
         };
         let current = LiveWindow::from_summaries(&summaries);
-        let earlier = self.earlier_windows(&key.0, key.1)?;
-        let earlier: Vec<&LiveWindow> = earlier.iter().collect();
+        let first = key.1.saturating_sub(self.live.history as u64);
+        self.cache_earlier_windows(&key.0, first..key.1)?;
+        // Read in place: a merged window holds a record per rank, too much to copy per post.
+        let earlier: Vec<&LiveWindow> = (first..key.1)
+            .filter_map(|w| self.windows.peek(&(key.0.clone(), w)))
+            .collect();
         let live = diagnose_window(
             &current,
             &earlier,
@@ -325,19 +329,17 @@ impl Store {
         })
     }
 
-    /// The job's windows before `window` that the live analysis reads with it (at most
-    /// [`LiveConfig::history`]), from memory or else from the stored summaries.
-    fn earlier_windows(
+    /// Brings the job's `windows` (those before the one analysed that the live analysis
+    /// reads with it) into the merged-window cache, from the decoded summaries or else
+    /// from the stored ones; windows without summaries stay out.
+    fn cache_earlier_windows(
         &mut self,
         job_id: &str,
-        window: u64,
-    ) -> Result<Vec<LiveWindow>, StoreError> {
-        let mut out = Vec::new();
-        let first = window.saturating_sub(self.live.history as u64);
-        for w in first..window {
+        windows: std::ops::Range<u64>,
+    ) -> Result<(), StoreError> {
+        for w in windows {
             let key = (job_id.to_string(), w);
-            if let Some(lw) = self.windows.get(&key) {
-                out.push(lw.clone());
+            if self.windows.get(&key).is_some() {
                 continue;
             }
             let merged = match self.cache.take(&key) {
@@ -354,10 +356,9 @@ impl Store {
                     LiveWindow::from_summaries(&v)
                 }
             };
-            self.windows.put(key, merged.clone());
-            out.push(merged);
+            self.windows.put(key, merged);
         }
-        Ok(out)
+        Ok(())
     }
 
     /// The job, its ranks and the summary, in one transaction.
@@ -617,6 +618,11 @@ impl<V> Lru<V> {
         let (_, v) = self.entries.remove(key)?;
         self.weight -= (self.weigh)(&v);
         Some(v)
+    }
+
+    /// The value, without marking it used.
+    fn peek(&self, key: &(String, u64)) -> Option<&V> {
+        self.entries.get(key).map(|e| &e.1)
     }
 
     fn get(&mut self, key: &(String, u64)) -> Option<&V> {

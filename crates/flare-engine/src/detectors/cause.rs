@@ -222,6 +222,8 @@ pub(crate) fn rank_cause(
     }
     let quick_issue = issue_known && issue < 0.5 * peer_issue;
     let excess = excess_ns.max(1.0);
+    // What slower compute ops cost it: weighed against extra ops and against the delay.
+    let slowdown = slowdown_ns(a, ri, scope, compute_ratio);
     let window_ns: f64 = scope.iter().filter_map(|&i| a.iteration_ns[i]).sum();
     let (kind, component, what, action) = if host_ns >= 0.4 * excess {
         evidence.push(
@@ -263,8 +265,8 @@ pub(crate) fn rank_cause(
             "its own delays before collectives (the trace has no compute or host ops to tell GPU from host)",
             "trace this rank's compute and host side (torch.profiler or flare's tracer) to tell a slow GPU from a host stall; meanwhile check its GPU clocks and its node's CPU load",
         )
-    } else if let Some(work) = ComputeWork::of(a, ri, scope)
-        .filter(|w| w.explains(excess, slowdown_ns(a, ri, scope, compute_ratio)))
+    } else if let Some(work) =
+        ComputeWork::of(a, ri, scope).filter(|w| w.explains(excess, slowdown))
     {
         // More ops than its peers, at about their speed: extra work, not slow hardware.
         evidence.push(work.evidence().decisive());
@@ -275,7 +277,7 @@ pub(crate) fn rank_cause(
             "more compute than its peers (it runs more ops than they do)",
             "find what this rank computes that its peers do not: a code path only it takes (extra forward passes, evaluation, logging or metrics on one rank), or more data; the hardware is not at fault",
         )
-    } else if compute_ratio.is_some_and(|c| !slower_compute_explains(a, ri, scope, c, excess)) {
+    } else if compute_ratio.is_some_and(|c| !slower_compute_explains(a, c, slowdown, excess)) {
         // Its kernels run at its peers' speed: the delay is elsewhere, and draining a
         // healthy GPU would not remove it.
         mark(&mut evidence, &[EvidenceKey::ComputeTimeRatio]);
@@ -418,21 +420,12 @@ fn slowdown_ns(a: &Analysis, ri: usize, scope: &[usize], ratio: Option<f64>) -> 
     }
 }
 
-/// Whether its compute ops being `ratio` times slower than its peers' names the cause.
-/// On GPUs, kernels measurably slower are (a GPU's kernel times hardly vary). CPU ops
-/// on shared cores vary with scheduling by tens of percent, so there the slowdown must
-/// also account for a good part of the delay the rank made.
-fn slower_compute_explains(
-    a: &Analysis,
-    ri: usize,
-    scope: &[usize],
-    ratio: f64,
-    excess_ns: f64,
-) -> bool {
-    if !kernels_slower(ratio) {
-        return false;
-    }
-    !a.ctx.meta.cpu_compute || slowdown_ns(a, ri, scope, Some(ratio)) >= 0.4 * excess_ns
+/// Whether its compute ops being `ratio` times slower than its peers' (costing it
+/// `slowdown_ns`) names the cause. On GPUs, kernels measurably slower are (a GPU's kernel
+/// times hardly vary). CPU ops on shared cores vary with scheduling by tens of percent, so
+/// there the slowdown must also account for a good part of the delay the rank made.
+fn slower_compute_explains(a: &Analysis, ratio: f64, slowdown_ns: f64, excess_ns: f64) -> bool {
+    kernels_slower(ratio) && (!a.ctx.meta.cpu_compute || slowdown_ns >= 0.4 * excess_ns)
 }
 
 /// Whether a compute-time ratio to the peers says the GPU is slower.

@@ -16,6 +16,7 @@ use super::{plural, rank_list, LiveConfig};
 use crate::context::{JobContext, RankHosts};
 use crate::digest::{IterationDigest, NameStat, RankIteration, SelfTime};
 use crate::stats::{median, median_mad};
+use flare_model::trace::NameTable;
 use flare_model::{ClusterTopology, JobInfo, TraceMeta};
 use std::collections::{BTreeMap, HashMap};
 
@@ -38,7 +39,7 @@ pub(super) fn build(windows: &[&LiveWindow], cfg: &LiveConfig) -> LiveInput {
     ranks.sort_unstable();
     ranks.dedup();
     let index: HashMap<u32, usize> = ranks.iter().enumerate().map(|(i, &r)| (r, i)).collect();
-    let mut names = Names::default();
+    let mut names = NameTable::default();
     let peer_group = current.map_or_else(
         || vec![0; ranks.len()],
         |w| peer_groups(w, &ranks, &index, cfg, &mut notes),
@@ -72,7 +73,7 @@ pub(super) fn build(windows: &[&LiveWindow], cfg: &LiveConfig) -> LiveInput {
         .iter()
         .map(|w| digest(w, &index, &peer_group, cfg, &mut names, &mut notes))
         .collect();
-    let mut ctx = JobContext::new(job, meta, Vec::new(), names.list, ranks);
+    let mut ctx = JobContext::new(job, meta, Vec::new(), names.names, ranks);
     ctx.peer_group = peer_group;
     let mut hosts = RankHosts::default();
     for w in windows {
@@ -90,24 +91,6 @@ pub(super) fn build(windows: &[&LiveWindow], cfg: &LiveConfig) -> LiveInput {
         ctx,
         digests,
         notes,
-    }
-}
-
-#[derive(Default)]
-struct Names {
-    list: Vec<String>,
-    ids: HashMap<String, u32>,
-}
-
-impl Names {
-    fn id(&mut self, name: &str) -> u32 {
-        if let Some(&i) = self.ids.get(name) {
-            return i;
-        }
-        let i = self.list.len() as u32;
-        self.list.push(name.to_string());
-        self.ids.insert(name.to_string(), i);
-        i
     }
 }
 
@@ -193,7 +176,7 @@ fn digest(
     index: &HashMap<u32, usize>,
     peer_group: &[u32],
     cfg: &LiveConfig,
-    names: &mut Names,
+    names: &mut NameTable,
     notes: &mut Vec<String>,
 ) -> IterationDigest {
     let n = peer_group.len();
@@ -223,11 +206,11 @@ fn digest(
             host_ops.extend(
                 r.host_ops
                     .iter()
-                    .map(|(name, slot, t)| (ri as u32, *slot, names.id(name), t * f)),
+                    .map(|(name, slot, t)| (ri as u32, *slot, names.intern(name), t * f)),
             );
             compute_names.extend(r.compute.iter().map(|(name, t, count)| NameStat {
                 rank_index: ri as u32,
-                name: names.id(name),
+                name: names.intern(name),
                 // A name's mean duration is what peers compare: kept exact.
                 sum_ns: *t,
                 count: (*count).min(u32::MAX as u64) as u32,

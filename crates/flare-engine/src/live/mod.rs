@@ -104,7 +104,9 @@ pub fn analyze_window(
     windows.push(current);
     // The window itself, for what the ranks do now; with the earlier ones, for the
     // series of iteration times (a rank slow only in an earlier window was reported then).
-    let (now, mut notes) = run(&windows[windows.len() - 1..], current, cfg);
+    let (now, input_notes) = run(&windows[windows.len() - 1..], current, cfg);
+    let mut notes = current.notes.clone();
+    notes.extend(input_notes);
     let mut findings: Vec<Finding> = now
         .findings
         .into_iter()
@@ -168,7 +170,8 @@ pub fn analyze_window(
     }
 }
 
-/// The registry on `windows` (the last is `current`), with the notes on its input.
+/// The registry on `windows` (the last is `current`), with the notes on its input (peer
+/// groups not compared).
 fn run(
     windows: &[&LiveWindow],
     current: &LiveWindow,
@@ -178,9 +181,7 @@ fn run(
     let mut a = Analysis::new(&input.ctx, input.digests.iter().collect());
     a.live = Some(current);
     let d = run_detectors(&a, &cfg.engine);
-    let mut notes = current.notes.clone();
-    notes.extend(input.notes);
-    (d, notes)
+    (d, input.notes)
 }
 
 /// The self-time excess a slow-rank finding reports (its excess over the typical rank's,

@@ -14,7 +14,6 @@
 //!   no waiting: they are counted, not read.
 
 use super::parse::{FileStats, KernelRec, NcclArgs};
-use flare_model::trace::NameTable;
 use flare_model::OpKind;
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 
@@ -72,7 +71,7 @@ impl CpuRecords {
     }
 
     /// The sync ops and compute of a file without GPU kernels, as kernel records.
-    pub fn into_kernels(mut self, names: &NameTable, stats: &mut FileStats) -> Vec<KernelRec> {
+    pub fn into_kernels(mut self, stats: &mut FileStats) -> Vec<KernelRec> {
         let mut out = Vec::new();
         if self.work.is_empty() {
             stats.cpu_launches_without_work += self.launches.len() as u64;
@@ -129,7 +128,6 @@ impl CpuRecords {
                 continue;
             }
             open = Some((s.tid, s.end));
-            debug_assert!((s.name as usize) < names.names.len());
             stats.cpu_compute_spans += 1;
             out.push(KernelRec {
                 index: s.index,

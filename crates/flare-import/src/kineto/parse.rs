@@ -1181,7 +1181,7 @@ pub fn parse_file(path: &str, data: &[u8]) -> Result<ParsedFile, KinetoError> {
     let mut c = collector;
     c.args_from_param_comms();
     if c.kernels.is_empty() {
-        c.kernels = std::mem::take(&mut c.cpu).into_kernels(&c.names, &mut c.stats);
+        c.kernels = std::mem::take(&mut c.cpu).into_kernels(&mut c.stats);
     } else {
         c.cpu.forget_spans(&mut c.stats.skipped);
     }
