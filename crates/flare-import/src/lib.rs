@@ -34,4 +34,7 @@ pub use kineto::{
     read_kineto_files, read_kineto_files_with_stats, write_kineto_dir, write_kineto_rank,
     KinetoError, KinetoImportStats, KinetoOptions, KinetoWriteStats,
 };
-pub use native::{read_native, read_native_file, write_native, write_native_file, NativeError};
+pub use native::{
+    open_native_file, read_native, read_native_file, write_native, write_native_file, NativeError,
+    NativeReader,
+};

@@ -221,20 +221,27 @@ fn bad_magic_version_and_garbage() {
     assert!(matches!(e, NativeError::BadMagic { .. }), "{e}");
     assert!(e.to_string().contains("FLARETRC"), "{e}");
 
-    let mut v2 = buf.clone();
-    v2[8..12].copy_from_slice(&2u32.to_le_bytes());
-    let e = read_native(&v2[..], "v.flare").unwrap_err();
-    assert!(
-        matches!(
-            e,
-            NativeError::UnsupportedVersion {
-                found: 2,
-                supported: 1,
-                ..
-            }
-        ),
-        "{e}"
-    );
+    for version in [0u32, 3] {
+        let mut v = buf.clone();
+        v[8..12].copy_from_slice(&version.to_le_bytes());
+        let e = read_native(&v[..], "v.flare").unwrap_err();
+        assert!(
+            matches!(
+                e,
+                NativeError::UnsupportedVersion {
+                    found,
+                    supported: 2,
+                    ..
+                } if found == version
+            ),
+            "{e}"
+        );
+    }
+    // A version 2 payload labelled version 1 fails on its header, not later.
+    let mut v1 = buf.clone();
+    v1[8..12].copy_from_slice(&1u32.to_le_bytes());
+    let e = read_native(&v1[..], "v1.flare").unwrap_err();
+    assert!(matches!(e, NativeError::Header { .. }), "{e}");
 
     let e = read_native(&b"{\"traceEvents\": []}"[..], "g.json").unwrap_err();
     assert!(matches!(e, NativeError::BadMagic { .. }), "{e}");

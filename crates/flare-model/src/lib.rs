@@ -30,7 +30,7 @@ pub use op::{Op, OpKind};
 pub use parallel::{Dim, ParallelConfig, RankCoords};
 pub use summary::{HangRecord, IterationSample, OpStats, RankSummary, ThreadStack, WindowSummary};
 pub use topology::{ClusterTopology, GpuLoc, PathElement};
-pub use trace::{IterationSpan, JobInfo, RankTrace, Trace, TraceMeta, Window};
+pub use trace::{iterations_with_ops, IterationSpan, JobInfo, RankTrace, Trace, TraceMeta, Window};
 
 /// A global rank in the job (0..world_size).
 pub type Rank = u32;

@@ -80,20 +80,7 @@ impl Trace {
 
     /// Iterations that some rank recorded a span or an op for, sorted.
     pub fn iterations_with_ops(&self) -> Vec<u32> {
-        let mut its = self.iterations();
-        for r in &self.ranks {
-            // Ops of one iteration are (nearly) contiguous: look up only on a change.
-            let mut last = None;
-            for o in &r.ops {
-                if last != Some(o.iteration) {
-                    last = Some(o.iteration);
-                    if let Err(pos) = its.binary_search(&o.iteration) {
-                        its.insert(pos, o.iteration);
-                    }
-                }
-            }
-        }
-        its
+        iterations_with_ops(&self.ranks)
     }
 
     /// A copy where every collective or P2P instance (the same communicator and sequence
@@ -222,6 +209,29 @@ impl Trace {
                 .collect(),
         }
     }
+}
+
+/// Every iteration that has a span or an op on any of `ranks`, ascending.
+pub fn iterations_with_ops(ranks: &[RankTrace]) -> Vec<u32> {
+    let mut its: Vec<u32> = ranks
+        .iter()
+        .flat_map(|r| r.iterations.iter().map(|s| s.iteration))
+        .collect();
+    its.sort_unstable();
+    its.dedup();
+    for r in ranks {
+        // Ops of one iteration are (nearly) contiguous: look up only on a change.
+        let mut last = None;
+        for o in &r.ops {
+            if last != Some(o.iteration) {
+                last = Some(o.iteration);
+                if let Err(pos) = its.binary_search(&o.iteration) {
+                    its.insert(pos, o.iteration);
+                }
+            }
+        }
+    }
+    its
 }
 
 #[cfg(test)]
