@@ -4,7 +4,7 @@
 use crate::sim::JobArgs;
 use anyhow::{Context, Result};
 use clap::Args;
-use flare_engine::{diagnose, EngineConfig};
+use flare_engine::{diagnose_whole, EngineConfig};
 use flare_sim::simulate;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -64,11 +64,12 @@ pub fn run(a: DemoArgs) -> Result<ExitCode> {
     }
     let sp = crate::present::spinner("diagnosing");
     let t1 = Instant::now();
-    let d = diagnose(&out.trace, &EngineConfig::default());
+    let run = diagnose_whole(&out.trace, None, &EngineConfig::default());
+    let d = &run.diagnosis;
     let ms = t1.elapsed().as_secs_f64() * 1e3;
     sp.finish_and_clear();
     eprintln!("[2/3] diagnosed in {ms:.0} ms");
-    let doc = crate::present::document(&out.trace, &d, ms);
+    let doc = run.document(ms);
     if a.json {
         println!("{}", doc.to_json());
     } else {
@@ -87,8 +88,8 @@ pub fn run(a: DemoArgs) -> Result<ExitCode> {
         println!("Verdict against ground truth: {verdict}");
     }
     let html = crate::present::report_html(
-        &out.trace,
-        &d,
+        &run.ctx,
+        d,
         &doc,
         &format!(
             "Flare diagnosis — simulated {}-GPU job ({shape})",

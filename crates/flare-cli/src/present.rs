@@ -1,7 +1,7 @@
 //! Presenting a diagnosis: text for people, JSON for machines, the HTML report.
 
-use flare_engine::Diagnosis;
-use flare_model::{Finding, FindingsDocument, Severity, Trace, Verdict};
+use flare_engine::{Diagnosis, JobContext};
+use flare_model::{Finding, FindingsDocument, Severity, Verdict};
 use flare_report::{Heatmap, ReportInput};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::time::Duration;
@@ -23,12 +23,6 @@ pub fn bar(len: u64, msg: &str) -> ProgressBar {
     );
     pb.set_message(msg.to_string());
     pb
-}
-
-/// The findings document of a trace's diagnosis: what `--json` prints and the report
-/// renders.
-pub fn document(t: &Trace, d: &Diagnosis, elapsed_ms: f64) -> FindingsDocument {
-    flare_engine::document::of_trace(t, d, elapsed_ms)
 }
 
 fn severity_word(s: Severity) -> &'static str {
@@ -170,7 +164,7 @@ pub fn finding_text(n: usize, f: &Finding) -> String {
 
 /// The HTML report of a diagnosis and its document.
 pub fn report_html(
-    t: &Trace,
+    ctx: &JobContext,
     d: &Diagnosis,
     doc: &FindingsDocument,
     title: &str,
@@ -189,22 +183,22 @@ pub fn report_html(
         .flat_map(|f| f.iterations.clone())
         .collect();
     // One row per rank up to 512 ranks, else one row per node (the worst rank in it).
-    let per_row = if t.ranks.len() <= 512 {
+    let per_row = if ctx.ranks.len() <= 512 {
         1
     } else {
-        t.job.cluster.gpus_per_node.max(1) as usize
+        ctx.job.cluster.gpus_per_node.max(1) as usize
     };
     let n_its = d.iterations.len();
-    let n_rows = t.ranks.len().div_ceil(per_row);
+    let n_rows = ctx.ranks.len().div_ceil(per_row);
     let mut values = vec![f64::NAN; n_rows * n_its];
     let mut rows = Vec::with_capacity(n_rows);
     for row in 0..n_rows {
         let lo = row * per_row;
-        let hi = ((row + 1) * per_row).min(t.ranks.len());
+        let hi = ((row + 1) * per_row).min(ctx.ranks.len());
         rows.push(if per_row == 1 {
-            format!("rank {}", t.ranks[lo].rank)
+            format!("rank {}", ctx.ranks[lo])
         } else {
-            format!("ranks {}-{}", t.ranks[lo].rank, t.ranks[hi - 1].rank)
+            format!("ranks {}-{}", ctx.ranks[lo], ctx.ranks[hi - 1])
         });
         for i in 0..n_its {
             let v = (lo..hi)
@@ -219,7 +213,7 @@ pub fn report_html(
         .iter()
         .filter(|f| f.localizes())
         .flat_map(|f| f.culprits.iter().filter_map(|c| c.rank))
-        .filter_map(|r| t.ranks.iter().position(|x| x.rank == r))
+        .filter_map(|r| ctx.rank_index(r))
         .map(|ri| ri / per_row)
         .collect();
     highlight_rows.sort_unstable();

@@ -7,8 +7,8 @@
 //! still aligned through intermediaries.
 
 use crate::stats::median;
-use flare_model::{Op, Trace};
-use std::collections::HashMap;
+use flare_model::{Op, RankTrace, Trace};
+use std::collections::{BTreeMap, HashMap};
 
 /// What alignment did.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -24,83 +24,119 @@ pub struct ClockAlignment {
 /// Estimates per-rank clock offsets from shared collectives' end times and removes them.
 /// Ranks with no shared complete collective keep their clock (offset 0).
 pub fn align_clocks(trace: &mut Trace) -> ClockAlignment {
-    // (comm, seq) -> [(rank index, end)]
-    let mut inst: HashMap<(u32, u32), Vec<(usize, i64)>> = HashMap::new();
-    for (ri, r) in trace.ranks.iter().enumerate() {
-        for o in &r.ops {
-            if o.kind.is_sync() && o.comm != Op::NO_COMM {
-                if let Some(e) = o.end() {
-                    inst.entry((o.comm, o.seq)).or_default().push((ri, e));
+    let mut evidence = ClockEvidence::default();
+    evidence.add(&trace.ranks);
+    let al = evidence.solve(trace.ranks.iter().map(|r| r.rank));
+    apply(&al, &mut trace.ranks);
+    al
+}
+
+/// The collectives' end times that clock offsets are estimated from, gathered chunk by
+/// chunk (a trace read an iteration at a time).
+#[derive(Default)]
+pub struct ClockEvidence {
+    /// (comm, seq) -> [(rank index, end)]
+    inst: HashMap<(u32, u32), Vec<(usize, i64)>>,
+}
+
+impl ClockEvidence {
+    /// Adds the complete collectives of `ranks` (a chunk: rank index `i` is the `i`-th
+    /// rank of every chunk).
+    pub fn add(&mut self, ranks: &[RankTrace]) {
+        for (ri, r) in ranks.iter().enumerate() {
+            for o in &r.ops {
+                if o.kind.is_sync() && o.comm != Op::NO_COMM {
+                    if let Some(e) = o.end() {
+                        self.inst.entry((o.comm, o.seq)).or_default().push((ri, e));
+                    }
                 }
             }
         }
     }
-    // Per (communicator, member): its typical end relative to the members' mean end.
-    // With constant offsets this is linear in them: offset_r - mean(offsets of members).
-    let mut rel: HashMap<(u32, usize), Vec<f64>> = HashMap::new();
-    let mut used = 0;
-    for (&(comm, _), members) in &inst {
-        if members.len() < 2 {
-            continue;
-        }
-        used += 1;
-        let mean = members.iter().map(|&(_, e)| e as f64).sum::<f64>() / members.len() as f64;
-        for &(ri, e) in members {
-            rel.entry((comm, ri)).or_default().push(e as f64 - mean);
-        }
-    }
-    let mut comms: HashMap<u32, Vec<(usize, f64)>> = HashMap::new();
-    for ((comm, ri), mut v) in rel {
-        comms.entry(comm).or_default().push((ri, median(&mut v)));
-    }
-    let n = trace.ranks.len();
-    let mut rank_comms: Vec<Vec<u32>> = vec![Vec::new(); n];
-    for (&c, members) in &comms {
-        for &(ri, _) in members {
-            rank_comms[ri].push(c);
-        }
-    }
-    // Jacobi rounds on the small system: offset_r = mean over its comms of
-    // (rel_{r,c} + mean offset of c's members).
-    let mut offset = vec![0.0f64; n];
-    for _round in 0..500 {
-        let comm_mean: HashMap<u32, f64> = comms
-            .iter()
-            .map(|(&c, m)| {
-                (
-                    c,
-                    m.iter().map(|&(ri, _)| offset[ri]).sum::<f64>() / m.len() as f64,
-                )
-            })
-            .collect();
-        let mut next = offset.clone();
-        for (c, members) in &comms {
-            for &(ri, r) in members {
-                next[ri] += (r + comm_mean[c] - offset[ri]) / rank_comms[ri].len() as f64;
+
+    /// The offsets of `ranks` (in chunk order) that fit the evidence best.
+    pub fn solve(self, ranks: impl IntoIterator<Item = u32>) -> ClockAlignment {
+        let ranks: Vec<u32> = ranks.into_iter().collect();
+        let inst = self.inst;
+        // Per (communicator, member): its typical end relative to the members' mean end.
+        // With constant offsets this is linear in them: offset_r - mean(offsets of members).
+        let mut rel: HashMap<(u32, usize), Vec<f64>> = HashMap::new();
+        let mut used = 0;
+        for (&(comm, _), members) in &inst {
+            if members.len() < 2 {
+                continue;
+            }
+            used += 1;
+            let mean = members.iter().map(|&(_, e)| e as f64).sum::<f64>() / members.len() as f64;
+            for &(ri, e) in members {
+                rel.entry((comm, ri)).or_default().push(e as f64 - mean);
             }
         }
-        let moved = next
-            .iter()
-            .zip(&offset)
-            .map(|(a, b)| (a - b).abs())
-            .fold(0.0, f64::max);
-        offset = next;
-        if moved < 10.0 {
-            break;
+        // Ordered, so that the sums below (and the offsets) are the same run to run.
+        let mut comms: BTreeMap<u32, Vec<(usize, f64)>> = BTreeMap::new();
+        for ((comm, ri), mut v) in rel {
+            comms.entry(comm).or_default().push((ri, median(&mut v)));
         }
+        for members in comms.values_mut() {
+            members.sort_unstable_by_key(|&(ri, _)| ri);
+        }
+        let n = ranks.len();
+        let mut rank_comms: Vec<Vec<u32>> = vec![Vec::new(); n];
+        for (&c, members) in &comms {
+            for &(ri, _) in members {
+                rank_comms[ri].push(c);
+            }
+        }
+        // Jacobi rounds on the small system: offset_r = mean over its comms of
+        // (rel_{r,c} + mean offset of c's members).
+        let mut offset = vec![0.0f64; n];
+        for _round in 0..500 {
+            let comm_mean: HashMap<u32, f64> = comms
+                .iter()
+                .map(|(&c, m)| {
+                    (
+                        c,
+                        m.iter().map(|&(ri, _)| offset[ri]).sum::<f64>() / m.len() as f64,
+                    )
+                })
+                .collect();
+            let mut next = offset.clone();
+            for (c, members) in &comms {
+                for &(ri, r) in members {
+                    next[ri] += (r + comm_mean[c] - offset[ri]) / rank_comms[ri].len() as f64;
+                }
+            }
+            let moved = next
+                .iter()
+                .zip(&offset)
+                .map(|(a, b)| (a - b).abs())
+                .fold(0.0, f64::max);
+            offset = next;
+            if moved < 10.0 {
+                break;
+            }
+        }
+        // Keep the timeline anchored: the median rank's clock is the reference.
+        let mut sorted = offset.clone();
+        let anchor = median(&mut sorted);
+        let anchor = if anchor.is_finite() { anchor } else { 0.0 };
+        let mut out = ClockAlignment {
+            instances_used: used,
+            ..Default::default()
+        };
+        for (ri, &rank) in ranks.iter().enumerate() {
+            let off = (offset[ri] - anchor).round() as i64;
+            out.offsets_ns.push((rank, off));
+            out.max_abs_offset_ns = out.max_abs_offset_ns.max(off.abs());
+        }
+        out
     }
-    // Keep the timeline anchored: the median rank's clock is the reference.
-    let mut sorted = offset.clone();
-    let anchor = median(&mut sorted);
-    let anchor = if anchor.is_finite() { anchor } else { 0.0 };
-    let mut out = ClockAlignment {
-        instances_used: used,
-        ..Default::default()
-    };
-    for (ri, r) in trace.ranks.iter_mut().enumerate() {
-        let off = (offset[ri] - anchor).round() as i64;
-        out.offsets_ns.push((r.rank, off));
-        out.max_abs_offset_ns = out.max_abs_offset_ns.max(off.abs());
+}
+
+/// Removes the offsets of `al` from `ranks` (in the order the offsets were solved for).
+pub fn apply(al: &ClockAlignment, ranks: &mut [RankTrace]) {
+    for (r, &(rank, off)) in ranks.iter_mut().zip(&al.offsets_ns) {
+        debug_assert_eq!(r.rank, rank);
         if off == 0 {
             continue;
         }
@@ -120,7 +156,6 @@ pub fn align_clocks(trace: &mut Trace) -> ClockAlignment {
             }
         }
     }
-    out
 }
 
 #[cfg(test)]

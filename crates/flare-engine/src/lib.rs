@@ -22,8 +22,9 @@ pub mod stream;
 
 pub use analysis::Analysis;
 pub use context::JobContext;
-use flare_model::{DetectorId, Finding, RankMetrics, SkippedDetector, Trace};
+use flare_model::{DetectorId, Finding, RankMetrics, RankTrace, SkippedDetector, Trace};
 pub use stream::Engine;
+pub use stream::StreamError;
 
 /// How the engine digests iterations, and each detector's thresholds (in its own module).
 /// Defaults are the documented behaviour.
@@ -197,25 +198,91 @@ pub fn diagnose_with_machine(
     machine: Option<&flare_model::MachineMetrics>,
     cfg: &EngineConfig,
 ) -> Diagnosis {
-    let mut engine = batch_engine(trace, cfg);
-    let split = digest::split_instances(&engine.digests().collect::<Vec<_>>());
-    if split {
+    diagnose_whole(trace, machine, cfg).diagnosis
+}
+
+/// [`diagnose_with_machine`], with what the findings document needs besides.
+pub fn diagnose_whole(
+    trace: &Trace,
+    machine: Option<&flare_model::MachineMetrics>,
+    cfg: &EngineConfig,
+) -> Offline {
+    let its = trace.iterations_with_ops();
+    let mut run = OfflineRun::new(JobContext::from_trace(trace), its.len(), cfg);
+    run.push(&trace.ranks, &its)
+        .expect("a trace's iterations are distinct and pushed in order");
+    if run.needs_unified_instances() {
         // Some instance's members carry different iteration tags (time-windowed
         // iterations, ops launched across a step boundary): tag each instance with its
         // earliest member's iteration and digest again.
         let unified = trace.unify_instance_iterations();
-        engine = batch_engine(&unified, cfg);
+        run = OfflineRun::new(JobContext::from_trace(&unified), its.len(), cfg);
+        run.push(&unified.ranks, &its)
+            .expect("a trace's iterations are distinct and pushed in order");
     }
-    engine.set_machine_metrics(machine.cloned());
-    engine.diagnose()
+    run.finish(machine)
 }
 
-fn batch_engine(trace: &Trace, cfg: &EngineConfig) -> Engine {
-    let its = trace.iterations_with_ops();
-    let mut engine = Engine::new(JobContext::from_trace(trace), cfg.clone(), its.len());
-    // `push` would find the iterations again: one more pass over every op.
-    engine
-        .push_ranks(&trace.ranks, &its)
-        .expect("a trace's iterations are distinct and pushed in order");
-    engine
+/// A whole trace diagnosed as it is read, a run of iterations at a time (a native file read
+/// chunk by chunk): memory holds the engine's digests of the iterations, not their ops.
+/// The answer is [`diagnose_whole`]'s on the same trace, unless
+/// [`OfflineRun::needs_unified_instances`] says that the trace must be held whole.
+pub struct OfflineRun {
+    engine: Engine,
+    breakdown: breakdown::Breakdown,
+    ops: u64,
+}
+
+/// The result of an [`OfflineRun`].
+pub struct Offline {
+    pub diagnosis: Diagnosis,
+    /// Per-rank time breakdown of the whole trace.
+    pub breakdown: breakdown::Breakdown,
+    pub ctx: JobContext,
+    /// Ops pushed.
+    pub ops: u64,
+}
+
+impl Offline {
+    /// The findings document, `diagnosis_ms` being what the diagnosis took.
+    pub fn document(&self, diagnosis_ms: f64) -> flare_model::FindingsDocument {
+        document::of_run(self, diagnosis_ms)
+    }
+}
+
+impl OfflineRun {
+    /// A run over a trace of `iterations` iterations (all of them are the window).
+    pub fn new(ctx: JobContext, iterations: usize, cfg: &EngineConfig) -> Self {
+        let breakdown = breakdown::Breakdown::new(ctx.ranks.iter().copied());
+        OfflineRun {
+            engine: Engine::new(ctx, cfg.clone(), iterations),
+            breakdown,
+            ops: 0,
+        }
+    }
+
+    /// Digests `iterations` (sorted, after those pushed before) of `ranks`: every rank of
+    /// the context, in its order, with only ops of those iterations.
+    pub fn push(&mut self, ranks: &[RankTrace], iterations: &[u32]) -> Result<(), StreamError> {
+        self.breakdown.add(ranks, iterations);
+        self.ops += ranks.iter().map(|r| r.ops.len() as u64).sum::<u64>();
+        self.engine.push_ranks(ranks, iterations)
+    }
+
+    /// Whether some collective instance's members were tagged with different iterations:
+    /// the trace must then be diagnosed whole, with [`Trace::unify_instance_iterations`].
+    pub fn needs_unified_instances(&self) -> bool {
+        digest::split_instances(&self.engine.digests().collect::<Vec<_>>())
+    }
+
+    /// The diagnosis of every iteration pushed, and the per-rank time breakdown.
+    pub fn finish(mut self, machine: Option<&flare_model::MachineMetrics>) -> Offline {
+        self.engine.set_machine_metrics(machine.cloned());
+        Offline {
+            diagnosis: self.engine.diagnose(),
+            breakdown: self.breakdown,
+            ctx: self.engine.into_context(),
+            ops: self.ops,
+        }
+    }
 }

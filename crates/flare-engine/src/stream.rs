@@ -64,6 +64,10 @@ impl Engine {
         &self.ctx
     }
 
+    pub fn into_context(self) -> JobContext {
+        self.ctx
+    }
+
     pub fn config(&self) -> &EngineConfig {
         &self.cfg
     }

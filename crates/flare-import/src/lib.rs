@@ -27,7 +27,7 @@ pub mod sniff;
 mod varint;
 
 pub use limits::{LimitError, Limits};
-pub use open::{open, Format, OpenError, OpenOptions, Opened};
+pub use open::{open, open_chunked, Chunked, Format, OpenError, OpenOptions, Opened};
 
 pub use kineto::{
     list_trace_files, read_kineto_bytes, read_kineto_dir, read_kineto_dir_with_stats,

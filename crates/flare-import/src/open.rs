@@ -5,11 +5,13 @@
 use crate::flight_recorder::{FrError, FrJob};
 use crate::kineto::{KinetoError, KinetoOptions};
 use crate::limits::{check_input, InputKind, LimitError, Limits};
-use crate::native::NativeError;
+use crate::native::{NativeError, NativeReader};
 use crate::nccl_inspector::{InspectorError, NcclOptions};
 use crate::nccl_profiler::ProfilerDumpError;
 use crate::sniff::{detect, Detected};
 use flare_model::Trace;
+use std::fs::File;
+use std::io::BufReader;
 use std::path::{Path, PathBuf};
 
 /// The input formats [`open`] reads.
@@ -114,29 +116,14 @@ pub enum OpenError {
 /// refused before they are opened). With [`Format::Auto`] the format is detected as
 /// [`crate::sniff::detect`] says. Reads stay within `opts.limits`.
 pub fn open(paths: &[PathBuf], opts: &OpenOptions) -> Result<Opened, OpenError> {
-    if paths.is_empty() {
-        return Err(OpenError::NoPaths);
-    }
-    let mut kinds = Vec::with_capacity(paths.len());
-    for p in paths {
-        kinds.push(check_input(p)?);
-    }
-    let Detected { format, why } = match opts.format {
-        Format::Auto => detect(paths),
-        f => Detected {
-            format: f,
-            why: "format given".into(),
-        },
-    };
-    let how = if opts.format == Format::Auto {
-        format!("detected: {why}")
-    } else {
-        why
-    };
+    let Resolved {
+        format,
+        how,
+        one_dir,
+    } = resolve(paths, opts)?;
     let limits = &opts.limits;
     let path = paths[0].as_path();
     let shown = path.display().to_string();
-    let one_dir = paths.len() == 1 && kinds[0] == InputKind::Directory;
     let nccl_opts = NcclOptions {
         gpus_per_node: opts.gpus_per_node,
         nodes_per_pod: opts.nodes_per_pod,
@@ -144,23 +131,14 @@ pub fn open(paths: &[PathBuf], opts: &OpenOptions) -> Result<Opened, OpenError> 
         ..Default::default()
     };
     match format {
-        Format::Flare => {
-            if paths.len() > 1 {
-                return Err(OpenError::FlareManyPaths { count: paths.len() });
-            }
-            let native_path = if one_dir {
-                path.join("trace.flare")
-            } else {
-                path.to_path_buf()
-            };
-            crate::native::read_native_file_with_limits(&native_path, limits)
-                .map(|t| Opened::Trace(Box::new(t)))
-                .map_err(|source| OpenError::Native {
-                    path: native_path.display().to_string(),
-                    how,
-                    source: Box::new(source),
-                })
-        }
+        Format::Flare => open_chunked_native(paths, one_dir, how.clone(), limits)?
+            .into_trace()
+            .map(|t| Opened::Trace(Box::new(t)))
+            .map_err(|source| OpenError::Native {
+                path: native_path(path, one_dir).display().to_string(),
+                how,
+                source: Box::new(source),
+            }),
         Format::FlightRecorder => {
             if paths.len() > 1 {
                 return Err(OpenError::FlightRecorderManyPaths { count: paths.len() });
@@ -225,6 +203,90 @@ pub fn open(paths: &[PathBuf], opts: &OpenOptions) -> Result<Opened, OpenError> 
                 })
         }
     }
+}
+
+/// What [`open_chunked`] opened: a native file ready to be read chunk by chunk (one
+/// iteration of every rank at a time), or what [`open`] reads whole.
+pub enum Chunked {
+    Native(Box<NativeReader<BufReader<File>>>),
+    Whole(Opened),
+}
+
+/// [`open`], except that a native file is opened to be read chunk by chunk (its header
+/// read, its ops not yet), so that a caller can process it without holding it whole.
+pub fn open_chunked(paths: &[PathBuf], opts: &OpenOptions) -> Result<Chunked, OpenError> {
+    let Resolved {
+        format,
+        how,
+        one_dir,
+    } = resolve(paths, opts)?;
+    if format == Format::Flare {
+        let reader = open_chunked_native(paths, one_dir, how, &opts.limits)?;
+        return Ok(Chunked::Native(Box::new(reader)));
+    }
+    open(paths, opts).map(Chunked::Whole)
+}
+
+/// The paths checked and the format chosen.
+struct Resolved {
+    format: Format,
+    /// How the format was chosen, for messages.
+    how: String,
+    /// The input is one directory.
+    one_dir: bool,
+}
+
+fn resolve(paths: &[PathBuf], opts: &OpenOptions) -> Result<Resolved, OpenError> {
+    if paths.is_empty() {
+        return Err(OpenError::NoPaths);
+    }
+    let mut kinds = Vec::with_capacity(paths.len());
+    for p in paths {
+        kinds.push(check_input(p)?);
+    }
+    let Detected { format, why } = match opts.format {
+        Format::Auto => detect(paths),
+        f => Detected {
+            format: f,
+            why: "format given".into(),
+        },
+    };
+    let how = if opts.format == Format::Auto {
+        format!("detected: {why}")
+    } else {
+        why
+    };
+    Ok(Resolved {
+        format,
+        how,
+        one_dir: paths.len() == 1 && kinds[0] == InputKind::Directory,
+    })
+}
+
+/// The native file a path names: the file, or `trace.flare` in the directory.
+fn native_path(path: &Path, one_dir: bool) -> PathBuf {
+    if one_dir {
+        path.join("trace.flare")
+    } else {
+        path.to_path_buf()
+    }
+}
+
+fn open_chunked_native(
+    paths: &[PathBuf],
+    one_dir: bool,
+    how: String,
+    limits: &Limits,
+) -> Result<NativeReader<BufReader<File>>, OpenError> {
+    if paths.len() > 1 {
+        return Err(OpenError::FlareManyPaths { count: paths.len() });
+    }
+    let native_path = native_path(&paths[0], one_dir);
+    crate::native::open_native_file(&native_path, limits).map_err(|source| OpenError::Native {
+        path: native_path.display().to_string(),
+        how,
+        source: Box::new(source),
+    })
 }
 
 fn read_fr(path: &Path, dir: bool, limits: &Limits) -> Result<FrJob, FrError> {

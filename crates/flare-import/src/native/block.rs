@@ -1,8 +1,8 @@
 //! Decoding one rank block (the same in every version).
 
 use super::{
-    FLAG_IN_FLIGHT, FLAG_ISSUE_UNKNOWN, FLAG_NO_COMM, FLAG_NO_PEER, KIND_MASK, MIN_OP_BYTES,
-    MIN_SPAN_BYTES,
+    LastSeq, FLAG_IN_FLIGHT, FLAG_ISSUE_UNKNOWN, FLAG_NO_COMM, FLAG_NO_PEER, KIND_MASK,
+    MIN_OP_BYTES, MIN_SPAN_BYTES,
 };
 use crate::varint::{Cursor, VarintError};
 use flare_model::{IterationSpan, Op, OpKind, RankTrace};
@@ -53,7 +53,7 @@ impl BlockError {
 pub(super) fn decode_rank(
     block: &[u8],
     n_comms: usize,
-    last_seq: &mut Vec<i64>,
+    last_seq: &mut LastSeq,
     expect: Option<Expect<'_>>,
 ) -> Result<RankTrace, BlockError> {
     let mut c = Cursor::new(block);
@@ -227,12 +227,11 @@ pub(super) fn decode_rank(
         }
     }
     // Column 5: sequence numbers, as deltas per communicator.
-    last_seq.clear();
-    last_seq.resize(n_comms, -1);
+    last_seq.reset(n_comms);
     for (i, op) in ops.iter_mut().enumerate() {
         let place = || format!("column seq, op {i}");
         let in_table = if op.comm != Op::NO_COMM {
-            last_seq.get_mut(op.comm as usize)
+            last_seq.get_mut(op.comm)
         } else {
             None
         };

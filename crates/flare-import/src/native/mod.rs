@@ -201,6 +201,39 @@ struct HeaderInV1 {
     op_count: u64,
 }
 
+/// The last sequence number per communicator within one block (-1: none yet), reset
+/// between blocks in time proportional to the communicators the block used: a 10,000-rank
+/// job has thousands of communicators, and its file hundreds of thousands of small blocks.
+#[derive(Default)]
+struct LastSeq {
+    last: Vec<i64>,
+    touched: Vec<u32>,
+}
+
+impl LastSeq {
+    fn reset(&mut self, n_comms: usize) {
+        if self.last.len() != n_comms {
+            self.last.clear();
+            self.last.resize(n_comms, -1);
+        } else {
+            for &c in &self.touched {
+                self.last[c as usize] = -1;
+            }
+        }
+        self.touched.clear();
+    }
+
+    /// Communicator `comm`'s entry, if it is in the table.
+    #[inline]
+    fn get_mut(&mut self, comm: u32) -> Option<&mut i64> {
+        let slot = self.last.get_mut(comm as usize)?;
+        if *slot == -1 {
+            self.touched.push(comm);
+        }
+        Some(slot)
+    }
+}
+
 fn io_error(file: &str) -> impl Fn(io::Error) -> NativeError + '_ {
     move |source| NativeError::Io {
         file: file.to_string(),

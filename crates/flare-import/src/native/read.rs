@@ -4,8 +4,8 @@
 use super::block::{decode_rank, BlockError, Expect};
 use super::payload::{describe_bytes, read_full, Decompressed, EofWatch};
 use super::{
-    io_error, Chunk, HeaderIn, HeaderInV1, NativeError, NativeHeader, MAGIC, OLDEST_VERSION,
-    VERSION,
+    io_error, Chunk, HeaderIn, HeaderInV1, LastSeq, NativeError, NativeHeader, MAGIC,
+    OLDEST_VERSION, VERSION,
 };
 use crate::limits::{self, Limits};
 use crate::varint;
@@ -499,7 +499,7 @@ fn read_blocks_here<'e, R: Read>(
     expect: impl Fn(u64) -> Option<Expect<'e>>,
 ) -> Result<Vec<RankTrace>, NativeError> {
     let mut ranks = Vec::with_capacity(count.min(1 << 16) as usize);
-    let mut last_seq = Vec::new();
+    let mut last_seq = LastSeq::default();
     let mut block = Vec::new();
     for index in 0..count {
         block.clear();
@@ -559,7 +559,7 @@ fn read_blocks_parallel<'e, R: Read>(
             handles.push(s.spawn(move || {
                 let mut out = Vec::with_capacity(share);
                 let mut failed = None;
-                let mut last_seq = Vec::new();
+                let mut last_seq = LastSeq::default();
                 for batch in rx {
                     let mut from = 0;
                     for (k, &(offset, end)) in batch.blocks.iter().enumerate() {

@@ -1,7 +1,7 @@
 //! Writing native traces: version 2 (iteration chunks) by default, version 1 on request.
 
 use super::{
-    io_error, HeaderOut, HeaderOutV1, NativeError, FLAG_IN_FLIGHT, FLAG_ISSUE_UNKNOWN,
+    io_error, HeaderOut, HeaderOutV1, LastSeq, NativeError, FLAG_IN_FLIGHT, FLAG_ISSUE_UNKNOWN,
     FLAG_NO_COMM, FLAG_NO_PEER, MAGIC, VERSION,
 };
 use crate::varint;
@@ -215,7 +215,7 @@ fn in_iteration_order(rt: &RankTrace) -> bool {
 #[derive(Default)]
 struct Scratch {
     cols: [Vec<u8>; 9],
-    last_seq: Vec<i64>,
+    last_seq: LastSeq,
 }
 
 fn encode_rank(
@@ -248,8 +248,7 @@ fn encode_rank(
     for c in s.cols.iter_mut() {
         c.clear();
     }
-    s.last_seq.clear();
-    s.last_seq.resize(n_comms, -1);
+    s.last_seq.reset(n_comms);
     let [names, iters, comms, seqs, peers, starts, durs, issues, amounts] = &mut s.cols;
     let mut prev_iter: i64 = 0;
     let mut prev_start: i64 = 0;
@@ -270,7 +269,7 @@ fn encode_rank(
             varint::put_u64(seqs, op.seq as u64);
         } else {
             varint::put_u64(comms, op.comm as u64);
-            match s.last_seq.get_mut(op.comm as usize) {
+            match s.last_seq.get_mut(op.comm) {
                 Some(last) => {
                     varint::put_i64(seqs, op.seq as i64 - *last);
                     *last = op.seq as i64;

@@ -1,11 +1,15 @@
-//! `flare diagnose PATH`: load a trace, run the engine, print the findings.
+//! `flare diagnose PATH`: load a trace, run the engine, print the findings. A native file
+//! is read and diagnosed an iteration at a time ([`chunked`]); other formats are read
+//! whole.
+
+mod chunked;
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
-use flare_engine::EngineConfig;
-use flare_import::{Limits, OpenOptions, Opened};
+use flare_engine::{EngineConfig, Offline};
+use flare_import::{Chunked, Limits, OpenOptions, Opened};
 use flare_model::flight_recorder::FrJob;
-use flare_model::Trace;
+use flare_model::{MachineMetrics, Trace};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
@@ -147,17 +151,46 @@ pub fn run(a: DiagnoseArgs) -> Result<ExitCode> {
         } else {
             String::new()
         };
-    let sp = crate::present::spinner(&format!("reading {shown}"));
+    let window = match &a.window {
+        None => None,
+        Some(w) => match flare_model::Window::parse(w) {
+            Some(w) => Some(w),
+            None => bail!("--window '{w}': expected FIRST..LAST iterations, e.g. 10..19"),
+        },
+    };
     let opts = OpenOptions {
         format: a.format.into(),
         gpus_per_node: a.gpus_per_node,
         nodes_per_pod: a.nodes_per_pod,
         limits: a.limits(),
     };
-    let opened = flare_import::open(&a.paths, &opts);
-    let mut trace = match opened {
-        Ok(Opened::Trace(t)) => *t,
-        Ok(Opened::FlightRecorder(job)) => {
+    let machine = machine_metrics(&a, &opts)?;
+    let sp = crate::present::spinner(&format!("reading {shown}"));
+    let run = match flare_import::open_chunked(&a.paths, &opts) {
+        Ok(Chunked::Native(reader)) => {
+            match chunked::diagnose(&a, *reader, window, machine.as_ref(), &opts.limits, &sp)? {
+                Some(run) => {
+                    eprintln!(
+                        "read and diagnosed {} ops in {:.0} ms, an iteration at a time",
+                        run.ops,
+                        t0.elapsed().as_secs_f64() * 1e3
+                    );
+                    run
+                }
+                None => {
+                    eprintln!(
+                        "some collectives' members are tagged with different iterations: reading the trace whole"
+                    );
+                    let trace = match flare_import::open(&a.paths, &opts)? {
+                        Opened::Trace(t) => *t,
+                        Opened::FlightRecorder(_) => bail!("{shown}: not a native trace"),
+                    };
+                    whole(&a, trace, window, machine.as_ref(), t0, &sp)
+                }
+            }
+        }
+        Ok(Chunked::Whole(Opened::Trace(t))) => whole(&a, *t, window, machine.as_ref(), t0, &sp),
+        Ok(Chunked::Whole(Opened::FlightRecorder(job))) => {
             sp.finish_and_clear();
             let load_ms = t0.elapsed().as_secs_f64() * 1e3;
             return run_flight_recorder(&a, *job, load_ms);
@@ -167,58 +200,7 @@ pub fn run(a: DiagnoseArgs) -> Result<ExitCode> {
             return Err(e.into());
         }
     };
-    if let Some(w) = &a.window {
-        let Some(w) = flare_model::Window::parse(w) else {
-            bail!("--window '{w}': expected FIRST..LAST iterations, e.g. 10..19");
-        };
-        trace = trace.window(w);
-    }
-    if !a.no_align && trace.meta.source != "simulator" {
-        let al = flare_engine::clock::align_clocks(&mut trace);
-        if al.instances_used > 0 {
-            eprintln!(
-                "aligned rank clocks on {} shared collectives: largest correction {:.3} ms",
-                al.instances_used,
-                al.max_abs_offset_ns as f64 / 1e6
-            );
-        }
-    }
-    let machine_path = a.machine_metrics.clone().or_else(|| {
-        let p = a.paths[0].join("machine.json");
-        (a.paths.len() == 1 && p.is_file()).then_some(p)
-    });
-    let machine = match &machine_path {
-        Some(p) => {
-            let (m, stats) =
-                flare_import::prometheus::read_machine_metrics_with_limits(p, &opts.limits)
-                    .with_context(|| format!("reading machine metrics {}", p.display()))?;
-            eprintln!(
-                "machine metrics: {} machines, {} series, {} samples every {} s{}",
-                m.machines.len(),
-                stats.series,
-                m.samples,
-                m.interval_s,
-                if stats.skipped_series > 0 {
-                    format!(
-                        " ({} series of other metrics skipped)",
-                        stats.skipped_series
-                    )
-                } else {
-                    String::new()
-                }
-            );
-            Some(m)
-        }
-        None => None,
-    };
-    let load_ms = t0.elapsed().as_secs_f64() * 1e3;
-    sp.set_message(format!("diagnosing {} ops", trace.op_count()));
-    let t1 = Instant::now();
-    let d = flare_engine::diagnose_with_machine(&trace, machine.as_ref(), &EngineConfig::default());
-    let diag_ms = t1.elapsed().as_secs_f64() * 1e3;
-    sp.finish_and_clear();
-    eprintln!("loaded in {load_ms:.0} ms, diagnosed in {diag_ms:.0} ms");
-    let doc = crate::present::document(&trace, &d, diag_ms);
+    let doc = run.document(t0.elapsed().as_secs_f64() * 1e3);
     if a.json {
         println!("{}", doc.to_json());
     } else {
@@ -226,20 +208,82 @@ pub fn run(a: DiagnoseArgs) -> Result<ExitCode> {
     }
     if let Some(report) = &a.report {
         let html = crate::present::report_html(
-            &trace,
-            &d,
+            &run.ctx,
+            &run.diagnosis,
             &doc,
-            &format!("Flare diagnosis — {}", trace.job.job_id),
+            &format!("Flare diagnosis — {}", run.ctx.job.job_id),
             &format!(
                 "{} ({}), {} ranks, {} ops",
-                shown,
-                trace.meta.source,
-                trace.job.world_size,
-                trace.op_count()
+                shown, run.ctx.meta.source, run.ctx.job.world_size, run.ops
             ),
         );
         std::fs::write(report, html).with_context(|| format!("writing {}", report.display()))?;
         eprintln!("wrote {}", report.display());
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Diagnoses a trace held whole: the given window, clocks aligned unless asked not to.
+fn whole(
+    a: &DiagnoseArgs,
+    mut trace: Trace,
+    window: Option<flare_model::Window>,
+    machine: Option<&MachineMetrics>,
+    t0: Instant,
+    sp: &indicatif::ProgressBar,
+) -> Offline {
+    if let Some(w) = window {
+        trace = trace.window(w);
+    }
+    if !a.no_align && trace.meta.source != "simulator" {
+        let al = flare_engine::clock::align_clocks(&mut trace);
+        report_alignment(&al);
+    }
+    let load_ms = t0.elapsed().as_secs_f64() * 1e3;
+    sp.set_message(format!("diagnosing {} ops", trace.op_count()));
+    let t1 = Instant::now();
+    let run = flare_engine::diagnose_whole(&trace, machine, &EngineConfig::default());
+    let diag_ms = t1.elapsed().as_secs_f64() * 1e3;
+    sp.finish_and_clear();
+    eprintln!("loaded in {load_ms:.0} ms, diagnosed in {diag_ms:.0} ms");
+    run
+}
+
+fn report_alignment(al: &flare_engine::clock::ClockAlignment) {
+    if al.instances_used > 0 {
+        eprintln!(
+            "aligned rank clocks on {} shared collectives: largest correction {:.3} ms",
+            al.instances_used,
+            al.max_abs_offset_ns as f64 / 1e6
+        );
+    }
+}
+
+/// The job's machine metrics: the file given, or `machine.json` in the trace directory.
+fn machine_metrics(a: &DiagnoseArgs, opts: &OpenOptions) -> Result<Option<MachineMetrics>> {
+    let machine_path = a.machine_metrics.clone().or_else(|| {
+        let p = a.paths[0].join("machine.json");
+        (a.paths.len() == 1 && p.is_file()).then_some(p)
+    });
+    let Some(p) = &machine_path else {
+        return Ok(None);
+    };
+    let (m, stats) = flare_import::prometheus::read_machine_metrics_with_limits(p, &opts.limits)
+        .with_context(|| format!("reading machine metrics {}", p.display()))?;
+    eprintln!(
+        "machine metrics: {} machines, {} series, {} samples every {} s{}",
+        m.machines.len(),
+        stats.series,
+        m.samples,
+        m.interval_s,
+        if stats.skipped_series > 0 {
+            format!(
+                " ({} series of other metrics skipped)",
+                stats.skipped_series
+            )
+        } else {
+            String::new()
+        }
+    );
+    Ok(Some(m))
 }

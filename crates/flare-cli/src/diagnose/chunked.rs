@@ -1,0 +1,139 @@
+//! A native file diagnosed an iteration at a time: the next chunk (one iteration of every
+//! rank) is decoded on another thread while the engine digests this one, and only the
+//! engine's digests stay in memory, so a 10,000-rank trace is diagnosed in the memory of
+//! one iteration's ops. The answer is that of the whole trace read at once.
+
+use super::{report_alignment, DiagnoseArgs};
+use anyhow::{Context, Result};
+use flare_engine::clock::{self, ClockEvidence};
+use flare_engine::{EngineConfig, JobContext, Offline, OfflineRun};
+use flare_import::native::{open_native_file, Chunk, NativeReader};
+use flare_import::Limits;
+use flare_model::{MachineMetrics, Window};
+use std::fs::File;
+use std::io::BufReader;
+use std::sync::mpsc;
+
+type Reader = NativeReader<BufReader<File>>;
+
+/// Diagnoses the file `reader` has opened, `None` when its collectives' members are
+/// tagged with different iterations (the engine then needs the whole trace, with the
+/// instances' iterations unified).
+pub(super) fn diagnose(
+    a: &DiagnoseArgs,
+    reader: Reader,
+    window: Option<Window>,
+    machine: Option<&MachineMetrics>,
+    limits: &Limits,
+    sp: &indicatif::ProgressBar,
+) -> Result<Option<Offline>> {
+    let path = &a.paths[0];
+    let header = reader.header().clone();
+    let iterations = header
+        .iterations
+        .iter()
+        .filter(|&&it| window.is_none_or(|w| w.contains(it)))
+        .count();
+    let align = !a.no_align && header.meta.source != "simulator";
+    // Offsets need every chunk's collectives: a file of several chunks is read twice.
+    let (reader, mut offsets) = if align && header.chunk_count > 1 {
+        sp.set_message("reading collectives to align rank clocks");
+        let mut evidence = ClockEvidence::default();
+        for_each_chunk(reader, window, |chunk| {
+            evidence.add(&chunk.ranks);
+            Ok(())
+        })?;
+        let al = evidence.solve(header.ranks.iter().copied());
+        report_alignment(&al);
+        let again = open_native_file(path, limits)
+            .with_context(|| format!("reading {} again", path.display()))?;
+        (again, Some(al))
+    } else {
+        (reader, None)
+    };
+    let ctx = JobContext::new(
+        header.job,
+        header.meta,
+        header.communicators,
+        header.names,
+        header.ranks,
+    );
+    let mut run = OfflineRun::new(ctx, iterations, &EngineConfig::default());
+    sp.set_message(format!(
+        "diagnosing {} ops an iteration at a time",
+        header.ops_per_rank.iter().sum::<u64>()
+    ));
+    for_each_chunk(reader, window, |mut chunk| {
+        if align {
+            // One chunk (a version 1 file, or ranks out of iteration order): align it
+            // here, as a whole trace would be.
+            let al = offsets.get_or_insert_with(|| {
+                let mut evidence = ClockEvidence::default();
+                evidence.add(&chunk.ranks);
+                let al = evidence.solve(chunk.ranks.iter().map(|r| r.rank));
+                report_alignment(&al);
+                al
+            });
+            clock::apply(al, &mut chunk.ranks);
+        }
+        run.push(&chunk.ranks, &chunk.iterations)
+            .context("pushing a chunk into the engine")
+    })?;
+    sp.finish_and_clear();
+    if run.needs_unified_instances() {
+        return Ok(None);
+    }
+    Ok(Some(run.finish(machine)))
+}
+
+/// Calls `f` on each chunk of `reader` within `window`, in order, while the next one is
+/// read and decoded on another thread. Stops at the first error, `f`'s or the reader's.
+fn for_each_chunk(
+    mut reader: Reader,
+    window: Option<Window>,
+    mut f: impl FnMut(Chunk) -> Result<()>,
+) -> Result<()> {
+    std::thread::scope(|s| {
+        // One chunk decoded ahead: the reader works while the engine digests.
+        let (tx, rx) = mpsc::sync_channel(1);
+        s.spawn(move || loop {
+            let next = match reader.next_chunk() {
+                Ok(Some(chunk)) => match in_window(chunk, window) {
+                    Some(chunk) => Ok(chunk),
+                    None => continue,
+                },
+                Ok(None) => break,
+                Err(e) => Err(e),
+            };
+            let failed = next.is_err();
+            // The receiver is gone when `f` failed: stop reading.
+            if tx.send(next).is_err() || failed {
+                break;
+            }
+        });
+        for next in rx {
+            // The reader's errors name the file and the place.
+            f(next?)?;
+        }
+        Ok(())
+    })
+}
+
+/// The part of `chunk` within `window`, `None` if nothing is.
+fn in_window(mut chunk: Chunk, window: Option<Window>) -> Option<Chunk> {
+    let Some(w) = window else {
+        return Some(chunk);
+    };
+    if chunk.iterations.iter().all(|&it| w.contains(it)) {
+        return Some(chunk);
+    }
+    chunk.iterations.retain(|&it| w.contains(it));
+    if chunk.iterations.is_empty() {
+        return None;
+    }
+    for r in &mut chunk.ranks {
+        r.ops.retain(|o| w.contains(o.iteration));
+        r.iterations.retain(|s| w.contains(s.iteration));
+    }
+    Some(chunk)
+}
