@@ -264,9 +264,17 @@ impl OfflineRun {
     /// Digests `iterations` (sorted, after those pushed before) of `ranks`: every rank of
     /// the context, in its order, with only ops of those iterations.
     pub fn push(&mut self, ranks: &[RankTrace], iterations: &[u32]) -> Result<(), StreamError> {
-        self.breakdown.add(ranks, iterations);
-        self.ops += ranks.iter().map(|r| r.ops.len() as u64).sum::<u64>();
-        self.engine.push_ranks(ranks, iterations)
+        let ops: u64 = ranks.iter().map(|r| r.ops.len() as u64).sum();
+        self.ops += ops;
+        // The breakdown beside the digest: it fills the engine's sequential phases.
+        let parallel = par::threads_for(ops as usize, self.engine.config().threads()) > 1;
+        let (engine, breakdown) = (&mut self.engine, &mut self.breakdown);
+        let (pushed, ()) = par::join(
+            parallel,
+            || engine.push_ranks(ranks, iterations),
+            || breakdown.add(ranks, iterations),
+        );
+        pushed
     }
 
     /// Whether some collective instance's members were tagged with different iterations:

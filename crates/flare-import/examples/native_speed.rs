@@ -10,8 +10,9 @@
 //! calling thread alone, then as `read_native` does by default).
 //!
 //! With `--file`, reads an existing native file (e.g. `flare sim ... --out DIR` then
-//! `DIR/trace.flare`) `runs` times (default 3) from disk, alternating the calling thread
-//! alone and the default decoding threads, and prints each read's wall and CPU time.
+//! `DIR/trace.flare`) `runs` times (default 3) from disk, chunk by chunk (as `flare
+//! diagnose` reads it) and then whole, each on the calling thread alone and with the
+//! default decoding threads, and prints each read's wall and CPU time.
 
 use flare_import::native::{
     decode_threads, read_native, read_native_file, read_native_threads, write_native,
@@ -104,6 +105,10 @@ fn cpu_s() -> f64 {
 
 fn read_file(path: &str, runs: usize) {
     let bytes = std::fs::metadata(path).expect("file").len();
+    for _ in 0..runs {
+        read_chunks(path, 0);
+        read_chunks(path, decode_threads());
+    }
     for run in 0..runs {
         for threads in [0, decode_threads()] {
             let (t, c) = (Instant::now(), cpu_s());
@@ -146,6 +151,28 @@ fn read_file(path: &str, runs: usize) {
             );
         }
     }
+}
+
+/// Reads the file chunk by chunk (as `flare diagnose` does), dropping each chunk.
+fn read_chunks(path: &str, threads: usize) {
+    let (t, c) = (Instant::now(), cpu_s());
+    let f = std::fs::File::open(path).expect("open");
+    let mut r = flare_import::native::NativeReader::with_threads(
+        std::io::BufReader::with_capacity(1 << 20, f),
+        path,
+        &flare_import::limits::Limits::default(),
+        threads,
+    )
+    .expect("header");
+    let (mut chunks, mut ops) = (0, 0);
+    while let Some(chunk) = r.next_chunk().expect("chunk") {
+        chunks += 1;
+        ops += chunk.ranks.iter().map(|r| r.ops.len()).sum::<usize>();
+    }
+    let (wall, cpu) = (t.elapsed().as_secs_f64(), cpu_s() - c);
+    println!(
+        "chunk by chunk, {threads} decoding threads: {wall:.2} s wall, {cpu:.2} s CPU, {chunks} chunks, {ops} ops"
+    );
 }
 
 #[allow(dead_code)]

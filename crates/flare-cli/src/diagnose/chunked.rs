@@ -16,6 +16,10 @@ use std::sync::mpsc;
 
 type Reader = NativeReader<BufReader<File>>;
 
+/// Decoded chunks that may wait for the engine (each is one iteration of every rank: about
+/// 100 MB for 10,000 ranks).
+const CHUNKS_AHEAD: usize = 3;
+
 /// Diagnoses the file `reader` has opened, `None` when its collectives' members are
 /// tagged with different iterations (the engine then needs the whole trace, with the
 /// instances' iterations unified).
@@ -63,7 +67,7 @@ pub(super) fn diagnose(
         "diagnosing {} ops an iteration at a time",
         header.ops_per_rank.iter().sum::<u64>()
     ));
-    for_each_chunk(reader, window, |mut chunk| {
+    for_each_chunk(reader, window, |chunk| {
         if align {
             // One chunk (a version 1 file, or ranks out of iteration order): align it
             // here, as a whole trace would be.
@@ -91,12 +95,18 @@ pub(super) fn diagnose(
 fn for_each_chunk(
     mut reader: Reader,
     window: Option<Window>,
-    mut f: impl FnMut(Chunk) -> Result<()>,
+    mut f: impl FnMut(&mut Chunk) -> Result<()>,
 ) -> Result<()> {
     std::thread::scope(|s| {
-        // One chunk decoded ahead: the reader works while the engine digests.
-        let (tx, rx) = mpsc::sync_channel(1);
+        // Chunks decoded ahead: the reader works while the engine digests, and banks work
+        // in the engine's single-threaded phases for its parallel ones.
+        let (tx, rx) = mpsc::sync_channel(CHUNKS_AHEAD);
+        // Chunks done with go back, to be decoded into: no fresh memory per chunk.
+        let (back_tx, back_rx) = mpsc::channel::<Chunk>();
         s.spawn(move || loop {
+            if let Ok(done) = back_rx.try_recv() {
+                reader.recycle(done);
+            }
             let next = match reader.next_chunk() {
                 Ok(Some(chunk)) => match in_window(chunk, window) {
                     Some(chunk) => Ok(chunk),
@@ -113,7 +123,10 @@ fn for_each_chunk(
         });
         for next in rx {
             // The reader's errors name the file and the place.
-            f(next?)?;
+            let mut chunk = next?;
+            f(&mut chunk)?;
+            // The reader may have finished: then the chunk is dropped.
+            let _ = back_tx.send(chunk);
         }
         Ok(())
     })

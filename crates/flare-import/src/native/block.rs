@@ -49,13 +49,31 @@ impl BlockError {
     }
 }
 
-/// Decodes one rank block; `last_seq` is scratch, reused across calls.
+/// Buffers a decoder reuses from block to block.
+#[derive(Default)]
+pub(super) struct Scratch {
+    last_seq: LastSeq,
+    flags: Vec<u8>,
+}
+
+/// Decodes one rank block into `out`'s buffers (whatever they held is dropped; their
+/// capacity is reused, which spares the allocator and the kernel a fresh page per op when
+/// the chunks of a file are read one after another).
 pub(super) fn decode_rank(
     block: &[u8],
     n_comms: usize,
-    last_seq: &mut LastSeq,
+    scratch: &mut Scratch,
     expect: Option<Expect<'_>>,
+    out: RankTrace,
 ) -> Result<RankTrace, BlockError> {
+    let Scratch { last_seq, flags } = scratch;
+    let RankTrace {
+        ops: mut reused_ops,
+        iterations: mut reused_spans,
+        ..
+    } = out;
+    reused_ops.clear();
+    reused_spans.clear();
     let mut c = Cursor::new(block);
     let mut rank_id: Option<u32> = None;
     macro_rules! fail {
@@ -103,7 +121,8 @@ pub(super) fn decode_rank(
             )
         ));
     }
-    let mut iterations = Vec::with_capacity(n_iter as usize);
+    let mut iterations = reused_spans;
+    iterations.reserve(n_iter as usize);
     let mut prev_iter: i64 = 0;
     let mut prev_start: i64 = 0;
     for i in 0..n_iter {
@@ -169,8 +188,10 @@ pub(super) fn decode_rank(
     };
     // Column 1: kind and flags. Each op is written whole here, once, and completed
     // column by column below.
-    let mut ops = Vec::with_capacity(n);
-    let mut flags = Vec::with_capacity(n);
+    let mut ops = reused_ops;
+    ops.reserve(n);
+    flags.clear();
+    flags.reserve(n);
     for i in 0..n {
         let kf = c
             .u8()

@@ -1,11 +1,11 @@
 //! Reading native traces: the header, then chunk after chunk ([`NativeReader`]), or the
 //! whole trace at once ([`read_native`]).
 
-use super::block::{decode_rank, BlockError, Expect};
+use super::block::{decode_rank, BlockError, Expect, Scratch};
 use super::payload::{describe_bytes, read_full, Decompressed, EofWatch};
 use super::{
-    io_error, Chunk, HeaderIn, HeaderInV1, LastSeq, NativeError, NativeHeader, MAGIC,
-    OLDEST_VERSION, VERSION,
+    io_error, Chunk, HeaderIn, HeaderInV1, NativeError, NativeHeader, MAGIC, OLDEST_VERSION,
+    VERSION,
 };
 use crate::limits::{self, Limits};
 use crate::varint;
@@ -31,6 +31,8 @@ pub struct NativeReader<R: Read> {
     ops_seen: Vec<u64>,
     /// The last iteration of the previous chunk.
     last_iteration: Option<u32>,
+    /// A chunk handed back ([`NativeReader::recycle`]), to decode the next one into.
+    spare: Vec<RankTrace>,
 }
 
 impl<R: Read> NativeReader<R> {
@@ -73,7 +75,14 @@ impl<R: Read> NativeReader<R> {
         if version == 1 {
             let h: HeaderInV1 = serde_json::from_slice(&json).map_err(header_error)?;
             let n_comms = h.communicators.len();
-            let ranks = read_blocks(&mut dec, h.rank_count, n_comms, threads, |_| None)?;
+            let ranks = read_blocks(
+                &mut dec,
+                h.rank_count,
+                n_comms,
+                threads,
+                |_| None,
+                Vec::new(),
+            )?;
             let ops_per_rank: Vec<u64> = ranks.iter().map(|r| r.ops.len() as u64).collect();
             let ops_seen: u64 = ops_per_rank.iter().sum();
             if ops_seen != h.op_count {
@@ -108,6 +117,7 @@ impl<R: Read> NativeReader<R> {
                 whole: Some(Chunk { iterations, ranks }),
                 ops_seen: ops_per_rank,
                 last_iteration: None,
+                spare: Vec::new(),
             });
         }
         let h: HeaderIn = serde_json::from_slice(&json).map_err(header_error)?;
@@ -153,11 +163,18 @@ impl<R: Read> NativeReader<R> {
             whole: None,
             ops_seen: vec![0; n],
             last_iteration: None,
+            spare: Vec::new(),
         })
     }
 
     pub fn header(&self) -> &NativeHeader {
         &self.header
+    }
+
+    /// Hands back a chunk this reader gave out, once its caller is done with it: the next
+    /// chunk is decoded into its buffers.
+    pub fn recycle(&mut self, chunk: Chunk) {
+        self.spare = chunk.ranks;
     }
 
     /// The next chunk, or `None` after the last one. After an error, do not call again.
@@ -185,6 +202,7 @@ impl<R: Read> NativeReader<R> {
                     iterations: its,
                 })
             },
+            std::mem::take(&mut self.spare),
         )
         .map_err(|e| in_chunk(e, k))?;
         for (i, rt) in blocks.iter().enumerate() {
@@ -298,10 +316,11 @@ impl<R: Read> NativeReader<R> {
                     ranks = Some(first);
                 }
                 Some(all) => {
-                    for (dst, src) in all.iter_mut().zip(chunk.ranks) {
+                    for (dst, src) in all.iter_mut().zip(&chunk.ranks) {
                         dst.ops.extend_from_slice(&src.ops);
                         dst.iterations.extend_from_slice(&src.iterations);
                     }
+                    self.recycle(chunk);
                 }
             }
         }
@@ -455,12 +474,22 @@ fn read_blocks<'e, R: Read>(
     n_comms: usize,
     threads: usize,
     expect: impl Fn(u64) -> Option<Expect<'e>> + Sync,
+    spare: Vec<RankTrace>,
 ) -> Result<Vec<RankTrace>, NativeError> {
     if threads <= 1 || count < PARALLEL_MIN_RANKS {
-        read_blocks_here(dec, count, n_comms, expect)
+        read_blocks_here(dec, count, n_comms, expect, spare)
     } else {
-        read_blocks_parallel(dec, count, n_comms, threads, expect)
+        read_blocks_parallel(dec, count, n_comms, threads, expect, spare)
     }
+}
+
+/// Block `index`'s destination: the spare rank of that index (a chunk handed back), or a
+/// new one.
+fn spare_for(spare: &mut [RankTrace], index: u64) -> RankTrace {
+    spare
+        .get_mut(index as usize)
+        .map(std::mem::take)
+        .unwrap_or_default()
 }
 
 /// Reads a rank block's length and appends its bytes to `buf`. Returns where the block
@@ -497,14 +526,16 @@ fn read_blocks_here<'e, R: Read>(
     count: u64,
     n_comms: usize,
     expect: impl Fn(u64) -> Option<Expect<'e>>,
+    mut spare: Vec<RankTrace>,
 ) -> Result<Vec<RankTrace>, NativeError> {
     let mut ranks = Vec::with_capacity(count.min(1 << 16) as usize);
-    let mut last_seq = LastSeq::default();
+    let mut scratch = Scratch::default();
     let mut block = Vec::new();
     for index in 0..count {
         block.clear();
         let block_offset = read_block(dec, index, &mut block)?;
-        let rt = decode_rank(&block, n_comms, &mut last_seq, expect(index))
+        let dest = spare_for(&mut spare, index);
+        let rt = decode_rank(&block, n_comms, &mut scratch, expect(index), dest)
             .map_err(|e| corrupt(&dec.file, index, block_offset, e))?;
         ranks.push(rt);
     }
@@ -521,6 +552,8 @@ struct Batch {
     /// Per block: where it starts in the payload and where it ends in `bytes`.
     blocks: Vec<(u64, usize)>,
     bytes: Vec<u8>,
+    /// Per block: the rank whose buffers it is decoded into.
+    dests: Vec<RankTrace>,
 }
 
 /// Batches queued per decoding thread: bounds the bytes read ahead.
@@ -537,6 +570,7 @@ fn read_blocks_parallel<'e, R: Read>(
     n_comms: usize,
     workers: usize,
     expect: impl Fn(u64) -> Option<Expect<'e>> + Sync,
+    mut spare: Vec<RankTrace>,
 ) -> Result<Vec<RankTrace>, NativeError> {
     use std::sync::atomic::{AtomicU64, Ordering};
     use std::sync::mpsc;
@@ -559,10 +593,11 @@ fn read_blocks_parallel<'e, R: Read>(
             handles.push(s.spawn(move || {
                 let mut out = Vec::with_capacity(share);
                 let mut failed = None;
-                let mut last_seq = LastSeq::default();
-                for batch in rx {
+                let mut scratch = Scratch::default();
+                for mut batch in rx {
                     let mut from = 0;
-                    for (k, &(offset, end)) in batch.blocks.iter().enumerate() {
+                    let blocks = batch.blocks.iter().zip(batch.dests.drain(..));
+                    for (k, (&(offset, end), dest)) in blocks.enumerate() {
                         if failed.is_some() {
                             break;
                         }
@@ -570,8 +605,9 @@ fn read_blocks_parallel<'e, R: Read>(
                         match decode_rank(
                             &batch.bytes[from..end],
                             n_comms,
-                            &mut last_seq,
+                            &mut scratch,
                             expect(index),
+                            dest,
                         ) {
                             Ok(rt) => out.push(rt),
                             Err(e) => {
@@ -595,16 +631,21 @@ fn read_blocks_parallel<'e, R: Read>(
                 first: 0,
                 blocks: Vec::new(),
                 bytes: Vec::new(),
+                dests: Vec::new(),
             });
             batch.first = index;
             batch.blocks.clear();
             batch.bytes.clear();
+            batch.dests.clear();
             while index < count && batch.bytes.len() < BATCH_BYTES {
                 if first_bad.load(Ordering::Relaxed) < index {
                     break 'read;
                 }
                 match read_block(dec, index, &mut batch.bytes) {
-                    Ok(offset) => batch.blocks.push((offset, batch.bytes.len())),
+                    Ok(offset) => {
+                        batch.blocks.push((offset, batch.bytes.len()));
+                        batch.dests.push(spare_for(&mut spare, index));
+                    }
                     Err(e) => {
                         read_err = Some(e);
                         break;

@@ -236,6 +236,8 @@ fn chunks_come_iteration_by_iteration() {
             assert_eq!(got.iterations.len(), 1);
             assert_eq!(got.iterations[0].iteration, it);
         }
+        // The next chunk is decoded into this one's buffers.
+        r.recycle(c);
     }
     assert_eq!(r.next_chunk().unwrap(), None);
 }
