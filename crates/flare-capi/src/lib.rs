@@ -117,7 +117,8 @@ use FlareStatus::*;
 #[derive(Clone, Copy, Debug)]
 #[repr(C)]
 pub struct FlareConfig {
-    /// Job id (UTF-8). NULL: `FLARE_JOB_ID`, `TORCHELASTIC_RUN_ID`, `SLURM_JOB_ID`, "local".
+    /// Job id (UTF-8). NULL: `FLARE_JOB_ID`, `TORCHELASTIC_RUN_ID` (unless "none"),
+    /// `SLURM_JOB_ID`, "torchrun-MASTER_ADDR-MASTER_PORT" for plain torchrun, "local".
     pub job_id: *const c_char,
     /// Directory of the shared-memory ring file. NULL: `FLARE_SHM_DIR`, else `/dev/shm`.
     pub shm_dir: *const c_char,

@@ -91,9 +91,33 @@ impl Default for Config {
     }
 }
 
+/// The job id the launcher's environment gives. Plain `torchrun` (no `--rdzv-id`) sets
+/// `TORCHELASTIC_RUN_ID=none` for every job: then the job is named after its rendezvous
+/// address (`torchrun-ADDR-PORT`), which all its ranks share and no concurrent job on
+/// the same cluster can have (a later job on the same address and port gets the same id:
+/// `FLARE_JOB_ID` or `--rdzv-id` tells runs apart).
+fn job_id_of(get: &impl Fn(&str) -> Option<String>) -> Option<String> {
+    let set = |k: &str| get(k).filter(|v| !v.trim().is_empty());
+    if let Some(id) = set("FLARE_JOB_ID") {
+        return Some(id);
+    }
+    let torchrun = set("TORCHELASTIC_RUN_ID");
+    if let Some(id) = torchrun.clone().filter(|id| id != "none") {
+        return Some(id);
+    }
+    if let Some(id) = set("SLURM_JOB_ID") {
+        return Some(id);
+    }
+    torchrun?;
+    match (set("MASTER_ADDR"), set("MASTER_PORT")) {
+        (Some(addr), Some(port)) => Some(format!("torchrun-{addr}-{port}")),
+        _ => Some("torchrun".into()),
+    }
+}
+
 impl Config {
     /// Reads the launcher's environment: torchrun (`RANK`, `LOCAL_RANK`, `WORLD_SIZE`,
-    /// `TORCHELASTIC_RUN_ID`), Slurm (`SLURM_PROCID`, `SLURM_LOCALID`, `SLURM_NTASKS`,
+    /// `TORCHELASTIC_RUN_ID`, see [`job_id_of`]), Slurm (`SLURM_PROCID`, `SLURM_LOCALID`, `SLURM_NTASKS`,
     /// `SLURM_JOB_ID`), Open MPI (`OMPI_COMM_WORLD_*`), and Flare's own `FLARE_JOB_ID`,
     /// `FLARE_SHM_DIR`, `FLARE_RING_EVENTS`, `FLARE_MAX_THREADS`, `FLARE_DUMP`.
     pub fn from_env() -> Result<Config, TracerError> {
@@ -116,12 +140,7 @@ impl Config {
             }
         };
         let d = Config::default();
-        let job_id = first(
-            &get,
-            &["FLARE_JOB_ID", "TORCHELASTIC_RUN_ID", "SLURM_JOB_ID"],
-        )
-        .map(|(_, v)| v)
-        .unwrap_or(d.job_id);
+        let job_id = job_id_of(&get).unwrap_or(d.job_id);
         let c = Config {
             job_id,
             rank: num(&["RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK"], 0)?,
@@ -238,6 +257,29 @@ mod tests {
         assert_eq!(s.dump_path, Some(PathBuf::from("/tmp/x.ring")));
         let d = Config::from_lookup(env(&[])).unwrap();
         assert_eq!((d.rank, d.world_size, d.job_id.as_str()), (0, 1, "local"));
+    }
+
+    #[test]
+    fn plain_torchrun_jobs_get_an_id_of_their_own() {
+        // torchrun without --rdzv-id: every job says "none".
+        let plain = [
+            ("TORCHELASTIC_RUN_ID", "none"),
+            ("MASTER_ADDR", "10.0.0.7"),
+            ("MASTER_PORT", "29511"),
+        ];
+        let c = Config::from_lookup(env(&plain)).unwrap();
+        assert_eq!(c.job_id, "torchrun-10.0.0.7-29511");
+        // Inside Slurm the allocation names it; an explicit id always wins.
+        let mut in_slurm = plain.to_vec();
+        in_slurm.push(("SLURM_JOB_ID", "4242"));
+        assert_eq!(Config::from_lookup(env(&in_slurm)).unwrap().job_id, "4242");
+        in_slurm.push(("FLARE_JOB_ID", "mine"));
+        assert_eq!(Config::from_lookup(env(&in_slurm)).unwrap().job_id, "mine");
+        let c = Config::from_lookup(env(&[("TORCHELASTIC_RUN_ID", "none")])).unwrap();
+        assert_eq!(c.job_id, "torchrun");
+        // An empty value is not an id.
+        let c = Config::from_lookup(env(&[("FLARE_JOB_ID", ""), ("SLURM_JOB_ID", "9")])).unwrap();
+        assert_eq!(c.job_id, "9");
     }
 
     #[test]
