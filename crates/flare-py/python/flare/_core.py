@@ -320,8 +320,8 @@ def init(
 
     Identity and sizes come from the launcher's environment: torchrun (``RANK``,
     ``LOCAL_RANK``, ``WORLD_SIZE``, ``TORCHELASTIC_RUN_ID``; plain torchrun, whose run id
-    is ``none`` for every job, is named ``torchrun-MASTER_ADDR-MASTER_PORT``), Slurm (``SLURM_PROCID``,
-    ``SLURM_LOCALID``, ``SLURM_NTASKS``, ``SLURM_JOB_ID``), Open MPI, and Flare's own
+    is ``none`` for every job, is named ``torchrun-MASTER_ADDR-MASTER_PORT``), Slurm
+    (``SLURM_PROCID``, ``SLURM_LOCALID``, ``SLURM_NTASKS``, ``SLURM_JOB_ID``), Open MPI, and Flare's own
     ``FLARE_JOB_ID``, ``FLARE_SHM_DIR``, ``FLARE_RING_EVENTS``, ``FLARE_MAX_THREADS``,
     ``FLARE_DUMP``. Keyword arguments override the environment.
 
