@@ -321,9 +321,9 @@ def init(
     Identity and sizes come from the launcher's environment: torchrun (``RANK``,
     ``LOCAL_RANK``, ``WORLD_SIZE``, ``TORCHELASTIC_RUN_ID``; plain torchrun, whose run id
     is ``none`` for every job, is named ``torchrun-MASTER_ADDR-MASTER_PORT``), Slurm
-    (``SLURM_PROCID``, ``SLURM_LOCALID``, ``SLURM_NTASKS``, ``SLURM_JOB_ID``), Open MPI, and Flare's own
-    ``FLARE_JOB_ID``, ``FLARE_SHM_DIR``, ``FLARE_RING_EVENTS``, ``FLARE_MAX_THREADS``,
-    ``FLARE_DUMP``. Keyword arguments override the environment.
+    (``SLURM_PROCID``, ``SLURM_LOCALID``, ``SLURM_NTASKS``, ``SLURM_JOB_ID``), Open MPI,
+    and Flare's own ``FLARE_JOB_ID``, ``FLARE_SHM_DIR``, ``FLARE_RING_EVENTS``,
+    ``FLARE_MAX_THREADS``, ``FLARE_DUMP``. Keyword arguments override the environment.
 
     Hooks installed (each can be turned off): ``gc`` spans for garbage collections,
     ``dataloader`` spans for each batch of ``torch.utils.data.DataLoader``, ``cuda_sync``
