@@ -369,6 +369,7 @@ impl Collector {
             if rw.is_empty() && observed.1 <= observed.0 {
                 continue;
             }
+            let gpu = s.uses_gpu();
             let i = &s.info;
             let job = jobs
                 .entry(i.job_id.clone())
@@ -377,7 +378,7 @@ impl Collector {
             job.1
                 .entry(i.rank)
                 .or_insert_with(|| RankParts::new(i.rank, i.local_rank, i.pid))
-                .absorb(rw, observed, s.dropped_total, i.pid);
+                .absorb(rw, observed, s.dropped_total, i.pid, gpu);
         }
         let mut hangs: BTreeMap<String, Vec<HangRecord>> = BTreeMap::new();
         let (due, later): (Vec<_>, Vec<_>) = std::mem::take(&mut self.hangs)

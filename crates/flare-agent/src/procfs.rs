@@ -68,6 +68,28 @@ pub fn is_python(pid: u32) -> bool {
         .unwrap_or(false)
 }
 
+/// Whether the process has started using a GPU: it maps a GPU driver library (CUDA's
+/// `libcuda`, ROCm's `libhsa-runtime`, which the frameworks load when they first touch a
+/// device, not at import) or holds a GPU device open. `None` when `/proc` cannot tell.
+/// A process once on a GPU stays on it, so callers may stop asking after `Some(true)`.
+pub fn uses_gpu(pid: u32) -> Option<bool> {
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).ok()?;
+    if maps.contains("/libcuda.so") || maps.contains("/libhsa-runtime64.so") {
+        return Some(true);
+    }
+    let gpu_device = |target: &Path| {
+        let t = target.to_string_lossy();
+        t.starts_with("/dev/nvidia") || t == "/dev/kfd"
+    };
+    let open = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .map(|fds| {
+            fds.filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+                .any(|t| gpu_device(&t))
+        })
+        .unwrap_or(false);
+    Some(open)
+}
+
 /// One OS thread of a process, as the kernel sees it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Task {
@@ -166,6 +188,13 @@ fn syscall_name(nr: i64) -> Option<&'static str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_process_that_never_touched_a_gpu_is_not_on_one() {
+        // The test runner loads no GPU driver and opens no GPU device, GPU machine or not.
+        assert_eq!(uses_gpu(std::process::id()), Some(false));
+        assert_eq!(uses_gpu(u32::MAX), None);
+    }
 
     #[test]
     fn this_process_is_itself_and_not_python() {

@@ -85,6 +85,8 @@ pub struct Source {
     fired: HashSet<SpanKey>,
     /// Names resolved once per id (the file may be gone when a window closes).
     names: HashMap<NameId, String>,
+    /// Whether the process uses a GPU, as `/proc` last said (asked until it says yes).
+    gpu: Option<bool>,
 }
 
 impl Source {
@@ -106,7 +108,17 @@ impl Source {
             last_activity_mono: now_mono,
             fired: HashSet::new(),
             names: HashMap::new(),
+            gpu: None,
         }
+    }
+
+    /// Whether the process uses a GPU (see [`crate::procfs::uses_gpu`]), asked again
+    /// until it does: a job may touch its device only after its tracer started.
+    pub fn uses_gpu(&mut self) -> Option<bool> {
+        if self.gpu != Some(true) && self.is_open() {
+            self.gpu = crate::procfs::uses_gpu(self.info.pid).or(self.gpu);
+        }
+        self.gpu
     }
 
     pub fn is_open(&self) -> bool {

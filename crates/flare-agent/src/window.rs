@@ -185,6 +185,8 @@ pub struct RankParts {
     pub observed: IntervalUnion,
     pub events: u64,
     pub dropped_total: u64,
+    /// Whether its processes use a GPU (`None`: unknown).
+    pub gpu: Option<bool>,
 }
 
 impl RankParts {
@@ -199,11 +201,25 @@ impl RankParts {
             observed: IntervalUnion::default(),
             events: 0,
             dropped_total: 0,
+            gpu: None,
         }
     }
 
     /// Adds one process's window. `observed` is the part of the window it was watched.
-    pub fn absorb(&mut self, w: RankWindow, observed: (u64, u64), dropped_total: u64, pid: u32) {
+    pub fn absorb(
+        &mut self,
+        w: RankWindow,
+        observed: (u64, u64),
+        dropped_total: u64,
+        pid: u32,
+        gpu: Option<bool>,
+    ) {
+        // Any of its processes on a GPU puts the rank on one.
+        self.gpu = match (self.gpu, gpu) {
+            (Some(true), _) | (_, Some(true)) => Some(true),
+            (Some(false), _) | (_, Some(false)) => Some(false),
+            _ => None,
+        };
         self.busy_ns += w.busy.total();
         self.observed.add(observed.0, observed.1);
         self.events += w.events;
@@ -247,6 +263,7 @@ impl RankParts {
             observed_ns,
             events: self.events,
             dropped_total: self.dropped_total,
+            gpu: self.gpu,
         }
     }
 }

@@ -62,6 +62,7 @@ fn summary(window: u64, names: impl Fn(usize) -> String) -> WindowSummary {
                 observed_ns: 10_000_000_000,
                 events: 5000,
                 dropped_total: 7,
+                gpu: None,
             },
             RankSummary {
                 rank: 1,
@@ -73,6 +74,7 @@ fn summary(window: u64, names: impl Fn(usize) -> String) -> WindowSummary {
                 observed_ns: 10_000_000_000,
                 events: 2,
                 dropped_total: 0,
+                gpu: None,
             },
         ],
         hangs: vec![HangRecord {

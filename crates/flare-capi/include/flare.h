@@ -92,7 +92,8 @@ typedef enum {
 // Who this process is. Fill it with `flare_config_default` (everything "from the
 // environment"), then set what you know. Pointers are read during `flare_init` only.
 typedef struct {
-  // Job id (UTF-8). NULL: `FLARE_JOB_ID`, `TORCHELASTIC_RUN_ID`, `SLURM_JOB_ID`, "local".
+  // Job id (UTF-8). NULL: `FLARE_JOB_ID`, `TORCHELASTIC_RUN_ID` (unless "none"),
+  // `SLURM_JOB_ID`, "torchrun-MASTER_ADDR-MASTER_PORT" for plain torchrun, "local".
   const char *job_id;
   // Directory of the shared-memory ring file. NULL: `FLARE_SHM_DIR`, else `/dev/shm`.
   const char *shm_dir;

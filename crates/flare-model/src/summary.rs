@@ -52,6 +52,10 @@ pub struct RankSummary {
     pub events: u64,
     /// Events the rank's tracer dropped because its ring was full (cumulative).
     pub dropped_total: u64,
+    /// Whether the rank's process uses a GPU (it loaded the GPU driver or holds a device
+    /// open); absent when the agent could not tell (or is older than this field).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu: Option<bool>,
 }
 
 impl RankSummary {

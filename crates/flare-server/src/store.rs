@@ -687,6 +687,7 @@ mod tests {
                     observed_ns: 1_000,
                     events: 0,
                     dropped_total: 0,
+                    gpu: None,
                 })
                 .collect(),
             hangs: vec![],

@@ -66,6 +66,8 @@ pub(super) fn build(windows: &[&LiveWindow], cfg: &LiveConfig) -> LiveInput {
     };
     let meta = TraceMeta {
         source: "agent".into(),
+        // Compute timed on CPUs: the causes name the CPU, never the GPU.
+        cpu_compute: current.is_some_and(|w| w.cpu_only()),
         ..TraceMeta::default()
     };
     // Names are interned while the digests are built; the context takes them after.

@@ -97,6 +97,7 @@ fn job(
             observed_ns: ns(iter_ms),
             events: its * 62,
             dropped_total: 0,
+            gpu: None,
         });
     }
     nodes.into_values().collect()
@@ -134,6 +135,7 @@ fn stray_milliseconds_in_a_nearly_idle_window_are_not_a_straggler() {
                     observed_ns: 2_000 * MS,
                     events: 2,
                     dropped_total: 0,
+                    gpu: None,
                 }
             })
             .collect();
@@ -201,6 +203,45 @@ fn finds_a_slow_gpu_among_eight() {
         .unwrap();
     assert!((excess.value - 18.2).abs() < 2.0, "{excess:?}");
     assert!(warn[0].confidence > 0.8, "{}", warn[0].confidence);
+}
+
+#[test]
+fn a_job_whose_agents_saw_no_gpu_gets_cpu_causes_and_no_gpu_advice() {
+    let mut w = job(8, |r| if r == 5 { 1.2 } else { 1.0 }, |_| 0.0);
+    for s in &mut w {
+        for r in &mut s.ranks {
+            r.gpu = Some(false);
+        }
+    }
+    let d = analyze(&w);
+    let warn: Vec<&Finding> = d
+        .findings
+        .iter()
+        .filter(|f| f.severity == Severity::Warning)
+        .collect();
+    assert_eq!(warn.len(), 1, "{:#?}", d.findings);
+    assert_eq!(warn[0].culprits[0].rank, Some(5));
+    assert_eq!(warn[0].kind, FindingKind::SlowCpu, "{:#?}", warn[0]);
+    for f in &d.findings {
+        assert_ne!(f.kind, FindingKind::SlowGpu);
+        assert!(
+            !f.action.contains("nvidia-smi") && !f.action.contains("Xid"),
+            "{}",
+            f.action
+        );
+    }
+    // One agent that saw a GPU (the others could not tell) keeps the GPU reading.
+    for s in &mut w {
+        for r in &mut s.ranks {
+            r.gpu = if r.rank == 0 { Some(true) } else { None };
+        }
+    }
+    let d = analyze(&w);
+    assert!(
+        d.findings.iter().any(|f| f.kind == FindingKind::SlowGpu),
+        "{:#?}",
+        d.findings
+    );
 }
 
 #[test]

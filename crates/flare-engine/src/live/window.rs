@@ -59,6 +59,8 @@ pub struct LiveRank {
     pub groups: BTreeSet<String>,
     /// Events its tracer dropped (cumulative).
     pub dropped: u64,
+    /// Whether its process uses a GPU (`None`: the agent could not tell).
+    pub gpu: Option<bool>,
 }
 
 impl LiveRank {
@@ -98,6 +100,13 @@ impl LiveRank {
 }
 
 impl LiveWindow {
+    /// Whether the job runs on CPUs alone: some rank's agent saw its process without a
+    /// GPU and none saw one with a GPU (unknown ranks do not decide).
+    pub fn cpu_only(&self) -> bool {
+        self.ranks.iter().any(|r| r.gpu == Some(false))
+            && !self.ranks.iter().any(|r| r.gpu == Some(true))
+    }
+
     /// Merges the summaries every node sent for one window of one job.
     pub fn from_summaries(summaries: &[WindowSummary]) -> LiveWindow {
         let mut ranks: BTreeMap<u32, LiveRank> = BTreeMap::new();
@@ -177,6 +186,7 @@ fn rank_totals(r: &flare_model::RankSummary, node: &str) -> LiveRank {
         issue_p50_ns: f64::NAN,
         groups: BTreeSet::new(),
         dropped: r.dropped_total,
+        gpu: r.gpu,
     };
     let mut issue: Vec<(u64, u64)> = Vec::new();
     for o in &r.ops {
