@@ -247,7 +247,8 @@ impl JobContext {
         if let Some((host, local)) = self.hosts.as_ref().and_then(|h| h.of_rank.get(&rank)) {
             let mut c = Culprit::new(component);
             c.rank = Some(rank);
-            c.local_gpu = Some(*local);
+            // A local rank is a GPU slot only where the job runs on GPUs.
+            c.local_gpu = (!self.meta.cpu_compute).then_some(*local);
             c.element = Some(host.clone());
             return c;
         }

@@ -222,6 +222,9 @@ fn a_job_whose_agents_saw_no_gpu_gets_cpu_causes_and_no_gpu_advice() {
     assert_eq!(warn.len(), 1, "{:#?}", d.findings);
     assert_eq!(warn[0].culprits[0].rank, Some(5));
     assert_eq!(warn[0].kind, FindingKind::SlowCpu, "{:#?}", warn[0]);
+    // Its place is its host, not a GPU slot.
+    assert_eq!(warn[0].culprits[0].local_gpu, None);
+    assert!(!warn[0].summary.contains("GPU"), "{}", warn[0].summary);
     for f in &d.findings {
         assert_ne!(f.kind, FindingKind::SlowGpu);
         assert!(
