@@ -83,6 +83,10 @@ pub struct Collector {
     watchdog: Watchdog,
     /// Hang records waiting for their window to close: (window, job, record).
     hangs: Vec<(u64, String, HangRecord)>,
+    /// Hangs reported and not over: (job, the first record, with its stacks). Each later
+    /// window reports them again while the op stays stuck, so a hang stays open until it
+    /// ends instead of showing once.
+    ongoing: Vec<(String, HangRecord)>,
     stats: CollectorStats,
     dir_error: Option<String>,
 }
@@ -121,6 +125,7 @@ impl Collector {
             anchor,
             last_scan: None,
             hangs: Vec::new(),
+            ongoing: Vec::new(),
             stats: CollectorStats::default(),
             dir_error: None,
         })
@@ -260,6 +265,7 @@ impl Collector {
         for (job, r) in done {
             self.stats.hangs += 1;
             let w = self.windows.index(r.detected_unix_ns).max(self.open_from);
+            self.ongoing.push((job.clone(), r.clone()));
             self.hangs.push((w, job, r));
         }
     }
@@ -380,6 +386,7 @@ impl Collector {
                 .or_insert_with(|| RankParts::new(i.rank, i.local_rank, i.pid))
                 .absorb(rw, observed, s.dropped_total, i.pid, gpu);
         }
+        self.carry_ongoing_hangs(w);
         let mut hangs: BTreeMap<String, Vec<HangRecord>> = BTreeMap::new();
         let (due, later): (Vec<_>, Vec<_>) = std::mem::take(&mut self.hangs)
             .into_iter()
@@ -410,6 +417,34 @@ impl Collector {
     }
 
     /// Drops closed files whose windows have all been emitted.
+    /// Files again, for window `w`, each reported hang whose op is still stuck (same
+    /// stacks, longer in flight), unless `w` already has a record of it; forgets the
+    /// hangs that ended.
+    fn carry_ongoing_hangs(&mut self, w: u64) {
+        let end_unix = self.windows.end(w);
+        let sources = &mut self.sources;
+        let hangs = &mut self.hangs;
+        self.ongoing.retain(|(job, first)| {
+            let stuck = sources.iter_mut().any(|s| {
+                s.info.pid == first.pid
+                    && s.info.rank == first.rank
+                    && s.still_stuck(&first.op, first.kind, first.group.as_deref())
+            });
+            if !stuck {
+                return false;
+            }
+            let filed = hangs
+                .iter()
+                .any(|(hw, hj, h)| *hw == w && hj == job && h.pid == first.pid && h.op == first.op);
+            if !filed && end_unix > first.detected_unix_ns {
+                let mut again = first.clone();
+                again.in_flight_ns += end_unix - first.detected_unix_ns;
+                hangs.push((w, job.clone(), again));
+            }
+            true
+        });
+    }
+
     fn forget_finished_sources(&mut self) {
         let (open_from, win) = (self.open_from, self.windows);
         self.sources

@@ -391,6 +391,26 @@ impl Source {
         out
     }
 
+    /// Whether a span the watchdog reported (op `name`, `kind`, `group`) is still open.
+    pub fn still_stuck(
+        &mut self,
+        name: &str,
+        kind: flare_model::OpKind,
+        group: Option<&str>,
+    ) -> bool {
+        if !self.is_open() || self.fired.is_empty() {
+            return false;
+        }
+        let open: Vec<OpenSpan> = self
+            .asm
+            .open_spans()
+            .into_iter()
+            .filter(|o| o.kind == kind && self.fired.contains(&span_key(o)))
+            .collect();
+        open.iter()
+            .any(|o| self.name(o.name) == name && self.group_name(o.args.group).as_deref() == group)
+    }
+
     /// A thread that exited inside a span left it open; that is not a hang.
     fn thread_alive(&self, o: &OpenSpan) -> bool {
         let tid = self.ring_tids.get(o.ring as usize).copied().unwrap_or(0);

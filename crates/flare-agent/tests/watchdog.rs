@@ -1,5 +1,5 @@
-//! The hang watchdog: a span open without progress past the timeout is reported once,
-//! with stacks; one that shows progress is not.
+//! The hang watchdog: a span open without progress past the timeout is reported (its
+//! stacks captured once) in every window until it ends; one that shows progress is not.
 
 mod common;
 
@@ -71,6 +71,61 @@ fn a_stalled_span_is_reported_once_with_native_stacks_and_a_progressing_one_is_n
     // /proc adds the kernel's view of every thread of the process.
     assert!(has("[kernel] wchan="), "{frames:#?}");
     assert_eq!(c.stats().hangs, 1);
+}
+
+#[test]
+fn a_hang_is_reported_in_every_window_until_its_op_ends() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut r = Ring::create(dir.path(), "long", 1, 4, std::process::id());
+    let dp = r.comm("dp_group", 4, 1 << 20, 0);
+    r.begin(0, "stuck_all_reduce", OpKind::AllReduce, unix_now(), dp);
+    let mut cfg = config(dir.path(), "long");
+    cfg.hang_timeout = Duration::from_millis(400);
+    cfg.window = Duration::from_secs(1);
+    cfg.py_spy = None;
+    let mut c = Collector::new(cfg).unwrap();
+    let mut all = Vec::new();
+    let poll_for = |c: &mut Collector, all: &mut Vec<WindowSummary>, ms: u64| {
+        let t0 = Instant::now();
+        while t0.elapsed() < Duration::from_millis(ms) {
+            all.extend(c.poll());
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    };
+    poll_for(&mut c, &mut all, 4200);
+    // The collective completes: the hang is over.
+    r.end(0, "stuck_all_reduce", OpKind::AllReduce, unix_now());
+    let ended = unix_now();
+    poll_for(&mut c, &mut all, 2500);
+    all.extend(c.flush());
+    // One capture, reported again in each window while the op stayed stuck.
+    assert_eq!(c.stats().hangs, 1);
+    let reported: Vec<(u64, &HangRecord)> = all
+        .iter()
+        .flat_map(|s| s.hangs.iter().map(move |h| (s.window, h)))
+        .collect();
+    let windows: Vec<u64> = reported.iter().map(|(w, _)| *w).collect();
+    assert!(windows.len() >= 3, "{windows:?}");
+    assert!(windows.windows(2).all(|p| p[1] == p[0] + 1), "{windows:?}");
+    let first = reported[0].1;
+    for pair in reported.windows(2) {
+        let (a, b) = (pair[0].1, pair[1].1);
+        assert_eq!((b.rank, b.op.as_str()), (1, "stuck_all_reduce"));
+        assert_eq!(b.stacks, first.stacks, "the first capture's stacks");
+        assert!(
+            b.in_flight_ns > a.in_flight_ns,
+            "{} <= {}",
+            b.in_flight_ns,
+            a.in_flight_ns
+        );
+    }
+    // Nothing for the windows that start after the op ended.
+    let after: Vec<u64> = all
+        .iter()
+        .filter(|s| s.start_unix_ns > ended && !s.hangs.is_empty())
+        .map(|s| s.window)
+        .collect();
+    assert!(after.is_empty(), "reported after it ended: {after:?}");
 }
 
 fn py_spy() -> Option<PathBuf> {
