@@ -218,6 +218,23 @@ reqs = dist.batch_isend_irecv([dist.P2POp(dist.isend, torch.ones(4), 1 - rank),
 for r in reqs:
     r.wait()
 dist.barrier()
+# DDP reduces gradients in C++: its all-reduces are traced through a comm hook, and the
+# gradients are what DDP computes without Flare (here every rank has the same batch).
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(256, 256), torch.nn.Linear(256, 4))
+reference = [p.detach().clone() for p in model.parameters()]
+ddp = torch.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=0.1)
+x = torch.ones(8, 256)
+for _ in range(2):
+    ddp.zero_grad()
+    ddp(x).pow(2).sum().backward()
+local = torch.nn.Sequential(torch.nn.Linear(256, 256), torch.nn.Linear(256, 4))
+with torch.no_grad():
+    for p, r in zip(local.parameters(), reference):
+        p.copy_(r)
+local(x).pow(2).sum().backward()
+for p, q in zip(model.parameters(), local.parameters()):
+    assert torch.allclose(p.grad, q.grad, rtol=1e-4, atol=1e-5), (p.grad, q.grad)
 loader = torch.utils.data.DataLoader(list(range(6)), batch_size=2)
 assert [b.tolist() for b in loader] == [[0, 1], [2, 3], [4, 5]]
 torch.cuda.synchronize() if torch.cuda.is_available() else None
@@ -257,7 +274,16 @@ def test_real_torch_two_ranks_with_gloo(child):
         comm = [s for s in ring["spans"] if s["kind"] not in ("dataloader", "gc", "host", "compute")]
         assert comm and all(s["group"] for s in comm)
         # torch implements send/recv with isend/irecv: counted once, at the outer call.
-        assert all(s["depth"] == 0 for s in comm)
+        assert all(s["depth"] == 0 or s["name"] == "ddp_all_reduce" for s in comm)
+        # Two backward passes, each reducing the gradients in buckets: every bucket an
+        # async all-reduce span of the world group (the hook's own all_reduce call is not
+        # another op), all gradient bytes covered.
+        ddp = spans_named(ring, "ddp_all_reduce")
+        grad_bytes = (256 * 256 + 256 + 256 * 4 + 4) * 4
+        assert len(ddp) >= 2 and len(ddp) % 2 == 0, ddp
+        assert sum(s["bytes"] for s in ddp) == 2 * grad_bytes, ddp
+        assert all(s["async_id"] and s["group_size"] == 2 and s["kind"] == "all_reduce" for s in ddp), ddp
+        assert ddp[0]["group"] == ars[0]["group"]
         assert [s["name"] for s in comm if s["kind"] in ("send", "recv")][:2] == (
             ["send", "recv"] if r == 0 else ["recv", "send"])
         assert len(spans_named(ring, "dataloader")) == 4

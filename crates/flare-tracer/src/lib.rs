@@ -97,10 +97,12 @@ impl Default for Config {
 /// the same cluster can have (a later job on the same address and port gets the same id:
 /// `FLARE_JOB_ID` or `--rdzv-id` tells runs apart).
 fn job_id_of(get: &impl Fn(&str) -> Option<String>) -> Option<String> {
-    let set = |k: &str| get(k).filter(|v| !v.trim().is_empty());
-    if let Some(id) = set("FLARE_JOB_ID") {
+    // Flare's own variable is taken as given (empty is refused by `validate`); the
+    // launchers' are ignored when empty.
+    if let Some(id) = get("FLARE_JOB_ID") {
         return Some(id);
     }
+    let set = |k: &str| get(k).filter(|v| !v.trim().is_empty());
     let torchrun = set("TORCHELASTIC_RUN_ID");
     if let Some(id) = torchrun.clone().filter(|id| id != "none") {
         return Some(id);
@@ -277,9 +279,12 @@ mod tests {
         assert_eq!(Config::from_lookup(env(&in_slurm)).unwrap().job_id, "mine");
         let c = Config::from_lookup(env(&[("TORCHELASTIC_RUN_ID", "none")])).unwrap();
         assert_eq!(c.job_id, "torchrun");
-        // An empty value is not an id.
-        let c = Config::from_lookup(env(&[("FLARE_JOB_ID", ""), ("SLURM_JOB_ID", "9")])).unwrap();
+        // A launcher's empty value is not an id; an empty FLARE_JOB_ID is an error.
+        let c = Config::from_lookup(env(&[("TORCHELASTIC_RUN_ID", ""), ("SLURM_JOB_ID", "9")]))
+            .unwrap();
         assert_eq!(c.job_id, "9");
+        let e = Config::from_lookup(env(&[("FLARE_JOB_ID", ""), ("SLURM_JOB_ID", "9")]));
+        assert!(e.unwrap_err().to_string().contains("empty job id"));
     }
 
     #[test]

@@ -7,6 +7,10 @@
 - ``distributed``: the ``torch.distributed`` collectives and P2P calls are spans of the
   matching kind, with the bytes moved, the process group's name and size, and a sequence
   number per group (per rank pair for P2P, so both sides number their exchanges alike).
+  ``DistributedDataParallel`` reduces gradients in C++, out of these wrappers' sight: each
+  DDP module's gradient all-reduce becomes an async ``ddp_all_reduce`` span per bucket,
+  from the bucket being ready (in ``backward``) to its reduction completing, through a
+  communication hook: DDP's own all-reduce hook, or the user's hook wrapped.
 
 Every hook keeps what it replaced and :func:`uninstall` puts it back, unless someone else
 replaced our wrapper in the meantime (then theirs stays). The torch hooks record the
@@ -406,4 +410,87 @@ def _install_distributed(torch: Any) -> Optional[Callable[[], None]]:
         for owner in owners:
             if getattr(owner, op, None) is original:
                 undos.append(_replace(owner, op, wrapper))
+    ddp_undo = _install_ddp(torch, d)
+    if ddp_undo is not None:
+        undos.append(ddp_undo)
     return _undo_all(undos) if undos else None
+
+
+_DDP_OP = "ddp_all_reduce"
+
+
+def _traced_comm_hook(d: _Distributed, module: Any, hook: Callable[..., Any]) -> Callable[..., Any]:
+    """``hook`` (a DDP communication hook) inside an async all-reduce span per bucket."""
+
+    @functools.wraps(hook)
+    def flare_comm_hook(state: Any, bucket: Any) -> Any:
+        span = None
+        try:
+            info = d.group(getattr(module, "process_group", None))
+            span = _native.Span(
+                _DDP_OP, "all_reduce", amount=_nbytes(bucket.buffer()), group=info.name,
+                seq=next(info.seq), group_size=info.size,
+            )
+            span_id = span.begin_async()
+        except Exception:
+            span = None  # never change the reduction: it runs untraced
+        # The hook's own torch.distributed call is this span, not another op.
+        outer = getattr(_inside_op, "active", False)
+        _inside_op.active = True
+        try:
+            fut = hook(state, bucket)
+        finally:
+            _inside_op.active = outer
+        if span is None:
+            return fut
+
+        def done(f: Any) -> Any:
+            try:
+                span.end_async(span_id)
+            except Exception:
+                pass
+            return f.value()
+
+        return fut.then(done)
+
+    return flare_comm_hook
+
+
+def _install_ddp(torch: Any, d: _Distributed) -> Optional[Callable[[], None]]:
+    try:
+        ddp_class = torch.nn.parallel.DistributedDataParallel
+        from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+    except (AttributeError, ImportError):
+        return None
+    original_init = ddp_class.__init__
+    original_register = ddp_class.register_comm_hook
+    if getattr(original_register, _WRAPPED, False):
+        return None
+
+    @functools.wraps(original_register)
+    def register_comm_hook(self: Any, state: Any, hook: Any) -> Any:
+        # DDP takes one hook per module: the user's, traced; ours only if they set none.
+        self.__dict__["_flare_comm_hook"] = True
+        return original_register(self, state, _traced_comm_hook(d, self, hook))
+
+    @functools.wraps(original_init)
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        original_init(self, *args, **kwargs)
+
+        def first_forward(module: Any, inputs: Any) -> None:
+            handle.remove()
+            if module.__dict__.get("_flare_comm_hook"):
+                return
+            try:
+                register_comm_hook(module, module.process_group, default_hooks.allreduce_hook)
+            except Exception as e:  # a DDP variant that takes no hook: it runs untraced
+                warnings.warn(f"flare: DDP gradient all-reduces are not traced: {e}", stacklevel=2)
+
+        handle = self.register_forward_pre_hook(first_forward)
+
+    setattr(register_comm_hook, _WRAPPED, True)
+    setattr(__init__, _WRAPPED, True)
+    return _undo_all([
+        _replace(ddp_class, "__init__", __init__),
+        _replace(ddp_class, "register_comm_hook", register_comm_hook),
+    ])
