@@ -171,6 +171,12 @@ impl<R: Read> NativeReader<R> {
         &self.header
     }
 
+    /// Decodes the next chunks' rank blocks on `threads` threads besides the caller (0 or
+    /// 1: on the reading thread alone).
+    pub fn set_decode_threads(&mut self, threads: usize) {
+        self.threads = threads;
+    }
+
     /// Hands back a chunk this reader gave out, once its caller is done with it: the next
     /// chunk is decoded into its buffers.
     pub fn recycle(&mut self, chunk: Chunk) {
