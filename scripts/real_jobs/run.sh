@@ -22,7 +22,9 @@ if ! "$VENV/bin/python" -c "import torch" 2>/dev/null; then
 fi
 [[ -x "$FLARE" ]] || (cd "$ROOT" && cargo build --release -p flare-cli)
 for job_fault in ddp:none ddp:extra_work ddp:dataloader ddp:host_stall \
-    allreduce:none allreduce:extra_work allreduce:late; do
+    allreduce:none allreduce:extra_work allreduce:late \
+    fsdp:none fsdp:extra_work fsdp:dataloader fsdp:host_stall \
+    pipeline:none pipeline:extra_work pipeline:dataloader pipeline:host_stall; do
     job="${job_fault%%:*}"
     fault="${job_fault#*:}"
     dir="$OUT/${job}_$fault"

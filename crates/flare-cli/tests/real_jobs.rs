@@ -1,9 +1,11 @@
 //! Real PyTorch jobs, traced by the real torch.profiler (not a generator of ours): small
-//! multi-process jobs on Gloo (DDP, and hand-written data parallelism with explicit
-//! all-reduces), CPU only, each healthy or with one fault on one rank,
-//! made by `scripts/real_jobs/jobs.py` (which writes the truth beside the traces). Flare
-//! reads their collectives from the CPU side (`gloo:*` work on Gloo's threads) and must
-//! name the faulty rank with the cause the evidence shows, and nothing on a healthy job.
+//! multi-process jobs on Gloo (DDP, hand-written data parallelism with explicit
+//! all-reduces, FSDP2, and a 4-stage pipeline of `torch.distributed.pipelining`), CPU
+//! only, each healthy or with one fault on one rank, made by `scripts/real_jobs/jobs.py`
+//! (which writes the truth beside the traces). Flare reads their collectives and
+//! transfers from the CPU side (`gloo:*` work on Gloo's threads, or a send or receive on
+//! the thread that posted it) and must name the faulty rank with the cause the evidence
+//! shows, and nothing on a healthy job.
 //! The fixtures are kept small (gzip, a few steps); the script regenerates them.
 
 use flare_engine::{diagnose, EngineConfig};

@@ -181,7 +181,9 @@ impl JobContext {
     }
 
     /// The fabric elements each communicator crosses (its ring, both directions), and
-    /// the communicators crossing each element.
+    /// the communicators crossing each element. A job without GPUs (its communication
+    /// read from the CPU side, Gloo) moves data within a node through host memory (shared
+    /// memory or loopback TCP), not NVLink: it crosses no NVLink.
     pub fn fabric(&self) -> &Fabric {
         self.fabric.get_or_init(|| {
             let cluster = &self.job.cluster;
@@ -203,6 +205,9 @@ impl JobContext {
                         set.extend(buf.iter().copied());
                         cluster.path(y, x, &mut buf);
                         set.extend(buf.iter().copied());
+                    }
+                    if self.meta.cpu_compute {
+                        set.retain(|e| !matches!(e, PathElement::NvLink { .. }));
                     }
                     set.sort_unstable();
                     set.dedup();

@@ -18,6 +18,10 @@
 //!
 //! Each instance's waiting (summed over its abnormal members) is credited to its root, its
 //! excess transfer to its communicator, so a rank's blame is the time it made others wait.
+//! A communicator that crosses no fabric element (a job without GPUs exchanging data
+//! within a node through host memory, see [`JobContext::fabric`]) has no path to blame:
+//! its slow transfers are its members' CPU time, and the search goes on to the late
+//! member instead.
 
 use crate::context::JobContext;
 pub use crate::digest::{Blame, Root};
@@ -99,6 +103,13 @@ fn walk_range(
         gaps: Vec::new(),
         arrivals: Vec::new(),
     };
+    let fabric = ctx.fabric();
+    let has_path = |c: u32| {
+        fabric
+            .elements
+            .get(c as usize)
+            .is_some_and(|e| !e.is_empty())
+    };
     let mut blame: Vec<Blame> = Vec::new();
     let mut credit = |root: Root, ns: f64| {
         if ns <= 0.0 {
@@ -125,7 +136,9 @@ fn walk_range(
         let (n, n_abnormal) = (inst.present as usize, n_abnormal as usize);
         let ratio = transfer_ratio.get(i).copied().unwrap_or(1.0);
         // Excess transfer: the path.
-        if (n_abnormal == n && ratio >= PATH_RATIO) || ratio >= STRONG_PATH_RATIO {
+        if has_path(inst.comm)
+            && ((n_abnormal == n && ratio >= PATH_RATIO) || ratio >= STRONG_PATH_RATIO)
+        {
             let t = inst.transfer_ns().unwrap_or(0) as f64;
             let excess = t * (1.0 - 1.0 / ratio as f64) * n as f64;
             credit(Root::Comm(inst.comm), excess);
@@ -177,8 +190,13 @@ impl Search<'_> {
             }
         }
         let (m, a) = best?;
-        // The upper median.
-        let mid = self.arrivals.len() / 2;
+        // The upper median; of a pair (a P2P exchange), the other member: the upper
+        // median of two is the last arrival itself, which would leave every P2P wait
+        // unexplained.
+        let mid = match self.arrivals.len() {
+            2 => 0,
+            n => n / 2,
+        };
         let (_, &mut median, _) = self.arrivals.select_nth_unstable(mid);
         Some((m, (a - median).max(0) as f64))
     }
@@ -288,7 +306,13 @@ impl Search<'_> {
             let inst = &self.instances[j];
             let ratio = self.transfer_ratio.get(j).copied().unwrap_or(1.0).max(1.0) as f64;
             let excess = inst.transfer_ns().unwrap_or(0) as f64 * (1.0 - 1.0 / ratio);
-            if ratio >= PATH_RATIO as f64 && excess >= OWN_SHARE * held {
+            let has_path = self
+                .ctx
+                .fabric()
+                .elements
+                .get(inst.comm as usize)
+                .is_some_and(|e| !e.is_empty());
+            if has_path && ratio >= PATH_RATIO as f64 && excess >= OWN_SHARE * held {
                 break Some(Root::Comm(inst.comm));
             }
             let Some((late, _)) = self.late_member(j) else {

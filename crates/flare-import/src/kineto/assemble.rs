@@ -26,12 +26,16 @@ struct CommInfo {
     kind_hint: Option<GroupKind>,
     /// Made up by Flare: the trace did not say which group the kernels ran on.
     synthetic: bool,
+    /// One direction of CPU-side P2P messages between two ranks of a group.
+    p2p_channel: bool,
 }
 
 /// An NCCL kernel's kind and communicator.
 struct SyncInfo {
     kind: OpKind,
     key: CommKey,
+    /// The global rank of a P2P op's peer, when the importer worked it out.
+    peer: Option<u32>,
 }
 
 /// The communicators of the job, as they are discovered.
@@ -72,7 +76,8 @@ pub(super) fn assemble(
     comms.add_pg_configs(&files, world_size)?;
     let sync_infos: Vec<Vec<Option<SyncInfo>>> = files
         .iter()
-        .map(|f| comms.add_kernels(f, world_size, &present, &mut stats))
+        .zip(&ranks)
+        .map(|(f, &rank)| comms.add_kernels(f, rank, world_size, &present, &mut stats))
         .collect::<Result<_, _>>()?;
     let comms = comms.number(world_size, &mut stats);
 
@@ -89,6 +94,7 @@ pub(super) fn assemble(
         )?);
     }
     rank_traces.sort_by_key(|r| r.rank);
+    end_sends_at_receipt(&mut rank_traces, &comms);
 
     let present_set: BTreeSet<u32> = present.iter().copied().collect();
     let missing_ranks: Vec<u32> = (0..world_size)
@@ -252,6 +258,7 @@ impl Comms {
     fn add_kernels(
         &mut self,
         f: &ParsedFile,
+        rank: u32,
         world: u32,
         present: &[u32],
         stats: &mut KinetoImportStats,
@@ -292,6 +299,45 @@ impl Comms {
             };
             let place = format!("traceEvents[{}] (\"{kernel_name}\")", k.index);
             check_members(&key.members, world, &f.path, &place)?;
+            let mut peer = None;
+            let key = if k.cpu_side && kind.is_p2p() {
+                // A CPU-side send or receive (Gloo) is one message between two ranks of the
+                // group; messages from one rank to another arrive in the order they were
+                // sent. Each direction is its own channel, the k-th send matching the k-th
+                // receive, whatever the other direction does meanwhile (1F1B interleaves
+                // them differently on the two sides).
+                let Some(p) = args
+                    .group_peer
+                    .and_then(|p| key.members.get(usize::try_from(p).ok()?).copied())
+                    .filter(|&p| p != rank)
+                else {
+                    stats.cpu_p2p_without_peer += 1;
+                    out.push(None);
+                    continue;
+                };
+                peer = Some(p);
+                let (src, dst) = if kind == OpKind::Send {
+                    (rank, p)
+                } else {
+                    (p, rank)
+                };
+                let group = match self.infos.get(&key).and_then(|i| i.desc.as_deref()) {
+                    Some(d) if !d.is_empty() && d != "undefined" => d.to_string(),
+                    _ => format!("pg {}", key.name),
+                };
+                let channel = CommKey {
+                    name: format!("{}:p2p:{src}->{dst}", key.name),
+                    members: vec![src, dst],
+                };
+                let info = self.infos.entry(channel.clone()).or_default();
+                info.p2p_channel = true;
+                if info.desc.is_none() {
+                    info.desc = Some(format!("{group}: p2p {src}->{dst}"));
+                }
+                channel
+            } else {
+                key
+            };
             let info = self.infos.entry(key.clone()).or_default();
             info.synthetic |= synthetic;
             if info.desc.is_none() {
@@ -303,7 +349,7 @@ impl Comms {
                     .as_deref()
                     .and_then(names::group_kind_from_text);
             }
-            out.push(Some(SyncInfo { kind, key }));
+            out.push(Some(SyncInfo { kind, key, peer }));
         }
         Ok(out)
     }
@@ -522,15 +568,55 @@ fn kernel_op(
         op.kind = sync.kind;
         op.comm = comm;
         op.amount = nccl_bytes(args);
-        op.peer = peer_of(
-            args,
-            sync.kind,
-            &comms.list[comm as usize],
-            rank,
-            &comms.infos[&sync.key],
-        );
+        op.peer = sync.peer.unwrap_or_else(|| {
+            peer_of(
+                args,
+                sync.kind,
+                &comms.list[comm as usize],
+                rank,
+                &comms.infos[&sync.key],
+            )
+        });
     }
     Ok(op)
+}
+
+/// A CPU-side send (Gloo) is buffered: its span closes when the sender's program waits for
+/// it, which may be long after the receiver got the data (pipelining waits for its sends
+/// in batches). The exchange itself ended when the receiver's receive did: a send ends
+/// then at the latest, so that its span does not stretch the transfer by the sender's
+/// own later work.
+fn end_sends_at_receipt(ranks: &mut [RankTrace], comms: &NumberedComms) {
+    let channels: BTreeSet<u32> = comms
+        .ids
+        .iter()
+        .filter(|(key, _)| comms.infos.get(*key).is_some_and(|i| i.p2p_channel))
+        .map(|(_, &id)| id)
+        .collect();
+    if channels.is_empty() {
+        return;
+    }
+    let mut receipt: HashMap<(u32, u32), i64> = HashMap::new();
+    for r in ranks.iter() {
+        for o in &r.ops {
+            if o.kind == OpKind::Recv && channels.contains(&o.comm) {
+                if let Some(end) = o.end() {
+                    receipt.insert((o.comm, o.seq), end);
+                }
+            }
+        }
+    }
+    for r in ranks.iter_mut() {
+        for o in &mut r.ops {
+            if o.kind == OpKind::Send && channels.contains(&o.comm) {
+                if let Some(&end) = receipt.get(&(o.comm, o.seq)) {
+                    if o.end_ns == Op::IN_FLIGHT || end < o.end_ns {
+                        o.end_ns = end.max(o.start_ns);
+                    }
+                }
+            }
+        }
+    }
 }
 
 /// A world size for traces that do not state one: large enough for every rank, every

@@ -8,7 +8,7 @@
 //! | `kernel` | `…get_dispatch_layout…` | DeepEP's local token layout | compute |
 //! | `kernel` | `…deep_ep::…` or `…dpsk::ep::…` (DeepSeek's build) with `dispatch`, `combine` or `notify` | DeepEP's expert-parallel exchange (all-to-all by NVLink/RDMA, outside NCCL) | a sync op of kind all-to-all (its group from the arguments when they say, else unknown) |
 //! | `kernel` | `nvshmem…`, `…mscclpp…` | NVSHMEM or MSCCL++ communication | a sync op when the name names a collective, else counted as communication of unknown kind |
-//! | `user_annotation` | `gloo:<collective>` | the collective's work on Gloo's own worker thread: it starts when the rank enqueued it and ends when every member has taken part | the sync op when the file has no GPU communication |
+//! | `user_annotation` | `gloo:<collective>` | the collective's work on Gloo's own worker thread (a `send` or `recv` on the thread that posted it): it starts when the rank enqueued it and ends when every member has taken part (for a transfer, when the posting thread's `wait()` saw it done) | the sync op when the file has no GPU communication |
 //! | `user_annotation` | `nccl:<collective>` | ProcessGroupNCCL's CPU-side call: it only launches the kernel | the launch (issue time) of the NCCL kernel |
 //! | `cpu_op` | `c10d::<collective>_` (`allreduce_`, `_allgather_base_`, `send`, ...) | the Python/C++ call that enqueues the collective on its backend | the launch (issue time) of the backend's work |
 //! | `cpu_op` | `record_param_comms` | PyTorch's wrapper of every c10d collective; older traces carry the collective's arguments only here | arguments for the kernel it launched |

@@ -1,15 +1,23 @@
 //! Reading a file without GPU kernels from its CPU side (a CPU-only job on Gloo, or a
 //! profile taken without `ProfilerActivity.CUDA`).
 //!
-//! * A collective's work span on its backend's own thread (`gloo:all_reduce`, ...) is the
-//!   sync op: it starts when the rank enqueued the collective (its arrival) and ends when
-//!   every member has taken part, as an NCCL kernel does. Its launch is the `c10d::*` call
-//!   (or ProcessGroupNCCL's `nccl:*` annotation) of the same collective that enqueued it:
-//!   launches and works of one kind are paired first in, first out (a backend runs its
-//!   queue in order), and a work whose launch came before the profiled window has none.
+//! * A collective's work span (`gloo:all_reduce`, ...) is the sync op: it starts when the
+//!   rank enqueued the collective (its arrival) and ends when every member has taken part,
+//!   as an NCCL kernel does. Its launch is the `c10d::*` call (or ProcessGroupNCCL's
+//!   `nccl:*` annotation) of the same collective that enqueued it: launches and works of
+//!   one kind are paired first in, first out (a backend runs its queue in order), and a
+//!   work whose launch came before the profiled window has none. Gloo runs collectives on
+//!   its own worker threads, but a send or receive on the thread that posted it: the span
+//!   opens in the `c10d::send` / `c10d::recv_` call and closes when that thread's `wait()`
+//!   sees the transfer done. The peer of a P2P work is its launch's (the call's `dstRank`
+//!   or `srcRank`, a rank in the group).
 //! * The compute is the top-level CPU spans (`cpu_op`, `user_annotation`) of every thread
-//!   but the backends' (a span inside another one is part of it), issued when they start:
-//!   the CPU runs them itself.
+//!   but the backends' worker threads (those that run works and post none), issued when
+//!   they start: the CPU runs them itself. A span inside another one is part of it, except
+//!   that a span in which its thread posts a collective or runs one is communication code
+//!   that may wait for it (FSDP's `FSDP::all_gather (0)` waiting for the gather it posted,
+//!   pipelining's `Forward 0` holding the receive it waits in): it is not compute, the
+//!   spans inside it are, so that waiting is not read as computing.
 //! * Launches without any work span (the backend ran on a GPU that was not profiled) show
 //!   no waiting: they are counted, not read.
 
@@ -33,6 +41,9 @@ pub struct CpuWork {
 pub struct CpuLaunch {
     pub kind: Option<OpKind>,
     pub ts: i64,
+    pub tid: Option<u64>,
+    /// A P2P call's peer, as a rank in the group.
+    pub peer: Option<u64>,
 }
 
 /// A CPU span that is neither a host phase nor communication.
@@ -78,15 +89,38 @@ impl CpuRecords {
         }
         // Launches and works of a kind, paired first in, first out.
         self.launches.sort_by_key(|l| l.ts);
-        let mut queues: HashMap<OpKind, VecDeque<i64>> = HashMap::new();
+        let mut queues: HashMap<OpKind, VecDeque<CpuLaunch>> = HashMap::new();
         for l in &self.launches {
             if let Some(k) = l.kind {
-                queues.entry(k).or_default().push_back(l.ts);
+                queues.entry(k).or_default().push_back(*l);
             }
         }
         self.work.sort_by_key(|w| w.start);
-        let backend_threads: HashSet<u64> = self.work.iter().filter_map(|w| w.tid).collect();
-        for w in self.work {
+        // Threads that post collectives are the program's; those that only run works are
+        // the backend's workers.
+        let posting: HashSet<u64> = self.launches.iter().filter_map(|l| l.tid).collect();
+        let backend_threads: HashSet<u64> = self
+            .work
+            .iter()
+            .filter_map(|w| w.tid)
+            .filter(|t| !posting.contains(t))
+            .collect();
+        // Where each program thread posts collectives or runs their work, in order.
+        let mut comm_points: HashMap<u64, Vec<i64>> = HashMap::new();
+        for l in &self.launches {
+            if let Some(t) = l.tid {
+                comm_points.entry(t).or_default().push(l.ts);
+            }
+        }
+        for w in &self.work {
+            if let Some(t) = w.tid.filter(|t| posting.contains(t)) {
+                comm_points.entry(t).or_default().push(w.start);
+            }
+        }
+        for v in comm_points.values_mut() {
+            v.sort_unstable();
+        }
+        for mut w in self.work {
             let kind = w
                 .args
                 .collective
@@ -96,13 +130,17 @@ impl CpuRecords {
             // The oldest launch not yet paired, if it came before the work started.
             // (A front launch after the work began belongs to a later work: this one was
             // launched before the profiled window.)
-            let issue = queue.and_then(|q| {
-                if q.front().is_some_and(|&t| t <= w.start) {
+            let launch = queue.and_then(|q| {
+                if q.front().is_some_and(|l| l.ts <= w.start) {
                     q.pop_front()
                 } else {
                     None
                 }
             });
+            let issue = launch.map(|l| l.ts);
+            if kind.is_some_and(OpKind::is_p2p) {
+                w.args.group_peer = launch.and_then(|l| l.peer);
+            }
             stats.cpu_collectives += 1;
             out.push(KernelRec {
                 index: w.index,
@@ -125,6 +163,15 @@ impl CpuRecords {
                 continue;
             }
             if open.is_some_and(|(tid, end)| tid == s.tid && s.start < end) {
+                continue;
+            }
+            // A span in which its thread posts a collective or runs one is communication
+            // code that may wait for it: the spans inside it are the compute.
+            let holds_comm = comm_points.get(&s.tid).is_some_and(|points| {
+                let i = points.partition_point(|&t| t < s.start);
+                points.get(i).is_some_and(|&t| t < s.end)
+            });
+            if holds_comm {
                 continue;
             }
             open = Some((s.tid, s.end));
@@ -222,5 +269,100 @@ mod tests {
         let f = parse_file("rank0.json", json).unwrap();
         assert_eq!(f.stats.cpu_launches_without_work, 2);
         assert!(f.kernels.iter().all(|k| k.nccl.is_none()));
+    }
+}
+
+#[cfg(test)]
+mod p2p_tests {
+    use super::super::assemble::assemble;
+    use super::super::parse::parse_file;
+    use super::super::KinetoOptions;
+    use flare_model::{Op, OpKind};
+
+    /// Two pipeline stages on Gloo: each `Forward 0` span posts a transfer on the program's
+    /// own thread (tid 1), which runs it (`gloo:send` / `gloo:recv`), and computes. The
+    /// send's span runs on until the sender waits for it, after the receive ended.
+    fn stage(rank: u32, peer_arg: &str) -> String {
+        let (call, work, ts, dur) = if rank == 0 {
+            ("c10d::send", "gloo:send", 30, 500)
+        } else {
+            ("c10d::recv_", "gloo:recv", 12, 40)
+        };
+        format!(
+            r#"{{"distributedInfo": {{"rank": {rank}, "world_size": 2,
+              "pg_config": [{{"pg_name": "0", "pg_desc": "default_pg", "pg_size": 2, "ranks": [0, 1]}}]}},
+              "traceEvents": [
+              {{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 0, "tid": 1, "ts": 0, "dur": 900}},
+              {{"ph": "X", "cat": "user_annotation", "name": "Forward 0", "pid": 0, "tid": 1, "ts": 5, "dur": 80}},
+              {{"ph": "X", "cat": "cpu_op", "name": "{call}", "pid": 0, "tid": 1, "ts": {call_ts}, "dur": 3,
+               "args": {{"Input Dims": [[[16, 512]], [], [], []], "Concrete Inputs": ["", "", {peer_arg}, "0"]}}}},
+              {{"ph": "X", "cat": "user_annotation", "name": "{work}", "pid": 0, "tid": 1, "ts": {ts}, "dur": {dur},
+               "args": {{"Input Dims": [[16, 512]], "Input type": ["float"]}}}},
+              {{"ph": "X", "cat": "cpu_op", "name": "aten::linear", "pid": 0, "tid": 1, "ts": {lin}, "dur": 10,
+               "args": {{"Input Dims": [[16, 512], [512, 512], [512]]}}}}
+            ]}}"#,
+            call_ts = ts - 1,
+            lin = if rank == 0 { 10 } else { 60 },
+        )
+    }
+
+    #[test]
+    fn gloo_p2p_on_the_posting_thread_is_a_message_of_its_pair_and_not_compute() {
+        let files = vec![
+            parse_file("rank0.json", stage(0, "\"1\"").as_bytes()).unwrap(),
+            parse_file("rank1.json", stage(1, "\"0\"").as_bytes()).unwrap(),
+        ];
+        // Compute: the linear, named with its shapes; not the `Forward 0` span that holds
+        // the transfer (and, on the receiver, the wait for it).
+        for f in &files {
+            let compute: Vec<&str> = f
+                .kernels
+                .iter()
+                .filter(|k| k.nccl.is_none())
+                .map(|k| f.names.names[k.name as usize].as_str())
+                .collect();
+            assert_eq!(compute, ["aten::linear [[16,512],[512,512],[512]]"]);
+        }
+        let (trace, stats) = assemble(files, &KinetoOptions::default(), "pp".into()).unwrap();
+        assert_eq!(stats.cpu_p2p_without_peer, 0);
+        let p2p: Vec<&Op> = trace
+            .ranks
+            .iter()
+            .flat_map(|r| r.ops.iter())
+            .filter(|o| o.kind.is_p2p())
+            .collect();
+        assert_eq!(p2p.len(), 2);
+        let (send, recv) = (p2p[0], p2p[1]);
+        assert_eq!((send.kind, recv.kind), (OpKind::Send, OpKind::Recv));
+        // One message of the channel 0 -> 1: same communicator and sequence number.
+        assert_eq!((send.comm, send.seq), (recv.comm, recv.seq));
+        let channel = &trace.communicators[send.comm as usize];
+        assert_eq!(channel.members, [0, 1]);
+        assert!(channel.label.contains("p2p 0->1"), "{}", channel.label);
+        assert_eq!((send.peer, recv.peer), (1, 0));
+        // The send ends when the receive did, not when its sender waited.
+        assert_eq!(send.end_ns, recv.end_ns);
+        assert_eq!(recv.end_ns, 52_000);
+        assert_eq!(send.start_ns, 30_000);
+    }
+
+    #[test]
+    fn a_transfer_without_its_peer_is_counted_not_read() {
+        // Shapes not recorded: the c10d call's arguments are empty strings.
+        let files = vec![
+            parse_file("rank0.json", stage(0, "\"\"").as_bytes()).unwrap(),
+            parse_file("rank1.json", stage(1, "\"\"").as_bytes()).unwrap(),
+        ];
+        let (trace, stats) = assemble(files, &KinetoOptions::default(), "pp".into()).unwrap();
+        assert_eq!(stats.cpu_p2p_without_peer, 2);
+        assert!(trace
+            .meta
+            .notes
+            .iter()
+            .any(|n| n.contains("does not give their peer")));
+        assert!(trace
+            .ranks
+            .iter()
+            .all(|r| r.ops.iter().all(|o| !o.kind.is_p2p())));
     }
 }

@@ -112,6 +112,9 @@ pub struct KinetoImportStats {
     pub cpu_collectives: u64,
     /// ...those of ranks in several process groups that do not say which (not read)...
     pub cpu_collectives_unattributed: u64,
+    /// ...sends and receives whose peer the trace does not give (not read: a message
+    /// cannot be matched without it)...
+    pub cpu_p2p_without_peer: u64,
     /// ...top-level CPU spans read as compute...
     pub cpu_compute_spans: u64,
     /// ...and collectives launched (`c10d::*`, `nccl:*`) whose work the file does not
@@ -136,6 +139,12 @@ impl KinetoImportStats {
             out.push(format!(
                 "{} CPU-side collectives were not read: their ranks are in several process groups and the trace does not say which group each ran on (torch.profiler's Gloo spans do not name it; flare's tracer records it)",
                 self.cpu_collectives_unattributed
+            ));
+        }
+        if self.cpu_p2p_without_peer > 0 {
+            out.push(format!(
+                "{} CPU-side sends or receives were not read: the trace does not give their peer (the c10d call's rank argument is recorded with record_shapes=True; a transfer posted before the profiled window has no call)",
+                self.cpu_p2p_without_peer
             ));
         }
         if self.cpu_launches_without_work > 0 {

@@ -223,6 +223,9 @@ struct Args<'a> {
     input_dims: Option<&'a RawValue>,
     #[serde(borrow, default, rename = "Input type")]
     input_type: Option<&'a RawValue>,
+    /// The values of a CPU op's scalar inputs, as text (`record_shapes=True`).
+    #[serde(borrow, default, rename = "Concrete Inputs")]
+    concrete_inputs: Option<&'a RawValue>,
 }
 
 /// One trace event, borrowing from the input.
@@ -413,6 +416,9 @@ pub struct NcclArgs {
     pub dst_rank: Option<u64>,
     pub global_start: Option<u64>,
     pub global_stride: Option<u64>,
+    /// The peer of a CPU-side P2P op as its rank in the process group (the `dstRank` or
+    /// `srcRank` argument of the c10d call that posted it).
+    pub group_peer: Option<u64>,
 }
 
 /// A kernel launch call (`cudaLaunchKernel`, ...): when the CPU issued the kernel, and on
@@ -652,14 +658,29 @@ impl Collector {
                     }
                     Some(CommEvent::CpuLaunch(kind)) => {
                         let ts = required_ts(&ev, name)?;
-                        self.cpu
-                            .launches
-                            .push(super::cpu_side::CpuLaunch { kind, ts });
+                        let peer = if kind.is_some_and(OpKind::is_p2p)
+                            && args.mention("Concrete Inputs")
+                        {
+                            p2p_group_peer(&args.parse(name)?)
+                        } else {
+                            None
+                        };
+                        self.cpu.launches.push(super::cpu_side::CpuLaunch {
+                            kind,
+                            ts,
+                            tid: thread_id(&ev),
+                            peer,
+                        });
                         self.skip(cat);
                         return Ok(());
                     }
                     _ => {}
                 }
+                // Kept for the shapes of a compute span (parsing the kind consumes them).
+                let raw_args = match &args {
+                    EventArgs::Raw(raw) => Some(*raw),
+                    _ => None,
+                };
                 let flare_kind = if args.mention("Flare kind") {
                     args.parse(name)?
                         .flare_kind
@@ -691,7 +712,23 @@ impl Collector {
                         if let (Some(dur), Some(tid)) = (optional_dur(&ev, name)?, thread_id(&ev)) {
                             let start = required_ts(&ev, name)?;
                             let end = add(start, dur, name)?;
-                            let name = self.names.intern(name);
+                            // The same op on inputs of other shapes is other work (a
+                            // matmul on a microbatch against one on the whole batch): with
+                            // shapes recorded, they are told apart as the profiler's
+                            // `group_by_input_shape` does.
+                            let shapes = match raw_args {
+                                Some(raw) if raw.get().contains("Input Dims") => {
+                                    EventArgs::Raw(raw)
+                                        .parse(name)?
+                                        .input_dims
+                                        .and_then(shape_key)
+                                }
+                                _ => None,
+                            };
+                            let name = match shapes {
+                                Some(dims) => self.names.intern(&format!("{name} {dims}")),
+                                None => self.names.intern(name),
+                            };
                             self.cpu.spans.push(super::cpu_side::CpuSpan {
                                 index,
                                 name,
@@ -801,6 +838,22 @@ fn input_elements(args: &Args<'_>) -> Option<u64> {
         .try_fold(1u64, |n, d| n.checked_mul(d.as_u64()?))
 }
 
+/// A CPU op's `Input Dims` as a compact key (`[[16,512],[512,512],[512]]`), when it
+/// gives any dimension.
+fn shape_key(dims: &RawValue) -> Option<String> {
+    let key: String = dims.get().chars().filter(|c| !c.is_whitespace()).collect();
+    key.bytes().any(|b| b.is_ascii_digit()).then_some(key)
+}
+
+/// The peer of a c10d P2P call, from its arguments' values: c10d's `send(Tensor[] tensors,
+/// ProcessGroup process_group, int dstRank, int tag)` and `recv_(..., int srcRank, int
+/// tag)` take it third, as the peer's rank in the group. `None` when the profiler did not
+/// record it (an empty string: `record_shapes=False` or a version without values).
+fn p2p_group_peer(args: &Args<'_>) -> Option<u64> {
+    let values: Vec<String> = serde_json::from_str(args.concrete_inputs?.get()).ok()?;
+    values.get(2)?.trim().parse().ok()
+}
+
 /// The element type of a CPU op's first input, as a dtype name (`float` -> `Float`).
 fn input_dtype(args: &Args<'_>) -> Option<String> {
     let types: serde_json::Value = serde_json::from_str(args.input_type?.get()).ok()?;
@@ -824,6 +877,7 @@ fn nccl_args(args: &Args<'_>) -> NcclArgs {
         dst_rank: u(&args.dst_rank),
         global_start: u(&args.global_start),
         global_stride: u(&args.global_stride),
+        group_peer: None,
     }
 }
 
