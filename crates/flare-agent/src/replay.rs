@@ -42,6 +42,9 @@ pub fn summaries_of_trace(trace: &Trace, job_id: &str, window_ns: u64) -> Vec<Ve
             let w = per_window.entry(wi).or_default();
             // Busy time inside the window, as the agent settles it.
             w.busy.add(at(o.start_ns).max(wi * window_ns), at(end));
+            if o.kind.is_sync() {
+                w.sync.add(at(o.start_ns).max(wi * window_ns), at(end));
+            }
             w.events += 1;
             let group = o.comm().map(|c| {
                 let size = trace
@@ -87,6 +90,7 @@ pub fn summaries_of_trace(trace: &Trace, job_id: &str, window_ns: u64) -> Vec<Ve
             let (ws, we) = (w * window_ns, (w + 1) * window_ns);
             let mut p = RankParts::new(r.rank, loc.local, 10_000 + r.rank);
             p.busy_ns = acc.busy.total();
+            p.sync_busy_ns = acc.sync.total();
             p.observed
                 .add(ws.max(first), we.min(last).max(ws.max(first)));
             p.events = acc.events;
@@ -118,5 +122,6 @@ struct Acc {
     ops: HashMap<(u32, u8, u32), OpAcc>,
     iterations: Vec<IterationSample>,
     busy: IntervalUnion,
+    sync: IntervalUnion,
     events: u64,
 }

@@ -65,6 +65,15 @@ fn span_key(o: &OpenSpan) -> SpanKey {
     (o.ring, o.start_ns, o.async_id, o.name.0)
 }
 
+/// Which of a window's time unions a span adds to.
+#[derive(Clone, Copy)]
+enum Busy {
+    /// Any top-level span.
+    Any,
+    /// A collective or P2P span, at any depth.
+    Sync,
+}
+
 pub struct Source {
     pub path: PathBuf,
     file: Option<RingFile>,
@@ -253,7 +262,10 @@ impl Source {
                 let start = self.info.to_unix_ns(s.start_ns);
                 let end = self.info.to_unix_ns(s.end_ns);
                 if s.depth == 0 {
-                    self.add_busy(start, end, ctx);
+                    self.add_busy(start, end, ctx, Busy::Any);
+                }
+                if s.kind.is_sync() {
+                    self.add_busy(start, end, ctx, Busy::Sync);
                 }
                 if !usable(end) {
                     return 1;
@@ -310,8 +322,9 @@ impl Source {
         );
     }
 
-    /// Adds `[start, end)` (Unix ns) to the busy time of every open window it overlaps.
-    fn add_busy(&mut self, start: u64, end: u64, ctx: &PollCtx) {
+    /// Adds `[start, end)` (Unix ns) to the busy (or sync) time of every open window it
+    /// overlaps.
+    fn add_busy(&mut self, start: u64, end: u64, ctx: &PollCtx, which: Busy) {
         if end <= start {
             return;
         }
@@ -320,11 +333,12 @@ impl Source {
         let first = win.index(start).max(ctx.open_from);
         for w in first..=last {
             let (ws, we) = (win.start(w), win.end(w));
-            self.windows
-                .entry(w)
-                .or_default()
-                .busy
-                .add(start.max(ws), end.min(we));
+            let rw = self.windows.entry(w).or_default();
+            let union = match which {
+                Busy::Any => &mut rw.busy,
+                Busy::Sync => &mut rw.sync,
+            };
+            union.add(start.max(ws), end.min(we));
         }
     }
 
@@ -335,19 +349,30 @@ impl Source {
             return;
         }
         let now_unix = self.info.to_unix_ns(ctx.now_mono);
-        let open: Vec<u64> = self
+        let open: Vec<(u64, bool, bool)> = self
             .asm
             .open_spans()
             .iter()
-            .filter(|o| o.depth == 0)
-            .map(|o| self.info.to_unix_ns(o.start_ns))
+            .map(|o| {
+                (
+                    self.info.to_unix_ns(o.start_ns),
+                    o.depth == 0,
+                    o.kind.is_sync(),
+                )
+            })
             .collect();
-        for start in open {
-            self.add_busy(start, now_unix, ctx);
+        for (start, top, sync) in open {
+            if top {
+                self.add_busy(start, now_unix, ctx, Busy::Any);
+            }
+            if sync {
+                self.add_busy(start, now_unix, ctx, Busy::Sync);
+            }
         }
         let floor = now_unix.saturating_sub(ctx.grace_ns);
         for w in self.windows.values_mut() {
             w.busy.advance(floor);
+            w.sync.advance(floor);
         }
     }
 

@@ -164,6 +164,9 @@ pub struct RankWindow {
     pub ops: HashMap<OpKey, OpAcc, FxBuild>,
     pub iterations: Vec<IterationSample>,
     pub busy: IntervalUnion,
+    /// Time with a collective or P2P span open (async ones included: DDP's buckets
+    /// overlap each other and the backward pass, so their durations do not add up).
+    pub sync: IntervalUnion,
     pub events: u64,
 }
 
@@ -182,6 +185,7 @@ pub struct RankParts {
     pub ops: Vec<OpAcc>,
     pub iterations: Vec<IterationSample>,
     pub busy_ns: u64,
+    pub sync_busy_ns: u64,
     pub observed: IntervalUnion,
     pub events: u64,
     pub dropped_total: u64,
@@ -198,6 +202,7 @@ impl RankParts {
             ops: Vec::new(),
             iterations: Vec::new(),
             busy_ns: 0,
+            sync_busy_ns: 0,
             observed: IntervalUnion::default(),
             events: 0,
             dropped_total: 0,
@@ -221,6 +226,7 @@ impl RankParts {
             _ => None,
         };
         self.busy_ns += w.busy.total();
+        self.sync_busy_ns += w.sync.total();
         self.observed.add(observed.0, observed.1);
         self.events += w.events;
         self.dropped_total += dropped_total;
@@ -260,6 +266,7 @@ impl RankParts {
             iterations: self.iterations,
             ops,
             busy_ns: self.busy_ns.min(observed_ns),
+            sync_busy_ns: Some(self.sync_busy_ns.min(observed_ns)),
             observed_ns,
             events: self.events,
             dropped_total: self.dropped_total,

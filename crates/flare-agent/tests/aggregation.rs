@@ -147,6 +147,9 @@ fn a_window_summary_has_exact_counts_percentiles_bandwidth_iterations_and_busy_t
     // Busy: [1,2] + [3,4] + [4.5,5.4] + [9.5,10] = 3.4 s; watched from the first
     // event (1 s) to the window's end: 9 s.
     assert_eq!(rk.busy_ns, 3400 * MS);
+    // In collectives: [1.2,1.3] + [3.2,3.4] (nested) + [4.5,5.4] (the async all-gather
+    // and the third all-reduce overlapping, counted once) = 1.2 s.
+    assert_eq!(rk.sync_busy_ns, Some(1200 * MS));
     assert_eq!(rk.observed_ns, 9 * SEC);
     assert!((rk.void_share() - (1.0 - 3.4 / 9.0)).abs() < 1e-12);
     // 3 steps + 2x2 forward + 3x2 all-reduce + 2 all-gather + 2000 tiny; the checkpoint's
@@ -163,6 +166,7 @@ fn a_window_summary_has_exact_counts_percentiles_bandwidth_iterations_and_busy_t
         (OpKind::Checkpoint, 1, SEC, 5_000)
     );
     assert_eq!(rk.busy_ns, 500 * MS);
+    assert_eq!(rk.sync_busy_ns, Some(0));
     assert_eq!(rk.observed_ns, window_ns);
     assert_eq!(rk.events, 1);
     // Ops are listed heaviest first.

@@ -127,7 +127,15 @@ fn a_slow_nic_is_never_called_a_slow_gpu_live() {
                     || warned
                         .iter()
                         .any(|f| f.culprits.iter().any(|c| c.rank == rank)),
-                "seed {seed}: {rank:?} not named"
+                "seed {seed}: {rank:?} not named: {:?}",
+                warned
+                    .iter()
+                    .map(|f| (
+                        f.kind,
+                        f.culprits.iter().map(|c| c.rank).collect::<Vec<_>>(),
+                        f.summary.clone()
+                    ))
+                    .collect::<Vec<_>>()
             );
         }
     }

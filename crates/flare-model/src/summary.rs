@@ -46,6 +46,10 @@ pub struct RankSummary {
     /// Time with at least one top-level span open, in ns (the rest is "void": the
     /// process did nothing Flare can see).
     pub busy_ns: u64,
+    /// Time with at least one collective or P2P span open, in ns (overlapping spans,
+    /// async ones included, count once); absent from agents older than this field.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sync_busy_ns: Option<u64>,
     /// The part of the window this rank was observed in, in ns.
     pub observed_ns: u64,
     /// Events recorded by the rank's tracer in the window.

@@ -684,6 +684,7 @@ mod tests {
                     iterations: vec![],
                     ops: vec![],
                     busy_ns: 0,
+                    sync_busy_ns: None,
                     observed_ns: 1_000,
                     events: 0,
                     dropped_total: 0,

@@ -166,6 +166,7 @@ fn node_summary(job: &str, node: u32, window: u64, slow_rank: Option<u32>) -> Wi
                         ),
                     ],
                     busy_ns: ns(iter_ms),
+                    sync_busy_ns: None,
                     observed_ns: ns(iter_ms),
                     events: its * 52,
                     dropped_total: 0,

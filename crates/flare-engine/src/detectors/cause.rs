@@ -258,6 +258,13 @@ pub(crate) fn rank_cause(
             "kernel launches that cannot keep its GPU busy",
             "the CPU of this rank is the bottleneck: check CPU contention and pinning on its node, accidental device syncs, and use CUDA graphs or fewer, larger kernels",
         )
+    } else if compute_ratio.is_none() && a.ctx.meta.cpu_compute {
+        (
+            FindingKind::SlowRank,
+            Component::Process,
+            "its own delays before collectives (the trace has no compute or host ops to tell slow compute from a stall)",
+            "trace this rank's compute and host side (flare.span around forward/backward, or torch.profiler) to tell slow compute from a stall; meanwhile check its node's CPU load and pinning",
+        )
     } else if compute_ratio.is_none() {
         (
             FindingKind::SlowRank,

@@ -94,6 +94,7 @@ fn job(
                 op("allreduce", OpKind::AllReduce, Some("dp"), its, ns(sync)),
             ],
             busy_ns: ns(iter_ms),
+            sync_busy_ns: None,
             observed_ns: ns(iter_ms),
             events: its * 62,
             dropped_total: 0,
@@ -132,6 +133,7 @@ fn stray_milliseconds_in_a_nearly_idle_window_are_not_a_straggler() {
                         )],
                     },
                     busy_ns: 0,
+                    sync_busy_ns: None,
                     observed_ns: 2_000 * MS,
                     events: 2,
                     dropped_total: 0,
@@ -387,18 +389,73 @@ fn fewer_than_three_ranks_is_inconclusive() {
 }
 
 #[test]
-fn ranks_with_only_collectives_and_no_busy_time_are_not_compared() {
-    let mut w = job(4, |_| 1.0, |_| 0.0);
+fn ranks_that_traced_only_collectives_are_compared_by_their_time_outside_them() {
+    // plain flare.init(): the collectives are traced, the work between them is not.
+    let untraced = |host_extra: f64| {
+        let mut w = job(4, |_| 1.0, |r| if r == 2 { host_extra } else { 0.0 });
+        for s in &mut w {
+            for r in &mut s.ranks {
+                r.busy_ns = 0;
+                r.ops.retain(|o| o.kind.is_sync());
+            }
+        }
+        analyze(&w)
+    };
+    let d = untraced(0.0);
+    assert!(d.conclusive, "{:?}", d.notes);
+    assert!(
+        d.findings.iter().all(|f| f.severity == Severity::Info),
+        "{:#?}",
+        d.findings
+    );
+    // Rank 2 stalls 30 ms per step outside anything traced: its peers wait for it in
+    // their collectives. It is named, and nothing claims to know which part is slow.
+    let d = untraced(30.0);
+    let warn: Vec<&Finding> = d
+        .findings
+        .iter()
+        .filter(|f| f.severity > Severity::Info)
+        .collect();
+    assert_eq!(warn.len(), 1, "{:#?}", d.findings);
+    assert_eq!(warn[0].culprits[0].rank, Some(2));
+    assert_eq!(warn[0].kind, FindingKind::SlowRank, "{:#?}", warn[0]);
+}
+
+#[test]
+fn overlapping_collectives_count_once_in_a_ranks_time_outside_them() {
+    // DDP: each bucket's all-reduce is an async span, several in flight at once and
+    // overlapping the backward pass, so their durations add up to more than the window.
+    // The agent's union of them (sync_busy_ns) is what the rank spent in collectives.
+    let mut w = job(4, |_| 1.0, |r| if r == 1 { 30.0 } else { 0.0 });
     for s in &mut w {
         for r in &mut s.ranks {
             r.busy_ns = 0;
+            let sync: u64 = r
+                .ops
+                .iter()
+                .filter(|o| o.kind.is_sync())
+                .map(|o| o.total_ns)
+                .sum();
+            r.sync_busy_ns = Some(sync);
             r.ops.retain(|o| o.kind.is_sync());
+            // Four buckets, each the whole reduction long: more than the window in all.
+            for o in &mut r.ops {
+                o.total_ns *= 4;
+                o.count *= 4;
+            }
+            r.gpu = Some(false);
         }
     }
     let d = analyze(&w);
-    assert!(!d.conclusive);
-    assert!(d.findings.is_empty());
-    assert!(d.notes[0].contains("not compared"), "{:?}", d.notes);
+    let warn: Vec<&Finding> = d
+        .findings
+        .iter()
+        .filter(|f| f.severity > Severity::Info)
+        .collect();
+    assert_eq!(warn.len(), 1, "{:#?} {:?}", d.findings, d.notes);
+    assert_eq!(warn[0].culprits[0].rank, Some(1));
+    // No GPU seen: the advice names none.
+    assert!(!warn[0].action.contains("GPU"), "{}", warn[0].action);
 }
 
 #[test]

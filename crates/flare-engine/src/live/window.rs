@@ -35,8 +35,11 @@ pub struct LiveRank {
     pub observed_ns: f64,
     /// Time with a span open; 0 when the tracer did not report it.
     pub busy_ns: f64,
-    /// Time in collectives and P2P.
+    /// Time in collectives and P2P (the sum of their durations).
     pub sync_ns: f64,
+    /// Time with one open (overlapping ones counted once); NaN when the agent did not
+    /// report it.
+    pub sync_busy_ns: f64,
     pub compute_ns: f64,
     pub compute_ops: u64,
     /// FLOPs of the compute ops that carry them, and those ops' time.
@@ -73,13 +76,33 @@ impl LiveRank {
         self.compute_ops > 0 || !self.host_ops.is_empty()
     }
 
-    /// Time outside collectives and P2P: busy time minus sync time whatever it traced;
-    /// the sum of its work ops when the tracer did not report busy time.
+    /// Time in collectives and P2P: the union of their spans where the agent reported
+    /// it (overlapping async spans count once), else the sum of their durations.
+    pub fn in_sync_ns(&self) -> f64 {
+        if self.sync_busy_ns.is_finite() {
+            self.sync_busy_ns
+        } else {
+            self.sync_ns
+        }
+    }
+
+    /// Traced time outside collectives and P2P: busy time minus sync time whatever it
+    /// traced; the sum of its work ops when the tracer did not report busy time.
     pub fn own_ns(&self) -> f64 {
         if self.busy_ns > 0.0 {
-            (self.busy_ns - self.sync_ns).max(0.0)
+            (self.busy_ns - self.in_sync_ns()).max(0.0)
         } else {
             self.compute_ns + self.host_total()
+        }
+    }
+
+    /// All of its time outside collectives and P2P, traced or not; NaN for a rank that
+    /// did not step in the window (a job starting or ending: its edges are not work).
+    pub fn outside_sync_ns(&self) -> f64 {
+        if self.iterations > 0 && self.observed_ns > 0.0 {
+            (self.observed_ns - self.in_sync_ns()).max(0.0)
+        } else {
+            f64::NAN
         }
     }
 
@@ -187,6 +210,7 @@ fn rank_totals(r: &flare_model::RankSummary, node: &str) -> LiveRank {
         groups: BTreeSet::new(),
         dropped: r.dropped_total,
         gpu: r.gpu,
+        sync_busy_ns: r.sync_busy_ns.map_or(f64::NAN, |v| v as f64),
     };
     let mut issue: Vec<(u64, u64)> = Vec::new();
     for o in &r.ops {
