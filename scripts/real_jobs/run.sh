@@ -2,6 +2,7 @@
 # Runs every real job (scripts/real_jobs/jobs.py) into OUT_DIR/<job>_<fault>/ and prints
 # Flare's answer beside the truth. CPU PyTorch (about 5 GB) is installed once into
 # target/torch-venv; later runs reuse it. Usage: bash scripts/real_jobs/run.sh OUT_DIR
+# (`run.sh --venv-only`: only make sure the venv has PyTorch).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 OUT="${1:?usage: run.sh OUT_DIR}"
@@ -20,6 +21,7 @@ fi
 if ! "$VENV/bin/python" -c "import torch" 2>/dev/null; then
     "$VENV/bin/python" -m pip install --quiet "$TORCH"
 fi
+[[ "$OUT" == --venv-only ]] && exit 0
 [[ -x "$FLARE" ]] || (cd "$ROOT" && cargo build --release -p flare-cli)
 for job_fault in ddp:none ddp:extra_work ddp:dataloader ddp:host_stall \
     allreduce:none allreduce:extra_work allreduce:late \

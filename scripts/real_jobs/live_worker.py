@@ -1,0 +1,46 @@
+"""A plain DDP job as a user writes it, for the live path: torchrun, Gloo, flare.init() and
+flare.step(), nothing else traced by hand. Environment: SLOW_RANK (default none), FAULT
+(`extra`: 6 extra no-grad forward passes per step on the slow rank, about a third more
+compute; `stall`: it sleeps 30 ms per step outside anything traced), SECS (how long).
+"""
+
+import os
+import time
+
+import flare
+import torch
+import torch.distributed as dist
+
+dist.init_process_group("gloo")
+flare.init()
+rank = dist.get_rank()
+slow = int(os.environ.get("SLOW_RANK", "-1")) == rank
+fault = os.environ.get("FAULT", "none")
+torch.set_num_threads(1)
+torch.manual_seed(0)
+model = torch.nn.Sequential(*[torch.nn.Linear(512, 512) for _ in range(4)])
+ddp = torch.nn.parallel.DistributedDataParallel(model)
+opt = torch.optim.SGD(ddp.parameters(), lr=0.01)
+x = torch.randn(64, 512)
+start = time.time()
+step = 0
+while True:
+    if slow and fault == "stall":
+        time.sleep(0.03)
+    if slow and fault == "extra":
+        with torch.no_grad():
+            for _ in range(6):
+                model(x)
+    ddp(x).pow(2).sum().backward()
+    opt.step()
+    opt.zero_grad()
+    step += 1
+    flare.step(step)
+    # Every rank stops after the same step: rank 0 decides.
+    stop = torch.tensor([1.0 if rank == 0 and time.time() - start > float(os.environ.get("SECS", "16")) else 0.0])
+    dist.all_reduce(stop)
+    if stop.item() > 0:
+        break
+dist.destroy_process_group()
+flare.shutdown()
+print(f"rank {rank}: {step} steps", flush=True)
