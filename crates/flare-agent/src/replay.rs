@@ -39,12 +39,21 @@ pub fn summaries_of_trace(trace: &Trace, job_id: &str, window_ns: u64) -> Vec<Ve
         for o in &r.ops {
             let Some(end) = o.end() else { continue };
             let wi = index(end);
-            let w = per_window.entry(wi).or_default();
-            // Busy time inside the window, as the agent settles it.
-            w.busy.add(at(o.start_ns).max(wi * window_ns), at(end));
-            if o.kind.is_sync() {
-                w.sync.add(at(o.start_ns).max(wi * window_ns), at(end));
+            // Busy (and sync) time in every window the op overlaps, as the agent settles
+            // it: an op across a window edge is busy on both sides.
+            let (a, b) = (at(o.start_ns), at(end));
+            for wj in (a / window_ns).min(wi)..=wi {
+                let (ws, we) = (wj * window_ns, (wj + 1) * window_ns);
+                let (s, e) = (a.max(ws), b.min(we));
+                if e > s {
+                    let w = per_window.entry(wj).or_default();
+                    w.busy.add(s, e);
+                    if o.kind.is_sync() {
+                        w.sync.add(s, e);
+                    }
+                }
             }
+            let w = per_window.entry(wi).or_default();
             w.events += 1;
             let group = o.comm().map(|c| {
                 let size = trace

@@ -261,10 +261,6 @@ fn rank_iteration(r: &LiveRank, f: f64) -> RankIteration {
     }
 }
 
-/// The share of a rank's time outside collectives that its spans must cover for the
-/// traced work alone to be compared (below it, the untraced time is most of the signal).
-const MIN_COVERAGE: f64 = 0.5;
-
 /// Each peer's own time against the median of the other peers' ([`SelfTime`]), when the
 /// group is large enough and did real work in the window: a few stray milliseconds of
 /// ranks that were nearly idle (a job starting or ending) must not read as a huge excess.
@@ -279,25 +275,9 @@ fn self_times(
     if peers.len() < cfg.min_ranks.max(2) {
         return;
     }
-    // What is compared: the traced work outside collectives, or, where the spans cover
-    // little of that time (a job that traces its collectives and little else: plain
-    // DDP under flare.init()), all of the time outside them, traced or not.
-    let mut coverage: Vec<f64> = peers
-        .iter()
-        .map(|r| r.own_ns() / r.outside_sync_ns())
-        .filter(|c| c.is_finite())
-        .collect();
-    let untraced = coverage.len() == peers.len() && median(&mut coverage) < MIN_COVERAGE;
-    let own_of = |r: &LiveRank| {
-        if untraced {
-            r.outside_sync_ns()
-        } else {
-            r.own_ns()
-        }
-    };
     let mut shares: Vec<f64> = peers
         .iter()
-        .map(|r| own_of(r) / r.observed_ns.max(1.0))
+        .map(|r| r.own_ns() / r.observed_ns.max(1.0))
         .collect();
     if median(&mut shares) < cfg.min_own_share {
         let mut who: Vec<u32> = peers.iter().map(|r| r.rank).collect();
@@ -309,7 +289,7 @@ fn self_times(
         ));
         return;
     }
-    let own: Vec<f64> = peers.iter().zip(f).map(|(r, f)| own_of(r) * f).collect();
+    let own: Vec<f64> = peers.iter().zip(f).map(|(r, f)| r.own_ns() * f).collect();
     let mut sorted = own.clone();
     sorted.sort_by(f64::total_cmp);
     for (i, r) in peers.iter().enumerate() {

@@ -422,6 +422,34 @@ fn ranks_that_traced_only_collectives_are_compared_by_their_time_outside_them() 
 }
 
 #[test]
+fn a_stall_outside_any_span_is_named_though_the_rank_traces_its_compute() {
+    // Rank 5 stalls 30 ms per step outside every span: its traced work is its peers',
+    // its busy time shorter, and its peers wait for it in their all-reduce.
+    let mut w = job(8, |_| 1.0, |r| if r == 5 { 30.0 } else { 0.0 });
+    for s in &mut w {
+        for r in s.ranks.iter_mut().filter(|r| r.rank == 5) {
+            let stall = 30 * MS * r.iterations.len() as u64;
+            for o in &mut r.ops {
+                if o.kind == OpKind::GarbageCollection {
+                    o.total_ns -= stall;
+                }
+            }
+            r.busy_ns -= stall;
+        }
+    }
+    let d = analyze(&w);
+    let warn: Vec<&Finding> = d
+        .findings
+        .iter()
+        .filter(|f| f.severity > Severity::Info)
+        .collect();
+    assert_eq!(warn.len(), 1, "{:#?}", d.findings);
+    assert_eq!(warn[0].culprits[0].rank, Some(5));
+    // Not its GPU, not a traced host phase: outside what it traced.
+    assert_eq!(warn[0].kind, FindingKind::SlowRank, "{:#?}", warn[0]);
+}
+
+#[test]
 fn overlapping_collectives_count_once_in_a_ranks_time_outside_them() {
     // DDP: each bucket's all-reduce is an async span, several in flight at once and
     // overlapping the backward pass, so their durations add up to more than the window.

@@ -86,23 +86,19 @@ impl LiveRank {
         }
     }
 
-    /// Traced time outside collectives and P2P: busy time minus sync time whatever it
-    /// traced; the sum of its work ops when the tracer did not report busy time.
+    /// Its time outside collectives and P2P, what its peers compare. For a rank that
+    /// stepped in the window: all of it, traced or not (a host stall outside any span, or
+    /// work nothing traces, delays its peers as much as slow compute does; the batch
+    /// engine's self time between collectives counts it too). Otherwise (a window where
+    /// the job starts or ends, whose edges are not work): busy time minus sync time; the
+    /// sum of its work ops when the tracer did not report busy time.
     pub fn own_ns(&self) -> f64 {
-        if self.busy_ns > 0.0 {
+        if self.iterations > 0 && self.observed_ns > 0.0 {
+            (self.observed_ns - self.in_sync_ns()).max(0.0)
+        } else if self.busy_ns > 0.0 {
             (self.busy_ns - self.in_sync_ns()).max(0.0)
         } else {
             self.compute_ns + self.host_total()
-        }
-    }
-
-    /// All of its time outside collectives and P2P, traced or not; NaN for a rank that
-    /// did not step in the window (a job starting or ending: its edges are not work).
-    pub fn outside_sync_ns(&self) -> f64 {
-        if self.iterations > 0 && self.observed_ns > 0.0 {
-            (self.observed_ns - self.in_sync_ns()).max(0.0)
-        } else {
-            f64::NAN
         }
     }
 
