@@ -16,7 +16,7 @@ fn hangs(all: &[WindowSummary]) -> Vec<&HangRecord> {
 }
 
 #[test]
-fn a_stalled_span_is_reported_once_with_native_stacks_and_a_progressing_one_is_not() {
+fn a_stalled_span_is_captured_once_with_native_stacks_and_a_progressing_one_is_not() {
     let dir = tempfile::tempdir().unwrap();
     let mut r = Ring::create(dir.path(), "hang", 3, 8, std::process::id());
     let now = unix_now();
@@ -44,7 +44,12 @@ fn a_stalled_span_is_reported_once_with_native_stacks_and_a_progressing_one_is_n
     }
     all.extend(c.flush());
     let h = hangs(&all);
-    assert_eq!(h.len(), 1, "{h:#?}");
+    // One hang, captured once; a window edge inside the run reports it in both windows.
+    assert!(!h.is_empty() && h.len() <= 2, "{h:#?}");
+    assert!(
+        h.iter().all(|x| x.op == h[0].op && x.stacks == h[0].stacks),
+        "{h:#?}"
+    );
     let h = h[0];
     assert_eq!((h.rank, h.pid), (3, std::process::id()));
     assert_eq!(
@@ -84,7 +89,7 @@ fn a_hang_is_reported_in_every_window_until_its_op_ends() {
     cfg.window = Duration::from_secs(1);
     cfg.py_spy = None;
     let mut c = Collector::new(cfg).unwrap();
-    let mut all = Vec::new();
+    let mut all: Vec<WindowSummary> = Vec::new();
     let poll_for = |c: &mut Collector, all: &mut Vec<WindowSummary>, ms: u64| {
         let t0 = Instant::now();
         while t0.elapsed() < Duration::from_millis(ms) {
@@ -92,7 +97,14 @@ fn a_hang_is_reported_in_every_window_until_its_op_ends() {
             std::thread::sleep(Duration::from_millis(50));
         }
     };
-    poll_for(&mut c, &mut all, 4200);
+    // Until three windows have closed with the hang in them (a loaded machine stretches
+    // the capture and the windows' grace: no fixed sleep is long enough).
+    let t0 = Instant::now();
+    while t0.elapsed() < Duration::from_secs(30)
+        && all.iter().filter(|s| !s.hangs.is_empty()).count() < 3
+    {
+        poll_for(&mut c, &mut all, 200);
+    }
     // The collective completes: the hang is over.
     r.end(0, "stuck_all_reduce", OpKind::AllReduce, unix_now());
     let ended = unix_now();
@@ -179,7 +191,9 @@ fn a_hung_python_process_gets_py_spy_stacks() {
     let _ = child.kill();
     let _ = child.wait();
     let h = hangs(&all);
-    assert_eq!(h.len(), 1, "{h:#?}");
+    // Captured once; a window edge inside the run reports it in both windows.
+    assert!(!h.is_empty() && h.len() <= 2, "{h:#?}");
+    assert!(h.iter().all(|x| x.stacks == h[0].stacks), "{h:#?}");
     assert_eq!(h[0].op, "py_stuck_op");
     assert_eq!(h[0].stack_source, "py-spy", "{:#?}", h[0].stacks);
     let frames: Vec<&String> = h[0].stacks.iter().flat_map(|t| &t.frames).collect();
