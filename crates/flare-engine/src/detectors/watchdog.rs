@@ -71,14 +71,18 @@ fn hang_findings(w: &LiveWindow) -> Vec<Finding> {
         .filter(|g| g.kind.is_sync())
         .flat_map(|g| g.ranks.keys().copied())
         .collect();
+    let cpu_only = w.cpu_only();
     groups
-        .values()
-        .map(|g| {
+        .values_mut()
+        .filter_map(|g| {
             if g.kind.is_sync() {
-                sync_hang(g, aggs, &waiting, world_size)
-            } else {
-                local_hang(g)
+                return Some(sync_hang(g, aggs, &waiting, world_size));
             }
+            // A rank waiting in a collective (DDP's bucket all-reduce inside `backward`, a
+            // collective inside a traced step) is stuck in its enclosing span because of
+            // that wait: the span is not its own hang.
+            g.ranks.retain(|r, _| !waiting.contains(r));
+            (!g.ranks.is_empty()).then(|| local_hang(g, cpu_only))
         })
         .collect()
 }
@@ -305,10 +309,16 @@ fn sync_hang(
     }
 }
 
-/// A rank stuck in its own compute kernel or host phase: it is the cause.
-fn local_hang(g: &HangGroup) -> Finding {
+/// A rank stuck in its own compute kernel or host phase: it is the cause. A job without
+/// GPUs computes on the CPU: its process, not a GPU, is what to look at.
+fn local_hang(g: &HangGroup, cpu_only: bool) -> Finding {
     let stuck: Vec<u32> = g.ranks.keys().copied().collect();
-    let (component, action) = if g.kind == OpKind::Compute {
+    let (component, action) = if g.kind == OpKind::Compute && cpu_only {
+        (
+            Component::Process,
+            "see where the process is (py-spy dump --pid on its node): its compute runs on the CPU, so a loop that never ends, a lock or a blocked thread",
+        )
+    } else if g.kind == OpKind::Compute {
         (
             Component::Gpu,
             "check the GPU (nvidia-smi, kernel log for Xid errors); restart from the last checkpoint without this node if it is faulty",

@@ -359,6 +359,58 @@ fn a_hang_record_gives_a_critical_hang_naming_the_rank_not_stuck() {
 }
 
 #[test]
+fn ranks_waiting_inside_backward_are_not_blamed_for_it_the_rank_they_wait_for_is() {
+    // A DDP hang on a CPU job: ranks 0, 1, 3 wait in their bucket all-reduce inside
+    // `forward_backward` (the watchdog reports both spans); rank 2 never reaches it.
+    let mut w = job(4, |_| 1.0, |_| 0.0);
+    let record = |rank: u32, op: &str, kind: OpKind, group: Option<&str>| HangRecord {
+        rank,
+        pid: 1000 + rank,
+        op: op.into(),
+        kind,
+        group: group.map(String::from),
+        in_flight_ns: 60_000 * MS,
+        detected_unix_ns: 1,
+        stacks: vec![],
+        stack_source: "native".into(),
+    };
+    for r in [0, 1, 3] {
+        w[0].hangs
+            .push(record(r, "forward_backward", OpKind::Compute, None));
+        w[0].hangs.push(record(
+            r,
+            "ddp_all_reduce",
+            OpKind::AllReduce,
+            Some("world"),
+        ));
+    }
+    for s in &mut w {
+        for r in &mut s.ranks {
+            r.gpu = Some(false);
+        }
+    }
+    let d = analyze(&w);
+    let hangs: Vec<&Finding> = d
+        .findings
+        .iter()
+        .filter(|f| f.kind == FindingKind::Hang)
+        .collect();
+    assert_eq!(hangs.len(), 1, "{:#?}", d.findings);
+    assert_eq!(hangs[0].culprits[0].rank, Some(2), "{:#?}", hangs[0]);
+    for f in &d.findings {
+        assert!(
+            !f.action.contains("Xid") && !f.action.contains("nvidia-smi"),
+            "{}",
+            f.action
+        );
+        assert!(
+            f.culprits.iter().all(|c| c.component != Component::Gpu),
+            "{f:#?}"
+        );
+    }
+}
+
+#[test]
 fn a_rank_stuck_in_a_kernel_is_its_own_cause() {
     let mut w = job(4, |_| 1.0, |_| 0.0);
     w[0].hangs.push(HangRecord {
