@@ -3,7 +3,8 @@
 # live_worker.py under flare.init(); prints each 2-s window's verdict and warnings.
 # Installs CPU PyTorch into target/torch-venv once (as run.sh) and Flare's Python package
 # into it. Usage: bash scripts/real_jobs/live.sh FAULT [SLOW_RANK] [SECS]
-#   FAULT: none | extra | stall (see live_worker.py)
+#   FAULT: none | extra | stall | hang (see live_worker.py; a hung job is stopped 40 s
+#   after the hang, with the agent's watchdog at 10 s)
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 FAULT="${1:?usage: live.sh none|extra|stall [SLOW_RANK] [SECS]}"
@@ -24,10 +25,13 @@ mkdir "$TMP/shm"
 for _ in $(seq 50); do [[ -s "$TMP/server.out" ]] && break; sleep 0.1; done
 URL="$(head -1 "$TMP/server.out" | sed 's/listening on //')"
 "$FLARE" agent --shm-dir "$TMP/shm" --node node0 --server "$URL" --token t --window 2s --poll 50ms \
+    --hang-timeout 10s \
     >"$TMP/agent.out" 2>"$TMP/agent.log" &
 PORT="$("$VENV/bin/python" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
+LIMIT=$((SECS + 120))
+[[ "$FAULT" == hang ]] && LIMIT=$((SECS / 2 + 40))
 if ! FLARE_SHM_DIR="$TMP/shm" SLOW_RANK="$SLOW" FAULT="$FAULT" SECS="$SECS" OMP_NUM_THREADS=1 \
-    "$VENV/bin/torchrun" --nproc-per-node 4 --master-port "$PORT" \
+    timeout -s INT "$LIMIT" "$VENV/bin/torchrun" --nproc-per-node 4 --master-port "$PORT" \
     "$ROOT/scripts/real_jobs/live_worker.py" >"$TMP/job.log" 2>&1; then
     echo "the job failed (its windows are still shown):" >&2
     grep -v Warning "$TMP/job.log" | tail -5 >&2
@@ -59,4 +63,7 @@ for w in range(job["first_window"], job["last_window"] + 1):
         continue
     warn = [(f["kind"], [c.get("rank") for c in f["culprits"]][:3]) for f in d["findings"] if f["severity"] != "info"]
     print(w, d["verdict"], warn)
+    for f in d["findings"]:
+        if f["kind"] == "hang":
+            print("   ", f["summary"][:160], "|", f["action"][:120])
 PY

@@ -1,7 +1,9 @@
 """A plain DDP job as a user writes it, for the live path: torchrun, Gloo, flare.init() and
 flare.step(), nothing else traced by hand. Environment: SLOW_RANK (default none), FAULT
 (`extra`: 6 extra no-grad forward passes per step on the slow rank, about a third more
-compute; `stall`: it sleeps 30 ms per step outside anything traced), SECS (how long).
+compute; `stall`: it sleeps 30 ms per step outside anything traced; `hang`: after SECS/2
+it stops for good before its forward pass, so its peers wait in DDP's all-reduce), SECS
+(how long).
 """
 
 import os
@@ -27,6 +29,9 @@ step = 0
 while True:
     if slow and fault == "stall":
         time.sleep(0.03)
+    if slow and fault == "hang" and time.time() - start > float(os.environ.get("SECS", "16")) / 2:
+        while True:
+            time.sleep(1)
     if slow and fault == "extra":
         with torch.no_grad():
             for _ in range(6):

@@ -192,10 +192,16 @@ fn sync_hang(
             .collect(),
         None => vec![],
     };
-    let (suspects, why) = if !members.is_empty() {
-        (members, "used the same group but are not stuck in it")
-    } else {
-        (free, "are not stuck in any collective")
+    let same_group = !members.is_empty();
+    let suspects = if same_group { members } else { free };
+    // What the suspects did, for one rank or several.
+    let why = |one: bool| {
+        let are = if one { "is" } else { "are" };
+        if same_group {
+            format!("used the same group but {are} not stuck in it")
+        } else {
+            format!("{are} not stuck in any collective")
+        }
     };
     let absent: Vec<u32> = if world_size as usize <= 1 << 20 {
         (0..world_size).filter(|r| !aggs.contains_key(r)).collect()
@@ -233,10 +239,11 @@ fn sync_hang(
                 None,
                 Unit::Rank,
                 format!(
-                    "rank {} on {} (pid {}) {why}; it finished {} iteration{} in this window",
+                    "rank {} on {} (pid {}) {}; it finished {} iteration{} in this window",
                     a.rank,
                     a.node,
                     a.pid,
+                    why(true),
                     a.iterations,
                     if a.iterations == 1 { "" } else { "s" }
                 ),
@@ -245,11 +252,12 @@ fn sync_hang(
         let first = suspects[0];
         (
             format!(
-                "job hangs in {what}: rank{} {} stuck up to {longest_s:.0} s; rank{} {} {why} (likely cause)",
+                "job hangs in {what}: rank{} {} stuck up to {longest_s:.0} s; rank{} {} {} (likely cause)",
                 plural(stuck.len()),
                 rank_list(&stuck, 8),
                 plural(ranks.len()),
                 rank_list(&ranks, 8),
+                why(ranks.len() == 1),
             ),
             format!(
                 "see where rank {} is: py-spy dump --pid {} on {}; it never entered the collective its peers wait in (a code path that skips it, an exception, a stuck dataloader)",
