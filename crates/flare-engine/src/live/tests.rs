@@ -15,6 +15,14 @@ fn analyze(w: &[WindowSummary]) -> LiveDiagnosis {
 
 const MS: u64 = 1_000_000;
 
+/// A diagnosis's findings above info (warnings here: nothing in these windows hangs).
+fn warnings(d: &LiveDiagnosis) -> Vec<&Finding> {
+    d.findings
+        .iter()
+        .filter(|f| f.severity > Severity::Info)
+        .collect()
+}
+
 fn op(name: &str, kind: OpKind, group: Option<&str>, count: u64, total_ns: u64) -> OpStats {
     OpStats {
         name: name.into(),
@@ -188,11 +196,7 @@ fn finds_a_slow_gpu_among_eight() {
     let d = analyze(&w);
     assert!(d.conclusive);
     assert_eq!(d.ranks, 8);
-    let warn: Vec<&Finding> = d
-        .findings
-        .iter()
-        .filter(|f| f.severity == Severity::Warning)
-        .collect();
+    let warn = warnings(&d);
     assert_eq!(warn.len(), 1, "{:#?}", d.findings);
     assert_eq!(warn[0].kind, FindingKind::SlowGpu);
     assert_eq!(warn[0].culprits[0].rank, Some(5));
@@ -216,11 +220,7 @@ fn a_job_whose_agents_saw_no_gpu_gets_cpu_causes_and_no_gpu_advice() {
         }
     }
     let d = analyze(&w);
-    let warn: Vec<&Finding> = d
-        .findings
-        .iter()
-        .filter(|f| f.severity == Severity::Warning)
-        .collect();
+    let warn = warnings(&d);
     assert_eq!(warn.len(), 1, "{:#?}", d.findings);
     assert_eq!(warn[0].culprits[0].rank, Some(5));
     assert_eq!(warn[0].kind, FindingKind::SlowCpu, "{:#?}", warn[0]);
@@ -463,11 +463,7 @@ fn ranks_that_traced_only_collectives_are_compared_by_their_time_outside_them() 
     // Rank 2 stalls 30 ms per step outside anything traced: its peers wait for it in
     // their collectives. It is named, and nothing claims to know which part is slow.
     let d = untraced(30.0);
-    let warn: Vec<&Finding> = d
-        .findings
-        .iter()
-        .filter(|f| f.severity > Severity::Info)
-        .collect();
+    let warn = warnings(&d);
     assert_eq!(warn.len(), 1, "{:#?}", d.findings);
     assert_eq!(warn[0].culprits[0].rank, Some(2));
     assert_eq!(warn[0].kind, FindingKind::SlowRank, "{:#?}", warn[0]);
@@ -490,11 +486,7 @@ fn a_stall_outside_any_span_is_named_though_the_rank_traces_its_compute() {
         }
     }
     let d = analyze(&w);
-    let warn: Vec<&Finding> = d
-        .findings
-        .iter()
-        .filter(|f| f.severity > Severity::Info)
-        .collect();
+    let warn = warnings(&d);
     assert_eq!(warn.len(), 1, "{:#?}", d.findings);
     assert_eq!(warn[0].culprits[0].rank, Some(5));
     // Not its GPU, not a traced host phase: outside what it traced.
@@ -527,11 +519,7 @@ fn overlapping_collectives_count_once_in_a_ranks_time_outside_them() {
         }
     }
     let d = analyze(&w);
-    let warn: Vec<&Finding> = d
-        .findings
-        .iter()
-        .filter(|f| f.severity > Severity::Info)
-        .collect();
+    let warn = warnings(&d);
     assert_eq!(warn.len(), 1, "{:#?} {:?}", d.findings, d.notes);
     assert_eq!(warn[0].culprits[0].rank, Some(1));
     // No GPU seen: the advice names none.
@@ -641,11 +629,7 @@ fn a_rank_slow_only_in_an_earlier_window_is_not_reported_again() {
     let mut earlier: Vec<&LiveWindow> = rest.iter().collect();
     earlier.push(&slow);
     let d = analyze_window(current, &earlier, &cfg);
-    let warned: Vec<&Finding> = d
-        .findings
-        .iter()
-        .filter(|f| f.severity > Severity::Info)
-        .collect();
+    let warned = warnings(&d);
     assert!(warned.is_empty(), "{warned:#?}");
     // Reported in its own window.
     let then = analyze_window(&slow, &[], &cfg);
