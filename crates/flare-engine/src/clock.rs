@@ -24,10 +24,15 @@ pub struct ClockAlignment {
 /// Estimates per-rank clock offsets from shared collectives' end times and removes them.
 /// Ranks with no shared complete collective keep their clock (offset 0).
 pub fn align_clocks(trace: &mut Trace) -> ClockAlignment {
+    align_ranks(&mut trace.ranks)
+}
+
+/// [`align_clocks`] on ranks held without their trace (a chunk of every iteration).
+pub fn align_ranks(ranks: &mut [RankTrace]) -> ClockAlignment {
     let mut evidence = ClockEvidence::default();
-    evidence.add(&trace.ranks);
-    let al = evidence.solve(trace.ranks.iter().map(|r| r.rank));
-    apply(&al, &mut trace.ranks);
+    evidence.add(ranks);
+    let al = evidence.solve(ranks.iter().map(|r| r.rank));
+    apply(&al, ranks);
     al
 }
 

@@ -198,7 +198,10 @@ pub fn diagnose_with_machine(
     machine: Option<&flare_model::MachineMetrics>,
     cfg: &EngineConfig,
 ) -> Diagnosis {
-    diagnose_whole(trace, machine, cfg).diagnosis
+    // No per-rank breakdown: only the findings document shows it.
+    let mut run = run_whole(trace, cfg, false);
+    run.engine.set_machine_metrics(machine.cloned());
+    run.engine.diagnose()
 }
 
 /// [`diagnose_with_machine`], with what the findings document needs besides.
@@ -207,20 +210,27 @@ pub fn diagnose_whole(
     machine: Option<&flare_model::MachineMetrics>,
     cfg: &EngineConfig,
 ) -> Offline {
+    run_whole(trace, cfg, true).finish(machine)
+}
+
+/// Every iteration of `trace` pushed into one run; when some instance's members carry
+/// different iteration tags (time-windowed iterations, ops launched across a step
+/// boundary), each instance is tagged with its earliest member's iteration and the trace
+/// digested again.
+fn run_whole(trace: &Trace, cfg: &EngineConfig, breakdown: bool) -> OfflineRun {
     let its = trace.iterations_with_ops();
-    let mut run = OfflineRun::new(JobContext::from_trace(trace), its.len(), cfg);
-    run.push(&trace.ranks, &its)
-        .expect("a trace's iterations are distinct and pushed in order");
-    if run.needs_unified_instances() {
-        // Some instance's members carry different iteration tags (time-windowed
-        // iterations, ops launched across a step boundary): tag each instance with its
-        // earliest member's iteration and digest again.
-        let unified = trace.unify_instance_iterations();
-        run = OfflineRun::new(JobContext::from_trace(&unified), its.len(), cfg);
-        run.push(&unified.ranks, &its)
+    let run_of = |t: &Trace| {
+        let mut run = OfflineRun::with(JobContext::from_trace(t), its.len(), cfg, breakdown);
+        run.push(&t.ranks, &its)
             .expect("a trace's iterations are distinct and pushed in order");
+        run
+    };
+    let run = run_of(trace);
+    if run.needs_unified_instances() {
+        run_of(&trace.unify_instance_iterations())
+    } else {
+        run
     }
-    run.finish(machine)
 }
 
 /// A whole trace diagnosed as it is read, a run of iterations at a time (a native file read
@@ -229,7 +239,8 @@ pub fn diagnose_whole(
 /// [`OfflineRun::needs_unified_instances`] says that the trace must be held whole.
 pub struct OfflineRun {
     engine: Engine,
-    breakdown: breakdown::Breakdown,
+    /// `None` where nothing shows it ([`diagnose_with_machine`]).
+    breakdown: Option<breakdown::Breakdown>,
     ops: u64,
 }
 
@@ -253,7 +264,11 @@ impl Offline {
 impl OfflineRun {
     /// A run over a trace of `iterations` iterations (all of them are the window).
     pub fn new(ctx: JobContext, iterations: usize, cfg: &EngineConfig) -> Self {
-        let breakdown = breakdown::Breakdown::new(ctx.ranks.iter().copied());
+        Self::with(ctx, iterations, cfg, true)
+    }
+
+    fn with(ctx: JobContext, iterations: usize, cfg: &EngineConfig, breakdown: bool) -> Self {
+        let breakdown = breakdown.then(|| breakdown::Breakdown::new(ctx.ranks.iter().copied()));
         OfflineRun {
             engine: Engine::new(ctx, cfg.clone(), iterations),
             breakdown,
@@ -269,6 +284,9 @@ impl OfflineRun {
         // The breakdown beside the digest: it fills the engine's sequential phases.
         let parallel = par::threads_for(ops as usize, self.engine.config().threads()) > 1;
         let (engine, breakdown) = (&mut self.engine, &mut self.breakdown);
+        let Some(breakdown) = breakdown else {
+            return engine.push_ranks(ranks, iterations);
+        };
         let (pushed, ()) = par::join(
             parallel,
             || engine.push_ranks(ranks, iterations),
@@ -288,7 +306,9 @@ impl OfflineRun {
         self.engine.set_machine_metrics(machine.cloned());
         Offline {
             diagnosis: self.engine.diagnose(),
-            breakdown: self.breakdown,
+            breakdown: self.breakdown.expect(
+                "only diagnose_with_machine's runs skip the breakdown, and it never finishes one",
+            ),
             ctx: self.engine.into_context(),
             ops: self.ops,
         }

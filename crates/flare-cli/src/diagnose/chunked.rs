@@ -41,7 +41,7 @@ pub(super) fn diagnose(
         .count();
     let align = !a.no_align && header.meta.source != "simulator";
     // Offsets need every chunk's collectives: a file of several chunks is read twice.
-    let (reader, mut offsets) = if align && header.chunk_count > 1 {
+    let (reader, offsets) = if align && header.chunk_count > 1 {
         sp.set_message("reading collectives to align rank clocks");
         let mut evidence = ClockEvidence::default();
         for_each_chunk(reader, window, |chunk| {
@@ -71,16 +71,12 @@ pub(super) fn diagnose(
     ));
     for_each_chunk(reader, window, |chunk| {
         if align {
-            // One chunk (a version 1 file, or ranks out of iteration order): align it
-            // here, as a whole trace would be.
-            let al = offsets.get_or_insert_with(|| {
-                let mut evidence = ClockEvidence::default();
-                evidence.add(&chunk.ranks);
-                let al = evidence.solve(chunk.ranks.iter().map(|r| r.rank));
-                report_alignment(&al);
-                al
-            });
-            clock::apply(al, &mut chunk.ranks);
+            match &offsets {
+                Some(al) => clock::apply(al, &mut chunk.ranks),
+                // The only chunk (a version 1 file, or ranks out of iteration order):
+                // aligned on its own, as a whole trace is.
+                None => report_alignment(&clock::align_ranks(&mut chunk.ranks)),
+            }
         }
         run.push(&chunk.ranks, &chunk.iterations)
             .context("pushing a chunk into the engine")
