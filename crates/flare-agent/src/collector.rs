@@ -3,11 +3,11 @@
 //! (stack captures, pushes) happens on other threads.
 
 use crate::source::{Liveness, PollCtx, Source};
-use crate::watchdog::{CaptureRequest, Watchdog};
+use crate::watchdog::{Capture, CaptureRequest, Captured, Watchdog};
 use crate::window::{RankParts, RankWindow, Windows};
 use crate::{stacks, AgentConfig, AgentError};
 use flare_model::summary::SUMMARY_VERSION;
-use flare_model::{HangRecord, WindowSummary};
+use flare_model::{HangRecord, PeerStacks, WindowSummary};
 use flare_tracer::RingFile;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -87,6 +87,12 @@ pub struct Collector {
     /// window reports them again while the op stays stuck, so a hang stays open until it
     /// ends instead of showing once.
     ongoing: Vec<(String, HangRecord)>,
+    /// Stacks of not-stuck ranks waiting for their window to close: (window, job, stacks).
+    peers: Vec<(u64, String, PeerStacks)>,
+    /// Peer captures of hangs not over, reported again each window like `ongoing`.
+    ongoing_peers: Vec<(String, PeerStacks)>,
+    /// (job, rank) whose peer stacks were asked for during the job's current hang.
+    peers_asked: HashSet<(String, u32)>,
     stats: CollectorStats,
     dir_error: Option<String>,
 }
@@ -126,6 +132,9 @@ impl Collector {
             last_scan: None,
             hangs: Vec::new(),
             ongoing: Vec::new(),
+            peers: Vec::new(),
+            ongoing_peers: Vec::new(),
+            peers_asked: HashSet::new(),
             stats: CollectorStats::default(),
             dir_error: None,
         })
@@ -183,6 +192,9 @@ impl Collector {
             }
         }
         if let Some(w) = self.hangs.iter().map(|h| h.0).max() {
+            last = last.max(w);
+        }
+        if let Some(w) = self.peers.iter().map(|h| h.0).max() {
             last = last.max(w);
         }
         let mut out = Vec::new();
@@ -248,11 +260,12 @@ impl Collector {
                 requests.push(CaptureRequest {
                     job: s.info.job_id.clone(),
                     pid: s.info.pid,
-                    records,
+                    capture: Capture::Stuck(records),
                     rings: s.ring_stacks(now_mono),
                 });
             }
         }
+        self.ask_peer_stacks(&mut requests, now_mono);
         for r in requests {
             self.watchdog.submit(r);
         }
@@ -261,12 +274,51 @@ impl Collector {
         now_unix
     }
 
-    fn file_hangs(&mut self, done: Vec<(String, HangRecord)>) {
-        for (job, r) in done {
-            self.stats.hangs += 1;
-            let w = self.windows.index(r.detected_unix_ns).max(self.open_from);
-            self.ongoing.push((job.clone(), r.clone()));
-            self.hangs.push((w, job, r));
+    /// When ranks of a job are newly stuck, the stacks of the job's other local ranks too:
+    /// in a hung collective, the rank the others wait for is stuck nowhere the watchdog
+    /// sees (it never entered the collective), and only its stack says where it is.
+    fn ask_peer_stacks(&mut self, requests: &mut Vec<CaptureRequest>, now_mono: u64) {
+        let stuck: HashSet<(String, u32)> = requests
+            .iter()
+            .filter_map(|r| match &r.capture {
+                Capture::Stuck(records) => records.first().map(|h| (r.job.clone(), h.rank)),
+                Capture::Peer(_) => None,
+            })
+            .chain(self.ongoing.iter().map(|(j, h)| (j.clone(), h.rank)))
+            .collect();
+        let jobs: HashSet<String> = requests.iter().map(|r| r.job.clone()).collect();
+        for s in self.sources.iter_mut().filter(|s| s.is_open()) {
+            let key = (s.info.job_id.clone(), s.info.rank);
+            if !jobs.contains(&key.0) || stuck.contains(&key) || self.peers_asked.contains(&key) {
+                continue;
+            }
+            self.peers_asked.insert(key.clone());
+            requests.push(CaptureRequest {
+                job: key.0,
+                pid: s.info.pid,
+                capture: Capture::Peer(s.peer_stacks(now_mono)),
+                rings: s.ring_stacks(now_mono),
+            });
+        }
+    }
+
+    fn file_hangs(&mut self, done: Vec<Captured>) {
+        for (job, capture) in done {
+            match capture {
+                Capture::Stuck(records) => {
+                    for r in records {
+                        self.stats.hangs += 1;
+                        let w = self.windows.index(r.detected_unix_ns).max(self.open_from);
+                        self.ongoing.push((job.clone(), r.clone()));
+                        self.hangs.push((w, job.clone(), r));
+                    }
+                }
+                Capture::Peer(p) => {
+                    let w = self.windows.index(p.captured_unix_ns).max(self.open_from);
+                    self.ongoing_peers.push((job.clone(), p.clone()));
+                    self.peers.push((w, job, p));
+                }
+            }
         }
     }
 
@@ -397,11 +449,22 @@ impl Collector {
                 .or_insert_with(|| (0, BTreeMap::new()));
             hangs.entry(job).or_default().push(r);
         }
+        let mut peers: BTreeMap<String, Vec<PeerStacks>> = BTreeMap::new();
+        let (due, later): (Vec<_>, Vec<_>) = std::mem::take(&mut self.peers)
+            .into_iter()
+            .partition(|p| p.0 <= w);
+        self.peers = later;
+        for (_, job, p) in due {
+            jobs.entry(job.clone())
+                .or_insert_with(|| (0, BTreeMap::new()));
+            peers.entry(job).or_default().push(p);
+        }
         let out: Vec<WindowSummary> = jobs
             .into_iter()
             .map(|(job_id, (world_size, ranks))| WindowSummary {
                 version: SUMMARY_VERSION,
                 hangs: hangs.remove(&job_id).unwrap_or_default(),
+                peer_stacks: peers.remove(&job_id).unwrap_or_default(),
                 job_id,
                 node: self.cfg.node.clone(),
                 window: w,
@@ -442,6 +505,27 @@ impl Collector {
                 hangs.push((w, job.clone(), again));
             }
             true
+        });
+        // Peer stacks stay with their job's hang: shown again while it lasts, dropped (and
+        // asked for afresh at the next hang) when it ends.
+        let hung: HashSet<&str> = self.ongoing.iter().map(|(j, _)| j.as_str()).collect();
+        let peers = &mut self.peers;
+        self.ongoing_peers.retain(|(job, first)| {
+            if !hung.contains(job.as_str()) {
+                return false;
+            }
+            let filed = peers
+                .iter()
+                .any(|(pw, pj, p)| *pw == w && pj == job && p.rank == first.rank);
+            if !filed && end_unix > first.captured_unix_ns {
+                peers.push((w, job.clone(), first.clone()));
+            }
+            true
+        });
+        // A hang whose first records are still waiting for their window keeps its askings.
+        let filed = &self.hangs;
+        self.peers_asked.retain(|(job, _)| {
+            hung.contains(job.as_str()) || filed.iter().any(|(_, j, _)| j == job)
         });
     }
 

@@ -121,6 +121,7 @@ pub fn summaries_of_trace(trace: &Trace, job_id: &str, window_ns: u64) -> Vec<Ve
             world_size: trace.job.world_size,
             ranks: ranks.into_iter().map(RankParts::finish).collect(),
             hangs: Vec::new(),
+            peer_stacks: Vec::new(),
         });
     }
     windows.into_values().collect()

@@ -4,7 +4,7 @@
 use crate::procfs;
 use crate::stacks::RingStack;
 use crate::window::{OpAcc, RankWindow, Windows};
-use flare_model::{HangRecord, IterationSample};
+use flare_model::{HangRecord, IterationSample, PeerStacks};
 use flare_tracer::{Assembler, Item, NameId, OpenSpan, ProcessInfo, RingEvent, RingFile, Span};
 use std::collections::hash_map::Entry;
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -499,6 +499,26 @@ impl Source {
             group: self.group_name(o.args.group),
             in_flight_ns: now_mono.saturating_sub(o.start_ns),
             detected_unix_ns: self.info.to_unix_ns(now_mono),
+            stacks: Vec::new(),
+            stack_source: "none".into(),
+        }
+    }
+
+    /// A record for this rank's stacks when it is not stuck but peers of its job on this
+    /// node are (stacks are filled in by the capture).
+    pub fn peer_stacks(&mut self, now_mono: u64) -> PeerStacks {
+        let open = self.asm.open_spans();
+        // The innermost span of the thread with the deepest one: its current work.
+        let open_op = open
+            .iter()
+            .filter(|o| o.async_id == 0)
+            .max_by_key(|o| o.depth)
+            .map(|o| o.name);
+        PeerStacks {
+            rank: self.info.rank,
+            pid: self.info.pid,
+            open_op: open_op.map(|n| self.name(n)),
+            captured_unix_ns: self.info.to_unix_ns(now_mono),
             stacks: Vec::new(),
             stack_source: "none".into(),
         }

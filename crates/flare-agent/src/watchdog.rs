@@ -2,7 +2,7 @@
 //! `/proc` read of a process stuck in the kernel can block), so the collector never waits.
 
 use crate::stacks::{self, RingStack};
-use flare_model::HangRecord;
+use flare_model::{HangRecord, PeerStacks};
 use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::sync::mpsc::{channel, Receiver, Sender};
@@ -12,24 +12,31 @@ use std::time::{Duration, Instant};
 /// the node at the same moment, and eight py-spy runs at once are enough).
 const MAX_IN_FLIGHT: usize = 8;
 
-/// Stalled ops of one process, waiting for its stacks.
+/// What a capture is for; its stacks are filled in when it is done.
+#[derive(Debug)]
+pub enum Capture {
+    /// Ops of the process stalled past the limit.
+    Stuck(Vec<HangRecord>),
+    /// A process that is not stuck, while peers of its job on this node are.
+    Peer(PeerStacks),
+}
+
+/// One process whose stacks are wanted.
 pub struct CaptureRequest {
     pub job: String,
     pub pid: u32,
-    pub records: Vec<HangRecord>,
+    pub capture: Capture,
     pub rings: Vec<RingStack>,
 }
 
-struct Done {
-    job: String,
-    records: Vec<HangRecord>,
-}
+/// A finished capture: the job and what it was for, with its stacks.
+pub type Captured = (String, Capture);
 
 pub struct Watchdog {
     py_spy: Option<PathBuf>,
     stack_timeout: Duration,
-    tx: Sender<Done>,
-    rx: Receiver<Done>,
+    tx: Sender<Captured>,
+    rx: Receiver<Captured>,
     in_flight: usize,
     queue: VecDeque<CaptureRequest>,
 }
@@ -90,12 +97,12 @@ impl Watchdog {
         }
     }
 
-    /// Hang records whose stacks are ready, with their job.
-    pub fn collect(&mut self) -> Vec<(String, HangRecord)> {
+    /// Captures whose stacks are ready.
+    pub fn collect(&mut self) -> Vec<Captured> {
         let mut out = Vec::new();
         while let Ok(done) = self.rx.try_recv() {
             self.in_flight = self.in_flight.saturating_sub(1);
-            out.extend(done.records.into_iter().map(|r| (done.job.clone(), r)));
+            out.push(done);
         }
         while self.in_flight < MAX_IN_FLIGHT {
             match self.queue.pop_front() {
@@ -107,7 +114,7 @@ impl Watchdog {
     }
 
     /// Waits (up to `deadline`) for the captures under way, for a final flush.
-    pub fn wait_idle(&mut self, deadline: Instant) -> Vec<(String, HangRecord)> {
+    pub fn wait_idle(&mut self, deadline: Instant) -> Vec<Captured> {
         let mut out = self.collect();
         while self.in_flight > 0 {
             let left = deadline.saturating_duration_since(Instant::now());
@@ -117,7 +124,7 @@ impl Watchdog {
             match self.rx.recv_timeout(left) {
                 Ok(done) => {
                     self.in_flight -= 1;
-                    out.extend(done.records.into_iter().map(|r| (done.job.clone(), r)));
+                    out.push(done);
                     out.extend(self.collect());
                 }
                 Err(_) => break,
@@ -131,30 +138,43 @@ impl Watchdog {
     }
 }
 
-fn finish(req: CaptureRequest, py_spy: Option<&std::path::Path>, timeout: Duration) -> Done {
+fn finish(req: CaptureRequest, py_spy: Option<&std::path::Path>, timeout: Duration) -> Captured {
     let (stacks, source) = stacks::capture(req.pid, &req.rings, py_spy, timeout);
-    let records = req
-        .records
-        .into_iter()
-        .map(|mut r| {
-            r.stacks = stacks.clone();
-            r.stack_source = source.to_string();
-            tracing::warn!(
-                rank = r.rank,
-                pid = r.pid,
-                op = %r.op,
-                kind = r.kind.as_str(),
-                group = r.group.as_deref().unwrap_or("-"),
-                in_flight_s = r.in_flight_ns as f64 / 1e9,
+    let capture = match req.capture {
+        Capture::Stuck(records) => Capture::Stuck(
+            records
+                .into_iter()
+                .map(|mut r| {
+                    r.stacks = stacks.clone();
+                    r.stack_source = source.to_string();
+                    tracing::warn!(
+                        rank = r.rank,
+                        pid = r.pid,
+                        op = %r.op,
+                        kind = r.kind.as_str(),
+                        group = r.group.as_deref().unwrap_or("-"),
+                        in_flight_s = r.in_flight_ns as f64 / 1e9,
+                        stack_source = source,
+                        threads = stacks.len(),
+                        "hang: op in flight with no progress past the watchdog limit"
+                    );
+                    r
+                })
+                .collect(),
+        ),
+        Capture::Peer(mut p) => {
+            tracing::info!(
+                rank = p.rank,
+                pid = p.pid,
+                open_op = p.open_op.as_deref().unwrap_or("-"),
                 stack_source = source,
                 threads = stacks.len(),
-                "hang: op in flight with no progress past the watchdog limit"
+                "hang: stacks of a rank not stuck while peers of its job are"
             );
-            r
-        })
-        .collect();
-    Done {
-        job: req.job,
-        records,
-    }
+            p.stacks = stacks;
+            p.stack_source = source.to_string();
+            Capture::Peer(p)
+        }
+    };
+    (req.job, capture)
 }

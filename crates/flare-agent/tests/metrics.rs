@@ -90,6 +90,7 @@ fn summary(window: u64, names: impl Fn(usize) -> String) -> WindowSummary {
             stacks: vec![],
             stack_source: "native".into(),
         }],
+        peer_stacks: Vec::new(),
     }
 }
 

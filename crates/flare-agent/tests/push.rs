@@ -22,6 +22,7 @@ fn summary(window: u64) -> WindowSummary {
         world_size: 1,
         ranks: Vec::new(),
         hangs: Vec::new(),
+        peer_stacks: Vec::new(),
     }
 }
 

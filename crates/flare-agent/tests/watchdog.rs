@@ -204,3 +204,86 @@ fn a_hung_python_process_gets_py_spy_stacks() {
     );
     assert!(h[0].stacks.iter().any(|t| t.thread.contains("MainThread")));
 }
+
+#[test]
+fn the_ranks_not_stuck_get_their_stacks_taken_while_the_hang_lasts() {
+    let dir = tempfile::tempdir().unwrap();
+    let pid = std::process::id();
+    // Rank 0 waits in the collective; rank 1 never joins it (it is in its own step).
+    let mut stuck = Ring::create(dir.path(), "peers", 0, 2, pid);
+    let mut free = Ring::create(dir.path(), "peers", 1, 2, pid);
+    let dp = stuck.comm("dp_group", 2, 1 << 20, 0);
+    stuck.begin(0, "stuck_all_reduce", OpKind::AllReduce, unix_now(), dp);
+    free.begin(
+        0,
+        "load_batch",
+        OpKind::DataLoader,
+        unix_now(),
+        SpanArgs::default(),
+    );
+    let mut cfg = config(dir.path(), "peers");
+    cfg.hang_timeout = Duration::from_millis(400);
+    cfg.window = Duration::from_secs(1);
+    cfg.py_spy = None;
+    let mut c = Collector::new(cfg).unwrap();
+    let mut all: Vec<WindowSummary> = Vec::new();
+    let t0 = Instant::now();
+    while t0.elapsed() < Duration::from_secs(30)
+        && all.iter().filter(|s| !s.peer_stacks.is_empty()).count() < 2
+    {
+        // Rank 1 keeps loading batches: one short span after another, never stuck.
+        free.end(0, "load_batch", OpKind::DataLoader, unix_now());
+        free.begin(
+            0,
+            "load_batch",
+            OpKind::DataLoader,
+            unix_now(),
+            SpanArgs::default(),
+        );
+        all.extend(c.poll());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    stuck.end(0, "stuck_all_reduce", OpKind::AllReduce, unix_now());
+    free.end(0, "load_batch", OpKind::DataLoader, unix_now());
+    let ended = unix_now();
+    let t1 = Instant::now();
+    while t1.elapsed() < Duration::from_millis(2500) {
+        all.extend(c.poll());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    all.extend(c.flush());
+    let with_peers: Vec<&WindowSummary> =
+        all.iter().filter(|s| !s.peer_stacks.is_empty()).collect();
+    assert!(with_peers.len() >= 2, "{all:#?}");
+    for s in &with_peers {
+        // Only the rank that was not stuck, with the stack of its open span; the same
+        // capture in every window, beside the hang it belongs to.
+        assert_eq!(s.peer_stacks.len(), 1, "{:#?}", s.peer_stacks);
+        let p = &s.peer_stacks[0];
+        assert_eq!((p.rank, p.pid), (1, pid));
+        assert_eq!(p.open_op.as_deref(), Some("load_batch"));
+        assert_eq!(p.stacks, with_peers[0].peer_stacks[0].stacks);
+        assert!(
+            p.stacks
+                .iter()
+                .flat_map(|t| &t.frames)
+                .any(|f| f.contains("load_batch")),
+            "{:#?}",
+            p.stacks
+        );
+        assert!(
+            !s.hangs.is_empty(),
+            "window {} has peers but no hang",
+            s.window
+        );
+    }
+    let after: Vec<u64> = all
+        .iter()
+        .filter(|s| s.start_unix_ns > ended && !s.peer_stacks.is_empty())
+        .map(|s| s.window)
+        .collect();
+    assert!(
+        after.is_empty(),
+        "peer stacks after the hang ended: {after:?}"
+    );
+}

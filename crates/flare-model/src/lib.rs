@@ -28,7 +28,9 @@ pub use finding::{
 pub use machine::{Machine, MachineMetric, MachineMetrics, MetricSeries};
 pub use op::{Op, OpKind};
 pub use parallel::{Dim, ParallelConfig, RankCoords};
-pub use summary::{HangRecord, IterationSample, OpStats, RankSummary, ThreadStack, WindowSummary};
+pub use summary::{
+    HangRecord, IterationSample, OpStats, PeerStacks, RankSummary, ThreadStack, WindowSummary,
+};
 pub use topology::{ClusterTopology, GpuLoc, PathElement};
 pub use trace::{iterations_with_ops, IterationSpan, JobInfo, RankTrace, Trace, TraceMeta, Window};
 

@@ -32,6 +32,11 @@ pub struct WindowSummary {
     /// Ops that stayed in flight without progress past the watchdog's limit.
     #[serde(default)]
     pub hangs: Vec<HangRecord>,
+    /// Stacks of the local ranks that were not stuck when ranks of their job on this node
+    /// were: the rank the others wait for is usually one of them, and its stack says where
+    /// it is. Absent from agents older than this field.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub peer_stacks: Vec<PeerStacks>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -133,6 +138,24 @@ pub struct HangRecord {
     #[serde(default)]
     pub stacks: Vec<ThreadStack>,
     /// `py-spy`, `native` (the tracer's open spans and /proc), or `none`.
+    pub stack_source: String,
+}
+
+/// The stacks of a rank that was not stuck in any op past the watchdog's limit, captured
+/// because ranks of its job on the same node were.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PeerStacks {
+    pub rank: u32,
+    pub pid: u32,
+    /// Its innermost open span when captured, if any (a span open for less than the
+    /// watchdog's limit).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub open_op: Option<String>,
+    /// Unix ns when the capture was asked for.
+    pub captured_unix_ns: u64,
+    /// One entry per thread, innermost frame first.
+    pub stacks: Vec<ThreadStack>,
+    /// As in [`HangRecord::stack_source`].
     pub stack_source: String,
 }
 

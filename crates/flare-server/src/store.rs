@@ -692,6 +692,7 @@ mod tests {
                 })
                 .collect(),
             hangs: vec![],
+            peer_stacks: Vec::new(),
         }
     }
 

@@ -7,7 +7,7 @@ use crate::live::{plural, rank_list, LiveRank, LiveWindow};
 use crate::{Analysis, Detector, EngineConfig, Outcome};
 use flare_model::{
     Component, Culprit, DetectorId, Evidence, EvidenceKey, Finding, FindingKind, HangRecord,
-    OpKind, Severity, Unit,
+    OpKind, PeerStacks, Severity, ThreadStack, Unit,
 };
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -72,11 +72,16 @@ fn hang_findings(w: &LiveWindow) -> Vec<Finding> {
         .flat_map(|g| g.ranks.keys().copied())
         .collect();
     let cpu_only = w.cpu_only();
+    let peers: BTreeMap<u32, (&PeerStacks, &str)> = w
+        .peer_stacks
+        .iter()
+        .map(|(p, node)| (p.rank, (p, node.as_str())))
+        .collect();
     groups
         .values_mut()
         .filter_map(|g| {
             if g.kind.is_sync() {
-                return Some(sync_hang(g, aggs, &waiting, world_size));
+                return Some(sync_hang(g, aggs, &waiting, &peers, world_size));
             }
             // A rank waiting in a collective (DDP's bucket all-reduce inside `backward`, a
             // collective inside a traced step) is stuck in its enclosing span because of
@@ -118,10 +123,11 @@ fn hang_evidence(g: &HangGroup, present: usize) -> Vec<Evidence> {
             "longest time in flight without progress when the watchdog fired".into(),
         ),
     ];
-    // Identical stacks are shown once, with how many ranks share them.
+    // Identical stacks are shown once, with the ranks that share them (the odd one out
+    // stands out as a stack of its own).
     let mut stacks: BTreeMap<String, Vec<(u32, &str, &str)>> = BTreeMap::new();
     for (&r, (h, node)) in &g.ranks {
-        if let Some((thread, top)) = top_frames(h, 6) {
+        if let Some((thread, top)) = top_frames(&h.stacks, 6) {
             stacks.entry(top).or_default().push((r, node, thread));
         }
     }
@@ -130,19 +136,20 @@ fn hang_evidence(g: &HangGroup, present: usize) -> Vec<Evidence> {
     for (top, who) in stacks.iter().take(3) {
         let (r, node, thread) = who[0];
         let source = &g.ranks[&r].0.stack_source;
+        let ranks: Vec<u32> = who.iter().map(|w| w.0).collect();
         ev.push(Evidence::new(
             EvidenceKey::Stack,
             r as f64,
             None,
             Unit::Rank,
-            format!(
-                "rank {r} on {node} ({source}), thread {thread}{}: {top}",
-                if who.len() > 1 {
-                    format!(", same on {} stuck ranks", who.len())
-                } else {
-                    String::new()
-                }
-            ),
+            if who.len() > 1 {
+                format!(
+                    "stuck ranks {} ({source}, e.g. rank {r} on {node}), thread {thread}: {top}",
+                    rank_list(&ranks, 16)
+                )
+            } else {
+                format!("stuck rank {r} on {node} ({source}), thread {thread}: {top}")
+            },
         ));
     }
     ev
@@ -150,12 +157,11 @@ fn hang_evidence(g: &HangGroup, present: usize) -> Vec<Evidence> {
 
 /// The innermost frames of the most telling thread: the main thread when named, else the
 /// first one captured.
-fn top_frames(h: &HangRecord, n: usize) -> Option<(&str, String)> {
-    let t = h
-        .stacks
+fn top_frames(stacks: &[ThreadStack], n: usize) -> Option<(&str, String)> {
+    let t = stacks
         .iter()
         .find(|t| t.thread.contains("MainThread") || t.thread == "main")
-        .or_else(|| h.stacks.iter().find(|t| !t.frames.is_empty()))?;
+        .or_else(|| stacks.iter().find(|t| !t.frames.is_empty()))?;
     if t.frames.is_empty() {
         return None;
     }
@@ -176,6 +182,7 @@ fn sync_hang(
     g: &HangGroup,
     aggs: &BTreeMap<u32, &LiveRank>,
     waiting: &BTreeSet<u32>,
+    peers: &BTreeMap<u32, (&PeerStacks, &str)>,
     world_size: u32,
 ) -> Finding {
     let free: Vec<&LiveRank> = aggs
@@ -248,8 +255,29 @@ fn sync_hang(
                     if a.iterations == 1 { "" } else { "s" }
                 ),
             ));
+            if let Some(e) = peers
+                .get(&a.rank)
+                .and_then(|p| peer_stack_evidence(p.0, p.1))
+            {
+                ev.push(e);
+            }
         }
         let first = suspects[0];
+        // Where the first suspect is, from its own stack when the agent captured it.
+        let at = peers
+            .get(&first.rank)
+            .and_then(|(p, _)| top_frames(&p.stacks, 1))
+            .map(|(_, frame)| frame);
+        let look = match &at {
+            Some(frame) => format!(
+                "rank {} is at {frame} (its stack is in the evidence)",
+                first.rank
+            ),
+            None => format!(
+                "see where rank {} is: py-spy dump --pid {} on {}",
+                first.rank, first.pid, first.node
+            ),
+        };
         (
             format!(
                 "job hangs in {what}: rank{} {} stuck up to {longest_s:.0} s; rank{} {} {} (likely cause)",
@@ -260,8 +288,7 @@ fn sync_hang(
                 why(ranks.len() == 1),
             ),
             format!(
-                "see where rank {} is: py-spy dump --pid {} on {}; it never entered the collective its peers wait in (a code path that skips it, an exception, a stuck dataloader)",
-                first.rank, first.pid, first.node
+                "{look}; it never entered the collective its peers wait in (a code path that skips it, an exception, a stuck dataloader)"
             ),
             if ranks.len() <= 2 { 0.9 } else { 0.7 },
         )
@@ -315,6 +342,26 @@ fn sync_hang(
         detector: DetectorId::Watchdog,
         corroborated_by: vec![],
     }
+}
+
+/// The stack of a rank that was not stuck, as evidence of where it is.
+fn peer_stack_evidence(p: &PeerStacks, node: &str) -> Option<Evidence> {
+    let (thread, top) = top_frames(&p.stacks, 6)?;
+    let inside = p
+        .open_op
+        .as_deref()
+        .map(|op| format!(", inside {op}"))
+        .unwrap_or_default();
+    Some(Evidence::new(
+        EvidenceKey::Stack,
+        p.rank as f64,
+        None,
+        Unit::Rank,
+        format!(
+            "rank {} on {node} ({}), not stuck{inside}, thread {thread}: {top}",
+            p.rank, p.stack_source
+        ),
+    ))
 }
 
 /// A rank stuck in its own compute kernel or host phase: it is the cause. A job without

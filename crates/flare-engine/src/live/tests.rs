@@ -3,8 +3,8 @@
 use super::*;
 use flare_model::summary::SUMMARY_VERSION;
 use flare_model::{
-    Component, FindingKind, HangRecord, IterationSample, OpKind, OpStats, RankSummary, ThreadStack,
-    WindowSummary,
+    Component, FindingKind, HangRecord, IterationSample, OpKind, OpStats, PeerStacks, RankSummary,
+    ThreadStack, WindowSummary,
 };
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -82,6 +82,7 @@ fn job(
             world_size: n,
             ranks: vec![],
             hangs: vec![],
+            peer_stacks: Vec::new(),
         });
         let ns = |ms: f64| (ms * its as f64 * MS as f64) as u64;
         s.ranks.push(RankSummary {
@@ -352,9 +353,72 @@ fn a_hang_record_gives_a_critical_hang_naming_the_rank_not_stuck() {
         .unwrap();
     assert!(stack.detail.contains("train.py:88"), "{}", stack.detail);
     assert!(
-        stack.detail.contains("same on 7 stuck ranks"),
+        stack.detail.contains("stuck ranks 0-5, 7"),
         "{}",
         stack.detail
+    );
+    // Without its own stack, the action says how to get it.
+    assert!(f.action.contains("py-spy dump --pid 1006"), "{}", f.action);
+}
+
+#[test]
+fn the_stack_of_the_rank_not_stuck_shows_where_it_is() {
+    let mut w = job(4, |_| 1.0, |_| 0.0);
+    let stack = |frames: &[&str]| {
+        vec![ThreadStack {
+            thread: "Thread 7 (idle): \"MainThread\"".into(),
+            frames: frames.iter().map(|f| f.to_string()).collect(),
+        }]
+    };
+    for r in [0, 1, 3] {
+        w[0].hangs.push(HangRecord {
+            rank: r,
+            pid: 1000 + r,
+            op: "ddp_all_reduce".into(),
+            kind: OpKind::AllReduce,
+            group: Some("world".into()),
+            in_flight_ns: 30_000 * MS,
+            detected_unix_ns: 1,
+            stacks: stack(&["wait (torch/distributed/...)", "backward (train.py:40)"]),
+            stack_source: "py-spy".into(),
+        });
+    }
+    w[0].peer_stacks.push(PeerStacks {
+        rank: 2,
+        pid: 1002,
+        open_op: None,
+        captured_unix_ns: 1,
+        stacks: stack(&["load_batch (data.py:17)", "<module> (train.py:31)"]),
+        stack_source: "py-spy".into(),
+    });
+    let d = analyze(&w);
+    let f = d
+        .findings
+        .iter()
+        .find(|f| f.kind == FindingKind::Hang)
+        .unwrap();
+    assert_eq!(f.culprits[0].rank, Some(2), "{f:#?}");
+    assert!(
+        f.action.starts_with("rank 2 is at load_batch (data.py:17)"),
+        "{}",
+        f.action
+    );
+    let stacks: Vec<&str> = f
+        .evidence
+        .iter()
+        .filter(|e| e.metric == EvidenceKey::Stack)
+        .map(|e| e.detail.as_str())
+        .collect();
+    // The waiting ranks' common stack once, and the odd rank out's own.
+    assert!(
+        stacks.iter().any(|s| s.starts_with("stuck ranks 0-1, 3")),
+        "{stacks:#?}"
+    );
+    assert!(
+        stacks.iter().any(|s| s.starts_with("rank 2 on")
+            && s.contains("not stuck")
+            && s.contains("data.py:17")),
+        "{stacks:#?}"
     );
 }
 

@@ -3,7 +3,7 @@
 //! analyses (a few kilobytes per rank, however many events the window held).
 
 use crate::digest::{host_slot, HOST_KINDS};
-use flare_model::{HangRecord, OpKind, WindowSummary};
+use flare_model::{HangRecord, OpKind, PeerStacks, WindowSummary};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// One window of one job: every rank's totals, the watchdog's hang records, and what a
@@ -17,6 +17,8 @@ pub struct LiveWindow {
     pub ranks: Vec<LiveRank>,
     /// Hang records with the host that sent them.
     pub hangs: Vec<(HangRecord, String)>,
+    /// Stacks of ranks not stuck while peers were, with the host that sent them.
+    pub peer_stacks: Vec<(PeerStacks, String)>,
     /// Duplicates and dropped events.
     pub notes: Vec<String>,
 }
@@ -131,6 +133,7 @@ impl LiveWindow {
         let mut ranks: BTreeMap<u32, LiveRank> = BTreeMap::new();
         let mut duplicates = BTreeSet::new();
         let mut hangs = Vec::new();
+        let mut peer_stacks = Vec::new();
         for s in summaries {
             for r in &s.ranks {
                 let lr = rank_totals(r, &s.node);
@@ -147,6 +150,7 @@ impl LiveWindow {
                 }
             }
             hangs.extend(s.hangs.iter().map(|h| (h.clone(), s.node.clone())));
+            peer_stacks.extend(s.peer_stacks.iter().map(|p| (p.clone(), s.node.clone())));
         }
         let mut notes = Vec::new();
         if !duplicates.is_empty() {
@@ -164,6 +168,7 @@ impl LiveWindow {
             world_size: summaries.iter().map(|s| s.world_size).max().unwrap_or(0),
             ranks,
             hangs,
+            peer_stacks,
             notes,
         }
     }
