@@ -25,7 +25,7 @@ mkdir "$TMP/shm"
 for _ in $(seq 50); do [[ -s "$TMP/server.out" ]] && break; sleep 0.1; done
 URL="$(head -1 "$TMP/server.out" | sed 's/listening on //')"
 "$FLARE" agent --shm-dir "$TMP/shm" --node node0 --server "$URL" --token t --window 2s --poll 50ms \
-    --hang-timeout 10s \
+    --hang-timeout 10s ${AGENT_OUT:+--out "$AGENT_OUT"} \
     >"$TMP/agent.out" 2>"$TMP/agent.log" &
 PORT="$("$VENV/bin/python" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
 LIMIT=$((SECS + 120))
@@ -63,6 +63,12 @@ for w in range(job["first_window"], job["last_window"] + 1):
         continue
     warn = [(f["kind"], [c.get("rank") for c in f["culprits"]][:3]) for f in d["findings"] if f["severity"] != "info"]
     print(w, d["verdict"], warn)
+    if not warn and d["verdict"] != "inconclusive":
+        # Why nothing was named: the notes and what fell below the bar.
+        for f in d["findings"]:
+            print("    info:", f["kind"], f["summary"][:140])
+        for n in d.get("notes", [])[:3]:
+            print("    note:", str(n)[:140])
     for f in d["findings"]:
         if f["kind"] == "hang":
             print("   ", f["summary"][:160], "|", f["action"][:120])

@@ -238,6 +238,7 @@ impl Collector {
             self.stats.events += d.events;
             self.stats.late += d.late;
             s.settle_busy(&ctx);
+            s.sample_cpu(&ctx);
             if let Some(how) = dying {
                 let (rank, pid) = (s.info.rank, s.info.pid);
                 match s.close_and_remove() {

@@ -21,6 +21,19 @@ pub fn same_process(pid: u32, anchor_mono_ns: u64) -> Option<bool> {
     Some(start_mono <= anchor_mono_ns.saturating_add(2_000_000_000))
 }
 
+/// CPU time `pid` has used (user + system, all its threads), in ns; `None` when `/proc`
+/// cannot tell. Tick resolution (usually 10 ms): enough over a window of seconds.
+pub fn cpu_time_ns(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let fields = stat_fields(&stat)?;
+    // Fields 14 and 15 (utime, stime), counted from the state (field 3).
+    let utime: u64 = fields.get(11)?.parse().ok()?;
+    let stime: u64 = fields.get(12)?.parse().ok()?;
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    (hz > 0).then(|| (utime + stime).saturating_mul(1_000_000_000) / hz as u64)
+}
+
 /// The fields after the command name in `/proc/PID/stat` (state first). The name sits
 /// in parentheses and may itself contain spaces and parentheses.
 fn stat_fields(stat: &str) -> Option<Vec<&str>> {
@@ -188,6 +201,30 @@ fn syscall_name(nr: i64) -> Option<&'static str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cpu_time_grows_by_the_cpu_work_done_and_not_by_sleep() {
+        // A sleeping child uses next to no CPU.
+        let mut child = std::process::Command::new("sleep")
+            .arg("5")
+            .spawn()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        let slept = cpu_time_ns(child.id()).expect("/proc/PID/stat readable");
+        let _ = child.kill();
+        let _ = child.wait();
+        assert!(slept < 50_000_000, "sleeping used {} ms", slept / 1_000_000);
+        // This process spinning 300 ms uses at least that (other test threads only add).
+        let pid = std::process::id();
+        let t0 = cpu_time_ns(pid).unwrap();
+        let spin = std::time::Instant::now();
+        let mut x = 0u64;
+        while spin.elapsed() < std::time::Duration::from_millis(300) {
+            x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(7));
+        }
+        let spun = cpu_time_ns(pid).unwrap() - t0;
+        assert!(spun >= 150_000_000, "spinning used {} ms", spun / 1_000_000);
+    }
 
     #[test]
     fn a_process_that_never_touched_a_gpu_is_not_on_one() {

@@ -96,6 +96,8 @@ pub struct Source {
     names: HashMap<NameId, String>,
     /// Whether the process uses a GPU, as `/proc` last said (asked until it says yes).
     gpu: Option<bool>,
+    /// The last reading of its CPU time: (Unix ns, CPU ns).
+    cpu_last: Option<(u64, u64)>,
 }
 
 impl Source {
@@ -118,6 +120,7 @@ impl Source {
             fired: HashSet::new(),
             names: HashMap::new(),
             gpu: None,
+            cpu_last: None,
         }
     }
 
@@ -340,6 +343,29 @@ impl Source {
             };
             union.add(start.max(ws), end.min(we));
         }
+    }
+
+    /// Reads the process's CPU time and spreads what it used since the last reading over
+    /// the windows in between, in proportion to their share of that time.
+    pub fn sample_cpu(&mut self, ctx: &PollCtx) {
+        if self.file.is_none() {
+            return;
+        }
+        let Some(cpu) = crate::procfs::cpu_time_ns(self.info.pid) else {
+            return;
+        };
+        let now = self.info.to_unix_ns(ctx.now_mono);
+        if let Some((t0, c0)) = self.cpu_last.filter(|&(t0, _)| now > t0) {
+            let used = cpu.saturating_sub(c0) as f64;
+            let span = (now - t0) as f64;
+            let win = ctx.windows;
+            for w in win.index(t0).max(ctx.open_from)..=win.index(now - 1) {
+                let part = (now.min(win.end(w)) - t0.max(win.start(w))) as f64 / span;
+                let rw = self.windows.entry(w).or_default();
+                rw.cpu_ns = Some(rw.cpu_ns.unwrap_or(0) + (used * part).round() as u64);
+            }
+        }
+        self.cpu_last = Some((now, cpu));
     }
 
     /// Counts top-level spans still open as busy up to now, then finalizes busy time

@@ -168,6 +168,8 @@ pub struct RankWindow {
     /// overlap each other and the backward pass, so their durations do not add up).
     pub sync: IntervalUnion,
     pub events: u64,
+    /// CPU time of the process in the window, where `/proc` gave it.
+    pub cpu_ns: Option<u64>,
 }
 
 impl RankWindow {
@@ -191,6 +193,7 @@ pub struct RankParts {
     pub dropped_total: u64,
     /// Whether its processes use a GPU (`None`: unknown).
     pub gpu: Option<bool>,
+    pub cpu_ns: Option<u64>,
 }
 
 impl RankParts {
@@ -207,6 +210,7 @@ impl RankParts {
             events: 0,
             dropped_total: 0,
             gpu: None,
+            cpu_ns: None,
         }
     }
 
@@ -225,6 +229,9 @@ impl RankParts {
             (Some(false), _) | (_, Some(false)) => Some(false),
             _ => None,
         };
+        if let Some(c) = w.cpu_ns {
+            self.cpu_ns = Some(self.cpu_ns.unwrap_or(0) + c);
+        }
         self.busy_ns += w.busy.total();
         self.sync_busy_ns += w.sync.total();
         self.observed.add(observed.0, observed.1);
@@ -271,6 +278,7 @@ impl RankParts {
             events: self.events,
             dropped_total: self.dropped_total,
             gpu: self.gpu,
+            cpu_ns: self.cpu_ns,
         }
     }
 }

@@ -64,6 +64,7 @@ fn summary(window: u64, names: impl Fn(usize) -> String) -> WindowSummary {
                 events: 5000,
                 dropped_total: 7,
                 gpu: None,
+                cpu_ns: None,
             },
             RankSummary {
                 rank: 1,
@@ -77,6 +78,7 @@ fn summary(window: u64, names: impl Fn(usize) -> String) -> WindowSummary {
                 events: 2,
                 dropped_total: 0,
                 gpu: None,
+                cpu_ns: None,
             },
         ],
         hangs: vec![HangRecord {

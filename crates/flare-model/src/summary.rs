@@ -65,6 +65,11 @@ pub struct RankSummary {
     /// open); absent when the agent could not tell (or is older than this field).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpu: Option<bool>,
+    /// CPU time its process used in the window (user + system, all threads), in ns:
+    /// a rank that is slower with the CPU time of its peers spent the difference off the
+    /// CPU (sleeping or blocked); absent when the agent could not read it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_ns: Option<u64>,
 }
 
 impl RankSummary {

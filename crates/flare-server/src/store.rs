@@ -689,6 +689,7 @@ mod tests {
                     events: 0,
                     dropped_total: 0,
                     gpu: None,
+                    cpu_ns: None,
                 })
                 .collect(),
             hangs: vec![],

@@ -171,6 +171,7 @@ fn node_summary(job: &str, node: u32, window: u64, slow_rank: Option<u32>) -> Wi
                     events: its * 52,
                     dropped_total: 0,
                     gpu: None,
+                    cpu_ns: None,
                 }
             })
             .collect(),

@@ -258,6 +258,37 @@ pub(crate) fn rank_cause(
             "kernel launches that cannot keep its GPU busy",
             "the CPU of this rank is the bottleneck: check CPU contention and pinning on its node, accidental device syncs, and use CUDA graphs or fewer, larger kernels",
         )
+    } else if let Some((split, on_cpu)) = compute_ratio
+        .is_none()
+        .then(|| cpu_split(a, ri))
+        .flatten()
+        .and_then(|c| Some((c, c.on_cpu()?)))
+    {
+        evidence.push(
+            Evidence::new(
+                EvidenceKey::CpuTimePerIterationMs,
+                split.cpu_ns / 1e6,
+                Some(split.peer_cpu_ns / 1e6),
+                Unit::Ms,
+                cpu_split_detail(&split),
+            )
+            .decisive(),
+        );
+        if on_cpu {
+            (
+                FindingKind::SlowCpu,
+                Component::Process,
+                "more CPU work per step than its peers (the trace has no compute ops to say which: more work or the same work slower)",
+                "profile this rank (py-spy top --pid, or torch.profiler) for what its CPU does that its peers' do not: work only it runs (extra forward passes, evaluation, logging, metrics) or the same work slower (other processes on its cores, throttling, thread pinning, OMP_NUM_THREADS)",
+            )
+        } else {
+            (
+                FindingKind::HostStall,
+                Component::Host,
+                "pauses off its CPU before its collectives (sleeping or blocked: its CPU time per step matches its peers')",
+                "see what it waits for: py-spy dump --pid a few times (or py-spy record --idle) on its node; look for sleeps, blocking I/O (checkpoints, logging to a slow filesystem), locks, a data loader with too few workers; the hardware is not at fault",
+            )
+        }
     } else if compute_ratio.is_none() && a.ctx.meta.cpu_compute {
         (
             FindingKind::SlowRank,
@@ -322,6 +353,36 @@ pub(crate) fn rank_cause(
         action: action.to_string(),
         evidence,
     }
+}
+
+/// On a live job computing on CPUs, a rank's extra time against its extra CPU time.
+fn cpu_split(a: &Analysis, ri: usize) -> Option<crate::live::CpuSplit> {
+    let w = a.live?;
+    let group = a.ctx.peer_group[ri];
+    let peers = (0..a.n_ranks())
+        .filter(|&r| a.ctx.peer_group[r] == group)
+        .map(|r| a.rank_id(r));
+    w.cpu_split(a.rank_id(ri), peers)
+}
+
+fn cpu_split_detail(c: &crate::live::CpuSplit) -> String {
+    let extra_cpu = c.cpu_ns - c.peer_cpu_ns;
+    format!(
+        "{:.1} ms of CPU per step against {:.1} ms on its peers: {} of its {:.1} ms extra per step {}",
+        c.cpu_ns / 1e6,
+        c.peer_cpu_ns / 1e6,
+        if extra_cpu <= 0.0 {
+            "none".to_string()
+        } else {
+            format!("{:.0}%", (c.on_cpu_share() * 100.0).min(100.0))
+        },
+        c.extra_ns / 1e6,
+        if c.on_cpu_share() >= 0.5 {
+            "was CPU work"
+        } else {
+            "was spent on the CPU; the rest off it (sleeping or blocked)"
+        }
+    )
 }
 
 /// A rank's compute against its peers' over the iterations it is explained in: its time

@@ -152,7 +152,7 @@ fn peer_groups(
 /// time it was observed (per second when none finished one). Dividing by unequal
 /// iteration counts would turn a window edge (one rank's step ending just after it) into
 /// a 1/n difference.
-fn scale(peers: &[&LiveRank]) -> Vec<f64> {
+pub(super) fn scale(peers: &[&LiveRank]) -> Vec<f64> {
     let n = peers[0].iterations;
     if n > 0 && peers.iter().all(|r| r.iterations == n) {
         return vec![1.0 / n as f64; peers.len()];

@@ -10,11 +10,13 @@
 //! detector its series (fail-slow onsets), and [`confirm_with_previous`] holds a mild
 //! slow-rank verdict until a second window shows it.
 
+mod cpu;
 mod input;
 #[cfg(test)]
 mod tests;
 mod window;
 
+pub use cpu::CpuSplit;
 pub use window::{LiveRank, LiveWindow};
 
 use crate::stream::run_detectors;
@@ -83,7 +85,61 @@ pub fn diagnose_window(
 ) -> LiveDiagnosis {
     let mut d = analyze_window(current, earlier, cfg);
     confirm_with_previous(&mut d, previous, cfg);
+    hold_with_previous(&mut d, current, previous, cfg);
     d
+}
+
+/// The z-score bar a rank named in the previous window must clear to stay named: half the
+/// bar that names it. A job of a few ranks spreads its peers' time widely at times, so
+/// that a rank clearly slower in every window clears the full bar in most of them only;
+/// a verdict that flickers window to window is one nobody can act on.
+const HOLD_Z_FRACTION: f64 = 0.5;
+
+/// Continuity the other way: a rank the previous window warned about as slow stays named
+/// while it is still the slowest of its peers past half the usual bar, with a note saying
+/// so, instead of the job looking healthy for a window. Only a verdict already made is
+/// held: a rank is never first named on the lower bar.
+pub fn hold_with_previous(
+    d: &mut LiveDiagnosis,
+    current: &LiveWindow,
+    previous: Option<&[Finding]>,
+    cfg: &LiveConfig,
+) {
+    let named = |f: &Finding| {
+        (f.detector == DetectorId::SlowRank && f.severity >= Severity::Warning)
+            .then(|| f.culprits.first().and_then(|c| c.rank))
+            .flatten()
+    };
+    let Some(rank) = previous.and_then(|p| p.iter().find_map(named)) else {
+        return;
+    };
+    let stuck = d
+        .findings
+        .iter()
+        .any(|f| f.detector == DetectorId::Watchdog && f.severity == Severity::Critical);
+    let warned = d.findings.iter().any(|f| {
+        f.severity >= Severity::Warning && f.culprits.iter().any(|c| c.rank == Some(rank))
+    });
+    if stuck || warned {
+        return;
+    }
+    let mut lower = cfg.clone();
+    lower.engine.slow_rank.min_z *= HOLD_Z_FRACTION;
+    let (again, _) = run(&[current], current, &lower);
+    let Some(mut f) = again.findings.into_iter().find(|f| named(f) == Some(rank)) else {
+        return;
+    };
+    f.summary = format!(
+        "still (named in the previous window; in this one past half the usual bar): {}",
+        f.summary
+    );
+    // The unconfirmed info note of the same rank, if any, is this finding's weaker twin.
+    d.findings.retain(|g| {
+        !(g.detector == DetectorId::SlowRank
+            && g.culprits.first().and_then(|c| c.rank) == Some(rank))
+    });
+    d.findings.push(f);
+    d.findings.sort_by(Finding::by_importance);
 }
 
 /// [`diagnose_window`] without the continuity rule.

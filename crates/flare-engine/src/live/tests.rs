@@ -108,6 +108,7 @@ fn job(
             events: its * 62,
             dropped_total: 0,
             gpu: None,
+            cpu_ns: None,
         });
     }
     nodes.into_values().collect()
@@ -147,6 +148,7 @@ fn stray_milliseconds_in_a_nearly_idle_window_are_not_a_straggler() {
                     events: 2,
                     dropped_total: 0,
                     gpu: None,
+                    cpu_ns: None,
                 }
             })
             .collect();
@@ -531,6 +533,114 @@ fn ranks_that_traced_only_collectives_are_compared_by_their_time_outside_them() 
     assert_eq!(warn.len(), 1, "{:#?}", d.findings);
     assert_eq!(warn[0].culprits[0].rank, Some(2));
     assert_eq!(warn[0].kind, FindingKind::SlowRank, "{:#?}", warn[0]);
+}
+
+#[test]
+fn a_cpu_jobs_cpu_time_tells_extra_compute_from_a_stall_when_nothing_else_does() {
+    // As above, on CPUs, with each process's CPU time: 600 ms of CPU per peer per window;
+    // rank 2 is 30 ms per step slower, with `rank2_cpu_ms` more CPU per step than them.
+    let run = |gpu: Option<bool>, rank2_cpu_ms: u64| {
+        let mut w = job(4, |_| 1.0, |r| if r == 2 { 30.0 } else { 0.0 });
+        for s in &mut w {
+            for r in &mut s.ranks {
+                r.busy_ns = 0;
+                r.ops.retain(|o| o.kind.is_sync());
+                r.gpu = gpu;
+                let steps = r.iterations.len() as u64;
+                r.cpu_ns = Some(
+                    600 * MS
+                        + if r.rank == 2 {
+                            rank2_cpu_ms * MS * steps
+                        } else {
+                            0
+                        },
+                );
+            }
+        }
+        let d = analyze(&w);
+        let warn = warnings(&d);
+        assert_eq!(warn.len(), 1, "{:#?}", d.findings);
+        assert_eq!(warn[0].culprits[0].rank, Some(2));
+        warn[0].clone()
+    };
+    // Slept or blocked: its CPU time matches its peers'.
+    let f = run(Some(false), 0);
+    assert_eq!(f.kind, FindingKind::HostStall, "{f:#?}");
+    assert_eq!(f.culprits[0].component, Component::Host);
+    let cpu = f
+        .evidence
+        .iter()
+        .find(|e| e.metric == EvidenceKey::CpuTimePerIterationMs)
+        .unwrap();
+    assert!(cpu.decisive && cpu.detail.contains("off it"), "{cpu:#?}");
+    assert!(!f.action.contains("drain"), "{}", f.action);
+    // Its extra time was CPU work.
+    let f = run(Some(false), 28);
+    assert_eq!(f.kind, FindingKind::SlowCpu, "{f:#?}");
+    assert_eq!(f.culprits[0].component, Component::Process);
+    // In between, it does not decide: no cause is claimed.
+    assert_eq!(run(Some(false), 12).kind, FindingKind::SlowRank);
+    // A GPU job's (or an unknown one's) CPU time says nothing about its kernels.
+    assert_eq!(run(Some(true), 0).kind, FindingKind::SlowRank);
+    assert_eq!(run(None, 0).kind, FindingKind::SlowRank);
+}
+
+#[test]
+fn a_rank_named_in_the_previous_window_stays_named_while_it_is_still_clearly_the_slowest() {
+    // Four ranks with widely spread peers (as a small CPU job's are), rank 2 slower by
+    // `extra` ms per step; nothing traced but the collectives.
+    let window = |extra: f64| {
+        let mut w = job(4, |_| 1.0, |r| [0.0, 12.0, extra, 6.0][r as usize]);
+        for s in &mut w {
+            for r in &mut s.ranks {
+                r.busy_ns = 0;
+                r.ops.retain(|o| o.kind.is_sync());
+            }
+        }
+        LiveWindow::from_summaries(&w)
+    };
+    let cfg = LiveConfig::default();
+    let named = |d: &LiveDiagnosis| -> Vec<u32> {
+        d.findings
+            .iter()
+            .filter(|f| f.severity > Severity::Info)
+            .filter_map(|f| f.culprits[0].rank)
+            .collect()
+    };
+    let clear = diagnose_window(&window(150.0), &[], None, &cfg);
+    assert_eq!(named(&clear), vec![2], "{:#?}", clear.findings);
+    // Half as far out: past half the bar, not past the bar.
+    let weaker = window(64.0);
+    let alone = diagnose_window(&weaker, &[], None, &cfg);
+    assert!(named(&alone).is_empty(), "{:#?}", alone.findings);
+    let held = diagnose_window(&weaker, &[], Some(&clear.findings), &cfg);
+    assert_eq!(named(&held), vec![2], "{:#?}", held.findings);
+    let f = held
+        .findings
+        .iter()
+        .find(|f| f.severity > Severity::Info)
+        .unwrap();
+    assert!(
+        f.summary.starts_with("still (named in the previous window"),
+        "{}",
+        f.summary
+    );
+    assert_eq!(
+        held.findings
+            .iter()
+            .filter(|f| f.culprits.first().and_then(|c| c.rank) == Some(2))
+            .count(),
+        1,
+        "one finding for the rank: {:#?}",
+        held.findings
+    );
+    // Back among its peers: not held.
+    let healed = diagnose_window(&window(3.0), &[], Some(&clear.findings), &cfg);
+    assert!(named(&healed).is_empty(), "{:#?}", healed.findings);
+    // A verdict of another rank is not carried over to this one.
+    let mut other = clear.findings.clone();
+    other[0].culprits[0].rank = Some(1);
+    assert!(named(&diagnose_window(&weaker, &[], Some(&other), &cfg)).is_empty());
 }
 
 #[test]

@@ -66,6 +66,8 @@ pub struct LiveRank {
     pub dropped: u64,
     /// Whether its process uses a GPU (`None`: the agent could not tell).
     pub gpu: Option<bool>,
+    /// CPU time its process used in the window; NaN when the agent did not report it.
+    pub cpu_ns: f64,
 }
 
 impl LiveRank {
@@ -173,6 +175,14 @@ impl LiveWindow {
         }
     }
 
+    /// The record of `rank`, if it reported in the window.
+    pub fn rank(&self, rank: u32) -> Option<&LiveRank> {
+        self.ranks
+            .binary_search_by_key(&rank, |r| r.rank)
+            .ok()
+            .map(|i| &self.ranks[i])
+    }
+
     /// Ranks observed in the window.
     pub fn with_data(&self) -> impl Iterator<Item = &LiveRank> {
         self.ranks.iter().filter(|r| r.observed_ns > 0.0)
@@ -212,6 +222,7 @@ fn rank_totals(r: &flare_model::RankSummary, node: &str) -> LiveRank {
         dropped: r.dropped_total,
         gpu: r.gpu,
         sync_busy_ns: r.sync_busy_ns.map_or(f64::NAN, |v| v as f64),
+        cpu_ns: r.cpu_ns.map_or(f64::NAN, |v| v as f64),
     };
     let mut issue: Vec<(u64, u64)> = Vec::new();
     for o in &r.ops {

@@ -22,6 +22,9 @@ string_enum! {
         LaunchIntervalMs => "launch_interval_ms",
         /// Host-phase (GC, dataloader) time beyond its peers'.
         HostPhaseExcessMs => "host_phase_excess_ms",
+        /// CPU time its process used per iteration against its peers' (a job computing on
+        /// CPUs): on the CPU or off it, where its extra time went.
+        CpuTimePerIterationMs => "cpu_time_per_iteration_ms",
 
         // The graph search (Holmes).
         /// Share of the job's time its peers waited for the culprit.
