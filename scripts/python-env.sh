@@ -2,8 +2,8 @@
 # Sets up the Python environment of the `flare` package (crates/flare-py) and prints its
 # path. Idempotent and quick on re-runs:
 #   - creates the venv target/flare-venv with python3.11 (or $PYTHON) if it is missing;
-#   - pip-installs the pinned tools below only when a version is missing or differs
-#     (no network when everything is there);
+#   - pip-installs the pinned tools and PyTorch below only when a version is missing or
+#     differs (no network when everything is there);
 #   - builds the extension with maturin and installs the wheel into the venv, unless
 #     nothing it is built from changed since the last install (FLARE_PY_REBUILD=1 forces).
 # Respects CARGO_TARGET_DIR. Usage:
@@ -14,8 +14,11 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="$ROOT/target/flare-venv"
 PY_BIN="${PYTHON:-python3.11}"
 CRATE="$ROOT/crates/flare-py"
-# Pinned tool versions (bump deliberately).
-PINS=("maturin==1.16.0" "pytest==9.2.0" "numpy==2.4.6" "py-spy==0.4.3" "jsonschema==4.26.0")
+# Pinned tool versions (bump deliberately). PyTorch (CPU-capable, about 5 GB with the CUDA
+# libraries the registry's wheel brings; about 3 minutes) is for the real-job tests: real
+# DDP jobs traced live, and scripts/real_jobs. Installed once; later runs only check it.
+PINS=("maturin==1.16.0" "pytest==9.2.0" "numpy==2.4.6" "py-spy==0.4.3" "jsonschema==4.26.0"
+    "torch==2.15.0")
 
 say() { echo "python-env: $*" >&2; }
 die() { say "error: $*"; exit 1; }

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # A real 4-process DDP job (torchrun, Gloo, CPU) traced live: flare serve + flare agent +
 # live_worker.py under flare.init(); prints each 2-s window's verdict and warnings.
-# Installs CPU PyTorch into target/torch-venv once (as run.sh) and Flare's Python package
-# into it. Usage: bash scripts/real_jobs/live.sh FAULT [SLOW_RANK] [SECS]
+# Uses the test venv (scripts/python-env.sh: PyTorch and Flare's Python package, installed
+# once). Usage: bash scripts/real_jobs/live.sh FAULT [SLOW_RANK] [SECS]
 #   FAULT: none | extra | stall | hang (see live_worker.py; a hung job is stopped 40 s
 #   after the hang, with the agent's watchdog at 10 s)
 set -euo pipefail
@@ -11,12 +11,9 @@ FAULT="${1:?usage: live.sh none|extra|stall [SLOW_RANK] [SECS]}"
 SLOW="${2:-2}"
 SECS="${3:-16}"
 [[ "$FAULT" == none ]] && SLOW=-1
-VENV="$ROOT/target/torch-venv"
 FLARE="${FLARE_BIN:-$ROOT/target/release/flare}"
-bash "$ROOT/scripts/real_jobs/run.sh" --venv-only
-bash "$ROOT/scripts/python-env.sh" >/dev/null
-"$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps --force-reinstall \
-    "$ROOT"/target/flare-wheels/flare_tracer-*.whl
+# The test venv: PyTorch and Flare's Python package (scripts/python-env.sh).
+VENV="$(bash "$ROOT/scripts/python-env.sh")"
 [[ -x "$FLARE" ]] || (cd "$ROOT" && cargo build --release -p flare-cli)
 TMP="$(mktemp -d)"
 trap 'kill $(jobs -p) 2>/dev/null || true; [[ -n "${KEEP:-}" ]] || rm -rf "$TMP"' EXIT

@@ -41,6 +41,9 @@ while True:
     opt.zero_grad()
     step += 1
     flare.step(step)
+    if step == 1:
+        # For the live tests: which window first holds steps.
+        print(f"rank {rank}: first step done at {time.time():.3f}", flush=True)
     # Every rank stops after the same step: rank 0 decides.
     stop = torch.tensor([1.0 if rank == 0 and time.time() - start > float(os.environ.get("SECS", "16")) else 0.0])
     dist.all_reduce(stop)

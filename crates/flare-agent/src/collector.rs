@@ -93,6 +93,10 @@ pub struct Collector {
     ongoing_peers: Vec<(String, PeerStacks)>,
     /// (job, rank) whose peer stacks were asked for during the job's current hang.
     peers_asked: HashSet<(String, u32)>,
+    /// Stack captures under way, per window of the moment they were asked for: the window
+    /// waits for them (up to the stack timeout), so a hang is not first shown with only
+    /// the ranks whose capture happened to finish first.
+    capturing: BTreeMap<u64, usize>,
     stats: CollectorStats,
     dir_error: Option<String>,
 }
@@ -135,6 +139,7 @@ impl Collector {
             peers: Vec::new(),
             ongoing_peers: Vec::new(),
             peers_asked: HashSet::new(),
+            capturing: BTreeMap::new(),
             stats: CollectorStats::default(),
             dir_error: None,
         })
@@ -166,8 +171,19 @@ impl Collector {
             .is_none_or(|t| t.elapsed() >= self.cfg.scan_interval);
         let now_unix = self.collect(scan);
         let grace = self.cfg.grace.as_nanos() as u64;
+        let hold = (self.cfg.stack_timeout + Duration::from_secs(1)).as_nanos() as u64;
         let mut out = Vec::new();
         while self.windows.end(self.open_from).saturating_add(grace) <= now_unix {
+            let capturing = self.capturing.range(..=self.open_from).any(|(_, &n)| n > 0);
+            if capturing
+                && now_unix
+                    < self
+                        .windows
+                        .end(self.open_from)
+                        .saturating_add(grace + hold)
+            {
+                break;
+            }
             out.extend(self.close_window(self.open_from));
             self.open_from += 1;
         }
@@ -268,6 +284,8 @@ impl Collector {
         }
         self.ask_peer_stacks(&mut requests, now_mono);
         for r in requests {
+            let w = self.windows.index(r.capture.asked_unix_ns());
+            *self.capturing.entry(w).or_default() += 1;
             self.watchdog.submit(r);
         }
         let done = self.watchdog.collect();
@@ -305,6 +323,11 @@ impl Collector {
 
     fn file_hangs(&mut self, done: Vec<Captured>) {
         for (job, capture) in done {
+            let w = self.windows.index(capture.asked_unix_ns());
+            if let Some(n) = self.capturing.get_mut(&w) {
+                *n = n.saturating_sub(1);
+            }
+            self.capturing.retain(|_, n| *n > 0);
             match capture {
                 Capture::Stuck(records) => {
                     for r in records {

@@ -34,6 +34,15 @@ pub fn cpu_time_ns(pid: u32) -> Option<u64> {
     (hz > 0).then(|| (utime + stime).saturating_mul(1_000_000_000) / hz as u64)
 }
 
+/// Time the main thread of `pid` has spent runnable but waiting for a CPU (the run
+/// queue), in ns, from `/proc/PID/schedstat`; `None` without schedstats. A training loop
+/// runs on its main thread: when it is off the CPU, this says whether it slept or waited
+/// for a core that other processes held.
+pub fn runqueue_wait_ns(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/schedstat")).ok()?;
+    stat.split_whitespace().nth(1)?.parse().ok()
+}
+
 /// The fields after the command name in `/proc/PID/stat` (state first). The name sits
 /// in parentheses and may itself contain spaces and parentheses.
 fn stat_fields(stat: &str) -> Option<Vec<&str>> {
@@ -224,6 +233,10 @@ mod tests {
         }
         let spun = cpu_time_ns(pid).unwrap() - t0;
         assert!(spun >= 150_000_000, "spinning used {} ms", spun / 1_000_000);
+        // The run-queue wait is read where the kernel keeps schedstats.
+        if std::path::Path::new("/proc/self/schedstat").exists() {
+            assert!(runqueue_wait_ns(pid).is_some());
+        }
     }
 
     #[test]

@@ -96,8 +96,16 @@ pub struct Source {
     names: HashMap<NameId, String>,
     /// Whether the process uses a GPU, as `/proc` last said (asked until it says yes).
     gpu: Option<bool>,
-    /// The last reading of its CPU time: (Unix ns, CPU ns).
-    cpu_last: Option<(u64, u64)>,
+    /// The last reading of its CPU time.
+    cpu_last: Option<CpuReading>,
+}
+
+/// A reading of a process's CPU time and its main thread's run-queue wait.
+#[derive(Clone, Copy)]
+struct CpuReading {
+    unix_ns: u64,
+    cpu_ns: u64,
+    wait_ns: Option<u64>,
 }
 
 impl Source {
@@ -345,8 +353,9 @@ impl Source {
         }
     }
 
-    /// Reads the process's CPU time and spreads what it used since the last reading over
-    /// the windows in between, in proportion to their share of that time.
+    /// Reads the process's CPU time and its main thread's run-queue wait, and spreads
+    /// what they grew by since the last reading over the windows in between, in
+    /// proportion to their share of that time.
     pub fn sample_cpu(&mut self, ctx: &PollCtx) {
         if self.file.is_none() {
             return;
@@ -354,18 +363,30 @@ impl Source {
         let Some(cpu) = crate::procfs::cpu_time_ns(self.info.pid) else {
             return;
         };
+        let wait = crate::procfs::runqueue_wait_ns(self.info.pid);
         let now = self.info.to_unix_ns(ctx.now_mono);
-        if let Some((t0, c0)) = self.cpu_last.filter(|&(t0, _)| now > t0) {
-            let used = cpu.saturating_sub(c0) as f64;
-            let span = (now - t0) as f64;
+        if let Some(last) = self.cpu_last.filter(|l| now > l.unix_ns) {
+            let used = cpu.saturating_sub(last.cpu_ns) as f64;
+            let waited = wait
+                .zip(last.wait_ns)
+                .map(|(w, w0)| w.saturating_sub(w0) as f64);
+            let span = (now - last.unix_ns) as f64;
             let win = ctx.windows;
-            for w in win.index(t0).max(ctx.open_from)..=win.index(now - 1) {
-                let part = (now.min(win.end(w)) - t0.max(win.start(w))) as f64 / span;
+            for w in win.index(last.unix_ns).max(ctx.open_from)..=win.index(now - 1) {
+                let part = (now.min(win.end(w)) - last.unix_ns.max(win.start(w))) as f64 / span;
                 let rw = self.windows.entry(w).or_default();
                 rw.cpu_ns = Some(rw.cpu_ns.unwrap_or(0) + (used * part).round() as u64);
+                if let Some(waited) = waited {
+                    rw.runqueue_ns =
+                        Some(rw.runqueue_ns.unwrap_or(0) + (waited * part).round() as u64);
+                }
             }
         }
-        self.cpu_last = Some((now, cpu));
+        self.cpu_last = Some(CpuReading {
+            unix_ns: now,
+            cpu_ns: cpu,
+            wait_ns: wait,
+        });
     }
 
     /// Counts top-level spans still open as busy up to now, then finalizes busy time

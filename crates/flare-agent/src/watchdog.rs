@@ -21,6 +21,16 @@ pub enum Capture {
     Peer(PeerStacks),
 }
 
+impl Capture {
+    /// When the capture was asked for (Unix ns).
+    pub fn asked_unix_ns(&self) -> u64 {
+        match self {
+            Capture::Stuck(records) => records.first().map_or(0, |h| h.detected_unix_ns),
+            Capture::Peer(p) => p.captured_unix_ns,
+        }
+    }
+}
+
 /// One process whose stacks are wanted.
 pub struct CaptureRequest {
     pub job: String,

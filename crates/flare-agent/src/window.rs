@@ -170,6 +170,8 @@ pub struct RankWindow {
     pub events: u64,
     /// CPU time of the process in the window, where `/proc` gave it.
     pub cpu_ns: Option<u64>,
+    /// Time its main thread waited for a CPU in the window, where `/proc` gave it.
+    pub runqueue_ns: Option<u64>,
 }
 
 impl RankWindow {
@@ -194,6 +196,7 @@ pub struct RankParts {
     /// Whether its processes use a GPU (`None`: unknown).
     pub gpu: Option<bool>,
     pub cpu_ns: Option<u64>,
+    pub runqueue_ns: Option<u64>,
 }
 
 impl RankParts {
@@ -211,6 +214,7 @@ impl RankParts {
             dropped_total: 0,
             gpu: None,
             cpu_ns: None,
+            runqueue_ns: None,
         }
     }
 
@@ -231,6 +235,9 @@ impl RankParts {
         };
         if let Some(c) = w.cpu_ns {
             self.cpu_ns = Some(self.cpu_ns.unwrap_or(0) + c);
+        }
+        if let Some(c) = w.runqueue_ns {
+            self.runqueue_ns = Some(self.runqueue_ns.unwrap_or(0) + c);
         }
         self.busy_ns += w.busy.total();
         self.sync_busy_ns += w.sync.total();
@@ -279,6 +286,7 @@ impl RankParts {
             dropped_total: self.dropped_total,
             gpu: self.gpu,
             cpu_ns: self.cpu_ns,
+            runqueue_ns: self.runqueue_ns,
         }
     }
 }

@@ -65,6 +65,7 @@ fn summary(window: u64, names: impl Fn(usize) -> String) -> WindowSummary {
                 dropped_total: 7,
                 gpu: None,
                 cpu_ns: None,
+                runqueue_ns: None,
             },
             RankSummary {
                 rank: 1,
@@ -79,6 +80,7 @@ fn summary(window: u64, names: impl Fn(usize) -> String) -> WindowSummary {
                 dropped_total: 0,
                 gpu: None,
                 cpu_ns: None,
+                runqueue_ns: None,
             },
         ],
         hangs: vec![HangRecord {

@@ -287,3 +287,66 @@ fn the_ranks_not_stuck_get_their_stacks_taken_while_the_hang_lasts() {
         "peer stacks after the hang ended: {after:?}"
     );
 }
+
+#[test]
+fn a_window_waits_for_the_stack_captures_of_the_hangs_found_in_it() {
+    // A Python process and a py-spy that takes 2.5 s (then fails: native stacks); 1-s
+    // windows with 0.2 s of grace would close the window of the hang long before.
+    let Ok(mut child) = Command::new("python3")
+        .args(["-c", "import time; time.sleep(30)"])
+        .spawn()
+    else {
+        eprintln!("skipped: python3 not found");
+        return;
+    };
+    let t0 = Instant::now();
+    while t0.elapsed() < Duration::from_secs(10) {
+        let exe = std::fs::read_link(format!("/proc/{}/exe", child.id())).unwrap_or_default();
+        if exe.to_string_lossy().contains("python") {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let slow_py_spy = dir.path().join("slow-py-spy");
+    std::fs::write(&slow_py_spy, "#!/bin/sh\nsleep 2.5\nexit 1\n").unwrap();
+    Command::new("chmod")
+        .args(["755", slow_py_spy.to_str().unwrap()])
+        .status()
+        .unwrap();
+    let mut r = Ring::create(dir.path(), "slowcap", 0, 2, child.id());
+    let dp = r.comm("dp_group", 2, 1 << 20, 0);
+    r.begin(0, "stuck_all_reduce", OpKind::AllReduce, unix_now(), dp);
+    let mut cfg = config(dir.path(), "slowcap");
+    cfg.hang_timeout = Duration::from_millis(300);
+    cfg.window = Duration::from_secs(1);
+    cfg.grace = Duration::from_millis(200);
+    cfg.py_spy = Some(slow_py_spy);
+    let mut c = Collector::new(cfg).unwrap();
+    let mut all: Vec<WindowSummary> = Vec::new();
+    let t0 = Instant::now();
+    while t0.elapsed() < Duration::from_secs(20) && hangs(&all).is_empty() {
+        all.extend(c.poll());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    let first = all
+        .iter()
+        .find(|s| !s.hangs.is_empty())
+        .expect("the hang was reported");
+    let h = &first.hangs[0];
+    assert_eq!(
+        h.stack_source, "native",
+        "the slow py-spy failed: native stacks"
+    );
+    // Reported in the window it was found in, not in whichever was open when the
+    // capture finished.
+    assert!(
+        h.detected_unix_ns >= first.start_unix_ns && h.detected_unix_ns < first.end_unix_ns,
+        "detected at {} but reported in window [{}, {})",
+        h.detected_unix_ns,
+        first.start_unix_ns,
+        first.end_unix_ns
+    );
+}

@@ -70,6 +70,10 @@ pub struct RankSummary {
     /// CPU (sleeping or blocked); absent when the agent could not read it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpu_ns: Option<u64>,
+    /// Time its main thread was runnable but waited for a CPU in the window, in ns: off
+    /// the CPU because other processes held its cores, not because it slept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runqueue_ns: Option<u64>,
 }
 
 impl RankSummary {

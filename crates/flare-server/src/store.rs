@@ -690,6 +690,7 @@ mod tests {
                     dropped_total: 0,
                     gpu: None,
                     cpu_ns: None,
+                    runqueue_ns: None,
                 })
                 .collect(),
             hangs: vec![],

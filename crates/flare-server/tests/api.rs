@@ -172,6 +172,7 @@ fn node_summary(job: &str, node: u32, window: u64, slow_rank: Option<u32>) -> Wi
                     dropped_total: 0,
                     gpu: None,
                     cpu_ns: None,
+                    runqueue_ns: None,
                 }
             })
             .collect(),

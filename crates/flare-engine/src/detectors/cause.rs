@@ -2,6 +2,7 @@
 //! stage) over some iterations. Shared by the detectors that name a rank.
 
 use crate::digest::{issue_bin_floor, HOST_KINDS, ISSUE_BINS};
+use crate::live::TimeSpent;
 use crate::stats::median;
 use crate::{Analysis, EngineConfig};
 use flare_model::{Component, Direction, Evidence, EvidenceKey, FindingKind, OpKind, Unit};
@@ -258,11 +259,11 @@ pub(crate) fn rank_cause(
             "kernel launches that cannot keep its GPU busy",
             "the CPU of this rank is the bottleneck: check CPU contention and pinning on its node, accidental device syncs, and use CUDA graphs or fewer, larger kernels",
         )
-    } else if let Some((split, on_cpu)) = compute_ratio
+    } else if let Some((split, spent)) = compute_ratio
         .is_none()
         .then(|| cpu_split(a, ri))
         .flatten()
-        .and_then(|c| Some((c, c.on_cpu()?)))
+        .and_then(|c| Some((c, c.spent()?)))
     {
         evidence.push(
             Evidence::new(
@@ -270,24 +271,29 @@ pub(crate) fn rank_cause(
                 split.cpu_ns / 1e6,
                 Some(split.peer_cpu_ns / 1e6),
                 Unit::Ms,
-                cpu_split_detail(&split),
+                cpu_split_detail(&split, spent),
             )
             .decisive(),
         );
-        if on_cpu {
-            (
+        match spent {
+            TimeSpent::OnCpu => (
                 FindingKind::SlowCpu,
                 Component::Process,
                 "more CPU work per step than its peers (the trace has no compute ops to say which: more work or the same work slower)",
-                "profile this rank (py-spy top --pid, or torch.profiler) for what its CPU does that its peers' do not: work only it runs (extra forward passes, evaluation, logging, metrics) or the same work slower (other processes on its cores, throttling, thread pinning, OMP_NUM_THREADS)",
-            )
-        } else {
-            (
+                "profile this rank (py-spy top --pid, or torch.profiler) for what its CPU does that its peers' do not: work only it runs (extra forward passes, evaluation, logging, metrics) or the same work slower (throttling, thread pinning, OMP_NUM_THREADS)",
+            ),
+            TimeSpent::WaitingForCpu => (
+                FindingKind::SlowCpu,
+                Component::Host,
+                "waiting for a CPU: other processes held its cores",
+                "find what else runs on its node's cores (top, pidstat -u 1): other jobs, data-loader workers, the OS; pin the ranks to their own cores (taskset, numactl) and keep OMP_NUM_THREADS x ranks within the node's cores; the rank's own code is not at fault",
+            ),
+            TimeSpent::OffCpu => (
                 FindingKind::HostStall,
                 Component::Host,
                 "pauses off its CPU before its collectives (sleeping or blocked: its CPU time per step matches its peers')",
                 "see what it waits for: py-spy dump --pid a few times (or py-spy record --idle) on its node; look for sleeps, blocking I/O (checkpoints, logging to a slow filesystem), locks, a data loader with too few workers; the hardware is not at fault",
-            )
+            ),
         }
     } else if compute_ratio.is_none() && a.ctx.meta.cpu_compute {
         (
@@ -365,24 +371,27 @@ fn cpu_split(a: &Analysis, ri: usize) -> Option<crate::live::CpuSplit> {
     w.cpu_split(a.rank_id(ri), peers)
 }
 
-fn cpu_split_detail(c: &crate::live::CpuSplit) -> String {
-    let extra_cpu = c.cpu_ns - c.peer_cpu_ns;
-    format!(
-        "{:.1} ms of CPU per step against {:.1} ms on its peers: {} of its {:.1} ms extra per step {}",
+fn cpu_split_detail(c: &crate::live::CpuSplit, spent: TimeSpent) -> String {
+    let pct = |share: f64| format!("{:.0}%", (share * 100.0).clamp(0.0, 100.0));
+    let head = format!(
+        "{:.1} ms of CPU per step against {:.1} ms on its peers, of its {:.1} ms extra per step",
         c.cpu_ns / 1e6,
         c.peer_cpu_ns / 1e6,
-        if extra_cpu <= 0.0 {
-            "none".to_string()
-        } else {
-            format!("{:.0}%", (c.on_cpu_share() * 100.0).min(100.0))
-        },
-        c.extra_ns / 1e6,
-        if c.on_cpu_share() >= 0.5 {
-            "was CPU work"
-        } else {
-            "was spent on the CPU; the rest off it (sleeping or blocked)"
-        }
-    )
+        c.extra_ns / 1e6
+    );
+    match spent {
+        TimeSpent::OnCpu => format!("{head}: {} was CPU work", pct(c.on_cpu_share())),
+        TimeSpent::WaitingForCpu => format!(
+            "{head}: {} waiting for a CPU ({:.1} ms per step in the run queue against {:.1} ms)",
+            pct(c.runqueue_share()),
+            c.runqueue_ns / 1e6,
+            c.peer_runqueue_ns / 1e6
+        ),
+        TimeSpent::OffCpu => format!(
+            "{head}: {} on the CPU, the rest off it (sleeping or blocked)",
+            pct(c.on_cpu_share())
+        ),
+    }
 }
 
 /// A rank's compute against its peers' over the iterations it is explained in: its time

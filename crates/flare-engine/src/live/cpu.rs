@@ -1,6 +1,7 @@
 //! Where a slow rank's extra time went, on a job that computes on its CPUs: on the CPU
-//! (more or slower compute) or off it (sleeping, blocked on I/O or a lock), from the CPU
-//! time its process used against its peers'. A live trace of a plain framework job often
+//! (more or slower compute), waiting for a CPU (other processes hold its cores), or off
+//! it (sleeping, blocked on I/O or a lock), from the CPU time its process used and its
+//! main thread's run-queue wait against its peers'. A live trace of a plain framework job often
 //! holds no compute ops (DDP's forward and backward are not spans), and this is then the
 //! only evidence that tells slow compute from a stall.
 
@@ -15,6 +16,20 @@ pub struct CpuSplit {
     pub extra_ns: f64,
     pub cpu_ns: f64,
     pub peer_cpu_ns: f64,
+    /// Its main thread's wait for a CPU and its peers' median (NaN when not reported).
+    pub runqueue_ns: f64,
+    pub peer_runqueue_ns: f64,
+}
+
+/// Where a rank's extra time went.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TimeSpent {
+    /// Working on its CPU.
+    OnCpu,
+    /// Runnable, waiting for a CPU that other processes held.
+    WaitingForCpu,
+    /// Off the CPU by its own doing: sleeping or blocked.
+    OffCpu,
 }
 
 /// At least this share of the extra time on the CPU: the CPU did more (or slower) work.
@@ -28,19 +43,29 @@ impl CpuSplit {
         (self.cpu_ns - self.peer_cpu_ns) / self.extra_ns
     }
 
-    /// `Some(true)`: the extra time was CPU work; `Some(false)`: it was spent off the CPU;
-    /// `None`: the split does not decide (in between, or no extra time).
-    pub fn on_cpu(&self) -> Option<bool> {
+    /// Share of its extra time that its extra wait for a CPU covers (NaN when unknown).
+    pub fn runqueue_share(&self) -> f64 {
+        (self.runqueue_ns - self.peer_runqueue_ns) / self.extra_ns
+    }
+
+    /// Where its extra time went; `None` when the split does not decide (in between, or
+    /// no extra time).
+    pub fn spent(&self) -> Option<TimeSpent> {
         if self.extra_ns.is_nan() || self.extra_ns <= 0.0 {
             return None;
         }
         let share = self.on_cpu_share();
         if share >= ON_CPU {
-            Some(true)
-        } else if share <= OFF_CPU {
-            Some(false)
-        } else {
+            Some(TimeSpent::OnCpu)
+        } else if share > OFF_CPU {
             None
+        } else if self.runqueue_share() >= ON_CPU {
+            Some(TimeSpent::WaitingForCpu)
+        } else if self.runqueue_share() > OFF_CPU {
+            // Off the CPU, partly for want of one: it does not decide.
+            None
+        } else {
+            Some(TimeSpent::OffCpu)
         }
     }
 }
@@ -69,37 +94,59 @@ impl LiveWindow {
         let f = scale(&group);
         let mut own_time: Vec<f64> = group.iter().zip(&f).map(|(r, f)| r.own_ns() * f).collect();
         let mut cpu: Vec<f64> = group.iter().zip(&f).map(|(r, f)| r.cpu_ns * f).collect();
-        let (own_t, own_c) = (own_time[0], cpu[0]);
+        let mut wait: Vec<f64> = group
+            .iter()
+            .zip(&f)
+            .map(|(r, f)| r.runqueue_ns * f)
+            .collect();
+        let (own_t, own_c, own_w) = (own_time[0], cpu[0], wait[0]);
+        let peer_wait = if wait[1..].iter().all(|w| w.is_finite()) {
+            median(&mut wait[1..])
+        } else {
+            f64::NAN
+        };
         Some(CpuSplit {
             extra_ns: own_t - median(&mut own_time[1..]),
             cpu_ns: own_c,
             peer_cpu_ns: median(&mut cpu[1..]),
+            runqueue_ns: own_w,
+            peer_runqueue_ns: peer_wait,
         })
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::CpuSplit;
+    use super::{CpuSplit, TimeSpent};
 
     #[test]
-    fn the_share_of_the_extra_time_on_the_cpu_decides() {
-        let split = |extra: f64, cpu: f64| CpuSplit {
+    fn the_shares_of_the_extra_time_on_the_cpu_and_in_the_run_queue_decide() {
+        use TimeSpent::*;
+        let split = |extra: f64, cpu: f64, wait: f64| CpuSplit {
             extra_ns: extra,
             cpu_ns: 100.0 + cpu,
             peer_cpu_ns: 100.0,
+            runqueue_ns: 10.0 + wait,
+            peer_runqueue_ns: 10.0,
         };
-        for (extra, cpu, want) in [
-            (30.0, 28.0, Some(true)),  // its extra time was CPU work
-            (30.0, 15.0, Some(true)),  // on a contended node wall time outgrows CPU time
-            (30.0, 1.0, Some(false)),  // slept or blocked
-            (30.0, -2.0, Some(false)), // less CPU than its peers: waiting, not working
-            (30.0, 10.0, None),        // in between: does not decide
-            (0.0, 5.0, None),          // not slower
-            (-5.0, 5.0, None),
-            (f64::NAN, 5.0, None),
+        for (extra, cpu, wait, want) in [
+            (30.0, 28.0, 0.0, Some(OnCpu)),         // its extra time was CPU work
+            (30.0, 15.0, 10.0, Some(OnCpu)),        // a contended node stretches wall time
+            (30.0, 1.0, 0.0, Some(OffCpu)),         // slept or blocked
+            (30.0, -2.0, 1.0, Some(OffCpu)),        // less CPU than its peers: not working
+            (30.0, 1.0, 25.0, Some(WaitingForCpu)), // runnable, no core free
+            (30.0, 1.0, 12.0, None),                // partly waiting for a core: undecided
+            (30.0, 10.0, 0.0, None),                // in between: does not decide
+            (30.0, 1.0, f64::NAN, Some(OffCpu)),    // no run-queue figure: as before
+            (0.0, 5.0, 0.0, None),                  // not slower
+            (-5.0, 5.0, 0.0, None),
+            (f64::NAN, 5.0, 0.0, None),
         ] {
-            assert_eq!(split(extra, cpu).on_cpu(), want, "extra {extra}, cpu {cpu}");
+            assert_eq!(
+                split(extra, cpu, wait).spent(),
+                want,
+                "extra {extra}, cpu {cpu}, wait {wait}"
+            );
         }
     }
 }

@@ -16,7 +16,7 @@ mod input;
 mod tests;
 mod window;
 
-pub use cpu::CpuSplit;
+pub use cpu::{CpuSplit, TimeSpent};
 pub use window::{LiveRank, LiveWindow};
 
 use crate::stream::run_detectors;

@@ -109,6 +109,7 @@ fn job(
             dropped_total: 0,
             gpu: None,
             cpu_ns: None,
+            runqueue_ns: None,
         });
     }
     nodes.into_values().collect()
@@ -149,6 +150,7 @@ fn stray_milliseconds_in_a_nearly_idle_window_are_not_a_straggler() {
                     dropped_total: 0,
                     gpu: None,
                     cpu_ns: None,
+                    runqueue_ns: None,
                 }
             })
             .collect();
@@ -539,7 +541,7 @@ fn ranks_that_traced_only_collectives_are_compared_by_their_time_outside_them() 
 fn a_cpu_jobs_cpu_time_tells_extra_compute_from_a_stall_when_nothing_else_does() {
     // As above, on CPUs, with each process's CPU time: 600 ms of CPU per peer per window;
     // rank 2 is 30 ms per step slower, with `rank2_cpu_ms` more CPU per step than them.
-    let run = |gpu: Option<bool>, rank2_cpu_ms: u64| {
+    let run_waiting = |gpu: Option<bool>, rank2_cpu_ms: u64, rank2_wait_ms: u64| {
         let mut w = job(4, |_| 1.0, |r| if r == 2 { 30.0 } else { 0.0 });
         for s in &mut w {
             for r in &mut s.ranks {
@@ -555,6 +557,8 @@ fn a_cpu_jobs_cpu_time_tells_extra_compute_from_a_stall_when_nothing_else_does()
                             0
                         },
                 );
+                let extra_wait = if r.rank == 2 { rank2_wait_ms } else { 0 };
+                r.runqueue_ns = Some(50 * MS + extra_wait * MS * steps);
             }
         }
         let d = analyze(&w);
@@ -563,6 +567,7 @@ fn a_cpu_jobs_cpu_time_tells_extra_compute_from_a_stall_when_nothing_else_does()
         assert_eq!(warn[0].culprits[0].rank, Some(2));
         warn[0].clone()
     };
+    let run = |gpu: Option<bool>, rank2_cpu_ms: u64| run_waiting(gpu, rank2_cpu_ms, 0);
     // Slept or blocked: its CPU time matches its peers'.
     let f = run(Some(false), 0);
     assert_eq!(f.kind, FindingKind::HostStall, "{f:#?}");
@@ -580,6 +585,11 @@ fn a_cpu_jobs_cpu_time_tells_extra_compute_from_a_stall_when_nothing_else_does()
     assert_eq!(f.culprits[0].component, Component::Process);
     // In between, it does not decide: no cause is claimed.
     assert_eq!(run(Some(false), 12).kind, FindingKind::SlowRank);
+    // Off the CPU, but runnable: other processes held its cores. Its node, not its code.
+    let f = run_waiting(Some(false), 0, 27);
+    assert_eq!(f.kind, FindingKind::SlowCpu, "{f:#?}");
+    assert_eq!(f.culprits[0].component, Component::Host);
+    assert!(f.summary.contains("waiting for a CPU"), "{}", f.summary);
     // A GPU job's (or an unknown one's) CPU time says nothing about its kernels.
     assert_eq!(run(Some(true), 0).kind, FindingKind::SlowRank);
     assert_eq!(run(None, 0).kind, FindingKind::SlowRank);

@@ -68,6 +68,8 @@ pub struct LiveRank {
     pub gpu: Option<bool>,
     /// CPU time its process used in the window; NaN when the agent did not report it.
     pub cpu_ns: f64,
+    /// Time its main thread waited for a CPU in the window; NaN when not reported.
+    pub runqueue_ns: f64,
 }
 
 impl LiveRank {
@@ -223,6 +225,7 @@ fn rank_totals(r: &flare_model::RankSummary, node: &str) -> LiveRank {
         gpu: r.gpu,
         sync_busy_ns: r.sync_busy_ns.map_or(f64::NAN, |v| v as f64),
         cpu_ns: r.cpu_ns.map_or(f64::NAN, |v| v as f64),
+        runqueue_ns: r.runqueue_ns.map_or(f64::NAN, |v| v as f64),
     };
     let mut issue: Vec<(u64, u64)> = Vec::new();
     for o in &r.ops {
