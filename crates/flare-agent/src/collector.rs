@@ -68,6 +68,16 @@ fn reject<'a>(
     r
 }
 
+/// A reported hang: its job, its first record (with the stacks), and the last time (Unix
+/// ns) its op was seen still stuck. A window is closed a grace after it ends; what the
+/// op did by its end, not at the close, says whether the window shows it (a job being
+/// stopped loses its stuck ranks one by one in between).
+struct Ongoing {
+    job: String,
+    first: HangRecord,
+    stuck_until: u64,
+}
+
 pub struct Collector {
     cfg: AgentConfig,
     windows: Windows,
@@ -83,10 +93,9 @@ pub struct Collector {
     watchdog: Watchdog,
     /// Hang records waiting for their window to close: (window, job, record).
     hangs: Vec<(u64, String, HangRecord)>,
-    /// Hangs reported and not over: (job, the first record, with its stacks). Each later
-    /// window reports them again while the op stays stuck, so a hang stays open until it
-    /// ends instead of showing once.
-    ongoing: Vec<(String, HangRecord)>,
+    /// Hangs reported and not over. Each later window reports them again while the op
+    /// stays stuck, so a hang stays open until it ends instead of showing once.
+    ongoing: Vec<Ongoing>,
     /// Stacks of not-stuck ranks waiting for their window to close: (window, job, stacks).
     peers: Vec<(u64, String, PeerStacks)>,
     /// Peer captures of hangs not over, reported again each window like `ongoing`.
@@ -283,6 +292,7 @@ impl Collector {
             }
         }
         self.ask_peer_stacks(&mut requests, now_mono);
+        self.track_ongoing(now_unix);
         for r in requests {
             let w = self.windows.index(r.capture.asked_unix_ns());
             *self.capturing.entry(w).or_default() += 1;
@@ -303,7 +313,7 @@ impl Collector {
                 Capture::Stuck(records) => records.first().map(|h| (r.job.clone(), h.rank)),
                 Capture::Peer(_) => None,
             })
-            .chain(self.ongoing.iter().map(|(j, h)| (j.clone(), h.rank)))
+            .chain(self.ongoing.iter().map(|o| (o.job.clone(), o.first.rank)))
             .collect();
         let jobs: HashSet<String> = requests.iter().map(|r| r.job.clone()).collect();
         for s in self.sources.iter_mut().filter(|s| s.is_open()) {
@@ -333,7 +343,11 @@ impl Collector {
                     for r in records {
                         self.stats.hangs += 1;
                         let w = self.windows.index(r.detected_unix_ns).max(self.open_from);
-                        self.ongoing.push((job.clone(), r.clone()));
+                        self.ongoing.push(Ongoing {
+                            job: job.clone(),
+                            stuck_until: r.detected_unix_ns,
+                            first: r.clone(),
+                        });
                         self.hangs.push((w, job.clone(), r));
                     }
                 }
@@ -503,36 +517,46 @@ impl Collector {
         out
     }
 
-    /// Drops closed files whose windows have all been emitted.
-    /// Files again, for window `w`, each reported hang whose op is still stuck (same
-    /// stacks, longer in flight), unless `w` already has a record of it; forgets the
-    /// hangs that ended.
-    fn carry_ongoing_hangs(&mut self, w: u64) {
-        let end_unix = self.windows.end(w);
-        let sources = &mut self.sources;
-        let hangs = &mut self.hangs;
-        self.ongoing.retain(|(job, first)| {
-            let stuck = sources.iter_mut().any(|s| {
-                s.info.pid == first.pid
-                    && s.info.rank == first.rank
-                    && s.still_stuck(&first.op, first.kind, first.group.as_deref())
+    /// Notes, for each reported hang, whether its op is still stuck now.
+    fn track_ongoing(&mut self, now_unix: u64) {
+        for o in &mut self.ongoing {
+            let h = &o.first;
+            let stuck = self.sources.iter_mut().any(|s| {
+                s.info.pid == h.pid
+                    && s.info.rank == h.rank
+                    && s.still_stuck(&h.op, h.kind, h.group.as_deref())
             });
-            if !stuck {
+            if stuck {
+                o.stuck_until = now_unix;
+            }
+        }
+    }
+
+    /// Files again, for window `w`, each reported hang whose op was still stuck in it
+    /// (same stacks, longer in flight), unless `w` already has a record of it; forgets
+    /// the hangs that ended before it.
+    fn carry_ongoing_hangs(&mut self, w: u64) {
+        let (start_unix, end_unix) = (self.windows.start(w), self.windows.end(w));
+        let hangs = &mut self.hangs;
+        self.ongoing.retain(|o| {
+            if o.stuck_until < start_unix {
                 return false;
             }
-            let filed = hangs
-                .iter()
-                .any(|(hw, hj, h)| *hw == w && hj == job && h.pid == first.pid && h.op == first.op);
-            if !filed && end_unix > first.detected_unix_ns {
+            let first = &o.first;
+            let filed = hangs.iter().any(|(hw, hj, h)| {
+                *hw == w && *hj == o.job && h.pid == first.pid && h.op == first.op
+            });
+            let until = o.stuck_until.min(end_unix);
+            if !filed && until > first.detected_unix_ns {
                 let mut again = first.clone();
-                again.in_flight_ns += end_unix - first.detected_unix_ns;
-                hangs.push((w, job.clone(), again));
+                again.in_flight_ns += until - first.detected_unix_ns;
+                hangs.push((w, o.job.clone(), again));
             }
             true
         });
         // Peer stacks stay with their job's hang: shown again while it lasts, dropped (and
         // asked for afresh at the next hang) when it ends.
-        let hung: HashSet<&str> = self.ongoing.iter().map(|(j, _)| j.as_str()).collect();
+        let hung: HashSet<&str> = self.ongoing.iter().map(|o| o.job.as_str()).collect();
         let peers = &mut self.peers;
         self.ongoing_peers.retain(|(job, first)| {
             if !hung.contains(job.as_str()) {
@@ -553,6 +577,7 @@ impl Collector {
         });
     }
 
+    /// Drops closed files whose windows have all been emitted.
     fn forget_finished_sources(&mut self) {
         let (open_from, win) = (self.open_from, self.windows);
         self.sources

@@ -15,6 +15,10 @@ pub(crate) struct RankCause {
     pub what: String,
     pub action: String,
     pub evidence: Vec<Evidence>,
+    /// The cause weighs on its peers about as much (its node's cores are oversubscribed
+    /// and it got fewer turns this time): worth knowing, not the rank's fault, so the
+    /// finding is an `info`.
+    pub node_wide: bool,
 }
 
 /// A suspect's compute and issue latency against its peers' (ranks of the same pipeline
@@ -226,6 +230,7 @@ pub(crate) fn rank_cause(
     // What slower compute ops cost it: weighed against extra ops and against the delay.
     let slowdown = slowdown_ns(a, ri, scope, compute_ratio);
     let window_ns: f64 = scope.iter().filter_map(|&i| a.iteration_ns[i]).sum();
+    let mut node_wide = false;
     let (kind, component, what, action) = if host_ns >= 0.4 * excess {
         evidence.push(
             Evidence::new(
@@ -282,6 +287,18 @@ pub(crate) fn rank_cause(
                 "more CPU work per step than its peers (the trace has no compute ops to say which: more work or the same work slower)",
                 "profile this rank (py-spy top --pid, or torch.profiler) for what its CPU does that its peers' do not: work only it runs (extra forward passes, evaluation, logging, metrics) or the same work slower (throttling, thread pinning, OMP_NUM_THREADS)",
             ),
+            TimeSpent::WaitingForCpu if split.peer_runqueue_ns >= 0.5 * split.extra_ns => {
+                // Its peers wait for a CPU about as long as it was late: the node has
+                // fewer free cores than busy threads, and who waits most is the
+                // scheduler's draw.
+                node_wide = true;
+                (
+                    FindingKind::SlowCpu,
+                    Component::Host,
+                    "waiting for a CPU on an oversubscribed node (its peers wait for one too)",
+                    "the node runs more busy threads than it has cores: keep ranks x OMP_NUM_THREADS (plus data-loader workers) within its cores, pin ranks to their own cores (taskset, numactl), and move other work off it",
+                )
+            }
             TimeSpent::WaitingForCpu => (
                 FindingKind::SlowCpu,
                 Component::Host,
@@ -358,6 +375,7 @@ pub(crate) fn rank_cause(
         what: what.to_string(),
         action: action.to_string(),
         evidence,
+        node_wide,
     }
 }
 

@@ -345,7 +345,11 @@ impl GraphDetector {
         let c = over_next;
         Some(Finding {
             kind: cause.kind,
-            severity: Severity::Warning,
+            severity: if cause.node_wide {
+                Severity::Info
+            } else {
+                Severity::Warning
+            },
             summary: format!(
                 "rank {rank} makes its peers wait {scoped_gpus:.1} {}s' worth of time ({:.2}% of the job's) through {}{} ({})",
                     super::cause::device(a),

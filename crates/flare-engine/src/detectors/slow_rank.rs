@@ -226,12 +226,17 @@ impl SlowRankDetector {
         let c = rank_cause(a, cfg, s.rank_index, &s.scope, s.excess_ns);
         evidence.extend(c.evidence);
         let (kind, component, what, action) = (c.kind, c.component, c.what, c.action);
+        let node_wide = c.node_wide;
         let mut culprit = a.ctx.rank_culprit(component, rank);
         culprit.score = (s.excess_ns / top_excess).clamp(0.0, 1.0);
         let where_ = culprit.describe();
         Finding {
             kind,
-            severity: Severity::Warning,
+            severity: if node_wide {
+                Severity::Info
+            } else {
+                Severity::Warning
+            },
             summary: format!(
                 "rank {rank} delays its peers by {:.1}% through {what}{} ({})",
                 (s.rel - median_rel).max(0.0) * 100.0,

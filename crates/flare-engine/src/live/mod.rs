@@ -85,23 +85,30 @@ pub fn diagnose_window(
 ) -> LiveDiagnosis {
     let mut d = analyze_window(current, earlier, cfg);
     confirm_with_previous(&mut d, previous, cfg);
-    hold_with_previous(&mut d, current, previous, cfg);
+    name_by_continuity(&mut d, current, earlier, previous, cfg);
     d
 }
 
-/// The z-score bar a rank named in the previous window must clear to stay named: half the
-/// bar that names it. A job of a few ranks spreads its peers' time widely at times, so
-/// that a rank clearly slower in every window clears the full bar in most of them only;
-/// a verdict that flickers window to window is one nobody can act on.
-const HOLD_Z_FRACTION: f64 = 0.5;
+/// The z-score bar, as a fraction of the one that names a rank, that a rank must clear to
+/// be named by continuity (see [`name_by_continuity`]). A job of a few ranks spreads its
+/// peers' time widely at times, so that a rank clearly slower in every window clears the
+/// full bar in most of them only; a verdict that flickers window to window, or comes three
+/// windows late, is one nobody can act on.
+const CONTINUITY_Z_FRACTION: f64 = 0.5;
 
-/// Continuity the other way: a rank the previous window warned about as slow stays named
-/// while it is still the slowest of its peers past half the usual bar, with a note saying
-/// so, instead of the job looking healthy for a window. Only a verdict already made is
-/// held: a rank is never first named on the lower bar.
-pub fn hold_with_previous(
+/// Naming a rank on two windows at the lower bar also takes this much of the step: a
+/// rank a few percent of the step behind its peers window after window is how ranks
+/// differ (the one that hosts the store, the one that logs), not a fault.
+const CONTINUITY_MIN_STEP_SHARE: f64 = 0.1;
+
+/// Continuity over windows, past the bar of one window: a rank the previous window warned
+/// about as slow stays named while it is still the slowest of its peers past half the
+/// usual bar; a rank past half the bar in this window and the one before, by a tenth of
+/// the step or more, is named. A note in the summary says which.
+pub fn name_by_continuity(
     d: &mut LiveDiagnosis,
     current: &LiveWindow,
+    earlier: &[&LiveWindow],
     previous: Option<&[Finding]>,
     cfg: &LiveConfig,
 ) {
@@ -110,36 +117,80 @@ pub fn hold_with_previous(
             .then(|| f.culprits.first().and_then(|c| c.rank))
             .flatten()
     };
-    let Some(rank) = previous.and_then(|p| p.iter().find_map(named)) else {
-        return;
-    };
-    let stuck = d
-        .findings
+    if d.findings
         .iter()
-        .any(|f| f.detector == DetectorId::Watchdog && f.severity == Severity::Critical);
-    let warned = d.findings.iter().any(|f| {
-        f.severity >= Severity::Warning && f.culprits.iter().any(|c| c.rank == Some(rank))
-    });
-    if stuck || warned {
+        .any(|f| f.detector == DetectorId::Watchdog && f.severity == Severity::Critical)
+    {
         return;
     }
     let mut lower = cfg.clone();
-    lower.engine.slow_rank.min_z *= HOLD_Z_FRACTION;
-    let (again, _) = run(&[current], current, &lower);
-    let Some(mut f) = again.findings.into_iter().find(|f| named(f) == Some(rank)) else {
+    lower.engine.slow_rank.min_z *= CONTINUITY_Z_FRACTION;
+    let relaxed = |w: &LiveWindow| run(&[w], w, &lower).0.findings;
+    let now = relaxed(current);
+    let warned = |rank: u32| {
+        d.findings.iter().any(|f| {
+            f.severity >= Severity::Warning && f.culprits.iter().any(|c| c.rank == Some(rank))
+        })
+    };
+    let held = previous
+        .and_then(|p| p.iter().find_map(named))
+        .and_then(|rank| now.iter().find(|f| named(f) == Some(rank)));
+    let (mut f, why) = if let Some(f) = held {
+        (
+            f.clone(),
+            "still (named in the previous window; in this one past half the usual bar)",
+        )
+    } else {
+        let Some((f, rank)) = now.iter().find_map(|f| named(f).map(|r| (f, r))) else {
+            return;
+        };
+        let before = earlier.iter().find(|w| w.window + 1 == current.window);
+        let twice = before.is_some_and(|b| {
+            relaxed(b).iter().find_map(named) == Some(rank)
+                && step_share(b, rank) >= CONTINUITY_MIN_STEP_SHARE
+        }) && step_share(current, rank) >= CONTINUITY_MIN_STEP_SHARE;
+        if !twice {
+            return;
+        }
+        (f.clone(), "in two windows running past half the usual bar")
+    };
+    let Some(rank) = named(&f) else {
         return;
     };
-    f.summary = format!(
-        "still (named in the previous window; in this one past half the usual bar): {}",
-        f.summary
-    );
-    // The unconfirmed info note of the same rank, if any, is this finding's weaker twin.
+    if warned(rank) {
+        return;
+    }
+    f.summary = format!("{why}: {}", f.summary);
+    // An unconfirmed info note of the same rank is this finding's weaker twin.
     d.findings.retain(|g| {
         !(g.detector == DetectorId::SlowRank
             && g.culprits.first().and_then(|c| c.rank) == Some(rank))
     });
     d.findings.push(f);
     d.findings.sort_by(Finding::by_importance);
+}
+
+/// How far `rank` is behind the median of the other ranks per step, as a share of the
+/// typical step (0 when it cannot tell).
+fn step_share(w: &LiveWindow, rank: u32) -> f64 {
+    let per_step = |r: &LiveRank| r.own_ns() / r.iterations.max(1) as f64;
+    let Some(own) = w.rank(rank).filter(|r| r.iterations > 0) else {
+        return 0.0;
+    };
+    let mut others: Vec<f64> = w
+        .with_data()
+        .filter(|r| r.rank != rank && r.iterations > 0)
+        .map(per_step)
+        .collect();
+    let mut steps: Vec<f64> = w
+        .with_data()
+        .map(|r| r.iteration_ns)
+        .filter(|t| t.is_finite() && *t > 0.0)
+        .collect();
+    if others.is_empty() || steps.is_empty() {
+        return 0.0;
+    }
+    (per_step(own) - crate::stats::median(&mut others)) / crate::stats::median(&mut steps)
 }
 
 /// [`diagnose_window`] without the continuity rule.

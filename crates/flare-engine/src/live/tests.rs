@@ -541,7 +541,9 @@ fn ranks_that_traced_only_collectives_are_compared_by_their_time_outside_them() 
 fn a_cpu_jobs_cpu_time_tells_extra_compute_from_a_stall_when_nothing_else_does() {
     // As above, on CPUs, with each process's CPU time: 600 ms of CPU per peer per window;
     // rank 2 is 30 ms per step slower, with `rank2_cpu_ms` more CPU per step than them.
-    let run_waiting = |gpu: Option<bool>, rank2_cpu_ms: u64, rank2_wait_ms: u64| {
+    // Each rank's main thread waits `base_wait_ms` per step for a CPU, rank 2 that much
+    // more; returns the window's findings about rank 2.
+    let findings = |gpu: Option<bool>, rank2_cpu_ms: u64, base_wait_ms: u64, rank2_wait_ms: u64| {
         let mut w = job(4, |_| 1.0, |r| if r == 2 { 30.0 } else { 0.0 });
         for s in &mut w {
             for r in &mut s.ranks {
@@ -558,12 +560,15 @@ fn a_cpu_jobs_cpu_time_tells_extra_compute_from_a_stall_when_nothing_else_does()
                         },
                 );
                 let extra_wait = if r.rank == 2 { rank2_wait_ms } else { 0 };
-                r.runqueue_ns = Some(50 * MS + extra_wait * MS * steps);
+                r.runqueue_ns = Some((base_wait_ms + extra_wait) * MS * steps);
             }
         }
-        let d = analyze(&w);
-        let warn = warnings(&d);
-        assert_eq!(warn.len(), 1, "{:#?}", d.findings);
+        analyze(&w).findings
+    };
+    let run_waiting = |gpu: Option<bool>, rank2_cpu_ms: u64, rank2_wait_ms: u64| {
+        let all = findings(gpu, rank2_cpu_ms, 5, rank2_wait_ms);
+        let warn: Vec<&Finding> = all.iter().filter(|f| f.severity > Severity::Info).collect();
+        assert_eq!(warn.len(), 1, "{all:#?}");
         assert_eq!(warn[0].culprits[0].rank, Some(2));
         warn[0].clone()
     };
@@ -590,6 +595,16 @@ fn a_cpu_jobs_cpu_time_tells_extra_compute_from_a_stall_when_nothing_else_does()
     assert_eq!(f.kind, FindingKind::SlowCpu, "{f:#?}");
     assert_eq!(f.culprits[0].component, Component::Host);
     assert!(f.summary.contains("waiting for a CPU"), "{}", f.summary);
+    // On a node whose every rank waits for a CPU about as long (more busy threads than
+    // cores), the one that waited most this time is the scheduler's draw: an info on the
+    // oversubscribed node, no warning about the rank.
+    let all = findings(Some(false), 0, 20, 27);
+    assert!(all.iter().all(|f| f.severity == Severity::Info), "{all:#?}");
+    let f = all
+        .iter()
+        .find(|f| f.kind == FindingKind::SlowCpu)
+        .expect("an info");
+    assert!(f.summary.contains("oversubscribed"), "{}", f.summary);
     // A GPU job's (or an unknown one's) CPU time says nothing about its kernels.
     assert_eq!(run(Some(true), 0).kind, FindingKind::SlowRank);
     assert_eq!(run(None, 0).kind, FindingKind::SlowRank);
@@ -651,6 +666,28 @@ fn a_rank_named_in_the_previous_window_stays_named_while_it_is_still_clearly_the
     let mut other = clear.findings.clone();
     other[0].culprits[0].rank = Some(1);
     assert!(named(&diagnose_window(&weaker, &[], Some(&other), &cfg)).is_empty());
+    // Past half the bar in two windows running, by a third of the step: named in the
+    // second, though neither window alone names it.
+    let mut before = window(64.0);
+    before.window = weaker.window - 1;
+    let first = diagnose_window(&before, &[], None, &cfg);
+    assert!(named(&first).is_empty(), "{:#?}", first.findings);
+    let second = diagnose_window(&weaker, &[&before], Some(&first.findings), &cfg);
+    assert_eq!(named(&second), vec![2], "{:#?}", second.findings);
+    let f = second
+        .findings
+        .iter()
+        .find(|f| f.severity > Severity::Info)
+        .unwrap();
+    assert!(
+        f.summary.starts_with("in two windows running"),
+        "{}",
+        f.summary
+    );
+    // A window that is not the one just before does not count.
+    before.window = weaker.window - 2;
+    let gap = diagnose_window(&weaker, &[&before], None, &cfg);
+    assert!(named(&gap).is_empty(), "{:#?}", gap.findings);
 }
 
 #[test]
