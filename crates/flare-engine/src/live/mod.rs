@@ -43,6 +43,11 @@ pub struct LiveConfig {
     /// seconds of a live job hold few iterations, and one window's 5-10% blip on one rank
     /// (a scheduling hiccup) is not a straggler. Stronger excesses are reported at once.
     pub confirm_below_excess: f64,
+    /// Likewise for a rank that costs its job less than this share of the step (its time
+    /// beyond its peers' per step over the typical step): the ranks of a small job on
+    /// shared cores differ by a few percent of the step window to window, and a rank
+    /// that costs the job that little once is not worth a page.
+    pub confirm_below_step_share: f64,
 }
 
 impl Default for LiveConfig {
@@ -53,6 +58,7 @@ impl Default for LiveConfig {
             min_ranks: 3,
             min_own_share: 0.01,
             confirm_below_excess: 0.15,
+            confirm_below_step_share: 0.1,
         }
     }
 }
@@ -84,7 +90,7 @@ pub fn diagnose_window(
     cfg: &LiveConfig,
 ) -> LiveDiagnosis {
     let mut d = analyze_window(current, earlier, cfg);
-    confirm_with_previous(&mut d, previous, cfg);
+    confirm_with_previous(&mut d, current, previous, cfg);
     name_by_continuity(&mut d, current, earlier, previous, cfg);
     d
 }
@@ -96,15 +102,12 @@ pub fn diagnose_window(
 /// windows late, is one nobody can act on.
 const CONTINUITY_Z_FRACTION: f64 = 0.5;
 
-/// Naming a rank on two windows at the lower bar also takes this much of the step: a
-/// rank a few percent of the step behind its peers window after window is how ranks
-/// differ (the one that hosts the store, the one that logs), not a fault.
-const CONTINUITY_MIN_STEP_SHARE: f64 = 0.1;
-
 /// Continuity over windows, past the bar of one window: a rank the previous window warned
 /// about as slow stays named while it is still the slowest of its peers past half the
-/// usual bar; a rank past half the bar in this window and the one before, by a tenth of
-/// the step or more, is named. A note in the summary says which.
+/// usual bar; a rank past half the bar in this window and the one before, costing the
+/// job at least `cfg.confirm_below_step_share` of the step in both (a rank a few percent
+/// behind window after window is how ranks differ: the one that hosts the store, the
+/// one that logs), is named. A note in the summary says which.
 pub fn name_by_continuity(
     d: &mut LiveDiagnosis,
     current: &LiveWindow,
@@ -147,8 +150,8 @@ pub fn name_by_continuity(
         let before = earlier.iter().find(|w| w.window + 1 == current.window);
         let twice = before.is_some_and(|b| {
             relaxed(b).iter().find_map(named) == Some(rank)
-                && step_share(b, rank) >= CONTINUITY_MIN_STEP_SHARE
-        }) && step_share(current, rank) >= CONTINUITY_MIN_STEP_SHARE;
+                && step_share(b, rank) >= cfg.confirm_below_step_share
+        }) && step_share(current, rank) >= cfg.confirm_below_step_share;
         if !twice {
             return;
         }
@@ -301,12 +304,14 @@ fn self_time_excess(f: &Finding) -> Option<f64> {
 }
 
 /// Continuity across windows: a slow-rank warning with a self-time excess under
-/// `cfg.confirm_below_excess` stays a warning only if `previous` (the job's previous
-/// window's findings) named the same rank, warning or not; otherwise it becomes an `info`
-/// finding marked unconfirmed, and the next window confirms it if it persists. Pure: the
-/// caller (the server) passes the previous window's findings.
+/// `cfg.confirm_below_excess`, or that costs under `cfg.confirm_below_step_share` of the
+/// step in `current`, stays a warning only if `previous` (the job's previous window's
+/// findings) named the same rank, warning or not; otherwise it becomes an `info` finding
+/// marked unconfirmed, and the next window confirms it if it persists. Pure: the caller
+/// (the server) passes the previous window's findings.
 pub fn confirm_with_previous(
     d: &mut LiveDiagnosis,
+    current: &LiveWindow,
     previous: Option<&[Finding]>,
     cfg: &LiveConfig,
 ) {
@@ -322,7 +327,10 @@ pub fn confirm_with_previous(
             continue;
         }
         let excess = self_time_excess(f).unwrap_or(f64::INFINITY);
-        if excess < cfg.confirm_below_excess && !flagged_before(first_rank(f)) {
+        let costly =
+            first_rank(f).is_none_or(|r| step_share(current, r) >= cfg.confirm_below_step_share);
+        let mild = excess < cfg.confirm_below_excess || !costly;
+        if mild && !flagged_before(first_rank(f)) {
             f.severity = Severity::Info;
             f.summary = format!(
                 "unconfirmed (first window with it; a warning if the next window shows it too): {}",

@@ -167,11 +167,60 @@ fn stray_milliseconds_in_a_nearly_idle_window_are_not_a_straggler() {
 }
 
 #[test]
+fn a_rank_that_costs_little_of_the_step_needs_a_second_window() {
+    // Rank 2 spends 40 ms more than its peers outside collectives per step: a third more
+    // than their own time, but the steps last 600 ms (its peers wait in long collectives),
+    // so it costs the job under a tenth of the step.
+    let mut w = job(4, |_| 1.0, |r| if r == 2 { 40.0 } else { 0.0 });
+    for s in &mut w {
+        for r in &mut s.ranks {
+            let steps = r.iterations.len() as u64;
+            let longer = 450 * MS * steps;
+            for i in &mut r.iterations {
+                i.duration_ns += 450 * MS;
+            }
+            r.observed_ns += longer;
+            r.busy_ns += longer;
+            r.sync_busy_ns = Some(
+                r.ops
+                    .iter()
+                    .filter(|o| o.kind.is_sync())
+                    .map(|o| o.total_ns)
+                    .sum::<u64>()
+                    + longer,
+            );
+        }
+    }
+    let cfg = LiveConfig::default();
+    let window = LiveWindow::from_summaries(&w);
+    let first = diagnose_window(&window, &[], None, &cfg);
+    let slow = first
+        .findings
+        .iter()
+        .find(|f| f.detector == DetectorId::SlowRank)
+        .expect("still reported");
+    assert_eq!(slow.culprits[0].rank, Some(2));
+    assert_eq!(slow.severity, Severity::Info, "{slow:#?}");
+    assert!(slow.summary.starts_with("unconfirmed"), "{}", slow.summary);
+    // The next window shows it again: a warning.
+    let second = diagnose_window(&window, &[], Some(&first.findings), &cfg);
+    assert!(
+        second
+            .findings
+            .iter()
+            .any(|f| f.severity == Severity::Warning && f.culprits[0].rank == Some(2)),
+        "{:#?}",
+        second.findings
+    );
+}
+
+#[test]
 fn a_mild_excess_needs_a_second_window_and_a_strong_one_does_not() {
     let cfg = LiveConfig::default();
     let mild = job(8, |r| if r == 5 { 1.08 } else { 1.0 }, |_| 0.0);
+    let mild_window = LiveWindow::from_summaries(&mild);
     let mut first = analyze(&mild);
-    confirm_with_previous(&mut first, None, &cfg);
+    confirm_with_previous(&mut first, &mild_window, None, &cfg);
     assert!(
         first.findings.iter().all(|f| f.severity == Severity::Info),
         "{:#?}",
@@ -184,13 +233,18 @@ fn a_mild_excess_needs_a_second_window_and_a_strong_one_does_not() {
         .expect("kept as info");
     assert!(slow.summary.starts_with("unconfirmed"), "{}", slow.summary);
     let mut second = analyze(&mild);
-    confirm_with_previous(&mut second, Some(&first.findings), &cfg);
+    confirm_with_previous(&mut second, &mild_window, Some(&first.findings), &cfg);
     assert_eq!(second.findings[0].severity, Severity::Warning);
     assert_eq!(second.findings[0].culprits[0].rank, Some(5));
 
     let strong = job(8, |r| if r == 5 { 1.3 } else { 1.0 }, |_| 0.0);
     let mut at_once = analyze(&strong);
-    confirm_with_previous(&mut at_once, None, &cfg);
+    confirm_with_previous(
+        &mut at_once,
+        &LiveWindow::from_summaries(&strong),
+        None,
+        &cfg,
+    );
     assert_eq!(at_once.findings[0].severity, Severity::Warning);
     assert_eq!(at_once.findings[0].culprits[0].rank, Some(5));
 }
