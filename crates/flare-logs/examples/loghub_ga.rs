@@ -31,18 +31,38 @@ fn main() {
         .iter()
         .position(|a| a == "--errors")
         .map(|i| args[i + 1].clone());
+    let mut systems: Vec<String> = SYSTEMS.iter().map(|s| s.to_string()).collect();
+    if args.first().is_some_and(|a| !a.starts_with("--")) {
+        // another LogHub-shaped directory: every system in it
+        systems = std::fs::read_dir(&dir)
+            .expect("lists the directory")
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| {
+                std::path::Path::new(&format!("{dir}/{n}/{n}_2k.log_structured_corrected.csv"))
+                    .exists()
+            })
+            .collect();
+        systems.sort();
+    }
     let mut sum = 0.0;
-    for sys in SYSTEMS {
+    for sys in &systems {
         let path = format!("{dir}/{sys}/{sys}_2k.log_structured_corrected.csv");
         let text = std::fs::read_to_string(&path).expect("reads the ground truth");
         let rows = csv::columns(&text, &["Content", "EventId"]).expect("parses");
-        let mut miner = Miner::new(Config::default()).unwrap();
+        let mut cfg = Config::default();
+        if let Ok(v) = std::env::var("SIM") {
+            cfg.similarity = v.parse().unwrap();
+        }
+        if let Ok(v) = std::env::var("DEPTH") {
+            cfg.depth = v.parse().unwrap();
+        }
+        let mut miner = Miner::new(cfg).unwrap();
         let pred: Vec<u32> = rows.iter().map(|r| miner.add(&r[0])).collect();
         let truth: Vec<&str> = rows.iter().map(|r| r[1].as_str()).collect();
         let ga = grouping_accuracy(&pred, &truth);
         sum += ga;
         println!("{sys:12} {ga:.4}  templates {}", miner.templates().count());
-        if errors.as_deref() == Some(*sys) {
+        if errors.as_deref() == Some(sys.as_str()) {
             let mut by_truth: HashMap<&str, Vec<usize>> = HashMap::new();
             for (i, t) in truth.iter().enumerate() {
                 by_truth.entry(t).or_default().push(i);
@@ -84,5 +104,5 @@ fn main() {
             }
         }
     }
-    println!("{:12} {:.4}", "mean", sum / SYSTEMS.len() as f64);
+    println!("{:12} {:.4}", "mean", sum / systems.len() as f64);
 }

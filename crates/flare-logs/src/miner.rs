@@ -15,7 +15,10 @@ pub type TemplateId = u32;
 pub struct Config {
     /// Token layers of the tree below the token-count layer.
     pub depth: usize,
-    /// Least share of a template's constant tokens a line must repeat to join it.
+    /// Least share of a line's tokens that must equal the template's for the line to
+    /// join it (a masked variable facing a template wildcard counts as equal). Higher
+    /// than Drain's 0.4 because masking already made the variables equal; 0.7 lets a
+    /// line of 3 tokens join only a template it matches whole.
     pub similarity: f64,
     /// Children per tree node; tokens past it share the node's wildcard branch.
     pub max_children: usize,
@@ -30,7 +33,7 @@ impl Default for Config {
     fn default() -> Self {
         Config {
             depth: 2,
-            similarity: 0.5,
+            similarity: 0.7,
             max_children: 100,
             max_clusters: 50_000,
             max_tokens: 256,
@@ -172,7 +175,8 @@ impl Miner {
 }
 
 /// The leaf's most similar cluster, if similar enough. Similarity is the share of the
-/// template's tokens the line repeats, wildcards not counted, as in Drain; ties go to the
+/// line's tokens equal to the template's, a masked variable facing a wildcard included;
+/// a template wildcard facing a constant counts for nothing, as in Drain. Ties go to the
 /// template with more wildcards (the more general one). A full match ends the search.
 fn best_match(
     clusters: &[Cluster],
@@ -189,15 +193,16 @@ fn best_match(
         let t = &clusters[id as usize].hashes;
         let (mut equal, mut wild) = (0usize, 0usize);
         for (a, b) in t.iter().zip(&line.hashes) {
-            if *a == WILD {
-                wild += 1;
-            } else if a == b {
+            if a == b {
+                // a masked variable where the template has one counts as agreement
                 equal += 1;
+            } else if *a == WILD {
+                wild += 1;
             }
         }
         if best.is_none_or(|(_, e, w)| equal > e || (equal == e && wild > w)) {
             best = Some((id, equal, wild));
-            if equal + wild == n && wild == 0 {
+            if equal == n {
                 break;
             }
         }
@@ -265,11 +270,11 @@ mod tests {
             ..Config::default()
         })
         .unwrap();
-        assert_eq!(m.add("alpha beta gamma"), 0);
+        assert_eq!(m.add("alpha beta gamma delta"), 0);
         assert_eq!(m.add("one two"), 1);
         assert_eq!(m.add("completely different words here"), m.overflow_id());
         // lines that match an existing cluster still join it
-        assert_eq!(m.add("alpha beta delta"), 0);
+        assert_eq!(m.add("alpha beta gamma epsilon"), 0);
         assert_eq!(m.overflowed(), 1);
         let last = m.templates().last().unwrap();
         assert_eq!(
