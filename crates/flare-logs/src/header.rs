@@ -17,15 +17,16 @@ const CALENDAR: &[&str] = &[
     "tue", "wed", "thu", "fri", "sat", "sun",
 ];
 /// How far into the line a level word still counts as part of the header.
-const LEVEL_WITHIN: usize = 8;
+const LEVEL_WITHIN: usize = 12;
 
 fn trim_punct(t: &str) -> &str {
     t.trim_matches(|c: char| c.is_ascii_punctuation())
 }
 
+/// Upper case only (`INFO`, `[WARN]`): the lower-case word `error` is usually message.
 fn is_level(t: &str) -> bool {
     let t = trim_punct(t);
-    LEVELS.iter().any(|l| l.eq_ignore_ascii_case(t))
+    LEVELS.contains(&t)
 }
 
 fn is_header_token(t: &str, buf: &mut String) -> bool {

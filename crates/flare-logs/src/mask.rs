@@ -24,6 +24,20 @@ const NAMES_WITH_DIGITS: &[&str] = &[
     "int64", "uint8", "uint32", "uint64", "float32", "float64", "3d", "2d",
 ];
 
+/// Bytes some masking rule looks for: digits, `=` (key=value), `/` and backslash (paths, URLs).
+const INTERESTING: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut c = b'0';
+    while c <= b'9' {
+        t[c as usize] = true;
+        c += 1;
+    }
+    t[b'=' as usize] = true;
+    t[b'/' as usize] = true;
+    t[b'\\' as usize] = true;
+    t
+};
+
 /// Characters that open or close a token and are kept around its masked core.
 fn is_opener(b: u8) -> bool {
     matches!(b, b'(' | b'[' | b'{' | b'<' | b'"' | b'\'' | b'`')
@@ -57,6 +71,11 @@ fn is_name_with_digits(run: &[u8]) -> bool {
 /// holds a wildcard.
 pub fn mask_token(token: &str, out: &mut String) -> bool {
     let b = token.as_bytes();
+    // Most tokens are plain words: without a digit, `=`, `/` or a backslash no rule applies.
+    if !b.iter().any(|&c| INTERESTING[c as usize]) {
+        out.push_str(token);
+        return false;
+    }
     // Peel punctuation that wraps the token, `(HWID=1973)` or `failed:`, so it is kept
     // literally around the masked core.
     let mut start = 0;
