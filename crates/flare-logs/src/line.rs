@@ -27,8 +27,8 @@ impl MaskedLine {
         self.hashes.clear();
         self.has_wild.clear();
         let max_tokens = max_tokens.max(1);
-        let mut words = line.split_ascii_whitespace();
-        for word in words.by_ref() {
+        let mut words = Tokens { rest: line };
+        while let Some(word) = words.next() {
             if self.spans.len() + 1 == max_tokens {
                 // Fold the rest: this word and all after it, masked, space-separated.
                 let start = self.text.len();
@@ -67,6 +67,50 @@ impl MaskedLine {
     pub fn token(&self, i: usize) -> &str {
         let (s, e) = self.spans[i];
         &self.text[s as usize..e as usize]
+    }
+}
+
+/// Words a double-quoted string may span and still be one token.
+const MAX_QUOTED_WORDS: usize = 16;
+
+/// Whitespace-separated tokens of a line, except that a quoted value with spaces
+/// (`tag="View Lock"`) is one token: it is one value, and splitting it would make lines of
+/// one event differ in length with the number of words quoted. Only after `=`: a quoted
+/// phrase elsewhere (`"GET /v2 HTTP/1.1"`) is often part of the message.
+struct Tokens<'a> {
+    rest: &'a str,
+}
+
+impl<'a> Iterator for Tokens<'a> {
+    type Item = &'a str;
+
+    fn next(&mut self) -> Option<&'a str> {
+        let b = self.rest.as_bytes();
+        let start = b.iter().position(|c| !c.is_ascii_whitespace())?;
+        let mut end = start;
+        let mut open = false; // a `="` value's quote not closed yet
+        let mut words = 0;
+        loop {
+            while end < b.len() && !b[end].is_ascii_whitespace() {
+                if b[end] == b'"' {
+                    // a quote closes an open value, or opens one right after `=`
+                    open = !open && end > start && b[end - 1] == b'=';
+                }
+                end += 1;
+            }
+            words += 1;
+            if !open || words == MAX_QUOTED_WORDS {
+                break;
+            }
+            // the quote is still open: take the next word too, if there is one
+            match b[end..].iter().position(|c| !c.is_ascii_whitespace()) {
+                Some(skip) => end += skip,
+                None => break,
+            }
+        }
+        let tok = &self.rest[start..end];
+        self.rest = &self.rest[end..];
+        Some(tok)
     }
 }
 
@@ -121,6 +165,28 @@ mod tests {
         assert_eq!(m.hashes[1], WILD);
         assert!(m.has_wild[1] && !m.has_wild[0]);
         assert_eq!(m.hashes[2], hash_bytes(b"for"));
+    }
+
+    #[test]
+    fn a_quoted_string_is_one_token() {
+        let mut m = MaskedLine::default();
+        m.fill(
+            r#"acquire tag="View Lock", uid=7 say "a b" k="unclosed x y"#,
+            64,
+        );
+        let toks: Vec<&str> = (0..m.len()).map(|i| m.token(i)).collect();
+        assert_eq!(
+            toks,
+            [
+                "acquire",
+                r#"tag=<*>","#,
+                "uid=<*>",
+                "say",
+                r#""a"#,
+                r#"b""#,
+                "k=<*>"
+            ]
+        );
     }
 
     #[test]
