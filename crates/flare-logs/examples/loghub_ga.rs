@@ -62,6 +62,22 @@ fn main() {
         let ga = grouping_accuracy(&pred, &truth);
         sum += ga;
         println!("{sys:12} {ga:.4}  templates {}", miner.templates().count());
+        if std::env::var("HEADER").as_deref() == Ok(sys.as_str()) {
+            let raw = std::fs::read(format!("{dir}/{sys}/{sys}_2k.log")).unwrap();
+            let raw = String::from_utf8_lossy(&raw);
+            for (l, r) in raw
+                .lines()
+                .zip(&rows)
+                .filter(|(l, r)| flare_logs::header::strip_header(l).trim() != r[0].trim())
+                .take(8)
+            {
+                println!(
+                    "  raw: {l}\n  got: {}\n want: {}",
+                    flare_logs::header::strip_header(l),
+                    r[0]
+                );
+            }
+        }
         if errors.as_deref() == Some(sys.as_str()) {
             let mut by_truth: HashMap<&str, Vec<usize>> = HashMap::new();
             for (i, t) in truth.iter().enumerate() {
