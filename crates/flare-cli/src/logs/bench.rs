@@ -18,7 +18,8 @@ use std::time::Instant;
 #[derive(Args)]
 pub struct LogsBenchArgs {
     /// A LogHub-2k-shaped directory: <System>/<System>_2k.log_structured_corrected.csv
-    /// (and <System>_2k.log for the raw-line column).
+    /// (or LogHub's original <System>_2k.log_structured.csv), and <System>_2k.log for the
+    /// raw-line column.
     #[arg(long, default_value = "../shared/data/loghub-2k")]
     pub dir: PathBuf,
     /// Megabytes of content lines to time the miner on.
@@ -70,9 +71,16 @@ fn load(dir: &Path) -> Result<Vec<System>> {
         .collect()
 }
 
+/// The corrected ground truth, or LogHub's original one where there is no corrected.
 fn truth_path(dir: &Path, name: &str) -> PathBuf {
-    dir.join(name)
-        .join(format!("{name}_2k.log_structured_corrected.csv"))
+    let corrected = dir
+        .join(name)
+        .join(format!("{name}_2k.log_structured_corrected.csv"));
+    if corrected.is_file() {
+        corrected
+    } else {
+        dir.join(name).join(format!("{name}_2k.log_structured.csv"))
+    }
 }
 
 fn mine<'a>(lines: impl Iterator<Item = &'a str>) -> Vec<u32> {

@@ -34,6 +34,19 @@ pub struct TemplatesArgs {
 }
 
 pub fn run(a: TemplatesArgs) -> Result<ExitCode> {
+    match mine(a) {
+        // `flare logs templates big.log | head`: the reader has all it wanted
+        Err(e)
+            if e.downcast_ref::<std::io::Error>()
+                .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe) =>
+        {
+            Ok(ExitCode::SUCCESS)
+        }
+        r => r,
+    }
+}
+
+fn mine(a: TemplatesArgs) -> Result<ExitCode> {
     let mut miner = Miner::new(Config {
         max_clusters: a.max_templates,
         ..Config::default()
