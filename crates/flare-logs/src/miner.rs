@@ -1,11 +1,15 @@
 //! The online miner: each line is masked, routed down the tree to a leaf, compared with
 //! the leaf's clusters and either joins the most similar one (whose template then turns
 //! the positions where they differ into wildcards) or starts a new cluster. Clusters are
-//! never merged or split afterwards, so the id a line gets is final: one pass.
+//! never merged or split afterwards, so the id a line gets is final: one pass. A line
+//! that fits no template of its length may join one of another length whose constant
+//! tokens are the same (a list of values of another length); the template keeps the
+//! length it was made with.
 
 use crate::line::{MaskedLine, WILD};
 use crate::mask::WILDCARD;
 use crate::tree::Tree;
+use std::collections::HashMap;
 use thiserror::Error;
 
 /// A template's id: dense, in order of first appearance, stable for a miner's lifetime.
@@ -93,6 +97,9 @@ pub struct Miner {
     clusters: Vec<Cluster>,
     overflow: Cluster,
     line: MaskedLine,
+    /// Templates by [`skeleton`]: one entry per cluster and per generalisation, so
+    /// bounded by the cluster cap times the tokens per template.
+    by_skeleton: HashMap<u64, TemplateId>,
 }
 
 impl Miner {
@@ -107,6 +114,7 @@ impl Miner {
                 count: 0,
             },
             line: MaskedLine::default(),
+            by_skeleton: HashMap::new(),
             config,
         })
     }
@@ -124,12 +132,26 @@ impl Miner {
         if let Some(id) = best_match(&self.clusters, leaf, line, self.config.similarity) {
             let c = &mut self.clusters[id as usize];
             c.count += 1;
+            let mut generalised = false;
             for i in 0..c.hashes.len() {
                 if c.hashes[i] != line.hashes[i] && c.hashes[i] != WILD {
                     c.hashes[i] = WILD;
                     c.text[i] = WILDCARD.into();
+                    generalised = true;
                 }
             }
+            if generalised {
+                self.by_skeleton.entry(skeleton(&c.hashes)).or_insert(id);
+            }
+            return id;
+        }
+        // No template of this length fits. A list of values whose length varies
+        // (`failed to resolve a b c`) makes the same event longer or shorter: join a
+        // template of another length whose constant tokens are the very same, in the same
+        // order, with runs of wildcards where the line has runs of masked values.
+        let sk = skeleton(&line.hashes);
+        if let Some(&id) = self.by_skeleton.get(&sk) {
+            self.clusters[id as usize].count += 1;
             return id;
         }
         if self.clusters.len() >= self.config.max_clusters {
@@ -137,6 +159,7 @@ impl Miner {
             return self.overflow_id();
         }
         let id = self.clusters.len() as TemplateId;
+        self.by_skeleton.insert(sk, id);
         self.tree.insert(&line.hashes, &line.has_wild, id);
         self.clusters.push(Cluster {
             hashes: line.hashes.clone(),
@@ -172,6 +195,21 @@ impl Miner {
     pub fn overflowed(&self) -> u64 {
         self.overflow.count
     }
+}
+
+/// A template's or line's tokens with each run of wildcards as one: equal for lines of one
+/// event whose variable lists differ in length.
+fn skeleton(hashes: &[u64]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut prev_wild = false;
+    for &t in hashes {
+        if t == WILD && prev_wild {
+            continue;
+        }
+        prev_wild = t == WILD;
+        h = (h.rotate_left(5) ^ t).wrapping_mul(0x100_0000_01b3);
+    }
+    h
 }
 
 /// The leaf's most similar cluster, if similar enough. Similarity is the share of the
@@ -281,6 +319,24 @@ mod tests {
             (last.id, last.count, last.text()),
             (2, 1, "<*>".to_string())
         );
+    }
+
+    #[test]
+    fn a_variable_length_list_of_values_stays_one_event() {
+        let mut m = miner();
+        let a = m.add("failed to resolve data source name 10.0.0.1 10.0.0.2 10.0.0.3");
+        let b = m.add("failed to resolve data source name 10.0.0.9");
+        let c = m.add("failed to resolve data source file 10.0.0.9");
+        assert_eq!(a, b);
+        assert_ne!(a, c, "another constant word is another event");
+        // a list that became wildcards by merging takes lines with masked values...
+        let d = m.add("users now online in the main chat room: alice bob");
+        let e = m.add("users now online in the main chat room: carol dave");
+        let f = m.add("users now online in the main chat room: 10.0.0.7");
+        assert_eq!((d, d), (e, f));
+        // ...but a word the line does not mask is a constant to it: no skeleton match
+        let g = m.add("users now online in the main chat room: erin");
+        assert_ne!(g, d);
     }
 
     #[test]
