@@ -51,6 +51,8 @@ pub enum ConfigError {
     Similarity(f64),
     #[error("{0} must be at least 1")]
     Zero(&'static str),
+    #[error("max_clusters must be below 4294967295 (ids are u32), got {0}")]
+    TooManyClusters(usize),
 }
 
 impl Config {
@@ -66,6 +68,10 @@ impl Config {
             if v == 0 {
                 return Err(ConfigError::Zero(name));
             }
+        }
+        // ids are u32, and the overflow id is max_clusters itself
+        if self.max_clusters >= u32::MAX as usize {
+            return Err(ConfigError::TooManyClusters(self.max_clusters));
         }
         Ok(())
     }

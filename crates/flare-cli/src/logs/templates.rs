@@ -51,7 +51,7 @@ fn mine(a: TemplatesArgs) -> Result<ExitCode> {
         max_clusters: a.max_templates,
         ..Config::default()
     })
-    .context("invalid miner settings")?;
+    .context("invalid --max-templates")?;
     let stdout = std::io::stdout();
     let mut out = BufWriter::new(stdout.lock());
     let mut raw = Vec::new();
