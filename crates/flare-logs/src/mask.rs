@@ -60,8 +60,27 @@ fn is_key_byte(b: u8) -> bool {
     b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.')
 }
 
+/// For each length up to 8, which first bytes (`0`..`z`, lower-cased) some name in
+/// [`NAMES_WITH_DIGITS`] starts with: most runs are rejected without the list scan.
+const NAME_STARTS: [u128; 9] = {
+    let mut t = [0u128; 9];
+    let mut i = 0;
+    while i < NAMES_WITH_DIGITS.len() {
+        let n = NAMES_WITH_DIGITS[i].as_bytes();
+        t[n.len()] |= 1u128 << (n[0] - b'0');
+        i += 1;
+    }
+    t
+};
+
 fn is_name_with_digits(run: &[u8]) -> bool {
+    let Some(&first) = run.first() else {
+        return false;
+    };
+    let first = first.to_ascii_lowercase();
     run.len() <= 8
+        && (b'0'..=b'z').contains(&first)
+        && NAME_STARTS[run.len()] & (1u128 << (first - b'0')) != 0
         && NAMES_WITH_DIGITS
             .iter()
             .any(|n| n.len() == run.len() && n.as_bytes().eq_ignore_ascii_case(run))
