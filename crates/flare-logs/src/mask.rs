@@ -8,9 +8,11 @@
 //! and URLs are variables whatever they hold, and so is the value of `key=value`.
 //!
 //! A token is rewritten, not only judged: `blk_-123` becomes `blk_<*>`, `rdd_2_3` becomes
-//! `rdd_<*>`, `HWID=1973` becomes `HWID=<*>`; a token mostly made of variable runs
+//! `rdd_<*>`, `HWID=1973` becomes `HWID=<*>` (adjacent variable runs and what separates
+//! them make one wildcard); a token with more such wildcards than constant words
 //! (`10.0.0.1:8080`, `R02-M1-N0-C:J12-U11`) becomes `<*>` whole, so that ids of one kind
-//! but different shapes still compare equal.
+//! but different shapes still compare equal. Runs are counted, not bytes, so the verdict
+//! does not depend on how many digits a value has.
 
 /// The wildcard written in templates.
 pub const WILDCARD: &str = "<*>";
