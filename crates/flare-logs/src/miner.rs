@@ -5,6 +5,12 @@
 //! that fits no template of its length may join one of another length whose constant
 //! tokens are the same (a list of values of another length); the template keeps the
 //! length it was made with.
+//!
+//! Ids are deterministic (the same stream gives the same ids) and a line fed again right
+//! away gets the same id. A line seen long ago can, rarely, get another id: its template
+//! may since have turned so many of the line's words into wildcards that the line no
+//! longer reaches the similarity bar (a wildcard facing a word does not count as equal,
+//! as in Drain). Counting it as equal fixes that but cost GA on LogHub.
 
 use crate::line::{MaskedLine, WILD};
 use crate::mask::WILDCARD;
