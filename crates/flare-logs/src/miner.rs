@@ -10,7 +10,8 @@
 //! away gets the same id. A line seen long ago can, rarely, get another id: its template
 //! may since have turned so many of the line's words into wildcards that the line no
 //! longer reaches the similarity bar (a wildcard facing a word does not count as equal,
-//! as in Drain). Counting it as equal fixes that but cost GA on LogHub.
+//! as in Drain). Counting it as equal (Drain3's include_params) makes that rarer but cost
+//! GA: 0.959 against 0.964 on the 7 LogHub-2k systems, 0.812 against 0.832 on 9 others.
 
 use crate::line::{MaskedLine, WILD};
 use crate::mask::WILDCARD;
