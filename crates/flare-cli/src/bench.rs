@@ -28,6 +28,8 @@ pub enum Which {
     Abnormal(crate::abnormal_bench::AbnormalArgs),
     /// What tracing costs a loop of spans with real work, and the summary bytes sent.
     Overhead(crate::overhead::OverheadArgs),
+    /// Log template mining: grouping accuracy on LogHub-2k and lines/s on one core.
+    Logs(crate::logs::LogsBenchArgs),
 }
 
 #[derive(Args)]
@@ -94,6 +96,7 @@ pub fn run(a: BenchArgs) -> Result<ExitCode> {
         Which::Speed(a) => speed(a),
         Which::Abnormal(a) => crate::abnormal_bench::run(a),
         Which::Overhead(a) => crate::overhead::overhead(a),
+        Which::Logs(a) => crate::logs::bench(a),
     }
 }
 

@@ -8,6 +8,7 @@ mod bench;
 mod demo;
 mod diagnose;
 mod labels;
+mod logs;
 mod overhead;
 mod present;
 mod serve;
@@ -45,6 +46,8 @@ enum Command {
     Train(train::TrainArgs),
     /// Run the node agent: drain the tracer rings on this node, summarise each window, watch for hangs, serve metrics, push to the server.
     Agent(agent::AgentArgs),
+    /// Work on text logs: mine templates.
+    Logs(logs::LogsArgs),
     /// Run the ingest server: node agents post window summaries, it diagnoses each window and serves the findings.
     Serve(serve::ServeArgs),
 }
@@ -60,6 +63,7 @@ fn main() -> ExitCode {
         Command::Train(a) => train::run(a),
         Command::Agent(a) => agent::run(a),
         Command::Serve(a) => serve::run(a),
+        Command::Logs(a) => logs::run(a),
     };
     match result {
         Ok(code) => code,
