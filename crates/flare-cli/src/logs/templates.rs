@@ -10,6 +10,7 @@
 use anyhow::{Context, Result};
 use clap::Args;
 use flare_logs::{header::strip_header, Config, Miner};
+use serde::Serialize;
 use std::io::{BufRead, BufReader, BufWriter, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -31,6 +32,17 @@ pub struct TemplatesArgs {
     /// template `<*>` (the summary says how many).
     #[arg(long, default_value_t = Config::default().max_clusters)]
     pub max_templates: usize,
+}
+
+/// One input line's template, as `--json` prints it (one object per line).
+#[derive(Serialize)]
+struct TemplatedLine<'a> {
+    file: &'a str,
+    /// 1-based line number in `file`.
+    line: u64,
+    template_id: flare_logs::TemplateId,
+    /// The template as it stands when the line is read.
+    template: &'a str,
 }
 
 pub fn run(a: TemplatesArgs) -> Result<ExitCode> {
@@ -63,6 +75,7 @@ fn mine(a: TemplatesArgs) -> Result<ExitCode> {
         let mut reader = BufReader::with_capacity(1 << 16, file);
         let mut number = 0u64;
         let mut warned = false;
+        let file_name = path.display().to_string();
         loop {
             raw.clear();
             let n = reader
@@ -98,13 +111,14 @@ fn mine(a: TemplatesArgs) -> Result<ExitCode> {
             lines += 1;
             if a.json {
                 let template = miner.template(id).map(|t| t.text()).unwrap_or_default();
-                let obj = serde_json::json!({
-                    "file": path.display().to_string(),
-                    "line": number,
-                    "template_id": id,
-                    "template": template,
-                });
-                writeln!(out, "{obj}")?;
+                let record = TemplatedLine {
+                    file: &file_name,
+                    line: number,
+                    template_id: id,
+                    template: &template,
+                };
+                serde_json::to_writer(&mut out, &record)?;
+                writeln!(out)?;
             }
         }
     }
