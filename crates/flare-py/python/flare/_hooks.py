@@ -42,11 +42,21 @@ _WRAPPED = "__flare_wrapped__"
 
 
 def install(*, gc: bool, dataloader: bool, cuda_sync: bool, distributed: bool) -> None:
-    """Installs the requested hooks that are not installed yet."""
+    """Installs the requested hooks that are not installed yet. The torch hooks wait for
+    the program to import torch: importing it for a program that does not use it (a
+    numpy or JAX job) would cost every process seconds and hundreds of megabytes."""
+    global _watcher
     with _lock:
         if gc and "gc" not in _installed:
             _installed["gc"] = _install_gc()
         if not (dataloader or cuda_sync or distributed):
+            return
+        if "torch" not in sys.modules:
+            if _watcher is None and importlib.util.find_spec("torch") is not None:
+                _watcher = _TorchImportWatcher(
+                    lambda: install(gc=False, dataloader=dataloader, cuda_sync=cuda_sync, distributed=distributed)
+                )
+                sys.meta_path.insert(0, _watcher)
             return
         torch = _import_torch()
         if torch is None:
@@ -66,10 +76,51 @@ def install(*, gc: bool, dataloader: bool, cuda_sync: bool, distributed: bool) -
 
 
 def uninstall() -> None:
-    """Removes every installed hook, most recent first."""
+    """Removes every installed hook, most recent first, and stops waiting for torch."""
+    global _watcher
     with _lock:
+        if _watcher is not None:
+            _watcher.cancel()
+            _watcher = None
         for name in reversed(list(_installed)):
             _installed.pop(name)()
+
+
+class _TorchImportWatcher:
+    """A one-shot import finder: when the program imports ``torch``, it lets the other
+    finders find it, and calls ``on_import`` once the module has run."""
+
+    def __init__(self, on_import: Callable[[], None]) -> None:
+        self._on_import: Optional[Callable[[], None]] = on_import
+
+    def cancel(self) -> None:
+        self._on_import = None
+        if self in sys.meta_path:
+            sys.meta_path.remove(self)
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
+        if name != "torch" or self._on_import is None:
+            return None
+        on_import = self._on_import
+        self.cancel()
+        spec = importlib.util.find_spec(name)
+        loader = getattr(spec, "loader", None)
+        exec_module = getattr(loader, "exec_module", None)
+        if exec_module is None:
+            return spec
+
+        def exec_then_hook(module: Any) -> None:
+            exec_module(module)
+            try:
+                on_import()
+            except Exception as e:  # tracing must never break the program's import
+                warnings.warn(f"flare: torch hooks not installed ({e})", stacklevel=2)
+
+        loader.exec_module = exec_then_hook
+        return spec
+
+
+_watcher: Optional[_TorchImportWatcher] = None
 
 
 def installed() -> List[str]:
