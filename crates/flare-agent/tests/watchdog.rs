@@ -145,20 +145,13 @@ fn py_spy() -> Option<PathBuf> {
     stacks::find_py_spy(None).or_else(|| stacks::find_py_spy(Some(&venv)))
 }
 
-#[test]
-fn a_hung_python_process_gets_py_spy_stacks() {
-    let Some(py_spy) = py_spy() else {
-        eprintln!("skipped: py-spy not found (PATH, target/flare-venv, /tmp/agent-venv)");
-        return;
-    };
-    let Ok(mut child) = Command::new("python3")
+/// A Python process sleeping for 30 s, once its interpreter is up (launcher shims exec
+/// into it); `None` without python3.
+fn python_sleeper() -> Option<std::process::Child> {
+    let child = Command::new("python3")
         .args(["-c", "import time; time.sleep(30)"])
         .spawn()
-    else {
-        eprintln!("skipped: python3 not found");
-        return;
-    };
-    // Wait for the interpreter to be up (launcher shims exec into it).
+        .ok()?;
     let t0 = Instant::now();
     while t0.elapsed() < Duration::from_secs(10) {
         let exe = std::fs::read_link(format!("/proc/{}/exe", child.id())).unwrap_or_default();
@@ -167,6 +160,19 @@ fn a_hung_python_process_gets_py_spy_stacks() {
         }
         std::thread::sleep(Duration::from_millis(50));
     }
+    Some(child)
+}
+
+#[test]
+fn a_hung_python_process_gets_py_spy_stacks() {
+    let Some(py_spy) = py_spy() else {
+        eprintln!("skipped: py-spy not found (PATH, target/flare-venv, /tmp/agent-venv)");
+        return;
+    };
+    let Some(mut child) = python_sleeper() else {
+        eprintln!("skipped: python3 not found");
+        return;
+    };
     std::thread::sleep(Duration::from_millis(300));
     let dir = tempfile::tempdir().unwrap();
     let mut r = Ring::create(dir.path(), "pyhang", 0, 1, child.id());
@@ -292,21 +298,10 @@ fn the_ranks_not_stuck_get_their_stacks_taken_while_the_hang_lasts() {
 fn a_window_waits_for_the_stack_captures_of_the_hangs_found_in_it() {
     // A Python process and a py-spy that takes 2.5 s (then fails: native stacks); 1-s
     // windows with 0.2 s of grace would close the window of the hang long before.
-    let Ok(mut child) = Command::new("python3")
-        .args(["-c", "import time; time.sleep(30)"])
-        .spawn()
-    else {
+    let Some(mut child) = python_sleeper() else {
         eprintln!("skipped: python3 not found");
         return;
     };
-    let t0 = Instant::now();
-    while t0.elapsed() < Duration::from_secs(10) {
-        let exe = std::fs::read_link(format!("/proc/{}/exe", child.id())).unwrap_or_default();
-        if exe.to_string_lossy().contains("python") {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
     let dir = tempfile::tempdir().unwrap();
     let slow_py_spy = dir.path().join("slow-py-spy");
     std::fs::write(&slow_py_spy, "#!/bin/sh\nsleep 2.5\nexit 1\n").unwrap();

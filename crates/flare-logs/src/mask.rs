@@ -163,6 +163,19 @@ fn memfind(hay: &[u8], needle: &[u8]) -> Option<usize> {
     hay.windows(needle.len()).position(|w| w == needle)
 }
 
+/// The alphanumeric run of `b` from `start`: where it ends, and whether it is a variable
+/// (it holds a digit and is not a name such as `utf8`).
+#[inline]
+fn word_run(b: &[u8], start: usize) -> (usize, bool) {
+    let mut i = start;
+    let mut digit = false;
+    while i < b.len() && is_word_byte(b[i]) {
+        digit |= b[i].is_ascii_digit();
+        i += 1;
+    }
+    (i, digit && !is_name_with_digits(&b[start..i]))
+}
+
 /// Masks the alphanumeric runs of `core` that hold a digit; adjacent variable runs and
 /// the separators between them collapse into one wildcard.
 fn mask_runs(core: &str, out: &mut String) -> bool {
@@ -174,13 +187,8 @@ fn mask_runs(core: &str, out: &mut String) -> bool {
     let mut i = 0;
     while i < b.len() {
         if is_word_byte(b[i]) {
-            let s = i;
-            let mut digit = false;
-            while i < b.len() && is_word_byte(b[i]) {
-                digit |= b[i].is_ascii_digit();
-                i += 1;
-            }
-            let var = digit && !is_name_with_digits(&b[s..i]);
+            let var;
+            (i, var) = word_run(b, i);
             if var && !prev_var {
                 groups += 1;
             } else if !var {
@@ -213,12 +221,8 @@ fn mask_runs(core: &str, out: &mut String) -> bool {
             continue;
         }
         let s = i;
-        let mut digit = false;
-        while i < b.len() && is_word_byte(b[i]) {
-            digit |= b[i].is_ascii_digit();
-            i += 1;
-        }
-        let var = digit && !is_name_with_digits(&b[s..i]);
+        let var;
+        (i, var) = word_run(b, i);
         if var && last_var {
             // `<*>.<*>` -> `<*>`
             pending_sep = i..i;
