@@ -68,6 +68,18 @@ fn reject<'a>(
     r
 }
 
+/// Takes the entries of `pending` (window, job, item) due by window `w`, by job.
+fn take_due<T>(pending: &mut Vec<(u64, String, T)>, w: u64) -> BTreeMap<String, Vec<T>> {
+    let mut due: BTreeMap<String, Vec<T>> = BTreeMap::new();
+    let (now, later): (Vec<_>, Vec<_>) =
+        std::mem::take(pending).into_iter().partition(|p| p.0 <= w);
+    *pending = later;
+    for (_, job, item) in now {
+        due.entry(job).or_default().push(item);
+    }
+    due
+}
+
 /// A reported hang: its job, its first record (with the stacks), and the last time (Unix
 /// ns) its op was seen still stuck. A window is closed a grace after it ends; what the
 /// op did by its end, not at the close, says whether the window shows it (a job being
@@ -337,7 +349,6 @@ impl Collector {
             if let Some(n) = self.capturing.get_mut(&w) {
                 *n = n.saturating_sub(1);
             }
-            self.capturing.retain(|_, n| *n > 0);
             match capture {
                 Capture::Stuck(records) => {
                     for r in records {
@@ -358,6 +369,7 @@ impl Collector {
                 }
             }
         }
+        self.capturing.retain(|_, n| *n > 0);
     }
 
     fn scan(&mut self) {
@@ -477,25 +489,12 @@ impl Collector {
                 .absorb(rw, observed, s.dropped_total, i.pid, gpu);
         }
         self.carry_ongoing_hangs(w);
-        let mut hangs: BTreeMap<String, Vec<HangRecord>> = BTreeMap::new();
-        let (due, later): (Vec<_>, Vec<_>) = std::mem::take(&mut self.hangs)
-            .into_iter()
-            .partition(|h| h.0 <= w);
-        self.hangs = later;
-        for (_, job, r) in due {
+        let mut hangs = take_due(&mut self.hangs, w);
+        let mut peers = take_due(&mut self.peers, w);
+        // A job with only hang records in this window still gets its summary.
+        for job in hangs.keys().chain(peers.keys()) {
             jobs.entry(job.clone())
                 .or_insert_with(|| (0, BTreeMap::new()));
-            hangs.entry(job).or_default().push(r);
-        }
-        let mut peers: BTreeMap<String, Vec<PeerStacks>> = BTreeMap::new();
-        let (due, later): (Vec<_>, Vec<_>) = std::mem::take(&mut self.peers)
-            .into_iter()
-            .partition(|p| p.0 <= w);
-        self.peers = later;
-        for (_, job, p) in due {
-            jobs.entry(job.clone())
-                .or_insert_with(|| (0, BTreeMap::new()));
-            peers.entry(job).or_default().push(p);
         }
         let out: Vec<WindowSummary> = jobs
             .into_iter()

@@ -3,7 +3,7 @@
 
 use crate::procfs;
 use crate::stacks::RingStack;
-use crate::window::{OpAcc, RankWindow, Windows};
+use crate::window::{add_to, OpAcc, RankWindow, Windows};
 use flare_model::{HangRecord, IterationSample, PeerStacks};
 use flare_tracer::{Assembler, Item, NameId, OpenSpan, ProcessInfo, RingEvent, RingFile, Span};
 use std::collections::hash_map::Entry;
@@ -375,10 +375,9 @@ impl Source {
             for w in win.index(last.unix_ns).max(ctx.open_from)..=win.index(now - 1) {
                 let part = (now.min(win.end(w)) - last.unix_ns.max(win.start(w))) as f64 / span;
                 let rw = self.windows.entry(w).or_default();
-                rw.cpu_ns = Some(rw.cpu_ns.unwrap_or(0) + (used * part).round() as u64);
+                add_to(&mut rw.cpu_ns, (used * part).round() as u64);
                 if let Some(waited) = waited {
-                    rw.runqueue_ns =
-                        Some(rw.runqueue_ns.unwrap_or(0) + (waited * part).round() as u64);
+                    add_to(&mut rw.runqueue_ns, (waited * part).round() as u64);
                 }
             }
         }

@@ -180,6 +180,11 @@ impl RankWindow {
     }
 }
 
+/// Adds `v` to a total that stays unknown (`None`) until something is added to it.
+pub fn add_to(total: &mut Option<u64>, v: u64) {
+    *total = Some(total.unwrap_or(0) + v);
+}
+
 /// A rank's window gathered from one or more processes (a restarted rank has two),
 /// ready to become a [`RankSummary`].
 pub struct RankParts {
@@ -234,10 +239,10 @@ impl RankParts {
             _ => None,
         };
         if let Some(c) = w.cpu_ns {
-            self.cpu_ns = Some(self.cpu_ns.unwrap_or(0) + c);
+            add_to(&mut self.cpu_ns, c);
         }
         if let Some(c) = w.runqueue_ns {
-            self.runqueue_ns = Some(self.runqueue_ns.unwrap_or(0) + c);
+            add_to(&mut self.runqueue_ns, c);
         }
         self.busy_ns += w.busy.total();
         self.sync_busy_ns += w.sync.total();
