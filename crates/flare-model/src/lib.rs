@@ -21,9 +21,10 @@ pub mod trace;
 
 pub use comm::{CommId, Communicator, GroupKind};
 pub use finding::{
-    Component, Corroboration, Culprit, DetectorId, Direction, Evidence, EvidenceKey, Finding,
-    FindingKind, FindingsDocument, JobSummary, RankMetrics, RankTime, Severity, SkippedDetector,
-    Unit, Verdict, WindowHistory,
+    CascadeGroup, Component, Corroboration, Culprit, DetectorId, Direction, Evidence, EvidenceKey,
+    FailureCategory, FailureDetail, Finding, FindingKind, FindingsDocument, JobStage, JobSummary,
+    LineRole, LogLine, LogSignature, RankMetrics, RankTime, Severity, SkippedDetector, Unit,
+    Verdict, WindowHistory,
 };
 pub use machine::{Machine, MachineMetric, MachineMetrics, MetricSeries};
 pub use op::{Op, OpKind};

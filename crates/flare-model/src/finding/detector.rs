@@ -28,6 +28,8 @@ string_enum! {
         FlightRecorder => "flight_recorder",
         /// Live windows: the agents' watchdog hang records.
         Watchdog => "watchdog",
+        /// The root cause of a failure in the job's logs (`flare logs diagnose`).
+        Logs => "logs",
     }
 }
 

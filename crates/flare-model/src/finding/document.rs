@@ -257,6 +257,7 @@ mod tests {
             iterations: vec![],
             detector: DetectorId::SlowRank,
             corroborated_by: vec![],
+            failure: None,
         }
     }
 

@@ -7,6 +7,7 @@
 pub mod detector;
 pub mod document;
 pub mod evidence;
+pub mod failure;
 pub(crate) mod finite;
 
 pub use detector::{Corroboration, DetectorId};
@@ -14,6 +15,9 @@ pub use document::{
     FindingsDocument, JobSummary, RankMetrics, RankTime, SkippedDetector, Verdict, WindowHistory,
 };
 pub use evidence::{Direction, Evidence, EvidenceKey, Unit};
+pub use failure::{
+    CascadeGroup, FailureCategory, FailureDetail, JobStage, LineRole, LogLine, LogSignature,
+};
 
 use serde::{Deserialize, Serialize};
 
@@ -51,6 +55,8 @@ string_enum! {
         Hang => "hang",
         /// The job's communication groups span more pods than it needs (scattered placement).
         TopologyMisalignment => "topology_misalignment",
+        /// The job failed (crashed or was stopped); its `failure` says why, from its logs.
+        JobFailure => "job_failure",
     }
 }
 
@@ -98,6 +104,9 @@ pub struct Culprit {
     /// A fabric element or other named thing, e.g. `pod2/leaf-rail3`, `node17/nic3`.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub element: Option<String>,
+    /// The host by name, as logs write it (`node` is an index into the job's topology).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub host: Option<String>,
     /// How strongly the evidence points here, relative to the other culprits (0..1].
     pub score: f64,
 }
@@ -112,6 +121,7 @@ impl Culprit {
             stage: None,
             dp_rank: None,
             element: None,
+            host: None,
             score: 1.0,
         }
     }
@@ -144,6 +154,9 @@ impl Culprit {
             parts.push(format!("rank {r}"));
         }
         let mut place = Vec::new();
+        if let Some(h) = &self.host {
+            place.push(format!("host {h}"));
+        }
         if let Some(n) = self.node {
             place.push(format!("node {n}"));
         }
@@ -192,6 +205,10 @@ pub struct Finding {
     /// Other detectors that named the same culprit, merged into this finding.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub corroborated_by: Vec<Corroboration>,
+    /// Why the job failed, from its logs (findings of kind `job_failure`, and findings
+    /// that logs explain).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure: Option<Box<FailureDetail>>,
 }
 
 impl Finding {
@@ -271,6 +288,7 @@ mod tests {
             iterations: vec![],
             detector: DetectorId::SlowRank,
             corroborated_by: vec![],
+            failure: None,
         };
         let v = serde_json::to_value(&f).unwrap();
         assert_eq!(v["kind"], "slow_gpu");
@@ -304,6 +322,7 @@ mod tests {
             iterations: vec![],
             detector: DetectorId::SlowRank,
             corroborated_by: vec![],
+            failure: None,
         };
         let settled = |marks: &[bool]| {
             let mut f = with(marks);

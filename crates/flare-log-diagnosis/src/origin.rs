@@ -1,0 +1,317 @@
+//! Where one line came from, read from its prefixes: which rank, host and GPU wrote it and
+//! when. Launchers and libraries stack prefixes, and each is peeled in turn:
+//!
+//! | prefix | written by | gives |
+//! |---|---|---|
+//! | `[rank3]:` | torchrun's line prefix, PyTorch's C++ logs | global rank |
+//! | `[default3]:` | torchrun `--tee` (role name + local rank) | local rank |
+//! | `[1,3]<stderr>:` | `mpirun --tag-output` | global rank |
+//! | `3: ` | `srun -l` (task id) | global rank (files without a rank of their own) |
+//! | `node-17: ` | pdsh (DeepSpeed's multi-node runner) | host |
+//! | `node-17:1234:1290 [3] NCCL` | NCCL's debug output | host, GPU |
+//! | `[E1125 10:00:00.123 ...]`, `E1125 10:00:00.123 1234 f.cc:1]` | glog (PyTorch C++) | level, time |
+//! | `2024-01-02 03:04:05,678`, `[2024-01-02 03:04:05]` | Python logging, Megatron | time |
+//! | `Jan  2 03:04:05 node-17 kernel:` | syslog, journald short | time, host |
+//! | `[12345.678901]`, `[Tue Jan  2 03:04:05 2024]` | dmesg, dmesg -T | time |
+//!
+//! Ranks, hosts and GPUs named inside the message itself (`[Rank 3]`, `peer 10.0.0.5`)
+//! are read by the signature that matched the line.
+
+use crate::time::{self, Stamp};
+
+/// What a line's prefixes say about it.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Origin<'a> {
+    pub rank: Option<u32>,
+    pub local_rank: Option<u32>,
+    pub host: Option<&'a str>,
+    /// The CUDA device NCCL names (`[3]` in its prefix).
+    pub local_gpu: Option<u32>,
+    pub time: Option<Stamp>,
+    /// Where the message starts, after the prefixes.
+    pub message: &'a str,
+}
+
+/// Whether a bare `3: ` may be read as `srun -l`'s task id.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TaskPrefix {
+    Allowed,
+    Ignored,
+}
+
+/// Peels at most this many prefixes: no real line has more.
+const MAX_PREFIXES: usize = 8;
+
+fn number(s: &str) -> Option<u32> {
+    if s.is_empty() || s.len() > 7 || !s.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    s.parse().ok()
+}
+
+/// `[rank3]:` or `[default3]:` / `[trainer3]:` at the start: (is global, number, length).
+fn bracket_rank(s: &str) -> Option<(bool, u32, usize)> {
+    let rest = s.strip_prefix('[')?;
+    let close = rest.find("]:")?;
+    let inner = &rest[..close];
+    let split = inner.find(|c: char| c.is_ascii_digit())?;
+    let (word, num) = inner.split_at(split);
+    if word.is_empty() || !word.bytes().all(|b| b.is_ascii_alphabetic() || b == b'_') {
+        return None;
+    }
+    let n = number(num)?;
+    let global = word.eq_ignore_ascii_case("rank");
+    Some((global, n, close + 3))
+}
+
+/// `[1,3]<stderr>:` (mpirun --tag-output): (rank, length).
+fn mpirun_tag(s: &str) -> Option<(u32, usize)> {
+    let rest = s.strip_prefix('[')?;
+    let close = rest.find(']')?;
+    let (_job, rank) = rest[..close].split_once(',')?;
+    let rank = number(rank)?;
+    let after = &rest[close + 1..];
+    let tag_end = after.find(">:")?;
+    if !after.starts_with('<') || tag_end > 8 {
+        return None;
+    }
+    Some((rank, 1 + close + 1 + tag_end + 2))
+}
+
+/// `3: ` (srun -l): (task, length).
+fn task_id(s: &str) -> Option<(u32, usize)> {
+    let colon = s.find(": ")?;
+    let n = number(s[..colon].trim_start())?;
+    Some((n, colon + 2))
+}
+
+/// Host names as schedulers write them: lower case (Kubernetes requires it; exception
+/// names are CamelCase), with a digit.
+fn is_host_name(h: &str) -> bool {
+    h.len() <= 64
+        && h.bytes().next().is_some_and(|b| b.is_ascii_alphanumeric())
+        && h.bytes().all(|b| {
+            b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'-' | b'.' | b'_')
+        })
+        && h.bytes().any(|b| b.is_ascii_digit())
+        && h.bytes().any(|b| b.is_ascii_lowercase() || b == b'.')
+}
+
+/// `node-17:1234:1290 [3] NCCL`: (host, gpu, length up to NCCL).
+fn nccl_prefix(s: &str) -> Option<(&str, u32, usize)> {
+    let space = s.find(' ')?;
+    let head = &s[..space];
+    let mut parts = head.rsplitn(3, ':');
+    let tid = parts.next()?;
+    let pid = parts.next()?;
+    let host = parts.next()?;
+    number(tid)?;
+    number(pid)?;
+    let rest = &s[space + 1..];
+    let rest_inner = rest.strip_prefix('[')?;
+    let close = rest_inner.find(']')?;
+    let gpu = number(&rest_inner[..close])?;
+    if host.is_empty() || host.contains(char::is_whitespace) {
+        return None;
+    }
+    Some((host, gpu, space + 1 + close + 2))
+}
+
+/// `host: ` (pdsh): (host, length).
+fn pdsh_host(s: &str) -> Option<(&str, usize)> {
+    let colon = s.find(": ")?;
+    let h = &s[..colon];
+    is_host_name(h).then_some((h, colon + 2))
+}
+
+/// glog: `E1125 10:00:00.123456 1234 file.cc:12]` or bracketed `[E1125 10:00:00.123 ...]`:
+/// (time, length through the closing `]`).
+fn glog(s: &str) -> Option<(Stamp, usize)> {
+    let (inner, offset) = match s.strip_prefix('[') {
+        Some(r) => (r, 1),
+        None => (s, 0),
+    };
+    let level = inner.as_bytes().first()?;
+    if !matches!(level, b'I' | b'W' | b'E' | b'F' | b'D') {
+        return None;
+    }
+    let (stamp, n) = time::parse_at(inner, 1)?;
+    if !matches!(stamp, Stamp::Calendar { year: None, .. }) {
+        return None;
+    }
+    let close = inner[1 + n..].find(']')? + 1 + n;
+    // the header is short: pid, file:line, maybe a thread name
+    if close > 1 + n + 120 {
+        return None;
+    }
+    Some((stamp, offset + close + 1))
+}
+
+/// A leading timestamp, bracketed or not, with a following `host prog[pid]:` for syslog:
+/// (time, host, length).
+fn leading_time(s: &str) -> Option<(Stamp, Option<&str>, usize)> {
+    let bracketed = s.starts_with('[');
+    let start = if bracketed {
+        1 + s[1..].len() - s[1..].trim_start().len()
+    } else {
+        0
+    };
+    let (stamp, n) = time::parse_at(s, start)?;
+    let mut end = start + n;
+    if bracketed {
+        let close = s[end..].find(']')?;
+        if close > 12 {
+            return None;
+        }
+        end += close + 1;
+    }
+    let mut host = None;
+    // syslog / journald short: `Jan  2 03:04:05 node-17 kernel: ...`
+    if !bracketed && matches!(stamp, Stamp::Calendar { year: None, .. }) {
+        let rest = &s[end..];
+        let t = rest.trim_start();
+        if let Some(sp) = t.find(' ') {
+            let h = &t[..sp];
+            let after = &t[sp + 1..];
+            let tag_end = after.find(": ");
+            if h.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_'))
+                && tag_end.is_some_and(|e| e <= 40 && !after[..e].contains(' '))
+            {
+                host = Some(h);
+                end += rest.len() - t.len() + sp + 1 + tag_end.unwrap_or(0) + 2;
+            }
+        }
+    }
+    // separators after a timestamp: ` - `, ` | `, `,`
+    let rest = &s[end..];
+    let t = rest.trim_start_matches([' ', '-', '|', ',']);
+    end += rest.len() - t.len();
+    Some((stamp, host, end))
+}
+
+/// Reads a line's prefixes.
+pub fn parse(line: &str, task_prefix: TaskPrefix) -> Origin<'_> {
+    let mut o = Origin {
+        message: line,
+        ..Origin::default()
+    };
+    let mut s = line.trim_start();
+    for _ in 0..MAX_PREFIXES {
+        if let Some((global, n, len)) = bracket_rank(s) {
+            if global {
+                o.rank = Some(n);
+            } else {
+                o.local_rank = Some(n);
+            }
+            s = &s[len..];
+        } else if let Some((rank, len)) = mpirun_tag(s) {
+            o.rank = Some(rank);
+            s = &s[len..];
+        } else if let Some((host, gpu, len)) = nccl_prefix(s) {
+            o.host = Some(host);
+            o.local_gpu = Some(gpu);
+            s = &s[len..];
+            break; // the NCCL message follows
+        } else if let Some((stamp, len)) = glog(s) {
+            o.time = Some(stamp);
+            s = &s[len..];
+        } else if let Some((stamp, host, len)) = leading_time(s) {
+            o.time.get_or_insert(stamp);
+            if host.is_some() {
+                o.host = host;
+            }
+            s = &s[len..];
+        } else if let Some((task, len)) =
+            task_id(s).filter(|_| task_prefix == TaskPrefix::Allowed && o.rank.is_none())
+        {
+            o.rank = Some(task);
+            s = &s[len..];
+        } else if let Some((host, len)) = pdsh_host(s).filter(|_| o.host.is_none()) {
+            o.host = Some(host);
+            s = &s[len..];
+        } else {
+            break;
+        }
+        s = s.trim_start();
+    }
+    o.message = s.trim_start();
+    o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prefixes() {
+        struct Case {
+            line: &'static str,
+            rank: Option<u32>,
+            local_rank: Option<u32>,
+            host: Option<&'static str>,
+            gpu: Option<u32>,
+            timed: bool,
+            message: &'static str,
+        }
+        let c = |line, rank, local_rank, host, gpu, timed, message| Case {
+            line,
+            rank,
+            local_rank,
+            host,
+            gpu,
+            timed,
+            message,
+        };
+        let cases = [
+            c(
+                "[rank3]:[E1125 10:00:00.123456789 ProcessGroupNCCL.cpp:616] [Rank 3] Watchdog caught",
+                Some(3), None, None, None, true, "[Rank 3] Watchdog caught",
+            ),
+            c("[default5]:Traceback (most recent call last):", None, Some(5), None, None, false, "Traceback (most recent call last):"),
+            c("[1,7]<stderr>:RuntimeError: x", Some(7), None, None, None, false, "RuntimeError: x"),
+            c("12: iteration 5", Some(12), None, None, None, false, "iteration 5"),
+            c(
+                "node-17:1234:1290 [3] NCCL WARN NET/IB : Got completion",
+                None, None, Some("node-17"), Some(3), false, "NCCL WARN NET/IB : Got completion",
+            ),
+            c(
+                "worker-1: [rank9]: torch.OutOfMemoryError: CUDA out of memory.",
+                Some(9), None, Some("worker-1"), None, false, "torch.OutOfMemoryError: CUDA out of memory.",
+            ),
+            c(
+                "E1125 10:00:00.123456 1234 ProcessGroupNCCL.cpp:1]  Some NCCL operations",
+                None, None, None, None, true, "Some NCCL operations",
+            ),
+            c("2024-01-02 03:04:05,678 - INFO - step 3", None, None, None, None, true, "INFO - step 3"),
+            c("[2024-01-02 03:04:05] iteration 10/ 100", None, None, None, None, true, "iteration 10/ 100"),
+            c(
+                "Jan  2 03:04:05 gpu-node-17 kernel: NVRM: Xid (PCI:0000:3b:00): 79",
+                None, None, Some("gpu-node-17"), None, true, "NVRM: Xid (PCI:0000:3b:00): 79",
+            ),
+            c("[12345.678901] NVRM: Xid (PCI:0000:3b:00): 79", None, None, None, None, true, "NVRM: Xid (PCI:0000:3b:00): 79"),
+            c("[Tue Jan  2 03:04:05 2024] NVRM: Xid", None, None, None, None, true, "NVRM: Xid"),
+            c("RuntimeError: CUDA error", None, None, None, None, false, "RuntimeError: CUDA error"),
+            c("ValueError2: not a host", None, None, None, None, false, "ValueError2: not a host"),
+            c("[rank0]: Traceback", Some(0), None, None, None, false, "Traceback"),
+        ];
+        for k in cases {
+            let o = parse(k.line, TaskPrefix::Allowed);
+            assert_eq!(
+                (
+                    o.rank,
+                    o.local_rank,
+                    o.host,
+                    o.local_gpu,
+                    o.time.is_some(),
+                    o.message
+                ),
+                (k.rank, k.local_rank, k.host, k.gpu, k.timed, k.message),
+                "{}",
+                k.line
+            );
+        }
+        // a task id is read only where allowed
+        assert_eq!(parse("3: x", TaskPrefix::Ignored).rank, None);
+    }
+}

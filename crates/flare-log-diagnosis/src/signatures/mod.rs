@@ -1,0 +1,290 @@
+//! The table of known log signatures: how each is recognised, what it is to a failure
+//! (the root cause, a symptom on the rank that failed, or a cascade effect of a failure
+//! elsewhere), its category, the stage it implies, the action, whether a restart helps,
+//! and a real line it matches (tested, `tests/signatures.rs`).
+//!
+//! A line is matched against the rows in table order and the first row whose pattern
+//! matches wins, so specific rows (an IB completion error) come before generic ones (any
+//! `NCCL WARN`). Rows are grouped by what they are about, one module each: `hardware`,
+//! `network`, `process` (memory, numerics, code, configuration, data), `platform`
+//! (schedulers), `cascade`; `xid` and `exit` refine a row from what it captured (the Xid
+//! number, the exit code or signal), and `exceptions` from a Python exception's type.
+//!
+//! Each row is written from how the message is specified (the format string in NCCL,
+//! PyTorch, the kernel, Slurm), so it matches the message whatever the prefixes before
+//! it. A row's `weight` orders root causes found together: hardware seen by the kernel
+//! (100) outweighs a scheduler's node failure (90), a process-local cause (OOM, an
+//! exception, a configuration error: 80), a network error seen by NCCL (70, below
+//! process-local causes because a peer that dies also makes its links fail), a software
+//! fault (60), a scheduler's time limit (50) and symptoms whose cause is not named (30
+//! to 45).
+
+mod cascade;
+mod exceptions;
+mod exit;
+mod hardware;
+mod network;
+mod platform;
+mod process;
+mod xid;
+
+use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind};
+use flare_model::{FailureCategory, JobStage, LineRole, LogSignature};
+use regex::Regex;
+use std::sync::OnceLock;
+
+/// What a row says a matching line is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    Root,
+    Symptom,
+    Cascade,
+}
+
+impl Role {
+    pub fn line_role(self) -> LineRole {
+        match self {
+            Role::Root => LineRole::Root,
+            Role::Symptom => LineRole::Symptom,
+            Role::Cascade => LineRole::Cascade,
+        }
+    }
+}
+
+/// One row of the table.
+pub struct Rule {
+    pub signature: LogSignature,
+    pub role: Role,
+    pub category: FailureCategory,
+    /// Substrings (ASCII case-insensitive) of which a line must hold one before the
+    /// pattern is tried: the fast filter that keeps most lines from any regex.
+    pub needles: &'static [&'static str],
+    /// A regex over the line's message. Named groups it may capture: `rank`, `host`,
+    /// `gpu`, `pci`, `peer` (an address), `xid`, `status`, `code` (an exit code),
+    /// `signal`, `seq`, `op`, `numel`, `exc` (an exception type), `detail`.
+    pub pattern: &'static str,
+    /// What the line means, for a person.
+    pub meaning: &'static str,
+    /// What to do.
+    pub action: &'static str,
+    pub restart_helps: Option<bool>,
+    /// The stage such a line implies, if any (NCCL bootstrap errors: init).
+    pub stage: Option<JobStage>,
+    pub weight: u8,
+    /// Turns what the pattern captured into a more precise reading (Xid numbers, exit
+    /// codes, exception types).
+    pub refine: Option<fn(&regex::Captures) -> Option<Reading>>,
+    /// A real line this row matches, and where it was published.
+    pub example: &'static str,
+    pub example_source: &'static str,
+}
+
+/// What a matched line is, after refinement.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Reading {
+    pub signature: LogSignature,
+    pub role: Role,
+    pub category: FailureCategory,
+    pub weight: u8,
+    pub meaning: String,
+    pub action: String,
+    pub restart_helps: Option<bool>,
+    pub stage: Option<JobStage>,
+}
+
+impl Rule {
+    pub fn reading(&self) -> Reading {
+        Reading {
+            signature: self.signature,
+            role: self.role,
+            category: self.category,
+            weight: self.weight,
+            meaning: self.meaning.to_string(),
+            action: self.action.to_string(),
+            restart_helps: self.restart_helps,
+            stage: self.stage,
+        }
+    }
+}
+
+/// The table in match order: specific rows first.
+pub fn rules() -> &'static [&'static Rule] {
+    static ALL: OnceLock<Vec<&'static Rule>> = OnceLock::new();
+    ALL.get_or_init(|| {
+        hardware::RULES
+            .iter()
+            .chain(network::RULES)
+            .chain(platform::RULES)
+            .chain(process::RULES)
+            .chain(cascade::RULES)
+            .chain(process::GENERIC)
+            .collect()
+    })
+}
+
+/// A line's match: the row, its reading and what it captured.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Match {
+    pub rule: usize,
+    pub reading: Reading,
+    pub captures: Captured,
+}
+
+/// The named groups a row captured.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Captured {
+    pub rank: Option<u32>,
+    pub host: Option<String>,
+    pub gpu: Option<u32>,
+    pub pci: Option<String>,
+    pub peer: Option<String>,
+    pub seq: Option<u64>,
+    pub op: Option<String>,
+    pub numel: Option<u64>,
+    pub exception: Option<String>,
+    pub detail: Option<String>,
+}
+
+/// The compiled table.
+pub struct Matcher {
+    needles: AhoCorasick,
+    /// For each needle, the rows that list it.
+    rows_of_needle: Vec<Vec<usize>>,
+    patterns: Vec<Regex>,
+}
+
+impl Matcher {
+    /// The table compiled once per process.
+    pub fn get() -> &'static Matcher {
+        static M: OnceLock<Matcher> = OnceLock::new();
+        M.get_or_init(|| Matcher::new(rules()))
+    }
+
+    fn new(rules: &[&Rule]) -> Matcher {
+        let mut needles: Vec<String> = Vec::new();
+        let mut rows_of_needle: Vec<Vec<usize>> = Vec::new();
+        for (row, rule) in rules.iter().enumerate() {
+            for n in rule.needles {
+                let lower = n.to_ascii_lowercase();
+                match needles.iter().position(|x| *x == lower) {
+                    Some(i) => rows_of_needle[i].push(row),
+                    None => {
+                        needles.push(lower);
+                        rows_of_needle.push(vec![row]);
+                    }
+                }
+            }
+        }
+        let ac = AhoCorasickBuilder::new()
+            .ascii_case_insensitive(true)
+            .match_kind(MatchKind::Standard)
+            .build(&needles)
+            .expect("the signature needles compile");
+        let patterns = rules
+            .iter()
+            .map(|r| {
+                Regex::new(r.pattern).unwrap_or_else(|e| {
+                    panic!("signature {} pattern does not compile: {e}", r.signature)
+                })
+            })
+            .collect();
+        Matcher {
+            needles: ac,
+            rows_of_needle,
+            patterns,
+        }
+    }
+
+    /// The first row (in table order) that matches `message`, if any.
+    pub fn find(&self, message: &str) -> Option<Match> {
+        let mut candidates: Vec<usize> = Vec::new();
+        for m in self.needles.find_overlapping_iter(message) {
+            candidates.extend_from_slice(&self.rows_of_needle[m.pattern().as_usize()]);
+        }
+        if candidates.is_empty() {
+            return None;
+        }
+        candidates.sort_unstable();
+        candidates.dedup();
+        let rules = rules();
+        for row in candidates {
+            let Some(caps) = self.patterns[row].captures(message) else {
+                continue;
+            };
+            let rule = rules[row];
+            let reading = match rule.refine.and_then(|f| f(&caps)) {
+                Some(r) => r,
+                None => rule.reading(),
+            };
+            return Some(Match {
+                rule: row,
+                reading,
+                captures: captured(&caps),
+            });
+        }
+        None
+    }
+}
+
+fn captured(c: &regex::Captures) -> Captured {
+    // a row with two alternatives that capture the same thing names the second `<name>2`
+    let s = |name: &str| {
+        c.name(name)
+            .or_else(|| c.name(&format!("{name}2")))
+            .map(|m| m.as_str().to_string())
+    };
+    fn n<T: std::str::FromStr>(c: &regex::Captures, name: &str) -> Option<T> {
+        c.name(name).and_then(|m| m.as_str().parse().ok())
+    }
+    Captured {
+        rank: n(c, "rank"),
+        host: s("host"),
+        gpu: n(c, "gpu"),
+        pci: s("pci"),
+        peer: s("peer"),
+        seq: n(c, "seq"),
+        op: s("op"),
+        numel: n(c, "numel"),
+        exception: s("exc"),
+        detail: s("detail"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_row_matches_its_own_example_first() {
+        let m = Matcher::get();
+        for (row, rule) in rules().iter().enumerate() {
+            let got = m
+                .find(rule.example)
+                .unwrap_or_else(|| panic!("{}: its example matches no row", rule.signature));
+            assert_eq!(
+                got.rule,
+                row,
+                "{}: its example is taken by {} first",
+                rule.signature,
+                rules()[got.rule].signature
+            );
+            assert!(
+                rule.example_source.starts_with("https://"),
+                "{}: the example's source must be a link",
+                rule.signature
+            );
+            assert!(!rule.needles.is_empty(), "{}: no needle", rule.signature);
+        }
+    }
+
+    #[test]
+    fn every_signature_has_a_row() {
+        for &s in LogSignature::ALL {
+            assert!(
+                rules().iter().any(|r| r.signature == s)
+                    || xid::REFINED.contains(&s),
+                "{s} has no row"
+            );
+        }
+    }
+}

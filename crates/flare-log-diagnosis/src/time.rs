@@ -1,0 +1,331 @@
+//! Timestamps as logs write them, made comparable where they can be.
+//!
+//! Logs of one job mix clocks: ISO dates (Python logging, Slurm), glog's month-day
+//! (`E1125 10:00:00.123`, PyTorch's C++ logs), syslog's `Nov 25 10:00:00`, bare times of
+//! day, and the kernel's seconds since boot (`[12345.678]`, one clock per host). Two
+//! stamps are compared only when they share a reference: calendar stamps with each other
+//! (a missing year is taken as the other's), times of day with times of day, uptimes of
+//! one host with each other.
+
+use std::cmp::Ordering;
+
+/// One timestamp, in the finest reference its text gives.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Stamp {
+    /// A calendar date and time. `year` is absent for glog and syslog stamps.
+    Calendar {
+        year: Option<u16>,
+        /// Seconds since the start of the year (months of 31 days: only order matters).
+        second_of_year: f64,
+    },
+    /// A time of day with no date.
+    TimeOfDay(f64),
+    /// Seconds since the host booted (dmesg); comparable within one host only.
+    Uptime(f64),
+}
+
+impl Stamp {
+    /// How `self` compares with `other`, when both have one reference (`same_host` for
+    /// uptimes). `None` when they cannot be compared.
+    pub fn compare(&self, other: &Stamp, same_host: bool) -> Option<Ordering> {
+        use Stamp::*;
+        match (*self, *other) {
+            (
+                Calendar {
+                    year: ya,
+                    second_of_year: a,
+                },
+                Calendar {
+                    year: yb,
+                    second_of_year: b,
+                },
+            ) => match (ya, yb) {
+                (Some(ya), Some(yb)) if ya != yb => Some(ya.cmp(&yb)),
+                _ => a.partial_cmp(&b),
+            },
+            (TimeOfDay(a), TimeOfDay(b)) => a.partial_cmp(&b),
+            (Uptime(a), Uptime(b)) if same_host => a.partial_cmp(&b),
+            _ => None,
+        }
+    }
+
+    /// Seconds from `self` to `later`, when they can be compared.
+    pub fn seconds_until(&self, later: &Stamp, same_host: bool) -> Option<f64> {
+        use Stamp::*;
+        self.compare(later, same_host)?;
+        match (*self, *later) {
+            (
+                Calendar {
+                    year: ya,
+                    second_of_year: a,
+                },
+                Calendar {
+                    year: yb,
+                    second_of_year: b,
+                },
+            ) => match (ya, yb) {
+                (Some(ya), Some(yb)) if ya != yb => None,
+                _ => Some(b - a),
+            },
+            (TimeOfDay(a), TimeOfDay(b)) | (Uptime(a), Uptime(b)) => Some(b - a),
+            _ => None,
+        }
+    }
+}
+
+const MONTHS: [&str; 12] = [
+    "jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec",
+];
+
+fn digits(b: &[u8], at: usize, n: usize) -> Option<u32> {
+    let s = b.get(at..at + n)?;
+    let mut v = 0u32;
+    for &c in s {
+        if !c.is_ascii_digit() {
+            return None;
+        }
+        v = v * 10 + (c - b'0') as u32;
+    }
+    Some(v)
+}
+
+/// `HH:MM:SS` at `at`, with an optional fraction after `.` or `,`: (seconds of day, bytes).
+fn time_of_day(b: &[u8], at: usize) -> Option<(f64, usize)> {
+    let h = digits(b, at, 2)?;
+    let m = digits(b, at + 3, 2)?;
+    let s = digits(b, at + 6, 2)?;
+    if b[at + 2] != b':' || b[at + 5] != b':' || h > 23 || m > 59 || s > 60 {
+        return None;
+    }
+    let mut len = 8;
+    let mut frac = 0.0;
+    if matches!(b.get(at + 8), Some(b'.' | b',')) {
+        let mut scale = 0.1;
+        let mut i = at + 9;
+        while let Some(c) = b.get(i).filter(|c| c.is_ascii_digit()) {
+            frac += (c - b'0') as f64 * scale;
+            scale /= 10.0;
+            i += 1;
+        }
+        if i > at + 9 {
+            len = i - at;
+        }
+    }
+    Some(((h * 3600 + m * 60 + s) as f64 + frac, len))
+}
+
+fn second_of_year(month: u32, day: u32, tod: f64) -> Option<f64> {
+    if !(1..=12).contains(&month) || !(1..=31).contains(&day) {
+        return None;
+    }
+    Some((((month - 1) * 31 + (day - 1)) * 86_400) as f64 + tod)
+}
+
+fn month_of(word: &[u8]) -> Option<u32> {
+    let w = word.get(..3)?;
+    MONTHS
+        .iter()
+        .position(|m| m.as_bytes().eq_ignore_ascii_case(w))
+        .map(|i| i as u32 + 1)
+}
+
+/// A timestamp starting at byte `at` of `text`, and its length. Recognises
+/// `2024-01-02[T ]03:04:05[.,frac]` (and `_` between date and time, as torchrun writes),
+/// glog's `MMDD HH:MM:SS.frac` after a level letter (the caller skips the letter),
+/// syslog's `Mon DD HH:MM:SS`, dmesg's `[ 1234.567890]` (the caller passes the number's
+/// start), `Tue Jan  2 03:04:05 2024`, and a bare `HH:MM:SS`.
+pub fn parse_at(text: &str, at: usize) -> Option<(Stamp, usize)> {
+    let b = text.as_bytes();
+    // ISO date
+    if let (Some(y), Some(mo), Some(d)) =
+        (digits(b, at, 4), digits(b, at + 5, 2), digits(b, at + 8, 2))
+    {
+        if matches!(b.get(at + 4), Some(b'-' | b'/'))
+            && b.get(at + 7) == b.get(at + 4)
+            && matches!(b.get(at + 10), Some(b'T' | b' ' | b'_'))
+        {
+            let (tod, n) = time_of_day(b, at + 11)?;
+            let soy = second_of_year(mo, d, tod)?;
+            let mut len = 11 + n;
+            // a zone: Z or +hh:mm (ignored: one job's hosts share a zone, or write UTC)
+            if b.get(at + len) == Some(&b'Z') {
+                len += 1;
+            }
+            return Some((
+                Stamp::Calendar {
+                    year: Some(y as u16),
+                    second_of_year: soy,
+                },
+                len,
+            ));
+        }
+    }
+    // glog: MMDD HH:MM:SS
+    if let (Some(md), Some(b' ')) = (digits(b, at, 4), b.get(at + 4)) {
+        if let Some((tod, n)) = time_of_day(b, at + 5) {
+            let soy = second_of_year(md / 100, md % 100, tod)?;
+            return Some((
+                Stamp::Calendar {
+                    year: None,
+                    second_of_year: soy,
+                },
+                5 + n,
+            ));
+        }
+    }
+    // syslog: Mon DD HH:MM:SS, or Www Mon DD HH:MM:SS YYYY
+    let mut p = at;
+    let word = |p: usize| {
+        b.get(p..p + 3)
+            .filter(|w| w.iter().all(u8::is_ascii_alphabetic))
+    };
+    if word(p).is_some() && b.get(p + 3) == Some(&b' ') && month_of(&b[p..]).is_none() {
+        p += 4; // a weekday
+    }
+    if let Some(month) = word(p).and_then(month_of) {
+        if b.get(p + 3) == Some(&b' ') {
+            let mut q = p + 4;
+            while b.get(q) == Some(&b' ') {
+                q += 1;
+            }
+            let day_len = if b.get(q + 1).is_some_and(u8::is_ascii_digit) {
+                2
+            } else {
+                1
+            };
+            let day = digits(b, q, day_len)?;
+            let (tod, n) = time_of_day(b, q + day_len + 1)?;
+            let soy = second_of_year(month, day, tod)?;
+            let mut end = q + day_len + 1 + n;
+            let mut year = None;
+            if b.get(end) == Some(&b' ') {
+                if let Some(y) = digits(b, end + 1, 4) {
+                    year = Some(y as u16);
+                    end += 5;
+                }
+            }
+            return Some((
+                Stamp::Calendar {
+                    year,
+                    second_of_year: soy,
+                },
+                end - at,
+            ));
+        }
+    }
+    // dmesg: seconds since boot
+    if b.get(at).is_some_and(u8::is_ascii_digit) {
+        let mut i = at;
+        while b.get(i).is_some_and(u8::is_ascii_digit) {
+            i += 1;
+        }
+        if b.get(i) == Some(&b'.')
+            && b.get(i + 1).is_some_and(u8::is_ascii_digit)
+            && b.get(at + 2) != Some(&b':')
+        {
+            let mut j = i + 1;
+            while b.get(j).is_some_and(u8::is_ascii_digit) {
+                j += 1;
+            }
+            if b.get(j) == Some(&b']') {
+                let v: f64 = text[at..j].parse().ok()?;
+                return Some((Stamp::Uptime(v), j - at));
+            }
+        }
+    }
+    let (tod, n) = time_of_day(b, at)?;
+    Some((Stamp::TimeOfDay(tod), n))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stamp(s: &str) -> Stamp {
+        parse_at(s, 0).unwrap_or_else(|| panic!("{s}")).0
+    }
+
+    #[test]
+    fn formats() {
+        let cases: &[(&str, Stamp, usize)] = &[
+            (
+                "2024-01-02 03:04:05,678 - INFO",
+                Stamp::Calendar {
+                    year: Some(2024),
+                    second_of_year: 86_400.0 + 3.0 * 3600.0 + 245.678,
+                },
+                23,
+            ),
+            (
+                "2024-01-02T03:04:05Z x",
+                Stamp::Calendar {
+                    year: Some(2024),
+                    second_of_year: 86_400.0 + 11_045.0,
+                },
+                20,
+            ),
+            (
+                "2024-01-02_03:04:05",
+                Stamp::Calendar {
+                    year: Some(2024),
+                    second_of_year: 86_400.0 + 11_045.0,
+                },
+                19,
+            ),
+            (
+                "0102 03:04:05.5 123 x.cc:1]",
+                Stamp::Calendar {
+                    year: None,
+                    second_of_year: 86_400.0 + 11_045.5,
+                },
+                15,
+            ),
+            (
+                "Jan  2 03:04:05 host kernel:",
+                Stamp::Calendar {
+                    year: None,
+                    second_of_year: 86_400.0 + 11_045.0,
+                },
+                15,
+            ),
+            (
+                "Tue Jan  2 03:04:05 2024] NVRM",
+                Stamp::Calendar {
+                    year: Some(2024),
+                    second_of_year: 86_400.0 + 11_045.0,
+                },
+                24,
+            ),
+            ("12345.678901] NVRM", Stamp::Uptime(12345.678901), 12),
+            ("03:04:05 x", Stamp::TimeOfDay(11_045.0), 8),
+        ];
+        for (text, want, len) in cases {
+            let (got, n) = parse_at(text, 0).unwrap_or_else(|| panic!("{text}"));
+            assert_eq!((got, n), (*want, *len), "{text}");
+        }
+        for bad in [
+            "2024-13-02 03:04:05",
+            "hello",
+            "1234",
+            "99:00:00",
+            "Jan 40 03:04:05",
+        ] {
+            assert!(parse_at(bad, 0).is_none(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn comparisons_need_a_shared_reference() {
+        let iso = stamp("2024-01-02 03:04:05");
+        let glog = stamp("0102 03:04:06.0");
+        assert_eq!(iso.compare(&glog, false), Some(Ordering::Less));
+        assert_eq!(iso.seconds_until(&glog, false), Some(1.0));
+        let up = stamp("5.0]");
+        assert_eq!(up.compare(&stamp("6.0]"), true), Some(Ordering::Less));
+        assert_eq!(up.compare(&stamp("6.0]"), false), None);
+        assert_eq!(up.compare(&iso, true), None);
+        assert_eq!(stamp("03:04:05").compare(&iso, false), None);
+        let other_year = stamp("2023-12-31 23:59:59");
+        assert_eq!(other_year.compare(&iso, false), Some(Ordering::Less));
+    }
+}
