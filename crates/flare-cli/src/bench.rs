@@ -30,6 +30,9 @@ pub enum Which {
     Overhead(crate::overhead::OverheadArgs),
     /// Log template mining: grouping accuracy on LogHub-2k and lines/s on one core.
     Logs(crate::logs::LogsBenchArgs),
+    /// `flare logs diagnose` on labelled real failure logs: root-cause line, category,
+    /// culprit, stage, restart, and effects never named as the cause.
+    LogsCorpus(crate::logs::CorpusArgs),
 }
 
 #[derive(Args)]
@@ -97,6 +100,7 @@ pub fn run(a: BenchArgs) -> Result<ExitCode> {
         Which::Abnormal(a) => crate::abnormal_bench::run(a),
         Which::Overhead(a) => crate::overhead::overhead(a),
         Which::Logs(a) => crate::logs::bench(a),
+        Which::LogsCorpus(a) => crate::logs::corpus::run(a),
     }
 }
 

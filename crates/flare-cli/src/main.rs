@@ -46,7 +46,7 @@ enum Command {
     Train(train::TrainArgs),
     /// Run the node agent: drain the tracer rings on this node, summarise each window, watch for hangs, serve metrics, push to the server.
     Agent(agent::AgentArgs),
-    /// Work on text logs: mine templates.
+    /// Work on text logs: mine templates; find why a job failed.
     Logs(logs::LogsArgs),
     /// Run the ingest server: node agents post window summaries, it diagnoses each window and serves the findings.
     Serve(serve::ServeArgs),

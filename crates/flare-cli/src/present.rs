@@ -149,6 +149,9 @@ pub fn finding_text(n: usize, f: &Finding) -> String {
     if f.evidence.len() > shown {
         s.push_str(&format!("   {} more in --json\n", f.evidence.len() - shown));
     }
+    if let Some(fd) = &f.failure {
+        s.push_str(&failure_text(fd));
+    }
     // Agreement of independent detectors matters to a reader: always shown.
     if !f.corroborated_by.is_empty() {
         let also: Vec<String> = f
@@ -160,6 +163,90 @@ pub fn finding_text(n: usize, f: &Finding) -> String {
     }
     s.push_str(&format!("   action: {}\n", f.action));
     s
+}
+
+/// A line of a log for a person: where, and the text cut to fit.
+fn log_line_text(l: &flare_model::LogLine) -> String {
+    let text: String = l.text.chars().take(240).collect();
+    let more = if l.text.chars().count() > 240 {
+        "…"
+    } else {
+        ""
+    };
+    format!("{}:{}  {}{}", l.file, l.line, text.trim(), more)
+}
+
+/// The failure a finding explains: category, stage, restart, the lines, the effects.
+fn failure_text(fd: &flare_model::FailureDetail) -> String {
+    let mut s = format!("   category: {}; stage: {}", fd.category, fd.stage);
+    if let Some(i) = fd.iteration {
+        s.push_str(&format!(", iteration {i}"));
+    }
+    s.push_str(&format!(
+        "; a restart unchanged {}\n",
+        match fd.restart_helps {
+            Some(true) => "can succeed",
+            Some(false) => "fails again",
+            None => "may or may not succeed (the logs do not say)",
+        }
+    ));
+    for l in &fd.lines {
+        s.push_str(&format!(
+            "   {:<8} {}\n",
+            format!("{}:", l.role),
+            log_line_text(l)
+        ));
+    }
+    for g in fd.cascade.iter().take(8) {
+        let from = match (g.ranks.len(), g.hosts.len()) {
+            (0, 0) => String::new(),
+            (0, h) => format!(" from {h} host(s)"),
+            (r, _) => format!(" from {r} rank(s)"),
+        };
+        s.push_str(&format!(
+            "   effect:  {} x{}{}: {}\n            first {}\n",
+            g.signature,
+            g.lines,
+            from,
+            g.explanation,
+            log_line_text(&g.first)
+        ));
+    }
+    if fd.cascade.len() > 8 {
+        s.push_str(&format!(
+            "   {} more groups of effects in --json\n",
+            fd.cascade.len() - 8
+        ));
+    }
+    s
+}
+
+/// Text for a person: what a job's logs say about why it failed.
+pub fn logs_text(doc: &FindingsDocument) -> String {
+    let mut out = format!(
+        "Flare log diagnosis of {} in {:.0} ms\n",
+        doc.job.id,
+        doc.diagnosis_ms.unwrap_or(0.0)
+    );
+    let mut notes = doc.notes.iter();
+    if let Some(first) = notes.next() {
+        out.push_str(&format!("{first}\n"));
+    }
+    match doc.verdict() {
+        Verdict::Healthy => {
+            out.push_str("\nNO FAILURE FOUND: no line of these logs shows a failure.\n")
+        }
+        Verdict::Inconclusive => out.push_str("\nINCONCLUSIVE: the logs hold no lines.\n"),
+        Verdict::Unhealthy => {}
+    }
+    for (i, f) in doc.findings().iter().enumerate() {
+        out.push_str(&finding_text(i + 1, f));
+    }
+    for n in notes {
+        out.push_str(&format!("\n(note: {n})"));
+    }
+    out.push('\n');
+    out
 }
 
 /// The HTML report of a diagnosis and its document.

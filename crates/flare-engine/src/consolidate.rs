@@ -111,6 +111,7 @@ mod tests {
             iterations: vec![],
             detector,
             corroborated_by: vec![],
+            failure: None,
         }
     }
 

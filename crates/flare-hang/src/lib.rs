@@ -836,6 +836,7 @@ pub fn analyze(job: &FrJob) -> Vec<Finding> {
             iterations: vec![],
             detector: DETECTOR,
             corroborated_by: vec![],
+            failure: None,
         };
         for r in &job.missing_ranks {
             let mut c = Culprit::new(Component::Process);
@@ -1159,6 +1160,7 @@ fn finding(
         iterations: vec![],
         detector: DETECTOR,
         corroborated_by: vec![],
+        failure: None,
     }
 }
 

@@ -1,6 +1,24 @@
 //! The root cause of a failed training job, from its logs.
+//!
+//! One streaming pass ([`collect::Collector`]) reads every line once: its prefixes say
+//! which rank, host and GPU wrote it and when ([`origin`], with [`source`] for what the
+//! file's path says), the [`signatures`] table says whether it names a cause, a symptom
+//! or an effect, [`traceback`] and [`elastic`] follow Python tracebacks and torchrun's
+//! failure summary, [`progress`] the stage and iteration, and [`stats`] keeps the
+//! templates of error-looking lines no signature knows. [`verdict`] then picks the root
+//! cause, the culprit and what the rest are effects of. Pure computation: the caller
+//! reads the files and feeds the lines.
 
+pub mod collect;
+pub mod elastic;
 pub mod origin;
+pub mod progress;
 pub mod signatures;
 pub mod source;
+pub mod stats;
 pub mod time;
+pub mod traceback;
+pub mod verdict;
+
+pub use collect::{Collector, Limits};
+pub use verdict::{diagnose, LogDiagnosis};

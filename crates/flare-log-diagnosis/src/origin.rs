@@ -27,7 +27,11 @@ pub struct Origin<'a> {
     pub host: Option<&'a str>,
     /// The CUDA device NCCL names (`[3]` in its prefix).
     pub local_gpu: Option<u32>,
+    /// The process id NCCL's prefix names.
+    pub pid: Option<u32>,
     pub time: Option<Stamp>,
+    /// The timestamp as written.
+    pub time_text: Option<&'a str>,
     /// Where the message starts, after the prefixes.
     pub message: &'a str,
 }
@@ -97,8 +101,8 @@ fn is_host_name(h: &str) -> bool {
         && h.bytes().any(|b| b.is_ascii_lowercase() || b == b'.')
 }
 
-/// `node-17:1234:1290 [3] NCCL`: (host, gpu, length up to NCCL).
-fn nccl_prefix(s: &str) -> Option<(&str, u32, usize)> {
+/// `node-17:1234:1290 [3] NCCL`: (host, pid, gpu, length up to NCCL).
+fn nccl_prefix(s: &str) -> Option<(&str, u32, u32, usize)> {
     let space = s.find(' ')?;
     let head = &s[..space];
     let mut parts = head.rsplitn(3, ':');
@@ -106,7 +110,7 @@ fn nccl_prefix(s: &str) -> Option<(&str, u32, usize)> {
     let pid = parts.next()?;
     let host = parts.next()?;
     number(tid)?;
-    number(pid)?;
+    let pid = number(pid)?;
     let rest = &s[space + 1..];
     let rest_inner = rest.strip_prefix('[')?;
     let close = rest_inner.find(']')?;
@@ -114,7 +118,7 @@ fn nccl_prefix(s: &str) -> Option<(&str, u32, usize)> {
     if host.is_empty() || host.contains(char::is_whitespace) {
         return None;
     }
-    Some((host, gpu, space + 1 + close + 2))
+    Some((host, pid, gpu, space + 1 + close + 2))
 }
 
 /// `host: ` (pdsh): (host, length).
@@ -124,9 +128,10 @@ fn pdsh_host(s: &str) -> Option<(&str, usize)> {
     is_host_name(h).then_some((h, colon + 2))
 }
 
-/// glog: `E1125 10:00:00.123456 1234 file.cc:12]` or bracketed `[E1125 10:00:00.123 ...]`:
-/// (time, length through the closing `]`).
-fn glog(s: &str) -> Option<(Stamp, usize)> {
+/// glog: `E1125 10:00:00.123456 1234 file.cc:12]` or bracketed `[E1125 10:00:00.123 ...]`
+/// (PyTorch writes the month unpadded: `E321` is March 21): (time, its text, length
+/// through the closing `]`).
+fn glog(s: &str) -> Option<(Stamp, &str, usize)> {
     let (inner, offset) = match s.strip_prefix('[') {
         Some(r) => (r, 1),
         None => (s, 0),
@@ -135,21 +140,18 @@ fn glog(s: &str) -> Option<(Stamp, usize)> {
     if !matches!(level, b'I' | b'W' | b'E' | b'F' | b'D') {
         return None;
     }
-    let (stamp, n) = time::parse_at(inner, 1)?;
-    if !matches!(stamp, Stamp::Calendar { year: None, .. }) {
-        return None;
-    }
+    let (stamp, n) = time::parse_glog(inner, 1)?;
     let close = inner[1 + n..].find(']')? + 1 + n;
     // the header is short: pid, file:line, maybe a thread name
     if close > 1 + n + 120 {
         return None;
     }
-    Some((stamp, offset + close + 1))
+    Some((stamp, &inner[1..1 + n], offset + close + 1))
 }
 
 /// A leading timestamp, bracketed or not, with a following `host prog[pid]:` for syslog:
-/// (time, host, length).
-fn leading_time(s: &str) -> Option<(Stamp, Option<&str>, usize)> {
+/// (time, its text, host, length).
+fn leading_time(s: &str) -> Option<(Stamp, &str, Option<&str>, usize)> {
     let bracketed = s.starts_with('[');
     let start = if bracketed {
         1 + s[1..].len() - s[1..].trim_start().len()
@@ -157,6 +159,7 @@ fn leading_time(s: &str) -> Option<(Stamp, Option<&str>, usize)> {
         0
     };
     let (stamp, n) = time::parse_at(s, start)?;
+    let text = &s[start..start + n];
     let mut end = start + n;
     if bracketed {
         let close = s[end..].find(']')?;
@@ -187,7 +190,7 @@ fn leading_time(s: &str) -> Option<(Stamp, Option<&str>, usize)> {
     let rest = &s[end..];
     let t = rest.trim_start_matches([' ', '-', '|', ',']);
     end += rest.len() - t.len();
-    Some((stamp, host, end))
+    Some((stamp, text, host, end))
 }
 
 /// Reads a line's prefixes.
@@ -208,16 +211,21 @@ pub fn parse(line: &str, task_prefix: TaskPrefix) -> Origin<'_> {
         } else if let Some((rank, len)) = mpirun_tag(s) {
             o.rank = Some(rank);
             s = &s[len..];
-        } else if let Some((host, gpu, len)) = nccl_prefix(s) {
+        } else if let Some((host, pid, gpu, len)) = nccl_prefix(s) {
             o.host = Some(host);
+            o.pid = Some(pid);
             o.local_gpu = Some(gpu);
             s = &s[len..];
             break; // the NCCL message follows
-        } else if let Some((stamp, len)) = glog(s) {
+        } else if let Some((stamp, text, len)) = glog(s) {
             o.time = Some(stamp);
+            o.time_text = Some(text);
             s = &s[len..];
-        } else if let Some((stamp, host, len)) = leading_time(s) {
-            o.time.get_or_insert(stamp);
+        } else if let Some((stamp, text, host, len)) = leading_time(s) {
+            if o.time.is_none() {
+                o.time = Some(stamp);
+                o.time_text = Some(text);
+            }
             if host.is_some() {
                 o.host = host;
             }
@@ -282,6 +290,18 @@ mod tests {
             c(
                 "E1125 10:00:00.123456 1234 ProcessGroupNCCL.cpp:1]  Some NCCL operations",
                 None, None, None, None, true, "Some NCCL operations",
+            ),
+            c(
+                "[rank0]:[E321 02:07:08.408271257 ProcessGroupNCCL.cpp:607] [Rank 0] Watchdog",
+                Some(0), None, None, None, true, "[Rank 0] Watchdog",
+            ),
+            c(
+                "W0409 07:28:49.531000 1359 torch/distributed/elastic/multiprocessing/api.py:897] Sending process 1365",
+                None, None, None, None, true, "Sending process 1365",
+            ),
+            c(
+                "[2026-04-22 21:34:20] mt-l-workflow:202016:202235 [0] misc/shmutils.cc:88 NCCL WARN Error",
+                None, None, Some("mt-l-workflow"), Some(0), true, "misc/shmutils.cc:88 NCCL WARN Error",
             ),
             c("2024-01-02 03:04:05,678 - INFO - step 3", None, None, None, None, true, "INFO - step 3"),
             c("[2024-01-02 03:04:05] iteration 10/ 100", None, None, None, None, true, "iteration 10/ 100"),

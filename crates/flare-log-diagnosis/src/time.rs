@@ -129,6 +129,30 @@ fn month_of(word: &[u8]) -> Option<u32> {
         .map(|i| i as u32 + 1)
 }
 
+/// glog's `MMDD HH:MM:SS.frac` at `at`, the month unpadded as PyTorch writes it (`321
+/// 02:07:08` is March 21): the stamp and its length.
+pub fn parse_glog(text: &str, at: usize) -> Option<(Stamp, usize)> {
+    let b = text.as_bytes();
+    let digits_len = b
+        .get(at..)?
+        .iter()
+        .take_while(|c| c.is_ascii_digit())
+        .count();
+    if !(3..=4).contains(&digits_len) || b.get(at + digits_len) != Some(&b' ') {
+        return None;
+    }
+    let md = digits(b, at, digits_len)?;
+    let (tod, n) = time_of_day(b, at + digits_len + 1)?;
+    let soy = second_of_year(md / 100, md % 100, tod)?;
+    Some((
+        Stamp::Calendar {
+            year: None,
+            second_of_year: soy,
+        },
+        digits_len + 1 + n,
+    ))
+}
+
 /// A timestamp starting at byte `at` of `text`, and its length. Recognises
 /// `2024-01-02[T ]03:04:05[.,frac]` (and `_` between date and time, as torchrun writes),
 /// glog's `MMDD HH:MM:SS.frac` after a level letter (the caller skips the letter),

@@ -65,6 +65,7 @@ fn findings() -> Vec<Finding> {
             iterations: SPIKES.to_vec(),
             detector: DetectorId::Iteration,
             corroborated_by: vec![],
+            failure: None,
         },
         Finding {
             kind: FindingKind::SlowGpu,
@@ -81,6 +82,7 @@ fn findings() -> Vec<Finding> {
             iterations: vec![],
             detector: DetectorId::SlowRank,
             corroborated_by: vec![],
+            failure: None,
         },
         Finding {
             kind: FindingKind::SlowLink,
@@ -99,6 +101,7 @@ fn findings() -> Vec<Finding> {
             iterations: (60..ITERS).collect(),
             detector: DetectorId::SlowPath,
             corroborated_by: vec![],
+            failure: None,
         },
     ]
 }

@@ -73,6 +73,7 @@ fn finding(kind: FindingKind, severity: Severity, summary: &str, confidence: f64
         iterations: vec![3, 4, 5, 9],
         detector: DetectorId::SlowRank,
         corroborated_by: vec![],
+        failure: None,
     }
 }
 

@@ -1,10 +1,14 @@
 //! `flare logs`: work on text logs. `templates` mines the templates of log files in one
-//! streaming pass (see the `flare-logs` crate).
+//! streaming pass (see the `flare-logs` crate); `diagnose` finds the root cause of a
+//! failed job in its logs (see `flare-log-diagnosis`).
 
 mod bench;
+pub mod corpus;
+pub mod diagnose;
 mod templates;
 
 pub use bench::{bench, LogsBenchArgs};
+pub use corpus::CorpusArgs;
 
 use anyhow::Result;
 use clap::{Args, Subcommand};
@@ -21,10 +25,15 @@ pub enum Which {
     /// Mine log templates, one streaming pass: a summary by count, or one JSON object
     /// per line with --json.
     Templates(templates::TemplatesArgs),
+    /// The root cause of a failed job from its logs: the failure-indicating lines, the
+    /// root cause told from the cascade, the culprit rank and host, the category, the
+    /// stage, the action and whether a restart helps.
+    Diagnose(diagnose::DiagnoseArgs),
 }
 
 pub fn run(a: LogsArgs) -> Result<ExitCode> {
     match a.which {
         Which::Templates(a) => templates::run(a),
+        Which::Diagnose(a) => diagnose::run(a),
     }
 }

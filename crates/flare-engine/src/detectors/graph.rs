@@ -373,6 +373,7 @@ impl GraphDetector {
             iterations: its,
             detector: self.id(),
             corroborated_by: vec![],
+            failure: None,
         })
     }
 
@@ -580,6 +581,7 @@ impl GraphDetector {
             iterations: its,
             detector: self.id(),
             corroborated_by: vec![],
+            failure: None,
         })
     }
 }

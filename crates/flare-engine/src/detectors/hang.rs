@@ -80,6 +80,7 @@ impl Detector for HangDetector {
                 iterations: vec![],
                 detector: self.id(),
                 corroborated_by: vec![],
+                failure: None,
             };
             f.culprits
                 .push(flare_model::Culprit::new(Component::Process));
@@ -174,6 +175,7 @@ impl Detector for HangDetector {
             iterations: vec![inst.iteration],
             detector: self.id(),
             corroborated_by: vec![],
+            failure: None,
         }])
     }
 }

@@ -113,6 +113,7 @@ impl Detector for StageImbalanceDetector {
             iterations: vec![],
             detector: self.id(),
             corroborated_by: vec![],
+            failure: None,
         }])
     }
 }
@@ -245,6 +246,7 @@ impl Detector for SequenceImbalanceDetector {
             iterations: imbalanced.iter().map(|x| x.0).collect(),
             detector: self.id(),
             corroborated_by: vec![],
+            failure: None,
         }])
     }
 }

@@ -134,6 +134,7 @@ impl Detector for IterationDetector {
                 iterations: its,
                 detector: self.id(),
                 corroborated_by: vec![],
+                failure: None,
             });
         }
         // Delta-irregular iterations against their segment's level, and change-point
@@ -179,6 +180,7 @@ impl Detector for IterationDetector {
                 iterations: its,
                 detector: self.id(),
                 corroborated_by: vec![],
+                failure: None,
             });
         }
         Outcome::Findings(findings)

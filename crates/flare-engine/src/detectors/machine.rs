@@ -390,6 +390,7 @@ impl MachineDetector {
             iterations: vec![],
             detector: self.id(),
             corroborated_by: vec![],
+            failure: None,
         }
     }
 }

@@ -336,6 +336,7 @@ impl Detector for MetricsDetector {
                 iterations: vec![],
                 detector: self.id(),
                 corroborated_by: vec![],
+                failure: None,
             });
         }
         Outcome::Findings(findings)

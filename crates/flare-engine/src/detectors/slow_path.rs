@@ -219,6 +219,7 @@ impl SlowPathDetector {
             iterations: its,
             detector: self.id(),
             corroborated_by: vec![],
+            failure: None,
         }
     }
 }

@@ -266,6 +266,7 @@ impl SlowRankDetector {
             iterations: its,
             detector: self.id(),
             corroborated_by: vec![],
+            failure: None,
         }
     }
 }

@@ -247,6 +247,7 @@ impl Detector for TopologyDetector {
             iterations: vec![],
             detector: self.id(),
             corroborated_by: vec![],
+            failure: None,
         }])
     }
 }

@@ -341,6 +341,7 @@ fn sync_hang(
         iterations: vec![],
         detector: DetectorId::Watchdog,
         corroborated_by: vec![],
+        failure: None,
     }
 }
 
@@ -419,5 +420,6 @@ fn local_hang(g: &HangGroup, cpu_only: bool) -> Finding {
         iterations: vec![],
         detector: DetectorId::Watchdog,
         corroborated_by: vec![],
+        failure: None,
     }
 }

@@ -23,7 +23,7 @@ const TABLE: &[Kind] = &[
         names: &[
             "DistBackendError", "DistNetworkError", "DistStoreError", "ChildFailedError",
             "ConnectionResetError", "BrokenPipeError", "ConnectionAbortedError",
-            "ConnectionError", "KeyboardInterrupt", "SignalException",
+            "ConnectionError", "KeyboardInterrupt", "SignalException", "RendezvousClosedError",
         ],
         role: Role::Cascade,
         category: C::Unknown,
@@ -90,7 +90,7 @@ const TABLE: &[Kind] = &[
         names: &[
             "RuntimeError", "Exception", "Error", "OSError", "IOError", "TimeoutError",
             "SystemError", "SystemExit", "CalledProcessError", "ProcessExitedException",
-            "ProcessRaisedException",
+            "ProcessRaisedException", "AcceleratorError",
         ],
         role: Role::Symptom,
         category: C::Unknown,

@@ -91,15 +91,18 @@ pub fn ended(signature: S, signal: Option<u32>, code: Option<i64>) -> Reading {
     }
 }
 
+/// A signal by its name (`SIGKILL`) or as `strsignal` words it (`Killed`), as launchers
+/// and Slurm print them.
 fn signal_named(name: &str) -> Option<u32> {
+    let name = name.trim().trim_end_matches('.');
     Some(match name.trim_start_matches("SIG") {
-        "HUP" => 1,
-        "INT" => 2,
-        "ABRT" => 6,
-        "BUS" => 7,
-        "KILL" => 9,
-        "SEGV" => 11,
-        "TERM" => 15,
+        "HUP" | "Hangup" => 1,
+        "INT" | "Interrupt" => 2,
+        "ABRT" | "Aborted" => 6,
+        "BUS" | "Bus error" => 7,
+        "KILL" | "Killed" => 9,
+        "SEGV" | "Segmentation fault" => 11,
+        "TERM" | "Terminated" => 15,
         _ => return None,
     })
 }
@@ -120,7 +123,12 @@ pub fn refine_signal(caps: &regex::Captures) -> Option<Reading> {
     let signal = caps
         .name("signal")
         .and_then(|m| m.as_str().parse().ok())
-        .or_else(|| caps.name("detail").and_then(|m| signal_named(m.as_str())))
+        .or_else(|| {
+            ["detail", "detail2", "detail3"]
+                .iter()
+                .find_map(|n| caps.name(n))
+                .and_then(|m| signal_named(m.as_str()))
+        })
         // bash's `Killed`
         .or(Some(9));
     Some(ended(S::ProcessSignal, signal, None))
@@ -129,22 +137,24 @@ pub fn refine_signal(caps: &regex::Captures) -> Option<Reading> {
 /// Slurm's `task 3: Exited with exit code 1` or `task 3: Killed`.
 pub fn refine_srun(caps: &regex::Captures) -> Option<Reading> {
     let detail = caps.name("detail")?.as_str();
+    if detail == "Out Of Memory" {
+        return Some(Reading {
+            signature: S::SrunTaskExit,
+            role: Role::Root,
+            category: C::OutOfMemory,
+            weight: 85,
+            meaning: "Slurm ended the task for exceeding its memory (the job's cgroup)".into(),
+            action: "ask for more memory (--mem, --mem-per-gpu) or lower the job's host memory use (data-loader workers, prefetching, CPU offload)".into(),
+            restart_helps: Some(false),
+            stage: None,
+        });
+    }
     let (signal, code) = match caps
         .name("code")
         .and_then(|c| c.as_str().parse::<i64>().ok())
     {
         Some(c) => (signal_of(c), Some(c)),
-        None => (
-            match detail {
-                "Killed" => Some(9),
-                "Segmentation fault" => Some(11),
-                "Aborted" => Some(6),
-                "Bus error" => Some(7),
-                "Terminated" => Some(15),
-                _ => None,
-            },
-            None,
-        ),
+        None => (signal_named(detail), None),
     };
     Some(ended(S::SrunTaskExit, signal, code))
 }

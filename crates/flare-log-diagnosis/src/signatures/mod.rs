@@ -21,7 +21,7 @@
 
 mod cascade;
 mod exceptions;
-mod exit;
+pub mod exit;
 mod hardware;
 mod network;
 mod platform;
@@ -39,14 +39,18 @@ pub enum Role {
     Root,
     Symptom,
     Cascade,
+    /// Recognised, and not a failure (a refinement's answer: IB fabric events): the line
+    /// is no hit.
+    Context,
 }
 
 impl Role {
-    pub fn line_role(self) -> LineRole {
+    pub fn line_role(self) -> Option<LineRole> {
         match self {
-            Role::Root => LineRole::Root,
-            Role::Symptom => LineRole::Symptom,
-            Role::Cascade => LineRole::Cascade,
+            Role::Root => Some(LineRole::Root),
+            Role::Symptom => Some(LineRole::Symptom),
+            Role::Cascade => Some(LineRole::Cascade),
+            Role::Context => None,
         }
     }
 }
@@ -61,7 +65,9 @@ pub struct Rule {
     pub needles: &'static [&'static str],
     /// A regex over the line's message. Named groups it may capture: `rank`, `host`,
     /// `gpu`, `pci`, `peer` (an address), `xid`, `status`, `code` (an exit code),
-    /// `signal`, `seq`, `op`, `numel`, `exc` (an exception type), `detail`.
+    /// `signal`, `seq`, `op`, `numel`, `exc` (an exception type), `detail`, `enqueued`,
+    /// `completed`, `suspect` (a rank the line waits for); a second alternative that
+    /// captures the same thing names it `<name>2`.
     pub pattern: &'static str,
     /// What the line means, for a person.
     pub meaning: &'static str,
@@ -143,6 +149,11 @@ pub struct Captured {
     pub numel: Option<u64>,
     pub exception: Option<String>,
     pub detail: Option<String>,
+    /// A watchdog's last enqueued and last completed work (sequence numbers).
+    pub enqueued: Option<u64>,
+    pub completed: Option<u64>,
+    /// A rank the line says it waits for or heard the failure from.
+    pub suspect: Option<u32>,
 }
 
 /// The compiled table.
@@ -216,6 +227,9 @@ impl Matcher {
                 Some(r) => r,
                 None => rule.reading(),
             };
+            if reading.role == Role::Context {
+                return None;
+            }
             return Some(Match {
                 rule: row,
                 reading,
@@ -242,11 +256,14 @@ fn captured(c: &regex::Captures) -> Captured {
         gpu: n(c, "gpu"),
         pci: s("pci"),
         peer: s("peer"),
-        seq: n(c, "seq"),
+        seq: n(c, "seq").or_else(|| n(c, "seq2")),
         op: s("op"),
         numel: n(c, "numel"),
         exception: s("exc"),
         detail: s("detail"),
+        enqueued: n(c, "enqueued").or_else(|| n(c, "enqueued2")),
+        completed: n(c, "completed").or_else(|| n(c, "completed2")),
+        suspect: n(c, "suspect"),
     }
 }
 
@@ -258,8 +275,11 @@ mod tests {
     fn every_row_matches_its_own_example_first() {
         let m = Matcher::get();
         for (row, rule) in rules().iter().enumerate() {
+            // as lines are matched: their prefixes read first
+            let message =
+                crate::origin::parse(rule.example, crate::origin::TaskPrefix::Allowed).message;
             let got = m
-                .find(rule.example)
+                .find(message)
                 .unwrap_or_else(|| panic!("{}: its example matches no row", rule.signature));
             assert_eq!(
                 got.rule,
@@ -281,8 +301,7 @@ mod tests {
     fn every_signature_has_a_row() {
         for &s in LogSignature::ALL {
             assert!(
-                rules().iter().any(|r| r.signature == s)
-                    || xid::REFINED.contains(&s),
+                rules().iter().any(|r| r.signature == s) || xid::REFINED.contains(&s),
                 "{s} has no row"
             );
         }

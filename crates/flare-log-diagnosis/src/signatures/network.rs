@@ -23,16 +23,18 @@ pub const RULES: &[Rule] = &[
         signature: S::IbAsyncError,
         role: Role::Root,
         category: C::Network,
-        needles: &["async event"],
-        pattern: r"(?i)NET/IB ?: Got async (?:event|error) ?: ?(?P<detail>[^\n]*)",
+        needles: &["async event", "async error event", "async fatal event"],
+        // <= 2.19 `Got async event : %s`; 2.20+ `NET/IB : mlx5_0:1 Got async event : %s`;
+        // 2.23+ `... async fatal event on QP (0x..): %s`, `Got async error event: %s`
+        pattern: r"NET/IB ?: (?:[\w.-]+:\d+ )?(?:Got (?:non-fatal )?async (?:error )?event ?: ?|async fatal event(?: on (?P<op>CQ|QP|SRQ)[^:]*)?: )(?P<detail>[^\n(]*)",
         meaning: "the InfiniBand device reported an asynchronous error",
         action: "drain the node and check its NIC (ibstat, dmesg for mlx5 errors); restart the job on other nodes",
         restart_helps: Some(true),
         stage: None,
         weight: 90,
-        refine: None,
-        example: "node-7:1234:1290 [0] NCCL WARN NET/IB : Got async event : local catastrophic error",
-        example_source: "https://github.com/NVIDIA/nccl/blob/master/src/transport/net_ib.cc",
+        refine: Some(ib_event),
+        example: "... transport/net_ib.cu:80 NCCL WARN NET/IB : Got async event : local catastrophic error",
+        example_source: "https://github.com/NVIDIA/nccl/issues/230",
     },
     Rule {
         signature: S::IbCompletionError,
@@ -42,47 +44,111 @@ pub const RULES: &[Rule] = &[
         // NCCL < 2.19: `Got completion with error 12, opcode 0, len 0, vendor err 129`
         // NCCL >= 2.19: `Got completion from peer 10.0.0.5<34567> with status=12 opcode=0 ...`
         //   (some versions `with error 12`)
-        pattern: r"(?i)NET/IB ?: Got completion (?:from peer (?P<peer>[^\s<]+)(?:<\d+>)? )?with (?:error |status=)(?P<status>\d+)",
+        pattern: r"(?i)NET/IB(?:/GIN)? ?P? ?: ?Got completion (?:from peer (?P<peer>[^\s<]+)(?:<\d+>)? )?with (?:error |status=)(?:\w+\()?(?P<status>\d+)",
         meaning: "an InfiniBand transfer failed",
         action: "check the links between the hosts named (ibstat, the switch's port counters) and whether the peer process was still alive",
         restart_helps: Some(true),
         stage: None,
         weight: 70,
         refine: Some(ib_status),
-        example: "ip-172-31-8-8:1278:1392 [1] NCCL INFO NET/IB : Got completion from peer 172.31.11.148<53522> with error 12, opcode 129, len 0, vendor err 129",
+        example: "task-646--1-mhpnk:91:123 [0] transport/net_ib.cc:881 NCCL WARN NET/IB : Got completion from peer 172.17.127.143<49577> with error 12, opcode 1, len 0, vendor err 129",
         example_source: "https://github.com/NVIDIA/nccl/issues/733",
     },
     Rule {
         signature: S::NcclNoInterface,
         role: Role::Root,
         category: C::Configuration,
-        needles: &["interface", "Unable to find address for"],
-        pattern: r"(?i)(?:no socket interface found|No usable listening interface found|no (?:IP )?interface found|NCCL_SOCKET_IFNAME[^\n]{0,80}(?:not found|no interface|does not exist)|Unable to find address for:? ?(?P<detail>\S+)|Bootstrap ?: no socket interface)",
+        needles: &["interface", "Unable to find address for", "no device found", "NCCL_COMM_ID"],
+        pattern: r"(?i)(?:no socket interface found|No usable listening interface found|no (?:IP )?interface found|No interface found in the same subnet|no device found (?:matching|after excluding)|Invalid NCCL_COMM_ID|NCCL_SOCKET_IFNAME[^\n]{0,80}(?:not found|no interface|does not exist)|Unable to find address for:? ?(?P<detail>\S+)|Bootstrap ?: no socket interface)",
         meaning: "no network interface matched the one the job was told to use (NCCL_SOCKET_IFNAME, GLOO_SOCKET_IFNAME) or none was usable",
         action: "set NCCL_SOCKET_IFNAME (and GLOO_SOCKET_IFNAME) to an interface that exists on every node and routes between them (`ip -br addr`), or unset it",
         restart_helps: Some(false),
         stage: Some(JobStage::Init),
         weight: 80,
         refine: None,
-        example: "misc/socket.cc:386 NCCL WARN Bootstrap : no socket interface found",
-        example_source: "https://github.com/NVIDIA/nccl/issues/210",
+        example: "NCCL WARN Bootstrap : no socket interface found",
+        example_source: "https://github.com/NVIDIA/nccl/blob/master/src/bootstrap.cc",
     },
     Rule {
         signature: S::SocketConnectRefused,
         role: Role::Symptom,
         category: C::Configuration,
-        needles: &["Connection refused", "No route to host"],
-        pattern: r"(?i)(?:connect(?:ion)?(?: to)? (?P<peer>[0-9a-fA-F.:]+)?[^\n]{0,40}(?:failed|returned)[^\n]{0,20}(?:Connection refused|No route to host)|Connection refused|No route to host)",
+        needles: &["Connection refused", "No route to host", "client socket has"],
+        pattern: r"(?i)(?:connect(?:ion)?(?: to)? (?P<peer>[0-9a-fA-F.:]+)?[^\n]{0,40}(?:failed|returned)[^\n]{0,20}(?:Connection refused|No route to host)|Connection refused|No route to host|The client socket has (?:timed out after \S+ while trying to connect|failed to connect) to)",
         meaning: "a connection to another host was refused or had no route: the address or port is wrong, a firewall blocks it, or the process there is not listening (it has not started or has died)",
         action: "check MASTER_ADDR/MASTER_PORT and the network interface every node uses, that the ports are open between nodes, and whether the process on the other side was running",
         restart_helps: None,
         stage: Some(JobStage::Init),
         weight: 40,
         refine: None,
-        example: "misc/socket.cc:456 NCCL WARN Net : Connect to 10.1.1.2<45327> failed : Connection refused",
-        example_source: "https://github.com/NVIDIA/nccl/issues/",
+        example: "NCCL WARN Call to connect timeout : Connection refused",
+        example_source: "https://github.com/horovod/horovod/issues/666",
     },
 ];
+
+/// The reading of an IB asynchronous event from its text (`ibv_event_type_str`): a
+/// device's catastrophic error is the NIC failing; errors of one queue pair or completion
+/// queue follow a failed transfer; fabric events (GID table, SM, LID changes) are not
+/// failures.
+fn ib_event(caps: &regex::Captures) -> Option<Reading> {
+    let event = caps
+        .name("detail")
+        .map_or("", |m| m.as_str())
+        .trim()
+        .to_ascii_lowercase();
+    let on_queue = caps.name("op").is_some();
+    let r = |role, category, weight, meaning: &str, action: &str, restart| Reading {
+        signature: S::IbAsyncError,
+        role,
+        category,
+        weight,
+        meaning: meaning.to_string(),
+        action: action.to_string(),
+        restart_helps: restart,
+        stage: None,
+    };
+    Some(
+        if event.contains("catastrophic") && !event.contains("work queue") && !on_queue {
+            r(
+            Role::Root,
+            C::Network,
+            100,
+            "the InfiniBand device reported a catastrophic error: the NIC failed",
+            "drain the node; reset or replace its NIC (mlxfwreset, check firmware and dmesg for mlx5 errors); restart the job on other nodes",
+            Some(true),
+        )
+        } else if [
+            "gid table",
+            "sm change",
+            "lid change",
+            "p_key change",
+            "client reregistration",
+            "port active",
+            "path migration",
+        ]
+        .iter()
+        .any(|e| event.contains(e))
+        {
+            r(
+                Role::Context,
+                C::Unknown,
+                0,
+                "a fabric event, not a failure",
+                "",
+                None,
+            )
+        } else {
+            r(
+            Role::Cascade,
+            C::Unknown,
+            0,
+            "an InfiniBand queue pair or completion queue went into error, as it does after a failed transfer",
+            "look for the error before it",
+            None,
+        )
+        },
+    )
+}
 
 /// The reading of an IB completion error from its status (`ibv_wc_status`).
 fn ib_status(caps: &regex::Captures) -> Option<Reading> {

@@ -120,6 +120,18 @@ string_enum! {
         /// What the divergence caused downstream.
         Consequence => "consequence",
 
+        // Logs.
+        /// Ranks whose logs show the root cause's signature.
+        LogRanksReporting => "log_ranks_reporting",
+        /// Hosts whose logs show the root cause's signature.
+        LogHostsReporting => "log_hosts_reporting",
+        /// Lines explained as effects of the root cause.
+        LogCascadeLines => "log_cascade_lines",
+        /// How long the root cause came before the first effect, where clocks compare.
+        LogRootLeadSeconds => "log_root_lead_s",
+        /// Reporters that name the culprit as their failed peer.
+        LogPeerReports => "log_peer_reports",
+
         // Live windows (agent summaries).
         ComputeTime => "compute_time",
         RanksStuck => "ranks_stuck",

@@ -100,6 +100,7 @@ string_enum! {
         MissingModule => "missing_module",
         UndefinedSymbol => "undefined_symbol",
         RendezvousTimeout => "rendezvous_timeout",
+        ResourceLimit => "resource_limit",
         // Out of memory
         CudaOutOfMemory => "cuda_out_of_memory",
         HostOomKill => "host_oom_kill",
@@ -146,6 +147,7 @@ string_enum! {
         CommunicatorAborted => "communicator_aborted",
         RemotePeerGone => "remote_peer_gone",
         PeerConnectionLost => "peer_connection_lost",
+        NcclProxyFailed => "nccl_proxy_failed",
         StoreConnectionLost => "store_connection_lost",
         LauncherSigterm => "launcher_sigterm",
         DeathSignal => "death_signal",

@@ -155,7 +155,11 @@ impl Culprit {
         }
         let mut place = Vec::new();
         if let Some(h) = &self.host {
-            place.push(format!("host {h}"));
+            place.push(if self.component == Component::Host {
+                h.clone()
+            } else {
+                format!("host {h}")
+            });
         }
         if let Some(n) = self.node {
             place.push(format!("node {n}"));

@@ -1,0 +1,299 @@
+//! `flare logs diagnose PATH... [--baseline PATH...] [--json]`: the root cause of a
+//! failed job from its logs (`flare-log-diagnosis`), as the findings document.
+//!
+//! Directories are walked (sorted, so the answer does not depend on the file system's
+//! order); a file is read when its name says it is a log (`.log`, `.txt`, `.out`, `.err`,
+//! `.dmesg`, `stdout`/`stderr`, rotated `.log.1`, no extension, each possibly `.gz`), and
+//! the rest are skipped with a note. Files are read line by line, never whole; bytes
+//! that are not UTF-8 are decoded lossily and counted, never dropped.
+
+use crate::present;
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use flare_import::limits::{self, InputKind, Limits};
+use flare_log_diagnosis::{diagnose, Collector, LogDiagnosis};
+use flare_model::{FindingsDocument, JobSummary};
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Instant;
+
+#[derive(Args)]
+pub struct DiagnoseArgs {
+    /// Log files or directories of one failed job (per-rank and per-node files,
+    /// torchrun's --log-dir, Slurm output, pod logs, dmesg and journal exports).
+    #[arg(required = true)]
+    pub paths: Vec<PathBuf>,
+    /// Logs of earlier runs of the job that went well: lines like theirs are not blamed.
+    #[arg(long, num_args = 1..)]
+    pub baseline: Vec<PathBuf>,
+    /// Print the findings document (JSON) instead of text.
+    #[arg(long)]
+    pub json: bool,
+    /// Bytes read from one file at most.
+    #[arg(long, default_value_t = limits::DEFAULT_MAX_INPUT_BYTES)]
+    pub max_input_bytes: u64,
+    /// Bytes inflated from one .gz file at most.
+    #[arg(long, default_value_t = limits::DEFAULT_MAX_INFLATED_BYTES)]
+    pub max_inflated_bytes: u64,
+    /// Files read from one directory at most.
+    #[arg(long, default_value_t = limits::DEFAULT_MAX_FILES)]
+    pub max_files: usize,
+}
+
+/// What reading the inputs noticed.
+#[derive(Default)]
+struct Reading {
+    lossy_lines: u64,
+    skipped: Vec<String>,
+    bytes: u64,
+}
+
+/// Whether a file name says it holds log text.
+pub fn is_log_name(name: &str) -> bool {
+    let lower = name.to_ascii_lowercase();
+    let lower = lower.strip_suffix(".gz").unwrap_or(&lower);
+    // rotated logs: `train.log.1`
+    let base = match lower.rsplit_once('.') {
+        Some((b, n)) if n.bytes().all(|c| c.is_ascii_digit()) && !n.is_empty() => b,
+        _ => lower,
+    };
+    let Some((_, ext)) = base.rsplit_once('.') else {
+        return !base.starts_with('.');
+    };
+    matches!(
+        ext,
+        "log" | "txt" | "out" | "err" | "dmesg" | "stdout" | "stderr" | "journal" | "messages"
+    ) || ext.bytes().all(|c| c.is_ascii_digit())
+}
+
+/// The files under `paths`, in order: a file as given, a directory's log files walked in
+/// sorted order.
+fn log_files(paths: &[PathBuf], lim: &Limits, r: &mut Reading) -> Result<Vec<PathBuf>> {
+    let mut out = Vec::new();
+    for p in paths {
+        match limits::check_input(p)? {
+            InputKind::File { .. } => out.push(p.clone()),
+            InputKind::Directory => {
+                let mut found = Vec::new();
+                walk(p, &mut found, r)?;
+                limits::check_file_count(p, found.len(), lim)?;
+                out.extend(found);
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn walk(dir: &Path, out: &mut Vec<PathBuf>, r: &mut Reading) -> Result<()> {
+    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
+        .with_context(|| format!("cannot list {}", dir.display()))?
+        .map(|e| e.map(|e| e.path()))
+        .collect::<std::io::Result<_>>()
+        .with_context(|| format!("cannot list {}", dir.display()))?;
+    entries.sort();
+    for p in entries {
+        match limits::check_input(&p) {
+            Ok(InputKind::Directory) => walk(&p, out, r)?,
+            Ok(InputKind::File { .. }) => {
+                let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
+                if is_log_name(name) {
+                    out.push(p);
+                } else {
+                    r.skipped.push(p.display().to_string());
+                }
+            }
+            Err(e) => r.skipped.push(e.to_string()),
+        }
+    }
+    Ok(())
+}
+
+/// Reads `path` line by line into `each`.
+fn read_lines(
+    path: &Path,
+    lim: &Limits,
+    r: &mut Reading,
+    mut each: impl FnMut(&str),
+) -> Result<()> {
+    let (file, _) = limits::open_file(path, lim)?;
+    let name = path.display().to_string();
+    let gz = name.to_ascii_lowercase().ends_with(".gz");
+    let raw = file.take(lim.max_input_bytes.saturating_add(1));
+    let (stream, cap, what): (Box<dyn Read>, u64, &str) = if gz {
+        (
+            Box::new(
+                flate2::read::MultiGzDecoder::new(raw)
+                    .take(lim.max_inflated_bytes.saturating_add(1)),
+            ),
+            lim.max_inflated_bytes,
+            "inflated",
+        )
+    } else {
+        (Box::new(raw), lim.max_input_bytes, "read")
+    };
+    let mut reader = BufReader::with_capacity(1 << 16, stream);
+    let mut buf = Vec::new();
+    let mut total = 0u64;
+    let mut number = 0u64;
+    loop {
+        buf.clear();
+        let n = reader
+            .read_until(b'\n', &mut buf)
+            .with_context(|| format!("{name}: reading after line {number}"))?;
+        if n == 0 {
+            break;
+        }
+        total += n as u64;
+        if total > cap {
+            bail!(
+                "{name}: more than {cap} bytes {what}, the limit for one file (raise it with --max-{}-bytes)",
+                if gz { "inflated" } else { "input" }
+            );
+        }
+        number += 1;
+        while matches!(buf.last(), Some(b'\n' | b'\r')) {
+            buf.pop();
+        }
+        match std::str::from_utf8(&buf) {
+            Ok(s) => each(s),
+            Err(_) => {
+                r.lossy_lines += 1;
+                each(&String::from_utf8_lossy(&buf));
+            }
+        }
+    }
+    r.bytes += total;
+    Ok(())
+}
+
+/// Reads the inputs and diagnoses them.
+pub fn diagnose_paths(
+    paths: &[PathBuf],
+    baseline: &[PathBuf],
+    lim: &Limits,
+) -> Result<(LogDiagnosis, Vec<String>)> {
+    let mut r = Reading::default();
+    let files = log_files(paths, lim, &mut r)?;
+    if files.is_empty() {
+        bail!(
+            "no log files under {}: expected .log, .txt, .out, .err, .dmesg or extension-less files{}",
+            paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "),
+            if r.skipped.is_empty() {
+                String::new()
+            } else {
+                format!(" ({} other files skipped)", r.skipped.len())
+            }
+        );
+    }
+    let base_files = log_files(baseline, lim, &mut Reading::default())?;
+    let mut c = Collector::new(flare_log_diagnosis::Limits::default());
+    for f in &base_files {
+        read_lines(f, lim, &mut r, |l| c.baseline_line(l))?;
+    }
+    for f in &files {
+        let id = c.file(&f.display().to_string());
+        read_lines(f, lim, &mut r, |l| c.line(id, l))?;
+        c.end_file(id);
+    }
+    let d = diagnose(c.finish());
+    let mut notes = Vec::new();
+    if r.lossy_lines > 0 {
+        notes.push(format!(
+            "{} lines were not UTF-8 and were decoded lossily",
+            r.lossy_lines
+        ));
+    }
+    if !r.skipped.is_empty() {
+        notes.push(format!(
+            "{} files were skipped as not logs (by name), e.g. {}",
+            r.skipped.len(),
+            r.skipped[0]
+        ));
+    }
+    Ok((d, notes))
+}
+
+/// The findings document of a log diagnosis.
+pub fn document(id: String, d: &LogDiagnosis, mut notes: Vec<String>, ms: f64) -> FindingsDocument {
+    let world = d.ranks.iter().next_back().map_or(0, |r| r + 1);
+    let job = JobSummary {
+        id,
+        source: "logs".into(),
+        world_size: world,
+        ranks_with_data: d.ranks.len(),
+        missing_ranks: Vec::new(),
+        nodes: (!d.hosts.is_empty()).then_some(d.hosts.len()),
+        ..JobSummary::default()
+    };
+    let mut doc = FindingsDocument::new(job, d.findings.clone(), d.lines > 0);
+    notes.extend(d.notes.iter().cloned());
+    notes.insert(
+        0,
+        format!(
+            "read {} files, {} lines, from {} ranks and {} hosts",
+            d.files,
+            d.lines,
+            d.ranks.len(),
+            d.hosts.len()
+        ),
+    );
+    doc.notes = notes;
+    doc.diagnosis_ms = Some(ms);
+    doc
+}
+
+pub fn run(a: DiagnoseArgs) -> Result<ExitCode> {
+    let lim = Limits {
+        max_input_bytes: a.max_input_bytes,
+        max_inflated_bytes: a.max_inflated_bytes,
+        max_files: a.max_files,
+    };
+    let t = Instant::now();
+    let (d, notes) = diagnose_paths(&a.paths, &a.baseline, &lim)?;
+    let id = a
+        .paths
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect::<Vec<_>>()
+        .join(" ");
+    let doc = document(id, &d, notes, t.elapsed().as_secs_f64() * 1e3);
+    if a.json {
+        println!("{}", doc.to_json());
+    } else {
+        print!("{}", present::logs_text(&doc));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn log_names() {
+        for yes in [
+            "rank0.log",
+            "stderr.log",
+            "slurm-12.out",
+            "x.err",
+            "node3.dmesg",
+            "dmesg",
+            "train.log.1",
+            "console.txt.gz",
+            "stdout",
+        ] {
+            assert!(is_log_name(yes), "{yes}");
+        }
+        for no in [
+            "truth.json",
+            "trace.flare",
+            "model.pt",
+            "a.parquet",
+            "x.json.gz",
+            ".hidden",
+        ] {
+            assert!(!is_log_name(no), "{no}");
+        }
+    }
+}

@@ -1,0 +1,425 @@
+//! The streaming pass: every line of every file once, in file order, keeping only what
+//! the verdict needs and bounded whatever the logs' size: the lines a signature matched
+//! (the first few per file and signature, the rest counted), the launcher's failure
+//! summaries, where each rank's progress stood, the joins between names (NCCL's host and
+//! pid to ranks, IP addresses to hosts), and for the statistical part the templates of
+//! error-looking lines no signature knows.
+
+use crate::elastic::{self, WorkerFailure};
+use crate::origin::{self, TaskPrefix};
+use crate::progress::{self, Marker};
+use crate::signatures::{exit, Captured, Matcher, Reading, Role};
+use crate::source::{self, FileKind, FileSource};
+use crate::stats::{Anomaly, Templates};
+use crate::time::Stamp;
+use crate::traceback::{Frame, Step, Traceback};
+use flare_model::{FailureCategory, JobStage, LogSignature};
+use regex::Regex;
+use std::collections::HashMap;
+use std::sync::OnceLock;
+
+/// Bounds on what the pass keeps.
+#[derive(Clone, Debug)]
+pub struct Limits {
+    /// Lines kept per file and signature; the rest are counted.
+    pub hits_per_signature: usize,
+    /// Bytes of a line kept as evidence.
+    pub line_bytes: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            hits_per_signature: 8,
+            line_bytes: 2_000,
+        }
+    }
+}
+
+/// A file as the pass knows it.
+pub struct FileState {
+    pub path: String,
+    pub source: FileSource,
+    pub lines: u64,
+    /// Lines per signature, all of them (hits keep only the first few).
+    pub signature_lines: HashMap<LogSignature, u64>,
+    streams: HashMap<StreamKey, Stream>,
+    summary: elastic::Summary,
+    /// `srun -l` task ids are read once the file shows it writes them.
+    task_votes: (u32, u32),
+}
+
+impl FileState {
+    /// The writers the file held: (rank, local rank, host).
+    pub fn stream_keys(
+        &self,
+    ) -> impl Iterator<Item = (Option<u32>, Option<u32>, Option<String>)> + '_ {
+        self.streams.keys().cloned()
+    }
+
+    /// The last iteration any of its writers reached.
+    pub fn last_iteration(&self) -> Option<u64> {
+        self.streams.values().filter_map(|s| s.iteration).max()
+    }
+}
+
+/// One writer inside a file (a rank in a console that interleaves ranks).
+type StreamKey = (Option<u32>, Option<u32>, Option<String>);
+
+#[derive(Default)]
+struct Stream {
+    traceback: Traceback,
+    stage: Option<JobStage>,
+    iteration: Option<u64>,
+    last_time: Option<Stamp>,
+    last_time_text: Option<String>,
+}
+
+/// A line a signature matched (or an exception ending a traceback), where it was, and
+/// what the rank was doing.
+#[derive(Clone, Debug)]
+pub struct Hit {
+    pub file: usize,
+    pub line: u64,
+    pub text: String,
+    pub rank: Option<u32>,
+    pub local_rank: Option<u32>,
+    pub host: Option<String>,
+    pub gpu: Option<u32>,
+    pub pid: Option<u32>,
+    pub time: Option<Stamp>,
+    pub time_text: Option<String>,
+    pub reading: Reading,
+    pub captured: Captured,
+    /// The innermost frame of the job's code, for an exception ending a traceback.
+    pub location: Option<Frame>,
+    pub stage: Option<JobStage>,
+    pub iteration: Option<u64>,
+    /// The order lines arrived in.
+    pub order: u64,
+    /// Its template was seen in the logs of earlier good runs.
+    pub in_baseline: bool,
+    /// Listed first in torchrun's summary (`Root Cause (first observed failure)`).
+    pub first_observed: bool,
+}
+
+/// What the pass gathered.
+pub struct Collected {
+    pub files: Vec<FileState>,
+    pub hits: Vec<Hit>,
+    pub anomalies: Vec<Anomaly>,
+    pub templates: Templates,
+    /// IP address -> host, learned from NCCL's `Using` lines.
+    pub ip_hosts: HashMap<String, String>,
+    /// (host, pid) -> rank, learned from NCCL's `Init COMPLETE` and torchrun's lines.
+    pub pid_ranks: HashMap<(String, u32), u32>,
+    pub lines: u64,
+    pub baseline_lines: u64,
+}
+
+/// The pass over a job's logs (and, first, over earlier good runs' logs).
+pub struct Collector {
+    limits: Limits,
+    c: Collected,
+    order: u64,
+}
+
+struct Joins {
+    init_complete: Regex,
+    oob_address: Regex,
+}
+
+fn joins() -> &'static Joins {
+    static J: OnceLock<Joins> = OnceLock::new();
+    J.get_or_init(|| Joins {
+        // NCCL `comm 0x.. rank 3 nranks 16 cudaDev 3 ... - Init COMPLETE`
+        init_complete: Regex::new(
+            r"comm 0x[0-9a-f]+ rank (\d+) nranks (\d+) cudaDev \d+.* - Init COMPLETE",
+        )
+        .expect("compiles"),
+        // `Bootstrap : Using eth0:10.0.0.5<0>`, `NET/IB : Using [0]mlx5_0:1/IB ; OOB eth0:10.0.0.5<0>`
+        oob_address: Regex::new(
+            r"(?:Bootstrap ?: Using|OOB) \[?\w*\]?[\w.-]+:(\d{1,3}(?:\.\d{1,3}){3})<",
+        )
+        .expect("compiles"),
+    })
+}
+
+fn cut(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_string();
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &text[..end])
+}
+
+impl Collector {
+    pub fn new(limits: Limits) -> Self {
+        Collector {
+            limits,
+            c: Collected {
+                files: Vec::new(),
+                hits: Vec::new(),
+                anomalies: Vec::new(),
+                templates: Templates::new(),
+                ip_hosts: HashMap::new(),
+                pid_ranks: HashMap::new(),
+                lines: 0,
+                baseline_lines: 0,
+            },
+            order: 0,
+        }
+    }
+
+    /// A line of an earlier good run's logs: its template becomes "seen in good runs".
+    pub fn baseline_line(&mut self, text: &str) {
+        let o = origin::parse(text, TaskPrefix::Ignored);
+        self.c.templates.baseline(o.message);
+        self.c.baseline_lines += 1;
+    }
+
+    /// Starts a file of the failed job; its lines follow with [`Collector::line`].
+    pub fn file(&mut self, path: &str) -> usize {
+        self.c.files.push(FileState {
+            path: path.to_string(),
+            source: source::classify(path),
+            lines: 0,
+            signature_lines: HashMap::new(),
+            streams: HashMap::new(),
+            summary: elastic::Summary::default(),
+            task_votes: (0, 0),
+        });
+        self.c.files.len() - 1
+    }
+
+    /// Ends a file (a summary entry still open is read).
+    pub fn end_file(&mut self, file: usize) {
+        if let Some(wf) = self.c.files[file].summary.finish() {
+            self.worker_failure(file, wf);
+        }
+    }
+
+    /// Whether `srun -l` task ids are read in this file: Slurm's own output, or a file
+    /// without a rank of its own whose lines mostly start with one.
+    fn task_prefix(&mut self, file: usize, line: &str) -> TaskPrefix {
+        let fs = &mut self.c.files[file];
+        if fs.source.rank.is_some() || fs.source.kind == FileKind::System {
+            return TaskPrefix::Ignored;
+        }
+        if fs.source.kind == FileKind::Scheduler {
+            return TaskPrefix::Allowed;
+        }
+        let t = line.trim_start();
+        let digits = t.bytes().take_while(u8::is_ascii_digit).count();
+        let looks = digits > 0 && digits <= 5 && t[digits..].starts_with(": ");
+        fs.task_votes.1 += 1;
+        if looks {
+            fs.task_votes.0 += 1;
+        }
+        let (yes, all) = fs.task_votes;
+        if yes >= 3 && yes * 2 >= all {
+            TaskPrefix::Allowed
+        } else {
+            TaskPrefix::Ignored
+        }
+    }
+
+    /// One line of `file`, in order.
+    pub fn line(&mut self, file: usize, text: &str) {
+        self.c.lines += 1;
+        self.order += 1;
+        let task_prefix = self.task_prefix(file, text);
+        let fs = &mut self.c.files[file];
+        fs.lines += 1;
+        let line_no = fs.lines;
+        let o = origin::parse(text, task_prefix);
+
+        // torchrun's failure summary
+        match fs.summary.step(o.message, line_no, text) {
+            elastic::Seen::Consumed => return,
+            elastic::Seen::Ended(wf) => {
+                self.worker_failure(file, wf);
+                return;
+            }
+            elastic::Seen::Other => {}
+        }
+        let fs = &mut self.c.files[file];
+        let inside = fs
+            .summary
+            .current()
+            .map(|(r, l, h)| (r, l, h.map(str::to_string)));
+        let (mut rank, mut local_rank, mut host) = (
+            o.rank.or(fs.source.rank),
+            o.local_rank.or(fs.source.local_rank),
+            o.host
+                .map(str::to_string)
+                .or_else(|| fs.source.host.clone()),
+        );
+        if let Some((r, l, h)) = inside {
+            rank = rank.or(r);
+            local_rank = local_rank.or(l);
+            host = host.or(h);
+        }
+        let key: StreamKey = (rank, local_rank, host.clone());
+        let stream = fs.streams.entry(key).or_default();
+        if let Some(t) = o.time {
+            stream.last_time = Some(t);
+            stream.last_time_text = o.time_text.map(str::to_string);
+        }
+        let step = stream.traceback.step(o.message);
+        if let Some(m) = progress::marker(o.message) {
+            match m {
+                Marker::Iteration(n) => {
+                    stream.iteration = Some(n);
+                    stream.stage = Some(JobStage::Training);
+                }
+                Marker::Stage(s) => stream.stage = Some(s),
+            }
+        }
+        let (stage, iteration) = (stream.stage, stream.iteration);
+        let (time, time_text) = (stream.last_time, stream.last_time_text.clone());
+        self.learn(&o, rank, host.as_deref());
+
+        let matched = Matcher::get().find(o.message);
+        let exception = match &step {
+            Step::Exception { location, chained } => Some((location.clone(), *chained)),
+            Step::Other => None,
+        };
+        let template = self
+            .c
+            .templates
+            .add(o.message, matched.is_some() || exception.is_some());
+        let m = match (matched, &exception) {
+            (Some(m), _) => Some((m.reading, m.captures)),
+            // a traceback ended in an exception no row knows (`StopIteration`)
+            (None, Some(_)) => Some((
+                Reading {
+                    signature: LogSignature::PythonException,
+                    role: Role::Symptom,
+                    category: FailureCategory::Unknown,
+                    weight: 30,
+                    meaning: "the program raised an exception".into(),
+                    action: "read the exception and the traceback above it".into(),
+                    restart_helps: None,
+                    stage: None,
+                },
+                Captured::default(),
+            )),
+            (None, None) => None,
+        };
+        let Some((mut reading, captured)) = m else {
+            // the statistical part: error-looking lines of no known signature
+            if let Some(t) = template.filter(|t| t.error_like) {
+                let a = Anomaly {
+                    file,
+                    line: line_no,
+                    text: cut(text, self.limits.line_bytes),
+                    template: t.id,
+                    rank,
+                    host,
+                    time,
+                    stage,
+                    iteration,
+                    order: self.order,
+                };
+                self.c.templates.record(&mut self.c.anomalies, a);
+            }
+            return;
+        };
+        let (location, chained) = exception.unwrap_or((None, false));
+        if chained {
+            // raised while handling the exception before it: that one is the cause
+            reading.weight = reading.weight.saturating_sub(10);
+        }
+        let fs = &mut self.c.files[file];
+        let seen = fs.signature_lines.entry(reading.signature).or_insert(0);
+        *seen += 1;
+        if *seen as usize > self.limits.hits_per_signature {
+            return;
+        }
+        self.c.hits.push(Hit {
+            file,
+            line: line_no,
+            text: cut(text, self.limits.line_bytes),
+            rank: rank.or(captured.rank.filter(|_| reading.role != Role::Cascade)),
+            local_rank,
+            host: host.or_else(|| captured.host.clone()),
+            gpu: o.local_gpu.or(captured.gpu),
+            pid: o.pid,
+            time,
+            time_text,
+            reading,
+            captured,
+            location,
+            stage,
+            iteration,
+            order: self.order,
+            in_baseline: template.is_some_and(|t| t.in_baseline),
+            first_observed: false,
+        });
+    }
+
+    /// Joins between names that later lines need: NCCL's `Init COMPLETE` ties a host's
+    /// pid to a rank, its `Using` lines tie an IP address to a host.
+    fn learn(&mut self, o: &origin::Origin, rank: Option<u32>, host: Option<&str>) {
+        let m = o.message;
+        if !(m.contains("Init COMPLETE") || m.contains("Using")) {
+            return;
+        }
+        let j = joins();
+        if let (Some(c), Some(h), Some(pid)) = (j.init_complete.captures(m), host, o.pid) {
+            let comm_rank: u32 = c[1].parse().unwrap_or(0);
+            let nranks: u32 = c[2].parse().unwrap_or(0);
+            // the world communicator's rank is the global rank; others' are not
+            let r = rank.unwrap_or(comm_rank);
+            if rank.is_some() || nranks > 1 {
+                self.c.pid_ranks.entry((h.to_string(), pid)).or_insert(r);
+            }
+        }
+        if let (Some(c), Some(h)) = (j.oob_address.captures(m), host) {
+            self.c
+                .ip_hosts
+                .entry(c[1].to_string())
+                .or_insert_with(|| h.to_string());
+        }
+    }
+
+    /// A worker's entry in torchrun's summary, as a hit of its rank.
+    fn worker_failure(&mut self, file: usize, wf: WorkerFailure) {
+        let signal = wf.signal.or_else(|| wf.exit_code.and_then(exit::signal_of));
+        if wf.exit_code.is_none() && signal.is_none() {
+            return;
+        }
+        let reading = exit::ended(LogSignature::ProcessExit, signal, wf.exit_code);
+        let fs = &mut self.c.files[file];
+        *fs.signature_lines.entry(reading.signature).or_insert(0) += 1;
+        self.order += 1;
+        self.c.hits.push(Hit {
+            file,
+            line: wf.line,
+            text: cut(&wf.text, self.limits.line_bytes),
+            rank: wf.rank,
+            local_rank: wf.local_rank,
+            host: wf.host.clone(),
+            gpu: None,
+            pid: None,
+            time: wf.time,
+            time_text: None,
+            reading,
+            captured: Captured::default(),
+            location: None,
+            stage: None,
+            iteration: None,
+            order: self.order,
+            in_baseline: false,
+            first_observed: wf.first_observed,
+        });
+    }
+
+    pub fn finish(self) -> Collected {
+        self.c
+    }
+}

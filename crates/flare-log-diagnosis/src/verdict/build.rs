@@ -1,0 +1,937 @@
+//! Findings from the chosen root cause: the culprit, the evidence a person reads (the
+//! lines, grouped effects with what they are effects of), the numbers, the action.
+
+use super::culprit::{self, Watchdogs};
+use super::{absolute, Group};
+use crate::collect::{Collected, Hit};
+use crate::signatures::Role;
+use crate::stats::Scored;
+use flare_model::{
+    CascadeGroup, Component, Culprit, DetectorId, Evidence, EvidenceKey, FailureCategory,
+    FailureDetail, Finding, FindingKind, JobStage, LineRole, LogLine, LogSignature, Severity, Unit,
+};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// Ranks and hosts listed per cascade group at most.
+const LISTED: usize = 64;
+/// Supporting lines of the culprit shown after the root line.
+const SUPPORTING: usize = 5;
+/// Other causes reported beside the root cause.
+const OTHERS: usize = 3;
+
+pub(super) struct Context<'a> {
+    pub c: &'a Collected,
+    pub hosts: &'a BTreeSet<String>,
+    pub watchdogs: &'a Watchdogs,
+    /// The host most peers lost: (host, reporters naming it, reporters).
+    pub peer: Option<(String, usize, usize)>,
+    pub named: Option<(u32, usize)>,
+    pub year: u16,
+}
+
+/// Effect lines of one signature, as they are gathered.
+#[derive(Default)]
+struct Effects {
+    ranks: BTreeSet<u32>,
+    hosts: BTreeSet<String>,
+    /// The hit that came first.
+    first: usize,
+    files: BTreeSet<usize>,
+}
+
+/// Where the failure is.
+#[derive(Clone, Debug, Default, PartialEq)]
+struct Place {
+    rank: Option<u32>,
+    local_rank: Option<u32>,
+    host: Option<String>,
+    gpu: Option<u32>,
+    pci: Option<String>,
+    /// How it was found, when not from the root line itself.
+    why: Option<String>,
+}
+
+impl Place {
+    fn describe(&self) -> String {
+        let mut s = match (self.rank, self.local_rank) {
+            (Some(r), _) => format!("rank {r}"),
+            (None, Some(l)) => format!("local rank {l}"),
+            _ => String::new(),
+        };
+        if let Some(h) = &self.host {
+            if s.is_empty() {
+                s = format!("host {h}");
+            } else {
+                s.push_str(&format!(" on {h}"));
+            }
+        }
+        if let Some(p) = &self.pci {
+            s.push_str(&format!(" (GPU at PCI {p})"));
+        } else if let Some(g) = self.gpu {
+            if !s.is_empty() {
+                s.push_str(&format!(" (GPU {g})"));
+            }
+        }
+        if s.is_empty() {
+            "the job".to_string()
+        } else {
+            s
+        }
+    }
+
+    fn is_known(&self) -> bool {
+        self.rank.is_some() || self.local_rank.is_some() || self.host.is_some()
+    }
+
+    fn culprit(&self, component: Component, score: f64) -> Culprit {
+        let mut c = Culprit::new(component);
+        c.rank = self.rank;
+        c.local_gpu = self.gpu;
+        c.host = self.host.clone();
+        c.element = self.pci.as_ref().map(|p| format!("PCI {p}"));
+        c.score = score;
+        c
+    }
+}
+
+fn component(category: FailureCategory, place: &Place) -> Component {
+    match category {
+        FailureCategory::GpuHardware => Component::Gpu,
+        FailureCategory::Interconnect => Component::Link,
+        FailureCategory::Network => Component::Nic,
+        FailureCategory::Platform | FailureCategory::Configuration if place.rank.is_none() => {
+            Component::Host
+        }
+        _ if place.rank.is_some() || place.local_rank.is_some() => Component::Process,
+        _ => Component::Host,
+    }
+}
+
+fn stage_word(s: JobStage) -> &'static str {
+    match s {
+        JobStage::Launch => "at launch",
+        JobStage::Init => "while setting up process groups",
+        JobStage::Loading => "while loading data, the model or a checkpoint",
+        JobStage::Training => "in training",
+        JobStage::Checkpointing => "while saving a checkpoint",
+        JobStage::Evaluation => "in evaluation",
+        JobStage::Shutdown => "while shutting down",
+        JobStage::Unknown => "at an unknown stage",
+    }
+}
+
+impl Context<'_> {
+    fn hits(&self) -> &[Hit] {
+        &self.c.hits
+    }
+
+    fn log_line(&self, h: &Hit, role: LineRole) -> LogLine {
+        LogLine {
+            file: self.c.files[h.file].path.clone(),
+            line: h.line,
+            text: h.text.clone(),
+            role,
+            signature: Some(h.reading.signature),
+            rank: h.rank,
+            host: h.host.clone(),
+            time: h.time_text.clone(),
+        }
+    }
+
+    fn line_role(h: &Hit) -> LineRole {
+        h.reading.role.line_role().unwrap_or(LineRole::Symptom)
+    }
+
+    /// Where a root cause group is, and how that was found.
+    fn place_of(&self, g: &Group) -> Place {
+        let hits: Vec<&Hit> = g.hits.iter().map(|&i| &self.hits()[i]).collect();
+        let first = hits[0];
+        let ranks: BTreeSet<u32> = hits.iter().filter_map(|h| h.rank).collect();
+        let hosts: BTreeSet<String> = hits.iter().filter_map(|h| h.host.clone()).collect();
+        let sig = first.reading.signature;
+        let from = |h: &Hit| Place {
+            rank: h.rank,
+            local_rank: h.local_rank,
+            host: h.host.clone(),
+            gpu: h.gpu,
+            pci: h.captured.pci.clone(),
+            why: None,
+        };
+        // a network error names the peer it lost; the host most reporters lost is the culprit
+        if sig == LogSignature::IbCompletionError {
+            if let Some((host, n, m)) =
+                culprit::peer_consensus(hits.iter().copied(), &self.c.ip_hosts)
+            {
+                let host = culprit::known_host(&host, self.hosts).unwrap_or(host);
+                if !hosts.contains(&host) || hosts.len() > 1 {
+                    return Place {
+                        host: Some(host),
+                        why: Some(format!(
+                            "{n} of the {m} reporters name it as the peer they lost"
+                        )),
+                        ..Place::default()
+                    };
+                }
+            }
+        }
+        if sig == LogSignature::SlurmNodeFailure {
+            let failed = hits
+                .iter()
+                .find(|h| h.text.contains("ailure on"))
+                .and_then(|h| h.captured.host.clone());
+            return Place {
+                host: failed,
+                ..Place::default()
+            };
+        }
+        if matches!(
+            sig,
+            LogSignature::SlurmTimeLimit
+                | LogSignature::SlurmPreemption
+                | LogSignature::SlurmCancelled
+        ) {
+            return Place::default();
+        }
+        let single_rank = ranks.len() == 1 && hits.iter().all(|h| h.rank.is_some());
+        if single_rank || (ranks.len() <= 1 && hosts.len() <= 1) {
+            // the line with the most to say about where
+            let best = hits
+                .iter()
+                .max_by_key(|h| (h.rank.is_some(), h.host.is_some(), h.captured.pci.is_some()))
+                .copied()
+                .unwrap_or(first);
+            let mut p = from(best);
+            p.host = p.host.or_else(|| hosts.iter().next().cloned());
+            p.rank = p.rank.or_else(|| ranks.iter().next().copied());
+            return p;
+        }
+        if hosts.len() == 1
+            && matches!(
+                first.reading.category,
+                FailureCategory::GpuHardware
+                    | FailureCategory::Network
+                    | FailureCategory::Interconnect
+            )
+        {
+            return Place {
+                host: hosts.iter().next().cloned(),
+                ..Place::default()
+            };
+        }
+        let job_wide = matches!(
+            first.reading.category,
+            FailureCategory::Configuration
+                | FailureCategory::Platform
+                | FailureCategory::CollectiveMismatch
+        );
+        if job_wide {
+            return Place {
+                why: Some(format!(
+                    "logged by {} ranks and {} hosts alike",
+                    ranks.len(),
+                    hosts.len()
+                )),
+                ..Place::default()
+            };
+        }
+        // several ranks: the one the launcher saw fail first, else the earliest
+        let pick = hits
+            .iter()
+            .find(|h| h.first_observed)
+            .copied()
+            .or_else(|| {
+                hits.iter()
+                    .filter(|h| absolute(&h.time, self.year).is_some())
+                    .min_by(|a, b| {
+                        absolute(&a.time, self.year)
+                            .unwrap_or(0.0)
+                            .total_cmp(&absolute(&b.time, self.year).unwrap_or(0.0))
+                    })
+                    .copied()
+            })
+            .unwrap_or(first);
+        let mut p = from(pick);
+        p.why = Some(format!(
+            "the first of {} ranks that logged it",
+            ranks.len().max(hosts.len())
+        ));
+        p
+    }
+
+    /// Whether `h` belongs to the culprit: its rank, or its host where ranks are unknown.
+    fn at(&self, h: &Hit, place: &Place) -> bool {
+        if let (Some(a), Some(b)) = (place.rank, h.rank) {
+            return a == b;
+        }
+        matches!((&place.host, &h.host), (Some(a), Some(b)) if a == b)
+    }
+
+    /// The effects of a root cause, grouped by signature, largest first: cascade lines,
+    /// and symptoms of other ranks (their exits after the culprit's failure).
+    fn cascade(
+        &self,
+        place: &Place,
+        cause: &str,
+        skip: &BTreeSet<usize>,
+    ) -> (Vec<CascadeGroup>, u64) {
+        let mut groups: BTreeMap<LogSignature, Effects> = BTreeMap::new();
+        for (i, h) in self.hits().iter().enumerate() {
+            if skip.contains(&i) {
+                continue;
+            }
+            let effect = h.reading.role == Role::Cascade
+                || (h.reading.role == Role::Symptom && !self.at(h, place));
+            if !effect {
+                continue;
+            }
+            let e = groups.entry(h.reading.signature).or_insert(Effects {
+                first: i,
+                ..Effects::default()
+            });
+            e.files.insert(h.file);
+            if let Some(r) = h.rank {
+                e.ranks.insert(r);
+            }
+            if let Some(x) = &h.host {
+                e.hosts.insert(x.clone());
+            }
+            if h.order < self.hits()[e.first].order {
+                e.first = i;
+            }
+        }
+        let mut total = 0;
+        let mut out: Vec<CascadeGroup> = groups
+            .into_iter()
+            .map(
+                |(
+                    sig,
+                    Effects {
+                        ranks,
+                        hosts,
+                        first,
+                        files,
+                    },
+                )| {
+                    // every line of the signature in those files, kept or only counted
+                    let lines: u64 = files
+                        .iter()
+                        .map(|&f| {
+                            self.c.files[f]
+                                .signature_lines
+                                .get(&sig)
+                                .copied()
+                                .unwrap_or(0)
+                        })
+                        .sum();
+                    total += lines;
+                    let h = &self.hits()[first];
+                    CascadeGroup {
+                        signature: sig,
+                        lines,
+                        ranks: ranks.into_iter().take(LISTED).collect(),
+                        hosts: hosts.into_iter().take(LISTED).collect(),
+                        first: self.log_line(h, LineRole::Cascade),
+                        explanation: self.explain(h, place, cause),
+                    }
+                },
+            )
+            .collect();
+        out.sort_by(|a, b| b.lines.cmp(&a.lines).then(a.signature.cmp(&b.signature)));
+        (out, total)
+    }
+
+    fn explain(&self, h: &Hit, place: &Place, cause: &str) -> String {
+        let who = place.describe();
+        match h.reading.signature {
+            LogSignature::WatchdogTimeout => {
+                let at = self
+                    .watchdogs
+                    .common_seq
+                    .map(|s| format!(" (at collective sequence number {s})"))
+                    .unwrap_or_default();
+                format!("ranks timed out waiting in a collective{at} that {who} never completed: {cause}")
+            }
+            LogSignature::LauncherSigterm => {
+                format!("the launcher stopped the other processes after {who} failed: {cause}")
+            }
+            _ => format!("{}; an effect of {who} failing: {cause}", h.reading.meaning),
+        }
+    }
+
+    /// The root cause finding, and other causes seen beside it.
+    pub(super) fn root_cause(&self, root: &Group, others: &[Group]) -> Vec<Finding> {
+        let hits = self.hits();
+        let first = root.first(hits);
+        let place = self.place_of(root);
+        let r = &first.reading;
+        // the culprit's own line for the cause, when the root line is not its
+        let root_hit = root
+            .hits
+            .iter()
+            .map(|&i| &hits[i])
+            .find(|h| self.at(h, &place))
+            .unwrap_or(first);
+        let stage = root_hit.stage.or(r.stage).unwrap_or(JobStage::Unknown);
+        let iteration = root_hit.iteration.filter(|_| stage == JobStage::Training);
+        let mut cause = r.meaning.clone();
+        if let Some(loc) = &root_hit.location {
+            cause.push_str(&format!(" (raised at {})", loc.describe()));
+        }
+        // supporting lines: the culprit's other failure lines, then the root's other reporters
+        let in_root: BTreeSet<usize> = root.hits.iter().copied().collect();
+        let mut lines = vec![self.log_line(root_hit, Self::line_role(root_hit))];
+        let mut supporting: Vec<usize> = (0..hits.len())
+            .filter(|i| {
+                let h = &hits[*i];
+                !in_root.contains(i)
+                    && h.reading.role == Role::Symptom
+                    && place.is_known()
+                    && self.at(h, &place)
+            })
+            .collect();
+        supporting.sort_by_key(|&i| hits[i].order);
+        let supporting_idx: BTreeSet<usize> = supporting.iter().copied().collect();
+        for &i in supporting.iter().take(SUPPORTING) {
+            lines.push(self.log_line(&hits[i], LineRole::Symptom));
+        }
+        // other causes of real weight on other ranks are reported apart
+        let mut also: Vec<&Group> = others
+            .iter()
+            .filter(|g| {
+                let h = g.first(hits);
+                h.reading.role == Role::Root
+                    && g.weight >= 60
+                    && !g.hits.iter().any(|&i| supporting_idx.contains(&i))
+            })
+            .collect();
+        also.sort_by(|a, b| {
+            b.weight
+                .cmp(&a.weight)
+                .then(a.first(hits).order.cmp(&b.first(hits).order))
+        });
+        let also: Vec<&Group> = also.into_iter().take(OTHERS).collect();
+        let mut skip: BTreeSet<usize> = in_root.clone();
+        skip.extend(supporting_idx.iter().copied());
+        for g in &also {
+            skip.extend(g.hits.iter().copied());
+        }
+        let (cascade, effect_lines) = self.cascade(&place, &cause, &skip);
+
+        let reporting_ranks: BTreeSet<u32> =
+            root.hits.iter().filter_map(|&i| hits[i].rank).collect();
+        let reporting_hosts: BTreeSet<&String> = root
+            .hits
+            .iter()
+            .filter_map(|&i| hits[i].host.as_ref())
+            .collect();
+        let mut evidence = Vec::new();
+        if !reporting_ranks.is_empty() {
+            evidence.push(
+                Evidence::new(
+                    EvidenceKey::LogRanksReporting,
+                    reporting_ranks.len() as f64,
+                    None,
+                    Unit::Ranks,
+                    format!("ranks whose logs show it: {}", list(&reporting_ranks)),
+                )
+                .decisive(),
+            );
+        }
+        evidence.push(
+            Evidence::new(
+                EvidenceKey::LogCascadeLines,
+                effect_lines as f64,
+                None,
+                Unit::None,
+                format!(
+                    "lines explained as its effects, in {} groups",
+                    cascade.len()
+                ),
+            )
+            .decisive(),
+        );
+        if !reporting_hosts.is_empty() {
+            evidence.push(Evidence::new(
+                EvidenceKey::LogHostsReporting,
+                reporting_hosts.len() as f64,
+                None,
+                Unit::None,
+                format!("hosts whose logs show it: {}", list(&reporting_hosts)),
+            ));
+        }
+        if let Some(lead) = self.lead(root, &skip, &in_root) {
+            evidence.push(
+                Evidence::new(
+                    EvidenceKey::LogRootLeadSeconds,
+                    lead,
+                    None,
+                    Unit::Seconds,
+                    if lead >= 0.0 {
+                        "it came this long before the first effect".into()
+                    } else {
+                        "it came after the first effect (clocks of different hosts may disagree)"
+                            .into()
+                    },
+                )
+                .decisive(),
+            );
+        }
+        if let (Some((host, n, m)), Some(h)) = (&self.peer, &place.host) {
+            if host == h {
+                evidence.push(
+                    Evidence::new(
+                        EvidenceKey::LogPeerReports,
+                        *n as f64,
+                        Some(*m as f64),
+                        Unit::None,
+                        format!("{n} of {m} reporters of a lost connection name {host}"),
+                    )
+                    .decisive(),
+                );
+            }
+        }
+
+        let confidence = confidence(root.weight, r.role, root_hit.in_baseline);
+        let severity = if root.weight >= 30 && !root_hit.in_baseline {
+            Severity::Critical
+        } else {
+            Severity::Warning
+        };
+        let summary = self.summary(&place, &cause, stage, iteration, effect_lines, r.category);
+        let action = action(&place, &r.action, r.restart_helps, r.category);
+        let culprits = if place.is_known() {
+            vec![place.culprit(component(r.category, &place), 1.0)]
+        } else {
+            Vec::new()
+        };
+        let mut findings = vec![Finding {
+            kind: FindingKind::JobFailure,
+            severity,
+            summary,
+            confidence,
+            culprits,
+            evidence,
+            action,
+            iterations: iteration.map(|i| vec![i as u32]).unwrap_or_default(),
+            detector: DetectorId::Logs,
+            corroborated_by: vec![],
+            failure: Some(Box::new(FailureDetail {
+                category: r.category,
+                stage,
+                iteration,
+                restart_helps: r.restart_helps,
+                lines,
+                cascade,
+            })),
+        }];
+        for g in also {
+            findings.push(self.also_seen(g));
+        }
+        findings
+    }
+
+    /// Seconds from the root cause to the first effect, where clocks compare.
+    fn lead(&self, root: &Group, skip: &BTreeSet<usize>, in_root: &BTreeSet<usize>) -> Option<f64> {
+        let hits = self.hits();
+        let t_root = root
+            .hits
+            .iter()
+            .filter_map(|&i| absolute(&hits[i].time, self.year))
+            .min_by(f64::total_cmp)?;
+        let t_effect = hits
+            .iter()
+            .enumerate()
+            .filter(|(i, h)| {
+                !skip.contains(i) && !in_root.contains(i) && h.reading.role == Role::Cascade
+            })
+            .filter_map(|(_, h)| absolute(&h.time, self.year))
+            .min_by(f64::total_cmp)?;
+        Some(t_effect - t_root)
+    }
+
+    fn summary(
+        &self,
+        place: &Place,
+        cause: &str,
+        stage: JobStage,
+        iteration: Option<u64>,
+        effects: u64,
+        category: FailureCategory,
+    ) -> String {
+        let mut s = format!("{}: {cause}", place.describe());
+        s.push_str(&format!(" ({}", category));
+        if stage != JobStage::Unknown {
+            s.push_str(&format!(", {}", stage_word(stage)));
+        }
+        if let Some(i) = iteration {
+            s.push_str(&format!(" at iteration {i}"));
+        }
+        s.push(')');
+        if let Some(why) = &place.why {
+            s.push_str(&format!("; {why}"));
+        }
+        if effects > 0 {
+            s.push_str(&format!("; {effects} other failure lines are its effects"));
+        }
+        s
+    }
+
+    /// A cause seen beside the root cause, reported on its own.
+    fn also_seen(&self, g: &Group) -> Finding {
+        let hits = self.hits();
+        let h = g.first(hits);
+        let place = self.place_of(g);
+        let r = &h.reading;
+        let stage = h.stage.or(r.stage).unwrap_or(JobStage::Unknown);
+        Finding {
+            kind: FindingKind::JobFailure,
+            severity: Severity::Warning,
+            summary: format!("also in the logs: {}: {}", place.describe(), r.meaning),
+            confidence: confidence(g.weight, r.role, h.in_baseline) * 0.7,
+            culprits: if place.is_known() {
+                vec![place.culprit(component(r.category, &place), 0.5)]
+            } else {
+                Vec::new()
+            },
+            evidence: vec![Evidence::new(
+                EvidenceKey::LogRanksReporting,
+                g.hits
+                    .iter()
+                    .filter_map(|&i| hits[i].rank)
+                    .collect::<BTreeSet<_>>()
+                    .len() as f64,
+                None,
+                Unit::Ranks,
+                "ranks whose logs show it".into(),
+            )
+            .decisive()],
+            action: action(&place, &r.action, r.restart_helps, r.category),
+            iterations: vec![],
+            detector: DetectorId::Logs,
+            corroborated_by: vec![],
+            failure: Some(Box::new(FailureDetail {
+                category: r.category,
+                stage,
+                iteration: h.iteration.filter(|_| stage == JobStage::Training),
+                restart_helps: r.restart_helps,
+                lines: g
+                    .hits
+                    .iter()
+                    .take(SUPPORTING)
+                    .map(|&i| self.log_line(&hits[i], Self::line_role(&hits[i])))
+                    .collect(),
+                cascade: vec![],
+            })),
+        }
+    }
+
+    /// Ranks that waited in one collective at the same sequence number in different
+    /// collectives: their code paths diverged.
+    pub(super) fn mismatch_from_watchdogs(&self, groups: &[Group]) -> Finding {
+        let wd = self.watchdogs;
+        let hits = self.hits();
+        let variants: Vec<String> = wd
+            .mismatched
+            .iter()
+            .map(|(r, op, n)| match n {
+                Some(n) => format!("rank {r} in {op} of {n} elements"),
+                None => format!("rank {r} in {op}"),
+            })
+            .collect();
+        let seq = wd.common_seq.unwrap_or(0);
+        let mismatch_ranks: BTreeSet<u32> = wd.mismatched.iter().map(|(r, _, _)| *r).collect();
+        let lines: Vec<LogLine> = hits
+            .iter()
+            .filter(|h| {
+                h.reading.signature == LogSignature::WatchdogTimeout
+                    && h.rank.is_some_and(|r| mismatch_ranks.contains(&r))
+                    && h.captured.op.is_some()
+            })
+            .take(SUPPORTING)
+            .map(|h| self.log_line(h, LineRole::Root))
+            .collect();
+        let skip: BTreeSet<usize> = hits
+            .iter()
+            .enumerate()
+            .filter(|(_, h)| {
+                h.reading.signature == LogSignature::WatchdogTimeout
+                    && h.rank.is_some_and(|r| mismatch_ranks.contains(&r))
+                    && h.captured.op.is_some()
+            })
+            .map(|(i, _)| i)
+            .collect();
+        let cause = format!(
+            "the ranks waited at collective sequence number {seq} in different collectives ({}): their code paths diverged",
+            variants.join(", ")
+        );
+        let (cascade, effects) = self.cascade(&Place::default(), &cause, &skip);
+        let _ = groups;
+        Finding {
+            kind: FindingKind::JobFailure,
+            severity: Severity::Critical,
+            summary: format!("the job: {cause} (collective_mismatch); {effects} other failure lines are its effects"),
+            confidence: 0.75,
+            culprits: vec![],
+            evidence: vec![
+                Evidence::new(
+                    EvidenceKey::CollectiveSeqId,
+                    seq as f64,
+                    None,
+                    Unit::None,
+                    "the sequence number the ranks waited at".into(),
+                )
+                .decisive(),
+                Evidence::new(
+                    EvidenceKey::RanksWaiting,
+                    wd.waiting.len() as f64,
+                    None,
+                    Unit::Ranks,
+                    format!("ranks whose watchdog timed out: {}", list(&wd.waiting.keys().collect::<BTreeSet<_>>())),
+                )
+                .decisive(),
+                Evidence::new(
+                    EvidenceKey::LogCascadeLines,
+                    effects as f64,
+                    None,
+                    Unit::None,
+                    "lines explained as its effects".into(),
+                )
+                .decisive(),
+            ],
+            action: "make every rank issue the same collectives in the same order with the same shapes (a rank-dependent branch, data-dependent control flow, or a collective inside a condition); TORCH_DISTRIBUTED_DEBUG=DETAIL names each rank's op".into(),
+            iterations: vec![],
+            detector: DetectorId::Logs,
+            corroborated_by: vec![],
+            failure: Some(Box::new(FailureDetail {
+                category: FailureCategory::CollectiveMismatch,
+                stage: JobStage::Unknown,
+                iteration: None,
+                restart_helps: Some(false),
+                lines,
+                cascade,
+            })),
+        }
+    }
+
+    /// No known cause: the most unusual error-looking line, reported as unexplained.
+    pub(super) fn unexplained(&self, scored: &[Scored]) -> Option<Finding> {
+        let top = scored.first()?;
+        let a = &top.anomaly;
+        let place = Place {
+            rank: a.rank,
+            host: a.host.clone(),
+            ..Place::default()
+        };
+        let line = LogLine {
+            file: self.c.files[a.file].path.clone(),
+            line: a.line,
+            text: a.text.clone(),
+            role: LineRole::Anomaly,
+            signature: None,
+            rank: a.rank,
+            host: a.host.clone(),
+            time: None,
+        };
+        let mut lines = vec![line];
+        for s in scored.iter().skip(1).take(SUPPORTING - 1) {
+            lines.push(LogLine {
+                file: self.c.files[s.anomaly.file].path.clone(),
+                line: s.anomaly.line,
+                text: s.anomaly.text.clone(),
+                role: LineRole::Anomaly,
+                signature: None,
+                rank: s.anomaly.rank,
+                host: s.anomaly.host.clone(),
+                time: None,
+            });
+        }
+        let (cascade, effects) = self.cascade(
+            &place,
+            "an error no known signature describes",
+            &BTreeSet::new(),
+        );
+        let stage = a.stage.unwrap_or(JobStage::Unknown);
+        Some(Finding {
+            kind: FindingKind::JobFailure,
+            severity: Severity::Warning,
+            summary: format!(
+                "{}: no known failure signature; the most unusual error line is shown (logged by {:.0}% of the files{})",
+                place.describe(),
+                top.spread * 100.0,
+                if self.c.templates.has_baseline() { ", never in the good runs" } else { "" }
+            ),
+            confidence: 0.25,
+            culprits: if place.is_known() {
+                vec![place.culprit(Component::Process, 0.3)]
+            } else {
+                Vec::new()
+            },
+            evidence: vec![
+                Evidence::new(
+                    EvidenceKey::LogHostsReporting,
+                    top.spread,
+                    None,
+                    Unit::None,
+                    "share of the job's files whose logs hold this line's template".into(),
+                )
+                .decisive(),
+                Evidence::new(
+                    EvidenceKey::LogCascadeLines,
+                    effects as f64,
+                    None,
+                    Unit::None,
+                    "known effect lines besides".into(),
+                ),
+            ],
+            action: "the cause is not one Flare knows: read the line shown and those around it; nothing here justifies draining a node".into(),
+            iterations: vec![],
+            detector: DetectorId::Logs,
+            corroborated_by: vec![],
+            failure: Some(Box::new(FailureDetail {
+                category: FailureCategory::Unknown,
+                stage,
+                iteration: a.iteration.filter(|_| stage == JobStage::Training),
+                restart_helps: None,
+                lines,
+                cascade,
+            })),
+        })
+    }
+
+    /// Only effects: the cascade's structure names the culprit; the cause is unknown.
+    pub(super) fn cascade_only(&self) -> Option<Finding> {
+        let hits = self.hits();
+        if !hits.iter().any(|h| h.reading.role == Role::Cascade) {
+            return None;
+        }
+        let wd = self.watchdogs;
+        let mut place = Place::default();
+        let mut why = String::new();
+        if wd.behind.len() == 1 {
+            place.rank = wd.behind.iter().next().copied();
+            why = format!(
+                "its watchdog stood at another collective than the {} other ranks'",
+                wd.waiting.len().saturating_sub(1)
+            );
+        } else if !wd.silent.is_empty() && wd.silent.len() <= 2 {
+            place.rank = wd.silent.iter().next().copied();
+            why = format!(
+                "{} ranks timed out waiting and it did not",
+                wd.waiting.len()
+            );
+        } else if let Some((h, n, m)) = &self.peer {
+            place.host = Some(h.clone());
+            why = format!("{n} of {m} reporters of a lost connection name it");
+        } else if let Some((r, n)) = self.named {
+            place.rank = Some(r);
+            why = format!("{n} lines say they wait for it");
+        } else if let Some(h) = hits.iter().find(|h| h.first_observed) {
+            place.rank = h.rank;
+            place.host = h.host.clone();
+            why = "torchrun saw it fail first".into();
+        }
+        if place.rank.is_some() && place.host.is_none() {
+            place.host = hits
+                .iter()
+                .find(|h| h.rank == place.rank && h.host.is_some())
+                .and_then(|h| h.host.clone());
+        }
+        let cause = "the logs show only effects: no line says why it stopped".to_string();
+        let (cascade, effects) = self.cascade(&place, &cause, &BTreeSet::new());
+        let known = place.is_known();
+        Some(Finding {
+            kind: FindingKind::JobFailure,
+            severity: Severity::Critical,
+            summary: if known {
+                format!("{} stopped first ({why}); its logs here say nothing of why; {effects} failure lines are effects", place.describe())
+            } else {
+                format!("the job failed, but its logs hold only effects ({effects} lines): nothing says where it started")
+            },
+            confidence: if known { 0.35 } else { 0.1 },
+            culprits: if known {
+                vec![place.culprit(Component::Process, 0.5)]
+            } else {
+                Vec::new()
+            },
+            evidence: vec![
+                Evidence::new(
+                    EvidenceKey::RanksWaiting,
+                    wd.waiting.len() as f64,
+                    None,
+                    Unit::Ranks,
+                    "ranks whose watchdog timed out".into(),
+                )
+                .decisive(),
+                Evidence::new(
+                    EvidenceKey::LogCascadeLines,
+                    effects as f64,
+                    None,
+                    Unit::None,
+                    "effect lines".into(),
+                )
+                .decisive(),
+            ],
+            action: if known {
+                format!("look at {} itself: its full log, its host's kernel log (dmesg: Xid, OOM killer), and, if it still runs, its stack (py-spy dump); nothing here justifies draining a node yet", place.describe())
+            } else {
+                "collect the logs of every rank and the hosts' kernel logs; these hold only the effects".into()
+            },
+            iterations: vec![],
+            detector: DetectorId::Logs,
+            corroborated_by: vec![],
+            failure: Some(Box::new(FailureDetail {
+                category: FailureCategory::Unknown,
+                stage: JobStage::Unknown,
+                iteration: None,
+                restart_helps: None,
+                lines: vec![],
+                cascade,
+            })),
+        })
+    }
+}
+
+fn list<T: std::fmt::Display>(items: &BTreeSet<T>) -> String {
+    let shown: Vec<String> = items.iter().take(16).map(|x| x.to_string()).collect();
+    let more = items.len().saturating_sub(16);
+    if shown.is_empty() {
+        "none".into()
+    } else if more > 0 {
+        format!("{} and {more} more", shown.join(", "))
+    } else {
+        shown.join(", ")
+    }
+}
+
+fn confidence(weight: u8, role: Role, in_baseline: bool) -> f64 {
+    if in_baseline {
+        return 0.2;
+    }
+    match (role, weight) {
+        (Role::Root, w) if w >= 90 => 0.9,
+        (Role::Root, w) if w >= 70 => 0.8,
+        (Role::Root, _) => 0.6,
+        (Role::Symptom, w) if w >= 40 => 0.45,
+        _ => 0.35,
+    }
+}
+
+/// The action, with where to take it and whether to run again.
+fn action(place: &Place, what: &str, restart: Option<bool>, category: FailureCategory) -> String {
+    let mut s = if place.is_known() {
+        format!("{}: {what}.", place.describe())
+    } else {
+        format!("{what}.")
+    };
+    let restart_word = match (restart, category) {
+        (
+            Some(true),
+            FailureCategory::GpuHardware | FailureCategory::Network | FailureCategory::Interconnect,
+        ) => " A restart can succeed once the faulty part is out of the job.",
+        (Some(true), _) => " Restarting the job can succeed.",
+        (Some(false), _) => " Restarting it unchanged will fail again.",
+        (None, _) => "",
+    };
+    s.push_str(restart_word);
+    s
+}
