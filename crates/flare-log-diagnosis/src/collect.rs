@@ -127,6 +127,8 @@ pub struct Collector {
 struct Joins {
     init_complete: Regex,
     oob_address: Regex,
+    /// A rank the message names (`[Rank 3]`, `for rank 3`, `Rank 3:`).
+    message_rank: Regex,
 }
 
 fn joins() -> &'static Joins {
@@ -142,6 +144,8 @@ fn joins() -> &'static Joins {
             r"(?:Bootstrap ?: Using|OOB) \[?\w*\]?[\w.-]+:(\d{1,3}(?:\.\d{1,3}){3})<",
         )
         .expect("compiles"),
+        message_rank: Regex::new(r"(?:^|[\[\s(])(?:global )?[Rr]ank[:=\s]\s*(\d{1,7})\b")
+            .expect("compiles"),
     })
 }
 
@@ -285,7 +289,11 @@ impl Collector {
 
         let matched = Matcher::get().find(o.message);
         let exception = match &step {
-            Step::Exception { location, chained } => Some((location.clone(), *chained)),
+            Step::Exception {
+                location,
+                chained,
+                stage,
+            } => Some((location.clone(), *chained, *stage)),
             Step::Other => None,
         };
         let template = self
@@ -329,11 +337,20 @@ impl Collector {
             }
             return;
         };
-        let (location, chained) = exception.unwrap_or((None, false));
+        let (location, chained, frames_stage) = exception.unwrap_or((None, false, None));
         if chained {
             // raised while handling the exception before it: that one is the cause
             reading.weight = reading.weight.saturating_sub(10);
         }
+        // a failure whose line has no rank prefix may name its rank in the message
+        // (`[Rank 3] ...`, `Rank 3: found NaN`); a mismatch names two ranks, neither at fault
+        let message_rank = (rank.is_none()
+            && captured.rank.is_none()
+            && reading.role != Role::Cascade
+            && reading.category != FailureCategory::CollectiveMismatch)
+            .then(|| joins().message_rank.captures(o.message))
+            .flatten()
+            .and_then(|c| c[1].parse::<u32>().ok());
         let fs = &mut self.c.files[file];
         let seen = fs.signature_lines.entry(reading.signature).or_insert(0);
         *seen += 1;
@@ -344,7 +361,9 @@ impl Collector {
             file,
             line: line_no,
             text: cut(text, self.limits.line_bytes),
-            rank: rank.or(captured.rank.filter(|_| reading.role != Role::Cascade)),
+            rank: rank
+                .or(captured.rank.filter(|_| reading.role != Role::Cascade))
+                .or(message_rank),
             local_rank,
             host: host.or_else(|| captured.host.clone()),
             gpu: o.local_gpu.or(captured.gpu),
@@ -354,7 +373,8 @@ impl Collector {
             reading,
             captured,
             location,
-            stage,
+            // what the traceback's frames were doing outweighs the last progress line
+            stage: frames_stage.or(stage),
             iteration,
             order: self.order,
             in_baseline: template.is_some_and(|t| t.in_baseline),

@@ -236,7 +236,8 @@ pub fn parse(line: &str, task_prefix: TaskPrefix) -> Origin<'_> {
             o.rank = Some(task);
             s = &s[len..];
         } else if let Some((host, len)) = pdsh_host(s).filter(|_| o.host.is_none()) {
-            o.host = Some(host);
+            // Slurm's step daemon writes `slurmstepd-<node>: error: ...`
+            o.host = Some(host.strip_prefix("slurmstepd-").unwrap_or(host));
             s = &s[len..];
         } else {
             break;
@@ -314,6 +315,10 @@ mod tests {
             c("RuntimeError: CUDA error", None, None, None, None, false, "RuntimeError: CUDA error"),
             c("ValueError2: not a host", None, None, None, None, false, "ValueError2: not a host"),
             c("[rank0]: Traceback", Some(0), None, None, None, false, "Traceback"),
+            c(
+                "slurmstepd-gpu20-15: error: Detected 1 oom-kill event(s)",
+                None, None, Some("gpu20-15"), None, false, "error: Detected 1 oom-kill event(s)",
+            ),
         ];
         for k in cases {
             let o = parse(k.line, TaskPrefix::Allowed);

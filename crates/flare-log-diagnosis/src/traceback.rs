@@ -1,7 +1,11 @@
 //! Python tracebacks, read as they stream by: where the exception was raised (the
-//! innermost frame of the job's own code, not of a library) and whether it was raised
-//! while handling another (a chain, whose first exception is the cause). One traceback is
-//! followed per stream (a rank's lines in a console that interleaves ranks).
+//! innermost frame of the job's own code, not of a library), what the program was doing
+//! (the stage its frames' functions name: saving a checkpoint, evaluating, training),
+//! and whether it was raised while handling another (a chain, whose first exception is
+//! the cause). One traceback is followed per stream (a rank's lines in a console that
+//! interleaves ranks).
+
+use flare_model::JobStage;
 
 /// A frame of a traceback: `train.py:123 in forward`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -38,16 +42,81 @@ pub enum Step {
     Exception {
         location: Option<Frame>,
         chained: bool,
+        /// The stage the frames' functions name.
+        stage: Option<JobStage>,
     },
+}
+
+/// What a frame's function name says the program was doing: keys with `_` match as
+/// substrings (`save_checkpoint`), single words as whole words of the name split at `_`
+/// (`multi_gpu_test` is a test, `get_latest` is not). A stage other than training named
+/// anywhere in the stack wins (a forward pass inside `evaluate` is evaluation); among
+/// those the innermost.
+const FRAME_STAGES: &[(&str, JobStage)] = &[
+    ("save_for_backward", JobStage::Training),
+    ("init_process_group", JobStage::Init),
+    ("init_distributed", JobStage::Init),
+    ("initialize_distributed", JobStage::Init),
+    ("initialize_megatron", JobStage::Init),
+    ("setup_distributed", JobStage::Init),
+    ("new_group", JobStage::Init),
+    ("rendezvous", JobStage::Init),
+    ("parse_args", JobStage::Launch),
+    ("save", JobStage::Checkpointing),
+    ("load", JobStage::Loading),
+    ("from_pretrained", JobStage::Loading),
+    ("build_model", JobStage::Loading),
+    ("build_dataset", JobStage::Loading),
+    ("get_model", JobStage::Loading),
+    ("eval", JobStage::Evaluation),
+    ("evaluate", JobStage::Evaluation),
+    ("evaluation", JobStage::Evaluation),
+    ("validate", JobStage::Evaluation),
+    ("validation", JobStage::Evaluation),
+    ("test", JobStage::Evaluation),
+    ("predict", JobStage::Evaluation),
+    ("train", JobStage::Training),
+    ("training", JobStage::Training),
+    ("fit", JobStage::Training),
+    ("forward", JobStage::Training),
+    ("backward", JobStage::Training),
+    ("step", JobStage::Training),
+];
+
+fn frame_stage(frames: &[String]) -> Option<JobStage> {
+    let stage_of = |f: &str| {
+        FRAME_STAGES
+            .iter()
+            .find(|(k, _)| {
+                if k.contains('_') {
+                    f.contains(k)
+                } else {
+                    f.split(|c: char| !c.is_ascii_alphanumeric())
+                        .any(|w| w == *k)
+                }
+            })
+            .map(|(_, s)| *s)
+    };
+    // innermost first
+    let stages: Vec<JobStage> = frames.iter().rev().filter_map(|f| stage_of(f)).collect();
+    stages
+        .iter()
+        .find(|s| **s != JobStage::Training)
+        .or_else(|| stages.first())
+        .copied()
 }
 
 #[derive(Default)]
 struct Open {
     innermost: Option<Frame>,
     innermost_own: Option<Frame>,
+    /// The frames' function names, lower case, outermost first (at most `MAX_FRAMES`).
+    functions: Vec<String>,
     lines: u32,
     chained: bool,
 }
+
+const MAX_FRAMES: usize = 256;
 
 /// The traceback of one stream.
 #[derive(Default)]
@@ -103,6 +172,10 @@ impl Traceback {
             self.chain_next = true;
             return Step::Other;
         }
+        if self.open.is_none() && frame(m).is_some() {
+            // a log excerpt may start inside a traceback
+            self.open = Some(Open::default());
+        }
         let Some(open) = self.open.as_mut() else {
             return Step::Other;
         };
@@ -115,12 +188,16 @@ impl Traceback {
             if !f.is_library() {
                 open.innermost_own = Some(f.clone());
             }
+            if open.functions.len() < MAX_FRAMES {
+                open.functions.push(f.function.to_ascii_lowercase());
+            }
             open.innermost = Some(f);
             return Step::Other;
         }
         if open.innermost.is_some() && is_exception_line(m) {
             let open = self.open.take().expect("open");
             return Step::Exception {
+                stage: frame_stage(&open.functions),
                 location: open.innermost_own.or(open.innermost),
                 chained: open.chained,
             };
@@ -171,7 +248,8 @@ mod tests {
                         line: 40,
                         function: "step".into()
                     }),
-                    chained: false
+                    chained: false,
+                    stage: Some(JobStage::Training),
                 },
                 Step::Exception {
                     location: Some(Frame {
@@ -179,10 +257,45 @@ mod tests {
                         line: 3,
                         function: "<module>".into()
                     }),
-                    chained: true
+                    chained: true,
+                    stage: None,
                 },
             ]
         );
+    }
+
+    #[test]
+    fn stage_from_frames() {
+        let f = |v: &[&str]| frame_stage(&v.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+        assert_eq!(
+            f(&["<module>", "main", "train", "train_step", "forward"]),
+            Some(JobStage::Training)
+        );
+        assert_eq!(
+            f(&["main", "train", "evaluate", "forward"]),
+            Some(JobStage::Evaluation)
+        );
+        assert_eq!(
+            f(&["main", "train", "save_checkpoint", "save"]),
+            Some(JobStage::Checkpointing)
+        );
+        assert_eq!(
+            f(&["main", "multi_gpu_test", "collect_results"]),
+            Some(JobStage::Evaluation)
+        );
+        assert_eq!(
+            f(&["main", "get_latest", "forward"]),
+            Some(JobStage::Training)
+        );
+        assert_eq!(
+            f(&["forward", "save_for_backward"]),
+            Some(JobStage::Training)
+        );
+        assert_eq!(
+            f(&["main", "init_process_group", "_store_based_barrier"]),
+            Some(JobStage::Init)
+        );
+        assert_eq!(f(&["<module>", "main"]), None);
     }
 
     #[test]

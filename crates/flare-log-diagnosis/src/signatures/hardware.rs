@@ -1,7 +1,7 @@
 //! GPUs and the links between them, as the kernel driver, CUDA and NVML report them.
 
 use super::{xid, Role, Rule};
-use flare_model::{FailureCategory as C, LogSignature as S};
+use flare_model::{FailureCategory as C, JobStage, LogSignature as S};
 
 const DRAIN_GPU: &str = "drain the node and have its GPU checked (nvidia-smi -q, DCGM diagnostics level 3) before it runs jobs again; restart the job from its last checkpoint on other nodes";
 
@@ -96,6 +96,39 @@ pub const RULES: &[Rule] = &[
         refine: None,
         example: "RuntimeError: CUDA error: uncorrectable NVLink error detected during the execution",
         example_source: "https://docs.nvidia.com/cuda/cuda-runtime-api/group__CUDART__TYPES.html",
+    },
+    Rule {
+        signature: S::NvlsFailure,
+        role: Role::Root,
+        category: C::Interconnect,
+        needles: &["nvls", "NVLink SHARP", "multicast"],
+        // NCCL's NVLink SHARP (NVLS) setup on NVSwitch systems, e.g. `transport/nvls.cc:165
+        // NCCL WARN Cuda failure 'invalid argument'`, fails when the fabric manager or the
+        // NVSwitch state is not ready
+        pattern: r"(?i)(?:nvls\.cc:\d+[^\n]*NCCL WARN|NVLink SHARP \(NVLS\)[^\n]*(?:fail|error)|(?:Failed|failed|unable) to (?:bind|allocate|map|create)[^\n]{0,40}[Mm]ulticast)",
+        meaning: "NCCL could not set up NVLink SHARP (NVLS) multicast over the NVSwitch fabric",
+        action: "check that nvidia-fabricmanager runs and the NVSwitch fabric is healthy (`nvidia-smi -q | grep -i -A2 fabric`); NCCL_NVLS_ENABLE=0 works around it",
+        restart_helps: Some(false),
+        stage: Some(JobStage::Init),
+        weight: 75,
+        refine: None,
+        example: "transport/nvls.cc:165 NCCL WARN Cuda failure 'invalid argument'",
+        example_source: "https://github.com/NVIDIA/nccl/issues/976",
+    },
+    Rule {
+        signature: S::PeerAccessFailed,
+        role: Role::Root,
+        category: C::Interconnect,
+        needles: &["peer access", "PeerAccess"],
+        pattern: r"(?i)(?:Unable to enable peer access|peer access is not supported|cudaErrorPeerAccess\w+|peer mapping resources exhausted)",
+        meaning: "GPUs of a node could not reach each other's memory directly (peer-to-peer over PCIe or NVLink): the topology, the IOMMU or PCIe ACS blocks it, or too many peers are mapped",
+        action: "check the GPUs' topology (`nvidia-smi topo -m`), disable the IOMMU or PCIe ACS between them, or set NCCL_P2P_DISABLE=1 to route around it (slower)",
+        restart_helps: Some(false),
+        stage: Some(JobStage::Init),
+        weight: 75,
+        refine: None,
+        example: "2019-07-25 09:33:34.093469: W tensorflow/core/common_runtime/gpu/gpu_device.cc:1597] Unable to enable peer access between device ordinals 0 and 9, status: Internal: failed to enable",
+        example_source: "https://github.com/tensorflow/tensorflow/issues/30887",
     },
     Rule {
         signature: S::PcieError,

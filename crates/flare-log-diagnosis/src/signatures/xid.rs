@@ -87,9 +87,24 @@ const TABLE: &[Xid] = &[
     },
 ];
 
-/// The reading of an Xid line from its number.
+/// The reading of an Xid line from its number. An Xid 45 that names the error it
+/// cleans up after (`caused by previous Xid 149`) is read as that error.
 pub fn refine(caps: &regex::Captures) -> Option<Reading> {
-    let n: u32 = caps.name("xid")?.as_str().parse().ok()?;
+    let mut n: u32 = caps.name("xid")?.as_str().parse().ok()?;
+    if n == 45 {
+        let detail = caps.name("detail").map_or("", |m| m.as_str());
+        if let Some(prev) = detail
+            .split("previous Xid")
+            .nth(1)
+            .and_then(|r| {
+                r.split(|c: char| !c.is_ascii_digit())
+                    .find(|t| !t.is_empty())
+            })
+            .and_then(|t| t.parse::<u32>().ok())
+        {
+            n = prev;
+        }
+    }
     let reading = |x: &Xid| Reading {
         signature: x.signature,
         role: x.role,

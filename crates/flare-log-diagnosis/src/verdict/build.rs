@@ -364,12 +364,19 @@ impl Context<'_> {
         let first = root.first(hits);
         let place = self.place_of(root);
         let r = &first.reading;
-        // the culprit's own line for the cause, when the root line is not its
+        // the first line of the cause that may be the culprit's (its rank and host, or
+        // none said)
         let root_hit = root
             .hits
             .iter()
             .map(|&i| &hits[i])
-            .find(|h| self.at(h, &place))
+            .find(|h| {
+                place.rank.is_none_or(|r| h.rank.is_none_or(|x| x == r))
+                    && place
+                        .host
+                        .as_ref()
+                        .is_none_or(|p| h.host.as_ref().is_none_or(|x| x == p))
+            })
             .unwrap_or(first);
         let stage = root_hit.stage.or(r.stage).unwrap_or(JobStage::Unknown);
         let iteration = root_hit.iteration.filter(|_| stage == JobStage::Training);

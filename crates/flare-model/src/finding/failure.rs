@@ -84,6 +84,8 @@ string_enum! {
         // Interconnect
         NvlinkError => "nvlink_error",
         PcieError => "pcie_error",
+        NvlsFailure => "nvls_failure",
+        PeerAccessFailed => "peer_access_failed",
         // Network
         IbCompletionError => "ib_completion_error",
         IbAsyncError => "ib_async_error",
@@ -91,6 +93,7 @@ string_enum! {
         // Configuration
         NcclNoInterface => "nccl_no_interface",
         NcclInvalidUsage => "nccl_invalid_usage",
+        DuplicateGpu => "duplicate_gpu",
         NcclVersionMismatch => "nccl_version_mismatch",
         SocketConnectRefused => "socket_connect_refused",
         AddressInUse => "address_in_use",
@@ -108,6 +111,7 @@ string_enum! {
         // Numerical
         NanLoss => "nan_loss",
         LossScaleAtMinimum => "loss_scale_at_minimum",
+        GradientOverflow => "gradient_overflow",
         // User code
         PythonException => "python_exception",
         BadArguments => "bad_arguments",
@@ -122,6 +126,7 @@ string_enum! {
         // Platform
         SlurmTimeLimit => "slurm_time_limit",
         SlurmPreemption => "slurm_preemption",
+        JobPreempted => "job_preempted",
         SlurmNodeFailure => "slurm_node_failure",
         SlurmCancelled => "slurm_cancelled",
         PodEvicted => "pod_evicted",
