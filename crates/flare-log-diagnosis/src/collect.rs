@@ -44,6 +44,10 @@ pub struct FileState {
     /// Lines per signature, all of them (hits keep only the first few).
     pub signature_lines: HashMap<LogSignature, u64>,
     streams: HashMap<StreamKey, Stream>,
+    /// The last stage and iteration any writer of the file announced (a console that
+    /// interleaves ranks prints progress without their prefixes).
+    last_stage: Option<JobStage>,
+    last_iteration: Option<u64>,
     summary: elastic::Summary,
     /// `srun -l` task ids are read once the file shows it writes them.
     task_votes: (u32, u32),
@@ -57,14 +61,22 @@ impl FileState {
         self.streams.keys().cloned()
     }
 
+    /// Each writer's last stage and iteration.
+    pub fn stream_progress(
+        &self,
+    ) -> impl Iterator<Item = (&StreamKey, Option<JobStage>, Option<u64>)> + '_ {
+        self.streams.iter().map(|(k, s)| (k, s.stage, s.iteration))
+    }
+
     /// The last iteration any of its writers reached.
     pub fn last_iteration(&self) -> Option<u64> {
         self.streams.values().filter_map(|s| s.iteration).max()
     }
 }
 
-/// One writer inside a file (a rank in a console that interleaves ranks).
-type StreamKey = (Option<u32>, Option<u32>, Option<String>);
+/// One writer inside a file (a rank in a console that interleaves ranks): (rank, local
+/// rank, host).
+pub type StreamKey = (Option<u32>, Option<u32>, Option<String>);
 
 #[derive(Default)]
 struct Stream {
@@ -93,6 +105,8 @@ pub struct Hit {
     pub captured: Captured,
     /// The innermost frame of the job's code, for an exception ending a traceback.
     pub location: Option<Frame>,
+    /// The torch.distributed call the exception was raised in.
+    pub collective: Option<String>,
     pub stage: Option<JobStage>,
     pub iteration: Option<u64>,
     /// The order lines arrived in.
@@ -193,6 +207,8 @@ impl Collector {
             lines: 0,
             signature_lines: HashMap::new(),
             streams: HashMap::new(),
+            last_stage: None,
+            last_iteration: None,
             summary: elastic::Summary::default(),
             task_votes: (0, 0),
         });
@@ -274,6 +290,7 @@ impl Collector {
             stream.last_time_text = o.time_text.map(str::to_string);
         }
         let step = stream.traceback.step(o.message);
+        let in_traceback = stream.traceback.in_traceback();
         if let Some(m) = progress::marker(o.message) {
             match m {
                 Marker::Iteration(n) => {
@@ -285,6 +302,13 @@ impl Collector {
         }
         let (stage, iteration) = (stream.stage, stream.iteration);
         let (time, time_text) = (stream.last_time, stream.last_time_text.clone());
+        if stage.is_some() {
+            fs.last_stage = stage;
+        }
+        if iteration.is_some() {
+            fs.last_iteration = iteration;
+        }
+        let (stage, iteration) = (stage.or(fs.last_stage), iteration.or(fs.last_iteration));
         self.learn(&o, rank, host.as_deref());
 
         let matched = Matcher::get().find(o.message);
@@ -293,7 +317,8 @@ impl Collector {
                 location,
                 chained,
                 stage,
-            } => Some((location.clone(), *chained, *stage)),
+                collective,
+            } => Some((location.clone(), *chained, *stage, collective.clone())),
             Step::Other => None,
         };
         let template = self
@@ -320,7 +345,7 @@ impl Collector {
         };
         let Some((mut reading, captured)) = m else {
             // the statistical part: error-looking lines of no known signature
-            if let Some(t) = template.filter(|t| t.error_like) {
+            if let Some(t) = template.filter(|t| t.error_like && !in_traceback) {
                 let a = Anomaly {
                     file,
                     line: line_no,
@@ -337,7 +362,8 @@ impl Collector {
             }
             return;
         };
-        let (location, chained, frames_stage) = exception.unwrap_or((None, false, None));
+        let (location, chained, frames_stage, collective) =
+            exception.unwrap_or((None, false, None, None));
         if chained {
             // raised while handling the exception before it: that one is the cause
             reading.weight = reading.weight.saturating_sub(10);
@@ -364,7 +390,7 @@ impl Collector {
             rank: rank
                 .or(captured.rank.filter(|_| reading.role != Role::Cascade))
                 .or(message_rank),
-            local_rank,
+            local_rank: local_rank.or(captured.local_rank),
             host: host.or_else(|| captured.host.clone()),
             gpu: o.local_gpu.or(captured.gpu),
             pid: o.pid,
@@ -373,6 +399,7 @@ impl Collector {
             reading,
             captured,
             location,
+            collective,
             // what the traceback's frames were doing outweighs the last progress line
             stage: frames_stage.or(stage),
             iteration,
@@ -431,6 +458,7 @@ impl Collector {
             reading,
             captured: Captured::default(),
             location: None,
+            collective: None,
             stage: None,
             iteration: None,
             order: self.order,

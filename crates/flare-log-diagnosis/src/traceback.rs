@@ -44,6 +44,9 @@ pub enum Step {
         chained: bool,
         /// The stage the frames' functions name.
         stage: Option<JobStage>,
+        /// The torch.distributed call it was raised in (`all_reduce`, `broadcast`), when
+        /// the traceback passes through one.
+        collective: Option<String>,
     },
 }
 
@@ -112,6 +115,8 @@ struct Open {
     innermost_own: Option<Frame>,
     /// The frames' function names, lower case, outermost first (at most `MAX_FRAMES`).
     functions: Vec<String>,
+    /// The innermost frame's function in torch.distributed's collectives module.
+    collective: Option<String>,
     lines: u32,
     chained: bool,
 }
@@ -156,6 +161,12 @@ fn is_exception_line(message: &str) -> bool {
 }
 
 impl Traceback {
+    /// Whether a traceback is being read (its header and frames are structure, not
+    /// events of their own).
+    pub fn in_traceback(&self) -> bool {
+        self.open.is_some()
+    }
+
     /// Follows one line (its message, prefixes removed).
     pub fn step(&mut self, message: &str) -> Step {
         let m = message.trim();
@@ -191,6 +202,9 @@ impl Traceback {
             if open.functions.len() < MAX_FRAMES {
                 open.functions.push(f.function.to_ascii_lowercase());
             }
+            if f.file.ends_with("distributed_c10d.py") {
+                open.collective = Some(f.function.clone());
+            }
             open.innermost = Some(f);
             return Step::Other;
         }
@@ -198,6 +212,7 @@ impl Traceback {
             let open = self.open.take().expect("open");
             return Step::Exception {
                 stage: frame_stage(&open.functions),
+                collective: open.collective,
                 location: open.innermost_own.or(open.innermost),
                 chained: open.chained,
             };
@@ -250,6 +265,7 @@ mod tests {
                     }),
                     chained: false,
                     stage: Some(JobStage::Training),
+                    collective: None,
                 },
                 Step::Exception {
                     location: Some(Frame {
@@ -259,6 +275,7 @@ mod tests {
                     }),
                     chained: true,
                     stage: None,
+                    collective: None,
                 },
             ]
         );

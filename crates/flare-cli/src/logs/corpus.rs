@@ -5,7 +5,10 @@
 //! Per case, the top finding is compared with the truth: its first line is a root-cause
 //! line (one of `root_lines`), never a line labelled as an effect (`cascade_lines`), its
 //! category, its culprit (rank or host, where the truth names one), its stage and whether
-//! a restart helps (where the truth says).
+//! a restart helps (where the truth says). Two kinds of case besides the corpus's own,
+//! which real generated jobs need: `"category": "none"` (a healthy run: right when no
+//! finding is a warning or worse) and empty `root_lines` (no line shows the cause, as in
+//! a hang: right when the top finding names no effect line as its root).
 
 use super::diagnose::{diagnose_paths, is_log_name};
 use anyhow::{bail, Context, Result};
@@ -102,6 +105,12 @@ fn case(dir: &Path) -> Result<CaseResult> {
         .and_then(|f| f.failure.as_ref())
         .map(|fd| fd.lines.iter().map(|l| l.text.as_str()).collect())
         .unwrap_or_default();
+    let healthy_case = truth.category == "none";
+    let alarm = d
+        .findings
+        .iter()
+        .any(|f| f.severity >= flare_model::Severity::Warning);
+    let no_root_line = truth.root_lines.is_empty();
     let is_root = |t: &str| truth.root_lines.iter().any(|r| t.contains(r.as_str()));
     let is_cascade = |t: &str| truth.cascade_lines.iter().any(|r| t.contains(r.as_str()));
     let first = lines.first().copied();
@@ -124,10 +133,34 @@ fn case(dir: &Path) -> Result<CaseResult> {
     let restart_named = top
         .and_then(|f| f.failure.as_ref())
         .and_then(|fd| fd.restart_helps);
+    if healthy_case {
+        return Ok(CaseResult {
+            id: truth.id,
+            root_line: !alarm,
+            root_in_lines: !alarm,
+            cascade_as_root: false,
+            category_named: Some(if alarm {
+                category_named.unwrap_or_default()
+            } else {
+                "none".into()
+            }),
+            culprit: None,
+            stage: !alarm,
+            stage_named: None,
+            restart: None,
+            line_named: first.map(|l| l.chars().take(160).collect()),
+            category: truth.category,
+        });
+    }
+    let root_ok = if no_root_line {
+        top.is_some() && lines.is_empty()
+    } else {
+        first.is_some_and(is_root)
+    };
     Ok(CaseResult {
         id: truth.id,
-        root_line: first.is_some_and(is_root),
-        root_in_lines: lines.iter().any(|l| is_root(l)),
+        root_line: root_ok,
+        root_in_lines: root_ok || lines.iter().any(|l| is_root(l)),
         cascade_as_root: first.is_some_and(|l| is_cascade(l) && !is_root(l)),
         category_named: category_named.clone(),
         culprit: culprit_right,
@@ -175,15 +208,24 @@ fn pct(a: usize, b: usize) -> String {
 }
 
 pub fn run(a: CorpusArgs) -> Result<ExitCode> {
+    super::quiet_on_broken_pipe(score_and_print(a))
+}
+
+fn score_and_print(a: CorpusArgs) -> Result<ExitCode> {
+    use std::fmt::Write as _;
+    use std::io::Write as _;
     let s = score(&a.dir)?;
+    let mut out = String::new();
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&s)?);
+        out = serde_json::to_string_pretty(&s)? + "\n";
+        std::io::stdout().lock().write_all(out.as_bytes())?;
         return Ok(ExitCode::SUCCESS);
     }
-    println!(
+    writeln!(
+        out,
         "{:<58} {:>4} {:>4} {:>20} {:>7} {:>5} {:>7}",
         "case", "root", "casc", "category (named)", "culprit", "stage", "restart"
-    );
+    )?;
     let yn = |b: bool| if b { "yes" } else { "no" };
     let opt = |b: Option<bool>| b.map_or("-", |b| if b { "yes" } else { "no" });
     for c in &s.per_case {
@@ -192,7 +234,8 @@ pub fn run(a: CorpusArgs) -> Result<ExitCode> {
             Some(n) => format!("{}≠{n}", c.category),
             None => format!("{}≠none", c.category),
         };
-        println!(
+        writeln!(
+            out,
             "{:<58} {:>4} {:>4} {:>20} {:>7} {:>5} {:>7}",
             c.id.chars().take(58).collect::<String>(),
             yn(c.root_line),
@@ -201,34 +244,45 @@ pub fn run(a: CorpusArgs) -> Result<ExitCode> {
             opt(c.culprit),
             yn(c.stage),
             opt(c.restart)
-        );
+        )?;
     }
-    println!();
-    println!("cases:                          {}", s.cases);
-    println!(
+    writeln!(out)?;
+    writeln!(out, "cases:                          {}", s.cases)?;
+    writeln!(
+        out,
         "root-cause line first:          {}",
         pct(s.root_line, s.cases)
-    );
-    println!(
+    )?;
+    writeln!(
+        out,
         "root-cause line among shown:    {}",
         pct(s.root_in_lines, s.cases)
-    );
-    println!(
+    )?;
+    writeln!(
+        out,
         "an effect line named as root:   {}",
         pct(s.cascade_as_root, s.cases)
-    );
-    println!(
+    )?;
+    writeln!(
+        out,
         "category:                       {}",
         pct(s.category, s.cases)
-    );
-    println!(
+    )?;
+    writeln!(
+        out,
         "culprit (where labelled):       {}",
         pct(s.culprit_right, s.culprit_scored)
-    );
-    println!("stage:                          {}", pct(s.stage, s.cases));
-    println!(
+    )?;
+    writeln!(
+        out,
+        "stage:                          {}",
+        pct(s.stage, s.cases)
+    )?;
+    writeln!(
+        out,
         "restart helps (where labelled): {}",
         pct(s.restart_right, s.restart_scored)
-    );
+    )?;
+    std::io::stdout().lock().write_all(out.as_bytes())?;
     Ok(ExitCode::SUCCESS)
 }

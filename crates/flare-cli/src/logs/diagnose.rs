@@ -13,7 +13,7 @@ use clap::Args;
 use flare_import::limits::{self, InputKind, Limits};
 use flare_log_diagnosis::{diagnose, Collector, LogDiagnosis};
 use flare_model::{FindingsDocument, JobSummary};
-use std::io::{BufRead, BufReader, Read};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
@@ -244,6 +244,10 @@ pub fn document(id: String, d: &LogDiagnosis, mut notes: Vec<String>, ms: f64) -
 }
 
 pub fn run(a: DiagnoseArgs) -> Result<ExitCode> {
+    super::quiet_on_broken_pipe(diagnose_and_print(a))
+}
+
+fn diagnose_and_print(a: DiagnoseArgs) -> Result<ExitCode> {
     let lim = Limits {
         max_input_bytes: a.max_input_bytes,
         max_inflated_bytes: a.max_inflated_bytes,
@@ -258,11 +262,12 @@ pub fn run(a: DiagnoseArgs) -> Result<ExitCode> {
         .collect::<Vec<_>>()
         .join(" ");
     let doc = document(id, &d, notes, t.elapsed().as_secs_f64() * 1e3);
-    if a.json {
-        println!("{}", doc.to_json());
+    let text = if a.json {
+        doc.to_json() + "\n"
     } else {
-        print!("{}", present::logs_text(&doc));
-    }
+        present::logs_text(&doc)
+    };
+    std::io::stdout().lock().write_all(text.as_bytes())?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -31,6 +31,20 @@ pub enum Which {
     Diagnose(diagnose::DiagnoseArgs),
 }
 
+/// `flare logs ... | head`: the reader has all it wanted; the write error ends the run
+/// quietly.
+pub(crate) fn quiet_on_broken_pipe(r: Result<ExitCode>) -> Result<ExitCode> {
+    match r {
+        Err(e)
+            if e.downcast_ref::<std::io::Error>()
+                .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe) =>
+        {
+            Ok(ExitCode::SUCCESS)
+        }
+        r => r,
+    }
+}
+
 pub fn run(a: LogsArgs) -> Result<ExitCode> {
     match a.which {
         Which::Templates(a) => templates::run(a),

@@ -46,16 +46,7 @@ struct TemplatedLine<'a> {
 }
 
 pub fn run(a: TemplatesArgs) -> Result<ExitCode> {
-    match mine(a) {
-        // `flare logs templates big.log | head`: the reader has all it wanted
-        Err(e)
-            if e.downcast_ref::<std::io::Error>()
-                .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe) =>
-        {
-            Ok(ExitCode::SUCCESS)
-        }
-        r => r,
-    }
+    super::quiet_on_broken_pipe(mine(a))
 }
 
 fn mine(a: TemplatesArgs) -> Result<ExitCode> {

@@ -140,6 +140,7 @@ pub struct Match {
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Captured {
     pub rank: Option<u32>,
+    pub local_rank: Option<u32>,
     pub host: Option<String>,
     pub gpu: Option<u32>,
     pub pci: Option<String>,
@@ -252,6 +253,7 @@ fn captured(c: &regex::Captures) -> Captured {
     }
     Captured {
         rank: n(c, "rank"),
+        local_rank: n(c, "local"),
         host: s("host"),
         gpu: n(c, "gpu"),
         pci: s("pci"),

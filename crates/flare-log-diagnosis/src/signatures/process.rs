@@ -345,6 +345,21 @@ pub const RULES: &[Rule] = &[
         example_source: "https://github.com/CompVis/stable-diffusion/issues/93",
     },
     Rule {
+        signature: S::PathMissing,
+        role: Role::Root,
+        category: C::DataStorage,
+        needles: &["Parent directory"],
+        pattern: r"Parent directory (?P<detail>\S+) does not exist",
+        meaning: "the directory a checkpoint or output was written to does not exist (or is not mounted on this node)",
+        action: "create the directory, or mount the shared file system it is on, on every node that writes there",
+        restart_helps: Some(false),
+        stage: Some(JobStage::Checkpointing),
+        weight: 80,
+        refine: None,
+        example: "RuntimeError: Parent directory /nonexistent/ckpt does not exist.",
+        example_source: "https://github.com/pytorch/pytorch/blob/main/torch/serialization.py",
+    },
+    Rule {
         signature: S::IoError,
         role: Role::Root,
         category: C::DataStorage,
@@ -447,7 +462,7 @@ pub const GENERIC: &[Rule] = &[
         needles: &["exitcode", "return code", "exit code", "exited with", "terminated with exit code"],
         // torchrun: `failed (exitcode: -9) local_rank: 3 (pid: 1234) of binary`, its summary's
         // `exitcode  : -9 (pid: 1234)`; DeepSpeed: `exits with return code = -9`
-        pattern: r"(?i)(?:exitcode\s*:?\s*(?P<code>-?[1-9]\d*)|(?:return|exit) code\s*[=:]?\s*(?P<code2>-?[1-9]\d*)|(?:exited|terminated) with (?:exit )?code (?P<code3>-?[1-9]\d*))",
+        pattern: r"(?i)(?:exitcode\s*:?\s*(?P<code>-?[1-9]\d*)(?:\) local_rank: (?P<local>\d+))?|(?:return|exit) code\s*[=:]?\s*(?P<code2>-?[1-9]\d*)|(?:exited|terminated) with (?:exit )?code (?P<code3>-?[1-9]\d*))",
         meaning: "a process exited with an error",
         action: "look at that process's own output for why",
         restart_helps: None,
@@ -534,6 +549,22 @@ pub const GENERIC: &[Rule] = &[
         refine: None,
         example: "terminate called after throwing an instance of 'c10::DistBackendError'",
         example_source: "https://github.com/sgl-project/sglang/issues/1693",
+    },
+    Rule {
+        signature: S::CxxTerminate,
+        role: Role::Symptom,
+        category: C::Software,
+        needles: &["terminate called"],
+        // after the DistBackendError row: a watchdog's exception is an effect
+        pattern: r"terminate called (?:without an active exception|after throwing an instance of '(?P<exc>[^']+)')",
+        meaning: "the process aborted in native code: a C++ exception was not caught, or a thread was left running when the process ended",
+        action: "look at the lines before it for the exception; one at shutdown is a library's teardown failing (the work was done)",
+        restart_helps: None,
+        stage: None,
+        weight: 45,
+        refine: None,
+        example: "terminate called without an active exception",
+        example_source: "https://en.cppreference.com/w/cpp/error/terminate",
     },
     Rule {
         signature: S::PythonException,

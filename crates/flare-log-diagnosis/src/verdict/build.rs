@@ -1,7 +1,7 @@
 //! Findings from the chosen root cause: the culprit, the evidence a person reads (the
 //! lines, grouped effects with what they are effects of), the numbers, the action.
 
-use super::culprit::{self, Watchdogs};
+use super::culprit::{self, Calls, Watchdogs};
 use super::{absolute, Group};
 use crate::collect::{Collected, Hit};
 use crate::signatures::Role;
@@ -22,7 +22,11 @@ const OTHERS: usize = 3;
 pub(super) struct Context<'a> {
     pub c: &'a Collected,
     pub hosts: &'a BTreeSet<String>,
+    pub ranks: &'a BTreeSet<u32>,
     pub watchdogs: &'a Watchdogs,
+    pub calls: &'a Calls,
+    /// Each rank's last stage and iteration.
+    pub progress: &'a std::collections::HashMap<u32, (Option<JobStage>, Option<u64>)>,
     /// The host most peers lost: (host, reporters naming it, reporters).
     pub peer: Option<(String, usize, usize)>,
     pub named: Option<(u32, usize)>,
@@ -218,12 +222,16 @@ impl Context<'_> {
                 ..Place::default()
             };
         }
-        let job_wide = matches!(
-            first.reading.category,
-            FailureCategory::Configuration
-                | FailureCategory::Platform
-                | FailureCategory::CollectiveMismatch
-        );
+        // a cause of the whole job's (configuration, platform), or a failure every rank
+        // logged alike (a library that crashes everywhere): no one rank is at fault
+        let every_rank = ranks.len() >= 2 && ranks == *self.ranks;
+        let job_wide = every_rank
+            || matches!(
+                first.reading.category,
+                FailureCategory::Configuration
+                    | FailureCategory::Platform
+                    | FailureCategory::CollectiveMismatch
+            );
         if job_wide {
             return Place {
                 why: Some(format!(
@@ -632,54 +640,105 @@ impl Context<'_> {
         }
     }
 
-    /// Ranks that waited in one collective at the same sequence number in different
-    /// collectives: their code paths diverged.
-    pub(super) fn mismatch_from_watchdogs(&self, groups: &[Group]) -> Finding {
+    /// Ranks that waited at one point in different collectives (the watchdogs' sequence
+    /// numbers, or the torch.distributed calls their tracebacks were in): their code
+    /// paths diverged. The fewer ranks, when one side is fewer, are the odd ones.
+    pub(super) fn mismatch(&self) -> Finding {
         let wd = self.watchdogs;
         let hits = self.hits();
-        let variants: Vec<String> = wd
+        let (cause, involved, odd): (String, BTreeSet<u32>, BTreeSet<u32>) = if !wd
             .mismatched
+            .is_empty()
+        {
+            let variants: Vec<String> = wd
+                .mismatched
+                .iter()
+                .map(|(r, op, n)| match n {
+                    Some(n) => format!("rank {r} in {op} of {n} elements"),
+                    None => format!("rank {r} in {op}"),
+                })
+                .collect();
+            (
+                format!(
+                    "the ranks waited at collective sequence number {} in different collectives ({}): their code paths diverged",
+                    wd.common_seq.unwrap_or(0),
+                    variants.join(", ")
+                ),
+                wd.mismatched.iter().map(|(r, _, _)| *r).collect(),
+                BTreeSet::new(),
+            )
+        } else {
+            let mut by_call: BTreeMap<&str, (BTreeSet<u32>, Option<&String>)> = BTreeMap::new();
+            for (r, (call, loc)) in &self.calls.by_rank {
+                let e = by_call
+                    .entry(call.as_str())
+                    .or_insert((BTreeSet::new(), loc.as_ref()));
+                e.0.insert(*r);
+            }
+            let variants: Vec<String> = by_call
+                .iter()
+                .map(|(call, (ranks, loc))| {
+                    let at = loc.map(|l| format!(" at {l}")).unwrap_or_default();
+                    format!(
+                        "rank{} {} in {call}{at}",
+                        if ranks.len() > 1 { "s" } else { "" },
+                        list(ranks)
+                    )
+                })
+                .collect();
+            (
+                format!(
+                    "when their collectives failed, the ranks were in different torch.distributed calls ({}): their code paths diverged",
+                    variants.join("; ")
+                ),
+                self.calls.by_rank.keys().copied().collect(),
+                self.calls.odd.clone(),
+            )
+        };
+        // the lines: the odd ranks' first, then one of the others
+        let mut shown: Vec<usize> = Vec::new();
+        for want_odd in [true, false] {
+            for (i, h) in hits.iter().enumerate() {
+                let Some(r) = h.rank else { continue };
+                let relevant = (h.reading.signature == LogSignature::WatchdogTimeout
+                    && h.captured.op.is_some())
+                    || h.collective.is_some();
+                if relevant
+                    && involved.contains(&r)
+                    && odd.contains(&r) == want_odd
+                    && !shown.iter().any(|&j| hits[j].rank == Some(r))
+                    && shown.len() < SUPPORTING
+                    && (want_odd || shown.len() < odd.len() + 1)
+                {
+                    shown.push(i);
+                }
+            }
+        }
+        let lines: Vec<LogLine> = shown
             .iter()
-            .map(|(r, op, n)| match n {
-                Some(n) => format!("rank {r} in {op} of {n} elements"),
-                None => format!("rank {r} in {op}"),
-            })
+            .map(|&i| self.log_line(&hits[i], LineRole::Root))
             .collect();
-        let seq = wd.common_seq.unwrap_or(0);
-        let mismatch_ranks: BTreeSet<u32> = wd.mismatched.iter().map(|(r, _, _)| *r).collect();
-        let lines: Vec<LogLine> = hits
-            .iter()
-            .filter(|h| {
-                h.reading.signature == LogSignature::WatchdogTimeout
-                    && h.rank.is_some_and(|r| mismatch_ranks.contains(&r))
-                    && h.captured.op.is_some()
-            })
-            .take(SUPPORTING)
-            .map(|h| self.log_line(h, LineRole::Root))
-            .collect();
-        let skip: BTreeSet<usize> = hits
-            .iter()
-            .enumerate()
-            .filter(|(_, h)| {
-                h.reading.signature == LogSignature::WatchdogTimeout
-                    && h.rank.is_some_and(|r| mismatch_ranks.contains(&r))
-                    && h.captured.op.is_some()
-            })
-            .map(|(i, _)| i)
-            .collect();
-        let cause = format!(
-            "the ranks waited at collective sequence number {seq} in different collectives ({}): their code paths diverged",
-            variants.join(", ")
-        );
-        let (cascade, effects) = self.cascade(&Place::default(), &cause, &skip);
-        let _ = groups;
-        Finding {
-            kind: FindingKind::JobFailure,
-            severity: Severity::Critical,
-            summary: format!("the job: {cause} (collective_mismatch); {effects} other failure lines are its effects"),
-            confidence: 0.75,
-            culprits: vec![],
-            evidence: vec![
+        let skip: BTreeSet<usize> = shown.iter().copied().collect();
+        let place = if odd.len() == 1 {
+            Place {
+                rank: odd.first().copied(),
+                host: hits
+                    .iter()
+                    .find(|h| h.rank == odd.first().copied() && h.host.is_some())
+                    .and_then(|h| h.host.clone()),
+                why: Some(format!(
+                    "the one rank in another call than the other {}",
+                    involved.len() - 1
+                )),
+                ..Place::default()
+            }
+        } else {
+            Place::default()
+        };
+        let (cascade, effects) = self.cascade(&place, &cause, &skip);
+        let mut evidence = Vec::new();
+        if let Some(seq) = wd.common_seq.filter(|_| !wd.mismatched.is_empty()) {
+            evidence.push(
                 Evidence::new(
                     EvidenceKey::CollectiveSeqId,
                     seq as f64,
@@ -688,31 +747,58 @@ impl Context<'_> {
                     "the sequence number the ranks waited at".into(),
                 )
                 .decisive(),
-                Evidence::new(
-                    EvidenceKey::RanksWaiting,
-                    wd.waiting.len() as f64,
-                    None,
-                    Unit::Ranks,
-                    format!("ranks whose watchdog timed out: {}", list(&wd.waiting.keys().collect::<BTreeSet<_>>())),
-                )
-                .decisive(),
-                Evidence::new(
-                    EvidenceKey::LogCascadeLines,
-                    effects as f64,
-                    None,
-                    Unit::None,
-                    "lines explained as its effects".into(),
-                )
-                .decisive(),
-            ],
+            );
+        }
+        evidence.push(
+            Evidence::new(
+                EvidenceKey::RanksWaiting,
+                involved.len() as f64,
+                None,
+                Unit::Ranks,
+                format!("ranks whose collective failed: {}", list(&involved)),
+            )
+            .decisive(),
+        );
+        evidence.push(
+            Evidence::new(
+                EvidenceKey::LogCascadeLines,
+                effects as f64,
+                None,
+                Unit::None,
+                "lines explained as its effects".into(),
+            )
+            .decisive(),
+        );
+        let stage = shown
+            .first()
+            .and_then(|&i| hits[i].stage)
+            .unwrap_or(JobStage::Unknown);
+        let iteration = shown
+            .first()
+            .and_then(|&i| hits[i].iteration)
+            .filter(|_| stage == JobStage::Training);
+        Finding {
+            kind: FindingKind::JobFailure,
+            severity: Severity::Critical,
+            summary: format!(
+                "{}: {cause} (collective_mismatch); {effects} other failure lines are its effects",
+                place.describe()
+            ),
+            confidence: 0.75,
+            culprits: if place.is_known() {
+                vec![place.culprit(Component::Process, 1.0)]
+            } else {
+                Vec::new()
+            },
+            evidence,
             action: "make every rank issue the same collectives in the same order with the same shapes (a rank-dependent branch, data-dependent control flow, or a collective inside a condition); TORCH_DISTRIBUTED_DEBUG=DETAIL names each rank's op".into(),
-            iterations: vec![],
+            iterations: iteration.map(|i| vec![i as u32]).unwrap_or_default(),
             detector: DetectorId::Logs,
             corroborated_by: vec![],
             failure: Some(Box::new(FailureDetail {
                 category: FailureCategory::CollectiveMismatch,
-                stage: JobStage::Unknown,
-                iteration: None,
+                stage,
+                iteration,
                 restart_helps: Some(false),
                 lines,
                 cascade,
@@ -846,6 +932,15 @@ impl Context<'_> {
         let cause = "the logs show only effects: no line says why it stopped".to_string();
         let (cascade, effects) = self.cascade(&place, &cause, &BTreeSet::new());
         let known = place.is_known();
+        let (stage, iteration) = place
+            .rank
+            .and_then(|r| self.progress.get(&r).copied())
+            .unwrap_or((None, None));
+        let stage = stage.unwrap_or(JobStage::Unknown);
+        let iteration = iteration.filter(|_| stage == JobStage::Training);
+        if let Some(i) = iteration {
+            why.push_str(&format!("; its last logged iteration was {i}"));
+        }
         Some(Finding {
             kind: FindingKind::JobFailure,
             severity: Severity::Critical,
@@ -888,8 +983,8 @@ impl Context<'_> {
             corroborated_by: vec![],
             failure: Some(Box::new(FailureDetail {
                 category: FailureCategory::Unknown,
-                stage: JobStage::Unknown,
-                iteration: None,
+                stage,
+                iteration,
                 restart_helps: None,
                 lines: vec![],
                 cascade,

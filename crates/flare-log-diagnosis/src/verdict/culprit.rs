@@ -18,7 +18,9 @@ pub struct Watchdogs {
     /// Ranks that waited at another sequence number, or made less progress than the
     /// others (last completed work).
     pub behind: BTreeSet<u32>,
-    /// Ranks seen in the logs that never timed out while the others did.
+    /// Ranks that said they waited for another (any timeout or lost connection).
+    pub waited: BTreeSet<u32>,
+    /// Ranks seen in the logs that never said they waited while the others did.
     pub silent: BTreeSet<u32>,
     /// Ranks that waited at the same sequence number in different collectives or sizes:
     /// (rank, op, elements) per variant.
@@ -53,6 +55,7 @@ pub fn watchdogs(hits: &[Hit], ranks_seen: &BTreeSet<u32>) -> Watchdogs {
             w.waiting.entry(rank).or_insert((seq, None, None));
         }
     }
+    (w.waited, w.silent) = silent(hits, ranks_seen);
     if w.waiting.is_empty() {
         return w;
     }
@@ -98,14 +101,96 @@ pub fn watchdogs(hits: &[Hit], ranks_seen: &BTreeSet<u32>) -> Watchdogs {
             }
         }
     }
-    if w.waiting.len() >= 2 {
-        for r in ranks_seen {
-            if !w.waiting.contains_key(r) {
-                w.silent.insert(*r);
-            }
+    w
+}
+
+/// Whether a cascade line says its rank was waiting for another (a timeout, a lost
+/// connection, an aborted communicator), not only that it was stopped.
+fn waits(sig: LogSignature) -> bool {
+    !matches!(
+        sig,
+        LogSignature::LauncherSigterm
+            | LogSignature::DeathSignal
+            | LogSignature::ChildFailed
+            | LogSignature::SrunStepAborted
+            | LogSignature::ProcessExit
+            | LogSignature::ProcessSignal
+            | LogSignature::SrunTaskExit
+            | LogSignature::GpuXidCleanup
+    )
+}
+
+/// Ranks seen in the logs that never said they waited, while at least two others did:
+/// the rank the others waited for is often the one that says nothing (it hung, or died
+/// without a word).
+/// (ranks that waited, ranks that did not while at least two others did)
+pub fn silent(hits: &[Hit], ranks_seen: &BTreeSet<u32>) -> (BTreeSet<u32>, BTreeSet<u32>) {
+    let waiting: BTreeSet<u32> = hits
+        .iter()
+        .filter(|h| {
+            h.reading.role == crate::signatures::Role::Cascade && waits(h.reading.signature)
+        })
+        .filter_map(|h| h.rank)
+        .collect();
+    let silent = if waiting.len() < 2 {
+        BTreeSet::new()
+    } else {
+        ranks_seen.difference(&waiting).copied().collect()
+    };
+    (waiting, silent)
+}
+
+/// The torch.distributed calls ranks were in when a collective failed on them (their
+/// tracebacks' innermost frame in `distributed_c10d.py`): ranks that were in different
+/// calls at once ran different collectives, and the fewer of them are the odd ones.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Calls {
+    /// Rank -> (call, the job's own frame that made it).
+    pub by_rank: BTreeMap<u32, (String, Option<String>)>,
+    /// Ranks in another call than most.
+    pub odd: BTreeSet<u32>,
+}
+
+impl Calls {
+    pub fn mismatched(&self) -> bool {
+        !self.odd.is_empty()
+    }
+}
+
+pub fn calls(hits: &[Hit]) -> Calls {
+    let mut c = Calls::default();
+    for h in hits
+        .iter()
+        .filter(|h| h.reading.role == crate::signatures::Role::Cascade)
+    {
+        if let (Some(r), Some(call)) = (h.rank, &h.collective) {
+            c.by_rank
+                .entry(r)
+                .or_insert((call.clone(), h.location.as_ref().map(|l| l.describe())));
         }
     }
-    w
+    let mut n: BTreeMap<&str, usize> = BTreeMap::new();
+    for (call, _) in c.by_rank.values() {
+        *n.entry(call.as_str()).or_insert(0) += 1;
+    }
+    if n.len() < 2 {
+        return c;
+    }
+    let (majority, most) = n
+        .iter()
+        .max_by(|a, b| a.1.cmp(b.1).then(b.0.cmp(a.0)))
+        .map(|(k, v)| (k.to_string(), *v))
+        .unwrap_or_default();
+    // the odd ones must be fewer than the rest
+    if most * 2 > c.by_rank.len() {
+        c.odd = c
+            .by_rank
+            .iter()
+            .filter(|(_, (call, _))| *call != majority)
+            .map(|(r, _)| *r)
+            .collect();
+    }
+    c
 }
 
 /// A host name as NCCL writes it (short) from an address or a long name, through the

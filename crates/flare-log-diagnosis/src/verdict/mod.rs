@@ -25,7 +25,7 @@ use crate::collect::{Collected, Hit};
 use crate::signatures::Role;
 use crate::stats;
 use crate::time::Stamp;
-use flare_model::{FailureCategory, Finding, LogSignature};
+use flare_model::{FailureCategory, Finding, JobStage, LogSignature};
 use std::collections::{BTreeSet, HashMap};
 
 /// The answer for a job's logs.
@@ -75,20 +75,92 @@ fn usual_year(hits: &[Hit]) -> u16 {
     n.into_iter().max_by_key(|(_, c)| *c).map_or(0, |(y, _)| y)
 }
 
-/// Fills in what later lines told about earlier ones: a NCCL line's rank from its host
-/// and pid.
-fn resolve(c: &mut Collected) {
+/// Fills in what other lines told about a line's rank: a NCCL line's from its host and
+/// pid; a line of a per-local-rank file from the global rank that file's own `[rankN]:`
+/// lines, or torchrun's summary, give that local rank (on its host).
+fn resolve(c: &mut Collected) -> LocalRanks {
+    let mut local: LocalRanks = HashMap::new();
+    for f in &c.files {
+        for (r, l, h) in f.stream_keys() {
+            if let (Some(r), Some(l)) = (r, l) {
+                local.entry((h, l)).or_default().insert(r);
+            }
+        }
+    }
+    for h in &c.hits {
+        if let (Some(r), Some(l)) = (h.rank, h.local_rank) {
+            local.entry((h.host.clone(), l)).or_default().insert(r);
+        }
+    }
+    let only = |set: Option<&BTreeSet<u32>>| {
+        set.filter(|s| s.len() == 1)
+            .and_then(|s| s.first().copied())
+    };
     for h in c.hits.iter_mut() {
         if h.rank.is_none() {
             if let (Some(host), Some(pid)) = (&h.host, h.pid) {
                 h.rank = c.pid_ranks.get(&(host.clone(), pid)).copied();
             }
         }
+        if let (None, Some(l)) = (h.rank, h.local_rank) {
+            h.rank = only(local.get(&(h.host.clone(), l))).or_else(|| {
+                // no host said: the global ranks that local rank had anywhere, if one
+                let all: BTreeSet<u32> = local
+                    .iter()
+                    .filter(|((_, ll), _)| *ll == l)
+                    .flat_map(|(_, r)| r.iter().copied())
+                    .collect();
+                only(Some(&all)).filter(|_| h.host.is_none())
+            });
+        }
     }
+    local
+}
+
+/// (host, local rank) -> the global ranks it was seen as.
+type LocalRanks = HashMap<(Option<String>, u32), BTreeSet<u32>>;
+
+/// The global rank a (host, local rank) was, when one.
+fn global_of(local: &LocalRanks, host: &Option<String>, l: u32) -> Option<u32> {
+    let one = |s: &BTreeSet<u32>| (s.len() == 1).then(|| *s.first().expect("one"));
+    if let Some(r) = local.get(&(host.clone(), l)).and_then(one) {
+        return Some(r);
+    }
+    let all: BTreeSet<u32> = local
+        .iter()
+        .filter(|((_, ll), _)| *ll == l)
+        .flat_map(|(_, r)| r.iter().copied())
+        .collect();
+    one(&all).filter(|_| host.is_none())
 }
 
 fn is_failure(h: &Hit) -> bool {
     matches!(h.reading.role, Role::Root | Role::Symptom)
+}
+
+/// A process's exit is as telling as the error that ended it: the exit (its code,
+/// signal or Slurm's report) of a rank whose own lines already show an effect of a
+/// failure elsewhere (a timeout waiting for a peer, a broken connection) is an effect
+/// too, not a failure of its own.
+fn explain_exits(hits: &mut [Hit]) {
+    let after_cascade: BTreeSet<u32> = hits
+        .iter()
+        .filter(|h| h.reading.role == Role::Cascade)
+        .filter_map(|h| h.rank)
+        .collect();
+    for h in hits.iter_mut() {
+        let exit = matches!(
+            h.reading.signature,
+            LogSignature::ProcessExit | LogSignature::ProcessSignal | LogSignature::SrunTaskExit
+        );
+        if exit
+            && h.reading.role == Role::Symptom
+            && h.rank.is_some_and(|r| after_cascade.contains(&r))
+        {
+            h.reading.role = Role::Cascade;
+            h.reading.meaning = format!("{}, after its own error above", h.reading.meaning);
+        }
+    }
 }
 
 /// Failure hits grouped by what they say, in the order their first line arrived.
@@ -176,13 +248,33 @@ fn earliest(g: &Group, hits: &[Hit], year: u16) -> Option<f64> {
         .min_by(f64::total_cmp)
 }
 
+/// How far each rank got: its last stage and iteration.
+fn progress(c: &Collected, local: &LocalRanks) -> HashMap<u32, (Option<JobStage>, Option<u64>)> {
+    let mut out: HashMap<u32, (Option<JobStage>, Option<u64>)> = HashMap::new();
+    for f in &c.files {
+        for ((r, l, h), stage, iteration) in f.stream_progress() {
+            let Some(r) = r.or_else(|| l.and_then(|l| global_of(local, h, l))) else {
+                continue;
+            };
+            let e = out.entry(r).or_default();
+            if iteration > e.1 {
+                e.1 = iteration;
+            }
+            if stage.is_some() {
+                e.0 = stage;
+            }
+        }
+    }
+    out
+}
+
 /// Ranks and hosts the logs came from.
-fn seen(c: &Collected) -> (BTreeSet<u32>, BTreeSet<String>) {
+fn seen(c: &Collected, local: &LocalRanks) -> (BTreeSet<u32>, BTreeSet<String>) {
     let mut ranks = BTreeSet::new();
     let mut hosts = BTreeSet::new();
     for f in &c.files {
-        for (r, _, h) in f.stream_keys() {
-            if let Some(r) = r {
+        for (r, l, h) in f.stream_keys() {
+            if let Some(r) = r.or_else(|| l.and_then(|l| global_of(local, &h, l))) {
                 ranks.insert(r);
             }
             if let Some(h) = h {
@@ -203,10 +295,13 @@ fn seen(c: &Collected) -> (BTreeSet<u32>, BTreeSet<String>) {
 
 /// The diagnosis of one job's logs.
 pub fn diagnose(mut c: Collected) -> LogDiagnosis {
-    resolve(&mut c);
-    let (ranks, hosts) = seen(&c);
+    let local = resolve(&mut c);
+    explain_exits(&mut c.hits);
+    let (ranks, hosts) = seen(&c, &local);
+    let rank_progress = progress(&c, &local);
     let year = usual_year(&c.hits);
     let wd = culprit::watchdogs(&c.hits, &ranks);
+    let calls = culprit::calls(&c.hits);
     let cascade_hits = || c.hits.iter().filter(|h| h.reading.role == Role::Cascade);
     let peer = culprit::peer_consensus(cascade_hits(), &c.ip_hosts)
         .map(|(h, n, m)| (culprit::known_host(&h, &hosts).unwrap_or(h), n, m));
@@ -221,6 +316,7 @@ pub fn diagnose(mut c: Collected) -> LogDiagnosis {
     if let Some((r, _)) = named {
         pointers.ranks.insert(r);
     }
+    pointers.ranks.extend(calls.odd.iter().copied());
     if let Some((h, _, _)) = &peer {
         pointers.hosts.insert(h.clone());
     }
@@ -235,8 +331,11 @@ pub fn diagnose(mut c: Collected) -> LogDiagnosis {
     let ctx = build::Context {
         c: &c,
         hosts: &hosts,
+        ranks: &ranks,
 
         watchdogs: &wd,
+        calls: &calls,
+        progress: &rank_progress,
         peer: peer.clone(),
         named,
         year,
@@ -244,13 +343,13 @@ pub fn diagnose(mut c: Collected) -> LogDiagnosis {
     let mut findings = Vec::new();
     let mut notes = Vec::new();
     // a collective mismatch the watchdogs show outweighs symptoms and weaker causes
-    let mismatch = !wd.mismatched.is_empty();
+    let mismatch = !wd.mismatched.is_empty() || calls.mismatched();
     match best {
         Some(b) if groups[b].weight >= 80 || !mismatch => {
             let root = groups.remove(b);
             findings.extend(ctx.root_cause(&root, &groups));
         }
-        _ if mismatch => findings.push(ctx.mismatch_from_watchdogs(&groups)),
+        _ if mismatch => findings.push(ctx.mismatch()),
         _ => {
             let last_iteration = last_iterations(&c);
             let process_files = c
@@ -259,10 +358,20 @@ pub fn diagnose(mut c: Collected) -> LogDiagnosis {
                 .filter(|f| f.source.kind == crate::source::FileKind::Process)
                 .count();
             let scored = stats::score(&c.anomalies, &c.templates, process_files, &last_iteration);
-            if let Some(f) = ctx.unexplained(&scored) {
-                findings.push(f);
-            } else if let Some(f) = ctx.cascade_only() {
-                findings.push(f);
+            // an unusual line explains the failure unless the cascade points at another
+            // rank or host than the line's
+            let pointed = !pointers.ranks.is_empty() || !pointers.hosts.is_empty();
+            let on_pointed = |s: &stats::Scored| {
+                s.anomaly.rank.is_some_and(|r| pointers.ranks.contains(&r))
+                    || s.anomaly
+                        .host
+                        .as_ref()
+                        .is_some_and(|h| pointers.hosts.contains(h))
+            };
+            let anomaly = scored.first().filter(|s| !pointed || on_pointed(s));
+            match anomaly.and_then(|_| ctx.unexplained(&scored)) {
+                Some(f) => findings.push(f),
+                None => findings.extend(ctx.cascade_only()),
             }
         }
     }

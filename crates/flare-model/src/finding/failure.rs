@@ -123,6 +123,7 @@ string_enum! {
         DiskFull => "disk_full",
         CorruptCheckpoint => "corrupt_checkpoint",
         IoError => "io_error",
+        PathMissing => "path_missing",
         // Platform
         SlurmTimeLimit => "slurm_time_limit",
         SlurmPreemption => "slurm_preemption",
@@ -137,6 +138,7 @@ string_enum! {
         CublasFailure => "cublas_failure",
         NcclInternalError => "nccl_internal_error",
         Segfault => "segfault",
+        CxxTerminate => "cxx_terminate",
         // Symptoms: a failure whose cause the line does not name
         CudaError => "cuda_error",
         NcclSystemError => "nccl_system_error",
