@@ -1,0 +1,76 @@
+//! Any line, however malformed, is read without a panic: the prefix parser, the
+//! signature table, the traceback and summary readers and the verdict.
+
+use flare_log_diagnosis::{diagnose, Collector, Limits};
+use proptest::prelude::*;
+
+/// Pieces real lines are made of, to build lines near the formats' edges.
+const PIECES: &[&str] = &[
+    "[rank3]:",
+    "[default1]:",
+    "[1,2]<stderr>:",
+    "12: ",
+    "node-7: ",
+    "host:12:34 [5] ",
+    "NCCL WARN ",
+    "[E1125 10:00:00.1 ProcessGroupNCCL.cpp:1] ",
+    "E321 02:07:08.4 ",
+    "2024-01-02 03:04:05,678 ",
+    "Jan  2 03:04:05 h kernel: ",
+    "[ 123.456] ",
+    "[Tue Jan  2 03:04:05 2024] ",
+    "NVRM: Xid (PCI:0000:3b:00): ",
+    "79, pid=1, ",
+    "Watchdog caught collective operation timeout: WorkNCCL(SeqNum=",
+    "OpType=",
+    "Root Cause (first observed failure):",
+    "[0]:",
+    "  rank      : ",
+    "  exitcode  : -9 (pid: 1)",
+    "Traceback (most recent call last):",
+    "File \"x.py\", line 3, in f",
+    "ValueError: ",
+    "Got completion from peer ",
+    "<1>",
+    " with status=",
+    "CUDA out of memory",
+    "srun: error: h: task ",
+    ": Exited with exit code ",
+    "*** JOB 1 ON h CANCELLED AT x DUE TO TIME LIMIT ***",
+    "[",
+    "]",
+    ":",
+    " ",
+    "\t",
+    "é",
+    "\u{0}",
+    "999999999999999999999",
+    "-",
+];
+
+fn line() -> impl Strategy<Value = String> {
+    prop_oneof![
+        proptest::collection::vec(proptest::sample::select(PIECES), 0..12).prop_map(|v| v.concat()),
+        any::<String>(),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(400))]
+    #[test]
+    fn any_lines_are_read(files in proptest::collection::vec(
+        ("[a-z0-9/._-]{0,24}", proptest::collection::vec(line(), 0..24)), 1..4)) {
+        let mut c = Collector::new(Limits::default());
+        for (path, lines) in &files {
+            let id = c.file(path);
+            for l in lines {
+                c.line(id, l);
+            }
+            c.end_file(id);
+        }
+        let d = diagnose(c.finish());
+        for f in &d.findings {
+            prop_assert!(f.confidence >= 0.0 && f.confidence <= 1.0);
+        }
+    }
+}

@@ -1,0 +1,379 @@
+//! The verdict on small multi-file jobs written in the real formats (NCCL, PyTorch's
+//! watchdog, torchrun, the kernel, Slurm): the right root cause, culprit and category,
+//! the effects explained, and no blame where the evidence does not decide.
+
+use flare_log_diagnosis::{diagnose, Collector, Limits, LogDiagnosis};
+use flare_model::{FailureCategory as C, JobStage, LineRole, LogSignature as S};
+
+/// Files of one job: (path, lines).
+fn run(files: &[(&str, &[&str])], baseline: &[&str]) -> LogDiagnosis {
+    let mut c = Collector::new(Limits::default());
+    for l in baseline {
+        c.baseline_line(l);
+    }
+    for (path, lines) in files {
+        let id = c.file(path);
+        for l in *lines {
+            c.line(id, l);
+        }
+        c.end_file(id);
+    }
+    diagnose(c.finish())
+}
+
+/// What a case expects of the top finding.
+struct Want {
+    category: C,
+    rank: Option<u32>,
+    host: Option<&'static str>,
+    /// A substring of the root line (the first line shown), if one is expected.
+    root: Option<&'static str>,
+    stage: Option<JobStage>,
+}
+
+fn check(name: &str, d: &LogDiagnosis, w: &Want) {
+    let f = d
+        .findings
+        .first()
+        .unwrap_or_else(|| panic!("{name}: no finding"));
+    let fd = f.failure.as_ref().expect("a failure detail");
+    assert_eq!(fd.category, w.category, "{name}: category ({})", f.summary);
+    let c = f.culprits.first();
+    assert_eq!(
+        c.and_then(|c| c.rank),
+        w.rank,
+        "{name}: rank ({})",
+        f.summary
+    );
+    assert_eq!(
+        c.and_then(|c| c.host.as_deref()),
+        w.host,
+        "{name}: host ({})",
+        f.summary
+    );
+    match w.root {
+        Some(r) => assert!(
+            fd.lines.first().is_some_and(|l| l.text.contains(r)),
+            "{name}: root line {:?}, want {r:?}",
+            fd.lines.first().map(|l| &l.text)
+        ),
+        None => assert!(
+            fd.lines.iter().all(|l| l.role != LineRole::Cascade),
+            "{name}: an effect shown as the cause"
+        ),
+    }
+    if let Some(s) = w.stage {
+        assert_eq!(fd.stage, s, "{name}: stage");
+    }
+}
+
+const WATCHDOG: &str = "[rank{R}]:[E1125 10:00:{S}.000000000 ProcessGroupNCCL.cpp:616] [PG ID 0 PG GUID 0(default_pg) Rank {R}] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1200, OpType=ALLREDUCE, NumelIn=1048576, NumelOut=1048576, Timeout(ms)=600000) ran for 600012 milliseconds before timing out.";
+
+fn watchdog(rank: u32, second: u32) -> String {
+    WATCHDOG
+        .replace("{R}", &rank.to_string())
+        .replace("{S}", &format!("{second:02}"))
+}
+
+#[test]
+fn oom_on_one_rank_among_watchdog_timeouts() {
+    let w: Vec<String> = (0..8)
+        .filter(|&r| r != 3)
+        .map(|r| watchdog(r, 30 + r))
+        .collect();
+    let mut lines: Vec<&str> = vec![
+        "[rank3]:[W1125 09:59:10.000000000 x.cpp:1] iteration 1199/ 5000 | consumed samples: 9592 | elapsed time per iteration (ms): 512.3 | lm loss: 2.1E+00 | loss scale: 1.0 | number of skipped iterations:   0 | number of nan iterations:   0 |",
+        "[rank3]: Traceback (most recent call last):",
+        "[rank3]:   File \"/job/train.py\", line 210, in train_step",
+        "[rank3]:     loss.backward()",
+        "[rank3]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 3 has a total capacity of 79.15 GiB of which 1.21 GiB is free.",
+    ];
+    lines.extend(w.iter().map(String::as_str));
+    lines.push("W1125 10:00:40.000000 4242 torch/distributed/elastic/multiprocessing/api.py:897] Sending process 1365 closing signal SIGTERM");
+    let d = run(&[("job/console.log", &lines)], &[]);
+    check(
+        "oom",
+        &d,
+        &Want {
+            category: C::OutOfMemory,
+            rank: Some(3),
+            host: None,
+            root: Some("CUDA out of memory"),
+            stage: Some(JobStage::Training),
+        },
+    );
+    let fd = d.findings[0].failure.as_ref().unwrap();
+    let watchdog_group = fd
+        .cascade
+        .iter()
+        .find(|g| g.signature == S::WatchdogTimeout)
+        .expect("the timeouts are effects");
+    assert_eq!(watchdog_group.ranks.len(), 7);
+    assert!(fd.cascade.iter().any(|g| g.signature == S::LauncherSigterm));
+}
+
+#[test]
+fn the_host_every_ib_error_names_is_the_culprit() {
+    let a: &[&str] = &[
+        "node-a:100:200 [0] NCCL INFO Bootstrap : Using ib0:10.0.0.1<0>",
+        "node-a:100:210 [0] transport/net_ib.cc:1295 NCCL WARN NET/IB : Got completion from peer 10.0.0.3<4242> with status=12 opcode=0 len=0 vendor err 129 (Recv)",
+        "node-a:101:211 [1] transport/net_ib.cc:1295 NCCL WARN NET/IB : Got completion from peer 10.0.0.3<4243> with status=12 opcode=0 len=0 vendor err 129 (Recv)",
+    ];
+    let b: &[&str] = &[
+        "node-b:300:310 [2] transport/net_ib.cc:1295 NCCL WARN NET/IB : Got completion from peer 10.0.0.3<4244> with status=12 opcode=0 len=0 vendor err 129 (Send)",
+    ];
+    let c: &[&str] =
+        &["node-c:500:510 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB ; OOB ib0:10.0.0.3<0>"];
+    let d = run(
+        &[("node-a.log", a), ("node-b.log", b), ("node-c.log", c)],
+        &[],
+    );
+    check(
+        "ib",
+        &d,
+        &Want {
+            category: C::Network,
+            rank: None,
+            host: Some("node-c"),
+            root: Some("Got completion from peer 10.0.0.3"),
+            stage: None,
+        },
+    );
+}
+
+#[test]
+fn the_kernel_outweighs_what_the_processes_saw() {
+    let dmesg: &[&str] = &[
+        "[ 8123.000001] NVRM: GPU at PCI:0000:3b:00: GPU-6a2f7b2c-1111-2222-3333-444455556666",
+        "[ 8123.000002] NVRM: Xid (PCI:0000:3b:00): 79, pid=4242, name=python, GPU has fallen off the bus.",
+    ];
+    let rank: &[&str] = &[
+        "node-2:4242:4300 [3] NCCL WARN Cuda failure 'unspecified launch failure'",
+        "[rank11]: RuntimeError: CUDA error: unspecified launch failure",
+    ];
+    let d = run(
+        &[("logs/node-2.dmesg", dmesg), ("logs/rank11.log", rank)],
+        &[],
+    );
+    check(
+        "xid",
+        &d,
+        &Want {
+            category: C::GpuHardware,
+            rank: None,
+            host: Some("node-2"),
+            root: Some("GPU has fallen off the bus"),
+            stage: None,
+        },
+    );
+    assert_eq!(
+        d.findings[0].failure.as_ref().unwrap().restart_helps,
+        Some(true)
+    );
+}
+
+#[test]
+fn a_rank_that_never_timed_out_is_the_one_the_others_waited_for() {
+    let files: Vec<(String, Vec<String>)> = (0..4)
+        .map(|r| {
+            let mut v = vec![format!("2024-05-01 10:00:00,000 INFO step 41 | loss 1.9")];
+            if r != 2 {
+                v.push(watchdog(r, 10 + r));
+            }
+            (format!("job/rank{r}.log"), v)
+        })
+        .collect();
+    let refs: Vec<(&str, Vec<&str>)> = files
+        .iter()
+        .map(|(p, v)| (p.as_str(), v.iter().map(String::as_str).collect()))
+        .collect();
+    let refs2: Vec<(&str, &[&str])> = refs.iter().map(|(p, v)| (*p, v.as_slice())).collect();
+    let d = run(&refs2, &[]);
+    check(
+        "silent",
+        &d,
+        &Want {
+            category: C::Unknown,
+            rank: Some(2),
+            host: None,
+            root: None,
+            stage: Some(JobStage::Training),
+        },
+    );
+}
+
+#[test]
+fn different_collectives_at_one_sequence_number_are_a_mismatch() {
+    let a = watchdog(0, 1);
+    let b = watchdog(1, 1).replace(
+        "OpType=ALLREDUCE, NumelIn=1048576, NumelOut=1048576",
+        "OpType=BROADCAST, NumelIn=1, NumelOut=1",
+    );
+    let d = run(&[("console.log", &[a.as_str(), b.as_str()])], &[]);
+    check(
+        "mismatch",
+        &d,
+        &Want {
+            category: C::CollectiveMismatch,
+            rank: None,
+            host: None,
+            root: Some("Watchdog caught collective operation timeout"),
+            stage: None,
+        },
+    );
+}
+
+#[test]
+fn a_configuration_error_on_every_host_blames_none() {
+    let lines: Vec<String> = (0..4)
+        .map(|r| {
+            format!(
+                "host-{}:{}:{} [{}] NCCL WARN Bootstrap : no socket interface found",
+                r / 2,
+                100 + r,
+                200 + r,
+                r % 2
+            )
+        })
+        .collect();
+    let refs: Vec<&str> = lines.iter().map(String::as_str).collect();
+    let d = run(&[("console.log", &refs)], &[]);
+    check(
+        "ifname",
+        &d,
+        &Want {
+            category: C::Configuration,
+            rank: None,
+            host: None,
+            root: Some("no socket interface found"),
+            stage: Some(JobStage::Init),
+        },
+    );
+}
+
+#[test]
+fn a_time_limit_is_the_platform_and_no_node() {
+    let d = run(
+        &[(
+            "slurm-4242.out",
+            &[
+                "0: step 900 | loss 1.2",
+                "1: step 900 | loss 1.3",
+                "slurmstepd: error: *** JOB 4242 ON gpu042 CANCELLED AT 2024-08-30T23:01:04 DUE TO TIME LIMIT ***",
+                "srun: Job step aborted: Waiting up to 32 seconds for job step to finish.",
+            ],
+        )],
+        &[],
+    );
+    check(
+        "time limit",
+        &d,
+        &Want {
+            category: C::Platform,
+            rank: None,
+            host: None,
+            root: Some("DUE TO TIME LIMIT"),
+            stage: None,
+        },
+    );
+    assert_eq!(
+        d.findings[0].failure.as_ref().unwrap().restart_helps,
+        Some(true)
+    );
+}
+
+#[test]
+fn a_healthy_run_has_no_finding() {
+    let d = run(
+        &[(
+            "rank0.log",
+            &[
+                "2024-05-01 10:00:00,000 INFO initializing process group",
+                "node-1:100:200 [0] NCCL INFO comm 0x55d1 rank 0 nranks 8 cudaDev 0 nvmlDev 0 busId 1b000 commId 0x42 - Init COMPLETE",
+                " iteration      100/    1000 | consumed samples:   800 | elapsed time per iteration (ms): 512.3 | lm loss: 2.1E+00 | loss scale: 1.0 | number of skipped iterations:   0 | number of nan iterations:   0 |",
+                "2024-05-01 10:05:00,000 INFO training completed",
+            ],
+        )],
+        &[],
+    );
+    assert!(
+        d.findings.is_empty(),
+        "{:?}",
+        d.findings.first().map(|f| &f.summary)
+    );
+}
+
+#[test]
+fn a_line_seen_in_good_runs_is_not_blamed() {
+    let line =
+        "2024-05-01 10:00:00,000 WARNING data: shard cache miss, unable to prefetch block 17";
+    let job: &[&str] = &[line, "2024-05-01 10:00:01,000 INFO step 3 | loss 1.0"];
+    let without = run(&[("rank0.log", job)], &[]);
+    assert_eq!(without.findings.len(), 1, "an unusual line, no baseline");
+    assert_eq!(
+        without.findings[0].failure.as_ref().unwrap().category,
+        C::Unknown
+    );
+    let with = run(
+        &[("rank0.log", job)],
+        &["2024-04-01 09:00:00,000 WARNING data: shard cache miss, unable to prefetch block 3"],
+    );
+    assert!(
+        with.findings.is_empty(),
+        "{:?}",
+        with.findings.first().map(|f| &f.summary)
+    );
+}
+
+#[test]
+fn torchrun_names_the_rank_that_was_killed() {
+    let lines: &[&str] = &[
+        "torch.distributed.elastic.multiprocessing.errors.ChildFailedError:",
+        "============================================================",
+        "train.py FAILED",
+        "------------------------------------------------------------",
+        "Failures:",
+        "  <NO_OTHER_FAILURES>",
+        "------------------------------------------------------------",
+        "Root Cause (first observed failure):",
+        "[0]:",
+        "  time      : 2024-02-09_09:09:15",
+        "  host      : gpu-node-7",
+        "  rank      : 13 (local_rank: 5)",
+        "  exitcode  : -9 (pid: 170581)",
+        "  error_file: <N/A>",
+        "  traceback : Signal 9 (SIGKILL) received by PID 170581",
+        "============================================================",
+    ];
+    let d = run(&[("console.log", lines)], &[]);
+    check(
+        "sigkill",
+        &d,
+        &Want {
+            category: C::Unknown,
+            rank: Some(13),
+            host: Some("gpu-node-7"),
+            root: Some("exitcode  : -9"),
+            stage: None,
+        },
+    );
+}
+
+#[test]
+fn garbage_does_not_panic() {
+    let junk: Vec<String> = vec![
+        String::new(),
+        "\u{0}\u{1}\u{2}".into(),
+        "[".repeat(10_000),
+        "NVRM: Xid (PCI:".into(),
+        "[rank".into(),
+        "E1125".into(),
+        "  exitcode  :".into(),
+        "Traceback (most recent call last):".into(),
+        "File \"".into(),
+        "é".repeat(5_000),
+        "1: 2: 3: 4: 5: 6: 7: 8: 9:".into(),
+    ];
+    let refs: Vec<&str> = junk.iter().map(String::as_str).collect();
+    let _ = run(&[("x.log", &refs)], &refs);
+}
