@@ -62,3 +62,20 @@ def test_simulated_job_document(tmp_path):
     assert doc["findings"][0]["culprits"][0]["rank"] == doc["culprit_ranks"][0]
     assert doc["rank_breakdown"], "traces carry the per-rank breakdown"
     print(truth.get("description"))
+
+
+def test_log_diagnosis_documents():
+    """`flare logs diagnose` on every labelled real failing job follows the schema too."""
+    jobs = sorted((ROOT / "tests" / "fixtures" / "logs" / "real_jobs").iterdir())
+    assert jobs
+    for job in jobs:
+        if not job.is_dir():
+            continue
+        doc = run_json("logs", "diagnose", str(job))
+        validate(doc)
+        truth = json.loads((job / "truth.json").read_text())
+        if truth["category"] == "none":
+            assert doc["verdict"] == "healthy", job.name
+        else:
+            assert doc["verdict"] == "unhealthy", job.name
+            assert doc["findings"][0]["failure"]["category"] == truth["category"], job.name
