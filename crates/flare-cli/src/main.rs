@@ -13,6 +13,7 @@ mod overhead;
 mod present;
 mod serve;
 mod sim;
+mod sim_logs;
 mod train;
 mod whatif;
 
@@ -34,6 +35,9 @@ struct Cli {
 enum Command {
     /// Simulate a Megatron-style job with an injected fault; writes trace.flare and truth.json.
     Sim(sim::SimArgs),
+    /// Write the logs of a simulated job that fails one way (a file per rank, each node's
+    /// kernel log and launcher output) and its truth.json.
+    SimLogs(sim_logs::SimLogsArgs),
     /// Diagnose a trace: a .flare file or a directory of per-rank Kineto traces.
     Diagnose(diagnose::DiagnoseArgs),
     /// Simulate a 1,024-GPU job (TP8 x PP4 x DP32) with a fault, diagnose it and write report.html.
@@ -56,6 +60,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Sim(a) => sim::run(a),
+        Command::SimLogs(a) => sim_logs::run(a),
         Command::Diagnose(a) => diagnose::run(a),
         Command::Demo(a) => demo::run(a),
         Command::Whatif(a) => whatif::run(a),

@@ -393,7 +393,7 @@ impl Collector {
             local_rank: local_rank.or(captured.local_rank),
             host: host.or_else(|| captured.host.clone()),
             gpu: o.local_gpu.or(captured.gpu),
-            pid: o.pid,
+            pid: o.pid.or(captured.pid),
             time,
             time_text,
             reading,

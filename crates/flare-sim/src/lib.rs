@@ -11,6 +11,7 @@
 //! depend on the order ranks are processed in.
 
 pub mod fault;
+pub mod logs;
 pub mod machine;
 pub mod noise;
 pub mod schedule;

@@ -12,7 +12,7 @@ pub const RULES: &[Rule] = &[
         category: C::GpuHardware,
         needles: &["Xid"],
         // `NVRM: Xid (PCI:0000:3b:00): 79, pid=1234, name=python, GPU has fallen off the bus.`
-        pattern: r"NVRM: Xid \((?:PCI:)?(?P<pci>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}(?:\.\d)?)(?: GPU-I:\d+)?(?: GPU-CI:\d+)?\): (?P<xid>\d+)(?:, pid=[^,]*)?(?:, name=[^,]*)?,? ?(?P<detail>.*)",
+        pattern: r"NVRM: Xid \((?:PCI:)?(?P<pci>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}(?:\.\d)?)(?: GPU-I:\d+)?(?: GPU-CI:\d+)?\): (?P<xid>\d+)(?:, pid=(?:(?P<pid>\d+)|[^,]*))?(?:, name=[^,]*)?,? ?(?P<detail>.*)",
         meaning: "the GPU driver reported an Xid error",
         action: DRAIN_GPU,
         restart_helps: Some(true),

@@ -143,6 +143,8 @@ pub struct Captured {
     pub local_rank: Option<u32>,
     pub host: Option<String>,
     pub gpu: Option<u32>,
+    /// A process id the message names (an Xid's channel owner).
+    pub pid: Option<u32>,
     pub pci: Option<String>,
     pub peer: Option<String>,
     pub seq: Option<u64>,
@@ -254,6 +256,7 @@ fn captured(c: &regex::Captures) -> Captured {
     Captured {
         rank: n(c, "rank"),
         local_rank: n(c, "local"),
+        pid: n(c, "pid"),
         host: s("host"),
         gpu: n(c, "gpu"),
         pci: s("pci"),

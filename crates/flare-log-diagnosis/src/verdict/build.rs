@@ -27,6 +27,8 @@ pub(super) struct Context<'a> {
     pub calls: &'a Calls,
     /// Each rank's last stage and iteration.
     pub progress: &'a std::collections::HashMap<u32, (Option<JobStage>, Option<u64>)>,
+    /// The host each rank's lines came from, where they say.
+    pub rank_hosts: &'a std::collections::HashMap<u32, String>,
     /// The host most peers lost: (host, reporters naming it, reporters).
     pub peer: Option<(String, usize, usize)>,
     pub named: Option<(u32, usize)>,
@@ -386,8 +388,17 @@ impl Context<'_> {
                         .is_none_or(|p| h.host.as_ref().is_none_or(|x| x == p))
             })
             .unwrap_or(first);
-        let stage = root_hit.stage.or(r.stage).unwrap_or(JobStage::Unknown);
-        let iteration = root_hit.iteration.filter(|_| stage == JobStage::Training);
+        // where the line says nothing of progress (a kernel log), the culprit's own
+        let theirs = place.rank.and_then(|x| self.progress.get(&x).copied());
+        let stage = root_hit
+            .stage
+            .or(theirs.and_then(|p| p.0))
+            .or(r.stage)
+            .unwrap_or(JobStage::Unknown);
+        let iteration = root_hit
+            .iteration
+            .or(theirs.and_then(|p| p.1))
+            .filter(|_| stage == JobStage::Training);
         let mut cause = r.meaning.clone();
         if let Some(loc) = &root_hit.location {
             cause.push_str(&format!(" (raised at {})", loc.describe()));
@@ -923,11 +934,8 @@ impl Context<'_> {
             place.host = h.host.clone();
             why = "torchrun saw it fail first".into();
         }
-        if place.rank.is_some() && place.host.is_none() {
-            place.host = hits
-                .iter()
-                .find(|h| h.rank == place.rank && h.host.is_some())
-                .and_then(|h| h.host.clone());
+        if let (Some(r), None) = (place.rank, &place.host) {
+            place.host = self.rank_hosts.get(&r).cloned();
         }
         let cause = "the logs show only effects: no line says why it stopped".to_string();
         let (cascade, effects) = self.cascade(&place, &cause, &BTreeSet::new());

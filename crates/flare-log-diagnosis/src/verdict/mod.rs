@@ -268,6 +268,27 @@ fn progress(c: &Collected, local: &LocalRanks) -> HashMap<u32, (Option<JobStage>
     out
 }
 
+/// The host each rank's lines came from, where one host is said.
+fn rank_hosts(c: &Collected, local: &LocalRanks) -> HashMap<u32, String> {
+    let mut seen: HashMap<u32, BTreeSet<String>> = HashMap::new();
+    for f in &c.files {
+        for (r, l, h) in f.stream_keys() {
+            if let (Some(r), Some(h)) = (r.or_else(|| l.and_then(|l| global_of(local, &h, l))), h) {
+                seen.entry(r).or_default().insert(h);
+            }
+        }
+    }
+    for h in &c.hits {
+        if let (Some(r), Some(x)) = (h.rank, &h.host) {
+            seen.entry(r).or_default().insert(x.clone());
+        }
+    }
+    seen.into_iter()
+        .filter(|(_, h)| h.len() == 1)
+        .map(|(r, h)| (r, h.into_iter().next().expect("one")))
+        .collect()
+}
+
 /// Ranks and hosts the logs came from.
 fn seen(c: &Collected, local: &LocalRanks) -> (BTreeSet<u32>, BTreeSet<String>) {
     let mut ranks = BTreeSet::new();
@@ -299,6 +320,7 @@ pub fn diagnose(mut c: Collected) -> LogDiagnosis {
     explain_exits(&mut c.hits);
     let (ranks, hosts) = seen(&c, &local);
     let rank_progress = progress(&c, &local);
+    let rank_host = rank_hosts(&c, &local);
     let year = usual_year(&c.hits);
     let wd = culprit::watchdogs(&c.hits, &ranks);
     let calls = culprit::calls(&c.hits);
@@ -336,6 +358,7 @@ pub fn diagnose(mut c: Collected) -> LogDiagnosis {
         watchdogs: &wd,
         calls: &calls,
         progress: &rank_progress,
+        rank_hosts: &rank_host,
         peer: peer.clone(),
         named,
         year,
