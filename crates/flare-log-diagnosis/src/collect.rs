@@ -6,6 +6,7 @@
 //! error-looking lines no signature knows.
 
 use crate::elastic::{self, WorkerFailure};
+use crate::lexicon;
 use crate::origin::{self, TaskPrefix};
 use crate::progress::{self, Marker};
 use crate::signatures::{exit, Captured, Matcher, Reading, Role};
@@ -43,14 +44,17 @@ pub struct FileState {
     pub lines: u64,
     /// Lines per signature, all of them (hits keep only the first few).
     pub signature_lines: HashMap<LogSignature, u64>,
-    streams: HashMap<StreamKey, Stream>,
+    /// The writers of the file, found by `stream_index`; `last_stream` is the one the
+    /// previous line came from (most lines come from the writer of the line before).
+    streams: Vec<(StreamKey, Stream)>,
+    stream_index: HashMap<StreamKey, usize>,
+    last_stream: usize,
     /// The last stage and iteration any writer of the file announced (a console that
     /// interleaves ranks prints progress without their prefixes).
     last_stage: Option<JobStage>,
     last_iteration: Option<u64>,
     summary: elastic::Summary,
-    /// `srun -l` task ids are read once the file shows it writes them.
-    task_votes: (u32, u32),
+    prep: LinePreparer,
 }
 
 impl FileState {
@@ -58,7 +62,7 @@ impl FileState {
     pub fn stream_keys(
         &self,
     ) -> impl Iterator<Item = (Option<u32>, Option<u32>, Option<String>)> + '_ {
-        self.streams.keys().cloned()
+        self.streams.iter().map(|(k, _)| k.clone())
     }
 
     /// Each writer's last stage and iteration.
@@ -70,7 +74,7 @@ impl FileState {
 
     /// The last iteration any of its writers reached.
     pub fn last_iteration(&self) -> Option<u64> {
-        self.streams.values().filter_map(|s| s.iteration).max()
+        self.streams.iter().filter_map(|(_, s)| s.iteration).max()
     }
 }
 
@@ -84,7 +88,8 @@ struct Stream {
     stage: Option<JobStage>,
     iteration: Option<u64>,
     last_time: Option<Stamp>,
-    last_time_text: Option<String>,
+    /// The last timestamp as written (empty: none), its buffer reused.
+    last_time_text: String,
 }
 
 /// A line a signature matched (or an exception ending a traceback), where it was, and
@@ -115,6 +120,92 @@ pub struct Hit {
     pub in_baseline: bool,
     /// Listed first in torchrun's summary (`Root Cause (first observed failure)`).
     pub first_observed: bool,
+}
+
+/// A line as the fold reads it.
+struct Pre<'a> {
+    o: origin::Origin<'a>,
+    scan: lexicon::Scan,
+    matched: Option<crate::signatures::Match>,
+}
+
+/// What a line says by itself, without the pass's state: who wrote it, the words a scan
+/// found, the signature it matches.
+struct PreAt {
+    origin: origin::OriginAt,
+    scan: lexicon::Scan,
+    matched: Option<crate::signatures::Match>,
+}
+
+/// Lines of a file read by a [`LinePreparer`], for [`Collector::fold`].
+pub struct Prepared(Vec<PreAt>);
+
+/// Reads what each line of one file says by itself: the costly part of the pass, which
+/// needs no state but the file's own (whether it writes `srun -l` task ids), so files
+/// can be prepared on several threads while one [`Collector`] folds them in order.
+pub struct LinePreparer {
+    source: FileSource,
+    cache: lexicon::ScanCache,
+    /// (lines that start with a task id, lines): `srun -l` ids are read once the file
+    /// shows it writes them.
+    task_votes: (u32, u32),
+}
+
+impl LinePreparer {
+    pub fn for_path(path: &str) -> LinePreparer {
+        LinePreparer {
+            source: source::classify(path),
+            cache: lexicon::ScanCache::default(),
+            task_votes: (0, 0),
+        }
+    }
+
+    /// Whether `srun -l` task ids are read in this file: Slurm's own output, or a file
+    /// without a rank of its own whose lines mostly start with one.
+    fn task_prefix(&mut self, line: &str) -> TaskPrefix {
+        if self.source.rank.is_some() || self.source.kind == FileKind::System {
+            return TaskPrefix::Ignored;
+        }
+        if self.source.kind == FileKind::Scheduler {
+            return TaskPrefix::Allowed;
+        }
+        let t = line.trim_start();
+        let digits = t.bytes().take_while(u8::is_ascii_digit).count();
+        let looks = digits > 0 && digits <= 5 && t[digits..].starts_with(": ");
+        self.task_votes.1 += 1;
+        if looks {
+            self.task_votes.0 += 1;
+        }
+        let (yes, all) = self.task_votes;
+        if yes >= 3 && yes * 2 >= all {
+            TaskPrefix::Allowed
+        } else {
+            TaskPrefix::Ignored
+        }
+    }
+
+    /// The next lines of the file, in order.
+    pub fn prepare(&mut self, texts: &[&str]) -> Prepared {
+        Prepared(
+            texts
+                .iter()
+                .map(|t| {
+                    let o = origin::parse(t, self.task_prefix(t));
+                    let scan = self.cache.scan(o.message);
+                    let matched = if scan.rows.is_empty() {
+                        None
+                    } else {
+                        Matcher::get().find_among(o.message, &scan.rows)
+                    };
+                    PreAt {
+                        origin: o.at(t),
+                        scan,
+                        matched,
+                    }
+                })
+                .collect(),
+        )
+    }
 }
 
 /// What the pass gathered.
@@ -206,11 +297,13 @@ impl Collector {
             source: source::classify(path),
             lines: 0,
             signature_lines: HashMap::new(),
-            streams: HashMap::new(),
+            streams: Vec::new(),
+            stream_index: HashMap::new(),
+            last_stream: 0,
             last_stage: None,
             last_iteration: None,
             summary: elastic::Summary::default(),
-            task_votes: (0, 0),
+            prep: LinePreparer::for_path(path),
         });
         self.c.files.len() - 1
     }
@@ -222,40 +315,42 @@ impl Collector {
         }
     }
 
-    /// Whether `srun -l` task ids are read in this file: Slurm's own output, or a file
-    /// without a rank of its own whose lines mostly start with one.
-    fn task_prefix(&mut self, file: usize, line: &str) -> TaskPrefix {
-        let fs = &mut self.c.files[file];
-        if fs.source.rank.is_some() || fs.source.kind == FileKind::System {
-            return TaskPrefix::Ignored;
-        }
-        if fs.source.kind == FileKind::Scheduler {
-            return TaskPrefix::Allowed;
-        }
-        let t = line.trim_start();
-        let digits = t.bytes().take_while(u8::is_ascii_digit).count();
-        let looks = digits > 0 && digits <= 5 && t[digits..].starts_with(": ");
-        fs.task_votes.1 += 1;
-        if looks {
-            fs.task_votes.0 += 1;
-        }
-        let (yes, all) = fs.task_votes;
-        if yes >= 3 && yes * 2 >= all {
-            TaskPrefix::Allowed
-        } else {
-            TaskPrefix::Ignored
+    /// One line of `file`, in order.
+    pub fn line(&mut self, file: usize, text: &str) {
+        self.lines(file, &[text]);
+    }
+
+    /// Lines of `file`, in order.
+    pub fn lines(&mut self, file: usize, texts: &[&str]) {
+        let prepared = self.c.files[file].prep.prepare(texts);
+        self.fold(file, texts, prepared);
+    }
+
+    /// Lines of `file` that a [`LinePreparer`] of the same file read (on another thread,
+    /// in order), folded into the pass in order.
+    pub fn fold(&mut self, file: usize, texts: &[&str], prepared: Prepared) {
+        for (t, p) in texts.iter().zip(prepared.0) {
+            let o = p.origin.of(t);
+            self.fold_line(
+                file,
+                t,
+                Pre {
+                    o,
+                    scan: p.scan,
+                    matched: p.matched,
+                },
+            );
         }
     }
 
-    /// One line of `file`, in order.
-    pub fn line(&mut self, file: usize, text: &str) {
+    /// One line, with what it says by itself already read.
+    fn fold_line(&mut self, file: usize, text: &str, p: Pre) {
         self.c.lines += 1;
         self.order += 1;
-        let task_prefix = self.task_prefix(file, text);
+        let Pre { o, scan, matched } = p;
         let fs = &mut self.c.files[file];
         fs.lines += 1;
         let line_no = fs.lines;
-        let o = origin::parse(text, task_prefix);
 
         // torchrun's failure summary
         match fs.summary.step(o.message, line_no, text) {
@@ -267,31 +362,42 @@ impl Collector {
             elastic::Seen::Other => {}
         }
         let fs = &mut self.c.files[file];
-        let inside = fs
-            .summary
-            .current()
-            .map(|(r, l, h)| (r, l, h.map(str::to_string)));
-        let (mut rank, mut local_rank, mut host) = (
+        let inside = fs.summary.current();
+        let (mut rank, mut local_rank) = (
             o.rank.or(fs.source.rank),
             o.local_rank.or(fs.source.local_rank),
-            o.host
-                .map(str::to_string)
-                .or_else(|| fs.source.host.clone()),
         );
+        let mut host_ref: Option<&str> = o.host.or(fs.source.host.as_deref());
         if let Some((r, l, h)) = inside {
             rank = rank.or(r);
             local_rank = local_rank.or(l);
-            host = host.or(h);
+            host_ref = host_ref.or(h);
         }
-        let key: StreamKey = (rank, local_rank, host.clone());
-        let stream = fs.streams.entry(key).or_default();
+        let same = |k: &StreamKey| k.0 == rank && k.1 == local_rank && k.2.as_deref() == host_ref;
+        let index = match fs.streams.get(fs.last_stream) {
+            Some((k, _)) if same(k) => Some(fs.last_stream),
+            _ => fs
+                .stream_index
+                .get(&(rank, local_rank, host_ref.map(str::to_string)))
+                .copied(),
+        };
+        let host: Option<String> = host_ref.map(str::to_string).filter(|_| index.is_none());
+        let index = index.unwrap_or_else(|| {
+            let key: StreamKey = (rank, local_rank, host);
+            fs.stream_index.insert(key.clone(), fs.streams.len());
+            fs.streams.push((key, Stream::default()));
+            fs.streams.len() - 1
+        });
+        fs.last_stream = index;
+        let stream = &mut fs.streams[index].1;
         if let Some(t) = o.time {
             stream.last_time = Some(t);
-            stream.last_time_text = o.time_text.map(str::to_string);
+            stream.last_time_text.clear();
+            stream.last_time_text.push_str(o.time_text.unwrap_or(""));
         }
         let step = stream.traceback.step(o.message);
         let in_traceback = stream.traceback.in_traceback();
-        if let Some(m) = progress::marker(o.message) {
+        if let Some(m) = progress::marker_scanned(o.message, &scan) {
             match m {
                 Marker::Iteration(n) => {
                     stream.iteration = Some(n);
@@ -301,7 +407,8 @@ impl Collector {
             }
         }
         let (stage, iteration) = (stream.stage, stream.iteration);
-        let (time, time_text) = (stream.last_time, stream.last_time_text.clone());
+        let time = stream.last_time;
+        let has_time_text = !stream.last_time_text.is_empty();
         if stage.is_some() {
             fs.last_stage = stage;
         }
@@ -309,9 +416,16 @@ impl Collector {
             fs.last_iteration = iteration;
         }
         let (stage, iteration) = (stage.or(fs.last_stage), iteration.or(fs.last_iteration));
-        self.learn(&o, rank, host.as_deref());
+        // the host and the time as written, owned, only for the few lines kept
+        let owned = |c: &Collected| {
+            let (k, s) = &c.files[file].streams[index];
+            (k.2.clone(), has_time_text.then(|| s.last_time_text.clone()))
+        };
+        if o.message.contains("Init COMPLETE") || o.message.contains("Using") {
+            let (host, _) = owned(&self.c);
+            self.learn(&o, rank, host.as_deref());
+        }
 
-        let matched = Matcher::get().find(o.message);
         let exception = match &step {
             Step::Exception {
                 location,
@@ -321,10 +435,11 @@ impl Collector {
             } => Some((location.clone(), *chained, *stage, collective.clone())),
             Step::Other => None,
         };
-        let template = self
-            .c
-            .templates
-            .add(o.message, matched.is_some() || exception.is_some());
+        let template = self.c.templates.add(
+            o.message,
+            scan.error_like,
+            matched.is_some() || exception.is_some(),
+        );
         let m = match (matched, &exception) {
             (Some(m), _) => Some((m.reading, m.captures)),
             // a traceback ended in an exception no row knows (`StopIteration`)
@@ -346,6 +461,7 @@ impl Collector {
         let Some((mut reading, captured)) = m else {
             // the statistical part: error-looking lines of no known signature
             if let Some(t) = template.filter(|t| t.error_like && !in_traceback) {
+                let (host, _) = owned(&self.c);
                 let a = Anomaly {
                     file,
                     line: line_no,
@@ -377,6 +493,7 @@ impl Collector {
             .then(|| joins().message_rank.captures(o.message))
             .flatten()
             .and_then(|c| c[1].parse::<u32>().ok());
+        let (host, time_text) = owned(&self.c);
         let fs = &mut self.c.files[file];
         let seen = fs.signature_lines.entry(reading.signature).or_insert(0);
         *seen += 1;

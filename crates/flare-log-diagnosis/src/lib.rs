@@ -11,6 +11,7 @@
 
 pub mod collect;
 pub mod elastic;
+pub mod lexicon;
 pub mod origin;
 pub mod progress;
 pub mod signatures;
@@ -20,5 +21,5 @@ pub mod time;
 pub mod traceback;
 pub mod verdict;
 
-pub use collect::{Collector, Limits};
+pub use collect::{Collector, Limits, LinePreparer, Prepared};
 pub use verdict::{diagnose, LogDiagnosis};

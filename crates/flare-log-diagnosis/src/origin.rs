@@ -36,6 +36,59 @@ pub struct Origin<'a> {
     pub message: &'a str,
 }
 
+/// An [`Origin`] with its text as offsets into its line, to send it to another thread
+/// beside the line and read it back there.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct OriginAt {
+    pub rank: Option<u32>,
+    pub local_rank: Option<u32>,
+    host: Option<(u32, u32)>,
+    pub local_gpu: Option<u32>,
+    pub pid: Option<u32>,
+    pub time: Option<Stamp>,
+    time_text: Option<(u32, u32)>,
+    message: u32,
+}
+
+/// Where `part` (a slice of `line`) starts and ends in it.
+fn span(line: &str, part: &str) -> (u32, u32) {
+    let start = part.as_ptr() as usize - line.as_ptr() as usize;
+    (start as u32, (start + part.len()) as u32)
+}
+
+impl<'a> Origin<'a> {
+    /// The origin as offsets into `line`, the line it was read from.
+    pub fn at(&self, line: &str) -> OriginAt {
+        OriginAt {
+            rank: self.rank,
+            local_rank: self.local_rank,
+            host: self.host.map(|h| span(line, h)),
+            local_gpu: self.local_gpu,
+            pid: self.pid,
+            time: self.time,
+            time_text: self.time_text.map(|t| span(line, t)),
+            message: span(line, self.message).0,
+        }
+    }
+}
+
+impl OriginAt {
+    /// The origin again, over the line it was read from.
+    pub fn of<'a>(&self, line: &'a str) -> Origin<'a> {
+        let part = |(a, b): (u32, u32)| &line[a as usize..b as usize];
+        Origin {
+            rank: self.rank,
+            local_rank: self.local_rank,
+            host: self.host.map(part),
+            local_gpu: self.local_gpu,
+            pid: self.pid,
+            time: self.time,
+            time_text: self.time_text.map(part),
+            message: &line[self.message as usize..],
+        }
+    }
+}
+
 /// Whether a bare `3: ` may be read as `srun -l`'s task id.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TaskPrefix {
@@ -45,6 +98,14 @@ pub enum TaskPrefix {
 
 /// Peels at most this many prefixes: no real line has more.
 const MAX_PREFIXES: usize = 8;
+
+/// Where `pat` (ASCII) starts within the first `max` bytes of `s`: prefixes are short, so
+/// no search runs the length of a line.
+fn find_within(s: &str, pat: &[u8], max: usize) -> Option<usize> {
+    let b = s.as_bytes();
+    let end = b.len().min(max + pat.len());
+    b[..end].windows(pat.len()).position(|w| w == pat)
+}
 
 fn number(s: &str) -> Option<u32> {
     if s.is_empty() || s.len() > 7 || !s.bytes().all(|b| b.is_ascii_digit()) {
@@ -56,7 +117,7 @@ fn number(s: &str) -> Option<u32> {
 /// `[rank3]:` or `[default3]:` / `[trainer3]:` at the start: (is global, number, length).
 fn bracket_rank(s: &str) -> Option<(bool, u32, usize)> {
     let rest = s.strip_prefix('[')?;
-    let close = rest.find("]:")?;
+    let close = find_within(rest, b"]:", 24)?;
     let inner = &rest[..close];
     let split = inner.find(|c: char| c.is_ascii_digit())?;
     let (word, num) = inner.split_at(split);
@@ -71,7 +132,7 @@ fn bracket_rank(s: &str) -> Option<(bool, u32, usize)> {
 /// `[1,3]<stderr>:` (mpirun --tag-output): (rank, length).
 fn mpirun_tag(s: &str) -> Option<(u32, usize)> {
     let rest = s.strip_prefix('[')?;
-    let close = rest.find(']')?;
+    let close = find_within(rest, b"]", 24)?;
     let (_job, rank) = rest[..close].split_once(',')?;
     let rank = number(rank)?;
     let after = &rest[close + 1..];
@@ -84,7 +145,10 @@ fn mpirun_tag(s: &str) -> Option<(u32, usize)> {
 
 /// `3: ` (srun -l): (task, length).
 fn task_id(s: &str) -> Option<(u32, usize)> {
-    let colon = s.find(": ")?;
+    if !s.as_bytes().first()?.is_ascii_digit() {
+        return None;
+    }
+    let colon = find_within(s, b": ", 8)?;
     let n = number(s[..colon].trim_start())?;
     Some((n, colon + 2))
 }
@@ -103,7 +167,7 @@ fn is_host_name(h: &str) -> bool {
 
 /// `node-17:1234:1290 [3] NCCL`: (host, pid, gpu, length up to NCCL).
 fn nccl_prefix(s: &str) -> Option<(&str, u32, u32, usize)> {
-    let space = s.find(' ')?;
+    let space = find_within(s, b" ", 96)?;
     let head = &s[..space];
     let mut parts = head.rsplitn(3, ':');
     let tid = parts.next()?;
@@ -123,7 +187,7 @@ fn nccl_prefix(s: &str) -> Option<(&str, u32, u32, usize)> {
 
 /// `host: ` (pdsh): (host, length).
 fn pdsh_host(s: &str) -> Option<(&str, usize)> {
-    let colon = s.find(": ")?;
+    let colon = find_within(s, b": ", 64)?;
     let h = &s[..colon];
     is_host_name(h).then_some((h, colon + 2))
 }
@@ -137,7 +201,9 @@ fn glog(s: &str) -> Option<(Stamp, &str, usize)> {
         None => (s, 0),
     };
     let level = inner.as_bytes().first()?;
-    if !matches!(level, b'I' | b'W' | b'E' | b'F' | b'D') {
+    if !matches!(level, b'I' | b'W' | b'E' | b'F' | b'D')
+        || !inner.as_bytes().get(1).is_some_and(u8::is_ascii_digit)
+    {
         return None;
     }
     let (stamp, n) = time::parse_glog(inner, 1)?;
@@ -162,10 +228,7 @@ fn leading_time(s: &str) -> Option<(Stamp, &str, Option<&str>, usize)> {
     let text = &s[start..start + n];
     let mut end = start + n;
     if bracketed {
-        let close = s[end..].find(']')?;
-        if close > 12 {
-            return None;
-        }
+        let close = find_within(&s[end..], b"]", 12)?;
         end += close + 1;
     }
     let mut host = None;
@@ -173,10 +236,10 @@ fn leading_time(s: &str) -> Option<(Stamp, &str, Option<&str>, usize)> {
     if !bracketed && matches!(stamp, Stamp::Calendar { year: None, .. }) {
         let rest = &s[end..];
         let t = rest.trim_start();
-        if let Some(sp) = t.find(' ') {
+        if let Some(sp) = find_within(t, b" ", 64) {
             let h = &t[..sp];
             let after = &t[sp + 1..];
-            let tag_end = after.find(": ");
+            let tag_end = find_within(after, b": ", 40);
             if h.bytes()
                 .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_'))
                 && tag_end.is_some_and(|e| e <= 40 && !after[..e].contains(' '))
@@ -338,5 +401,14 @@ mod tests {
         }
         // a task id is read only where allowed
         assert_eq!(parse("3: x", TaskPrefix::Ignored).rank, None);
+        // offsets round-trip
+        for line in [
+            "node-17:1234:1290 [3] NCCL WARN x",
+            "[rank3]:[E1125 10:00:00.1 a.cc:1] y",
+            "plain",
+        ] {
+            let o = parse(line, TaskPrefix::Allowed);
+            assert_eq!(o.at(line).of(line), o, "{line}");
+        }
     }
 }

@@ -3,10 +3,7 @@
 //! from the progress lines that launchers and frameworks print. A failure's stage is the
 //! last one its rank announced before it.
 
-use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind};
 use flare_model::JobStage;
-use regex::Regex;
-use std::sync::OnceLock;
 
 /// What a progress line says.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -19,7 +16,7 @@ pub enum Marker {
 /// Phrases that announce a stage (ASCII case-insensitive), by stage. Ordered so that the
 /// first phrase found in a line decides (`successfully saved checkpoint` is training
 /// again, not checkpointing).
-const STAGES: &[(&str, JobStage)] = &[
+pub(crate) const STAGES: &[(&str, JobStage)] = &[
     ("successfully saved checkpoint", JobStage::Training),
     ("saved checkpoint", JobStage::Training),
     ("checkpoint saved", JobStage::Training),
@@ -64,48 +61,71 @@ const STAGES: &[(&str, JobStage)] = &[
     ("destroy_process_group", JobStage::Shutdown),
 ];
 
-/// Iteration counters: Megatron's `iteration   10/  1000 |`, DeepSpeed's `step=10`,
-/// torchtitan's `step:  10`, Lightning/tqdm's `| 450/1000 [`, and `iteration 10`,
-/// `global_step 10`, `step 10` elsewhere.
-const ITERATION: &str = r"(?i)(?:\biteration\s+(\d+)\s*/\s*\d+\s*\||\b(?:iteration|iter|global_step|step)\s*[:=#]?\s*(\d+)\b|\|\s*(\d+)/\d+ \[)";
+/// Words after which an iteration number follows: Megatron's `iteration   10/  1000 |`,
+/// DeepSpeed's `step=10`, torchtitan's `step:  10`, `global_step 10`, `iter 10`; and
+/// tqdm's `| 450/1000 [01:02<01:16, 7.3it/s]` (Lightning, Hugging Face).
+pub(crate) const COUNTERS: &[&str] = &["iteration", "global_step", "iter", "step"];
 
-struct Compiled {
-    stages: AhoCorasick,
-    iteration: Regex,
-    iteration_needles: AhoCorasick,
+/// The number right after a counter word: `step: 10`, `step=10`, `iteration 10`,
+/// `global_step 10`, at most a separator (`:`, `=`, `#`) and spaces between; the word
+/// must stand alone (not `steps`, not `sub_step`).
+/// The number and where its digits start.
+pub(crate) fn counter(message: &str, at: &[(usize, usize)]) -> Option<(u64, usize)> {
+    let b = message.as_bytes();
+    for &(start, end) in at {
+        let before_ok =
+            start == 0 || !(b[start - 1].is_ascii_alphanumeric() || b[start - 1] == b'_');
+        if !before_ok {
+            continue;
+        }
+        let mut i = end;
+        while i < b.len() && b[i] == b' ' {
+            i += 1;
+        }
+        if i < b.len() && matches!(b[i], b':' | b'=' | b'#') {
+            i += 1;
+        }
+        while i < b.len() && b[i] == b' ' {
+            i += 1;
+        }
+        let start = i;
+        while i < b.len() && b[i].is_ascii_digit() && i - start < 12 {
+            i += 1;
+        }
+        if i > start && (i == b.len() || !b[i].is_ascii_alphanumeric()) {
+            return message[start..i].parse().ok().map(|n| (n, start));
+        }
+    }
+    None
 }
 
-fn compiled() -> &'static Compiled {
-    static C: OnceLock<Compiled> = OnceLock::new();
-    C.get_or_init(|| Compiled {
-        stages: AhoCorasickBuilder::new()
-            .ascii_case_insensitive(true)
-            .match_kind(MatchKind::LeftmostFirst)
-            .build(STAGES.iter().map(|(p, _)| p))
-            .expect("stage phrases compile"),
-        iteration: Regex::new(ITERATION).expect("the iteration pattern compiles"),
-        iteration_needles: AhoCorasickBuilder::new()
-            .ascii_case_insensitive(true)
-            .build(["iter", "step", "/"])
-            .expect("iteration needles compile"),
-    })
+/// tqdm's `| 450/1000 [`: the number before the slash.
+fn tqdm(message: &str) -> Option<u64> {
+    if !(message.contains("it/s") || message.contains("s/it")) {
+        return None;
+    }
+    let bar = message.rfind("| ")?;
+    let rest = &message[bar + 2..];
+    let (done, tail) = rest.trim_start().split_once('/')?;
+    let total: String = tail.chars().take_while(|c| c.is_ascii_digit()).collect();
+    if total.is_empty() {
+        return None;
+    }
+    done.trim().parse().ok()
 }
 
 /// What a line's message says about progress, if anything.
 pub fn marker(message: &str) -> Option<Marker> {
-    let c = compiled();
-    if c.iteration_needles.is_match(message) {
-        if let Some(caps) = c.iteration.captures(message) {
-            let n = (1..=3).find_map(|i| caps.get(i))?.as_str().parse().ok()?;
-            return Some(Marker::Iteration(n));
-        }
+    marker_scanned(message, &crate::lexicon::scan(message))
+}
+
+/// The same, from the line's scan: the phrase first in the table wins, wherever it is
+/// in the line.
+pub fn marker_scanned(message: &str, scan: &crate::lexicon::Scan) -> Option<Marker> {
+    if let Some(n) = scan.counter.or_else(|| tqdm(message)) {
+        return Some(Marker::Iteration(n));
     }
-    // the phrase that comes first in the table wins, wherever it is in the line
-    c.stages
-        .find_iter(message)
-        .map(|m| m.pattern().as_usize())
-        .min()
-        .map(|i| Marker::Stage(STAGES[i].1))
+    scan.stage.map(|i| Marker::Stage(STAGES[i].1))
 }
 
 #[cfg(test)]
@@ -126,7 +146,7 @@ mod tests {
             ),
             ("step:  10  loss:  9.1", Some(Marker::Iteration(10))),
             (
-                "Epoch 0:  45%|████▌     | 450/1000 [01:02<01:16]",
+                "Epoch 0:  45%|████▌     | 450/1000 [01:02<01:16, 7.30it/s]",
                 Some(Marker::Iteration(450)),
             ),
             (

@@ -5,14 +5,12 @@
 //! failures no rule names, and never outranks a known signature.
 
 use crate::time::Stamp;
-use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind};
 use flare_logs::{Config, Miner, TemplateId};
 use flare_model::JobStage;
 use std::collections::{HashMap, HashSet};
-use std::sync::OnceLock;
 
 /// Words that make a line look like an error (whole words, any case).
-const ERROR_WORDS: &[&str] = &[
+pub(crate) const ERROR_WORDS: &[&str] = &[
     "error",
     "errors",
     "fail",
@@ -53,25 +51,9 @@ const ERROR_WORDS: &[&str] = &[
     "overflow",
 ];
 
-fn error_words() -> &'static AhoCorasick {
-    static A: OnceLock<AhoCorasick> = OnceLock::new();
-    A.get_or_init(|| {
-        AhoCorasickBuilder::new()
-            .ascii_case_insensitive(true)
-            .match_kind(MatchKind::LeftmostLongest)
-            .build(ERROR_WORDS)
-            .expect("error words compile")
-    })
-}
-
 /// Whether a message holds an error word as a whole word.
 pub fn error_like(message: &str) -> bool {
-    let b = message.as_bytes();
-    error_words().find_iter(message).any(|m| {
-        let before = m.start() == 0 || !b[m.start() - 1].is_ascii_alphanumeric();
-        let after = m.end() == b.len() || !b[m.end()].is_ascii_alphanumeric();
-        before && after
-    })
+    crate::lexicon::scan(message).error_like
 }
 
 /// A line's template, as the pass sees it.
@@ -131,10 +113,9 @@ impl Templates {
         self.baseline.insert(id);
     }
 
-    /// The template of a line of the failed job, when it looks like an error or a
-    /// signature matched it (`matched`); other lines are not mined.
-    pub fn add(&mut self, message: &str, matched: bool) -> Option<TemplateInfo> {
-        let error_like = error_like(message);
+    /// The template of a line of the failed job, when it looks like an error (its scan
+    /// says) or a signature matched it (`matched`); other lines are not mined.
+    pub fn add(&mut self, message: &str, error_like: bool, matched: bool) -> Option<TemplateInfo> {
         if !error_like && !matched {
             return None;
         }

@@ -1,6 +1,7 @@
 //! Any line, however malformed, is read without a panic: the prefix parser, the
 //! signature table, the traceback and summary readers and the verdict.
 
+use flare_log_diagnosis::lexicon::{scan, ScanCache};
 use flare_log_diagnosis::{diagnose, Collector, Limits};
 use proptest::prelude::*;
 
@@ -71,6 +72,27 @@ proptest! {
         let d = diagnose(c.finish());
         for f in &d.findings {
             prop_assert!(f.confidence >= 0.0 && f.confidence <= 1.0);
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+    /// The scan cache answers every line as a fresh scan would, lines of one skeleton
+    /// (digits changed) included.
+    #[test]
+    fn the_scan_cache_agrees(lines in proptest::collection::vec(line(), 1..30), digits in "[0-9]{1,6}") {
+        let mut cache = ScanCache::default();
+        for l in lines.iter().chain(lines.iter().map(|l| l.replace('1', &digits)).collect::<Vec<_>>().iter()) {
+            let want = scan(l);
+            let got = cache.scan(l);
+            if !want.rows.is_empty() {
+                // lines a signature concerns are scanned afresh, never answered from the cache
+                prop_assert_eq!(&got.rows, &want.rows);
+            }
+            prop_assert_eq!(got.error_like, want.error_like, "{}", l);
+            prop_assert_eq!(got.stage, want.stage, "{}", l);
+            prop_assert_eq!(got.counter, want.counter, "{}", l);
         }
     }
 }

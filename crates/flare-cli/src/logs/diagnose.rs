@@ -109,13 +109,37 @@ fn walk(dir: &Path, out: &mut Vec<PathBuf>, r: &mut Reading) -> Result<()> {
     Ok(())
 }
 
-/// Reads `path` line by line into `each`.
-fn read_lines(
+/// Lines handed on at once.
+const CHUNK_LINES: usize = 16_384;
+
+/// Lines of a file read at once: one buffer, each line's end in it.
+#[derive(Default)]
+struct Chunk {
+    text: String,
+    ends: Vec<usize>,
+}
+
+impl Chunk {
+    fn lines(&self) -> Vec<&str> {
+        let mut start = 0;
+        self.ends
+            .iter()
+            .map(|&e| {
+                let l = &self.text[start..e];
+                start = e;
+                l
+            })
+            .collect()
+    }
+}
+
+/// Reads `path` in chunks of lines, in order, into `each`; counts lines that are not
+/// UTF-8 (decoded lossily, never dropped).
+fn read_chunks(
     path: &Path,
     lim: &Limits,
-    r: &mut Reading,
-    mut each: impl FnMut(&str),
-) -> Result<()> {
+    mut each: impl FnMut(Chunk) -> Result<()>,
+) -> Result<(u64, u64)> {
     let (file, _) = limits::open_file(path, lim)?;
     let name = path.display().to_string();
     let gz = name.to_ascii_lowercase().ends_with(".gz");
@@ -132,10 +156,10 @@ fn read_lines(
     } else {
         (Box::new(raw), lim.max_input_bytes, "read")
     };
-    let mut reader = BufReader::with_capacity(1 << 16, stream);
+    let mut reader = BufReader::with_capacity(1 << 20, stream);
     let mut buf = Vec::new();
-    let mut total = 0u64;
-    let mut number = 0u64;
+    let (mut total, mut number, mut lossy) = (0u64, 0u64, 0u64);
+    let mut chunk = Chunk::default();
     loop {
         buf.clear();
         let n = reader
@@ -156,15 +180,151 @@ fn read_lines(
             buf.pop();
         }
         match std::str::from_utf8(&buf) {
-            Ok(s) => each(s),
+            Ok(s) => chunk.text.push_str(s),
             Err(_) => {
-                r.lossy_lines += 1;
-                each(&String::from_utf8_lossy(&buf));
+                lossy += 1;
+                chunk.text.push_str(&String::from_utf8_lossy(&buf));
             }
         }
+        chunk.ends.push(chunk.text.len());
+        if chunk.ends.len() == CHUNK_LINES {
+            each(std::mem::take(&mut chunk))?;
+        }
     }
-    r.bytes += total;
+    if !chunk.ends.is_empty() {
+        each(chunk)?;
+    }
+    Ok((total, lossy))
+}
+
+/// Reads `path` line by line into `each` (the baseline's lines).
+fn read_lines(
+    path: &Path,
+    lim: &Limits,
+    r: &mut Reading,
+    mut each: impl FnMut(&str),
+) -> Result<()> {
+    let (bytes, lossy) = read_chunks(path, lim, |c| {
+        c.lines().iter().for_each(|l| each(l));
+        Ok(())
+    })?;
+    r.bytes += bytes;
+    r.lossy_lines += lossy;
     Ok(())
+}
+
+/// A file's chunk, read and prepared on a worker thread.
+struct Prepared {
+    file: usize,
+    chunk: Chunk,
+    lines: flare_log_diagnosis::Prepared,
+    /// The file's last chunk: (bytes, lossy lines), or its error.
+    end: Option<Result<(u64, u64)>>,
+}
+
+/// Chunks read ahead of the fold at most (except the file being folded, never held back).
+const AHEAD: usize = 64;
+
+/// Reads the job's files on `threads` threads (each reads a file and prepares its
+/// lines: prefixes, the scan, signatures), folding them into `c` in file order here.
+fn read_parallel(
+    files: &[PathBuf],
+    lim: &Limits,
+    c: &mut Collector,
+    r: &mut Reading,
+    threads: usize,
+) -> Result<()> {
+    use std::sync::{mpsc, Condvar, Mutex};
+    let ids: Vec<usize> = files
+        .iter()
+        .map(|f| c.file(&f.display().to_string()))
+        .collect();
+    // (the file being folded, chunks sent and not yet folded, the fold gave up)
+    let state = Mutex::new((0usize, 0usize, false));
+    let turn = Condvar::new();
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let (tx, rx) = mpsc::channel::<Prepared>();
+    std::thread::scope(|s| -> Result<()> {
+        for _ in 0..threads {
+            let (tx, state, turn, next) = (tx.clone(), &state, &turn, &next);
+            s.spawn(move || loop {
+                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                if i >= files.len() {
+                    return;
+                }
+                let mut prep =
+                    flare_log_diagnosis::LinePreparer::for_path(&files[i].display().to_string());
+                let send = |p: Prepared| -> Result<()> {
+                    let mut st = state.lock().expect("not poisoned");
+                    while st.1 >= AHEAD && st.0 != i && !st.2 {
+                        st = turn.wait(st).expect("not poisoned");
+                    }
+                    if st.2 {
+                        bail!("stopped");
+                    }
+                    st.1 += 1;
+                    drop(st);
+                    let _ = tx.send(p);
+                    Ok(())
+                };
+                let result = read_chunks(&files[i], lim, |chunk| {
+                    let lines = prep.prepare(&chunk.lines());
+                    send(Prepared {
+                        file: i,
+                        chunk,
+                        lines,
+                        end: None,
+                    })
+                });
+                if state.lock().expect("not poisoned").2 {
+                    return;
+                }
+                let _ = send(Prepared {
+                    file: i,
+                    chunk: Chunk::default(),
+                    lines: prep.prepare(&[]),
+                    end: Some(result),
+                });
+            });
+        }
+        drop(tx);
+        let fold = |c: &mut Collector, r: &mut Reading| -> Result<()> {
+            let mut pending: std::collections::BTreeMap<
+                usize,
+                std::collections::VecDeque<Prepared>,
+            > = Default::default();
+            let mut current = 0;
+            while current < files.len() {
+                let p = rx.recv().context("a reader thread ended early")?;
+                pending.entry(p.file).or_default().push_back(p);
+                while let Some(p) = pending.get_mut(&current).and_then(|q| q.pop_front()) {
+                    {
+                        let mut st = state.lock().expect("not poisoned");
+                        st.1 -= 1;
+                    }
+                    c.fold(ids[current], &p.chunk.lines(), p.lines);
+                    if let Some(end) = p.end {
+                        let (bytes, lossy) = end?;
+                        r.bytes += bytes;
+                        r.lossy_lines += lossy;
+                        c.end_file(ids[current]);
+                        pending.remove(&current);
+                        current += 1;
+                        state.lock().expect("not poisoned").0 = current;
+                    }
+                    turn.notify_all();
+                }
+            }
+            Ok(())
+        };
+        let result = fold(c, r);
+        if result.is_err() {
+            // the readers stop instead of waiting for a fold that will not come
+            state.lock().expect("not poisoned").2 = true;
+            turn.notify_all();
+        }
+        result
+    })
 }
 
 /// Reads the inputs and diagnoses them.
@@ -191,11 +351,9 @@ pub fn diagnose_paths(
     for f in &base_files {
         read_lines(f, lim, &mut r, |l| c.baseline_line(l))?;
     }
-    for f in &files {
-        let id = c.file(&f.display().to_string());
-        read_lines(f, lim, &mut r, |l| c.line(id, l))?;
-        c.end_file(id);
-    }
+    // twice the cores: a reader waiting for the disk leaves its core to another
+    let threads = 2 * std::thread::available_parallelism().map_or(1, |n| n.get());
+    read_parallel(&files, lim, &mut c, &mut r, threads.min(files.len()).max(1))?;
     let d = diagnose(c.finish());
     let mut notes = Vec::new();
     if r.lossy_lines > 0 {

@@ -220,7 +220,7 @@ pub const RULES: &[Rule] = &[
         signature: S::SrunStepAborted,
         role: Role::Cascade,
         category: C::Unknown,
-        needles: &["Job step aborted", "forcing job termination", "STEP", "Terminating StepId", "Force Terminated", "TASK FAILURE", "non-zero exit code or other failure mode", "RendezvousClosedError"],
+        needles: &["Job step aborted", "forcing job termination", "*** STEP", "Terminating StepId", "Force Terminated", "TASK FAILURE", "non-zero exit code or other failure mode", "RendezvousClosedError"],
         pattern: r"(?:srun: Job step aborted|srun: forcing job termination|srun: Force Terminated|\*\*\* STEP \S+ ON \S+ CANCELLED AT \S+ \*\*\*|CANCELLED AT \S+ DUE TO TASK FAILURE|FAILED \(non-zero exit code or other failure mode\)|Terminating StepId|RendezvousClosedError)",
         meaning: "Slurm aborted the job step because one of its tasks failed",
         action: ELSEWHERE,

@@ -28,7 +28,6 @@ mod platform;
 mod process;
 mod xid;
 
-use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind};
 use flare_model::{FailureCategory, JobStage, LineRole, LogSignature};
 use regex::Regex;
 use std::sync::OnceLock;
@@ -159,12 +158,11 @@ pub struct Captured {
     pub suspect: Option<u32>,
 }
 
-/// The compiled table.
+/// The compiled table. A row's regex is compiled the first time one of its needles
+/// shows up (the needles are scanned for by `lexicon`, with the other words a line is
+/// looked at for): a job's logs need a few of them.
 pub struct Matcher {
-    needles: AhoCorasick,
-    /// For each needle, the rows that list it.
-    rows_of_needle: Vec<Vec<usize>>,
-    patterns: Vec<Regex>,
+    patterns: Vec<OnceLock<Regex>>,
 }
 
 impl Matcher {
@@ -175,54 +173,31 @@ impl Matcher {
     }
 
     fn new(rules: &[&Rule]) -> Matcher {
-        let mut needles: Vec<String> = Vec::new();
-        let mut rows_of_needle: Vec<Vec<usize>> = Vec::new();
-        for (row, rule) in rules.iter().enumerate() {
-            for n in rule.needles {
-                let lower = n.to_ascii_lowercase();
-                match needles.iter().position(|x| *x == lower) {
-                    Some(i) => rows_of_needle[i].push(row),
-                    None => {
-                        needles.push(lower);
-                        rows_of_needle.push(vec![row]);
-                    }
-                }
-            }
-        }
-        let ac = AhoCorasickBuilder::new()
-            .ascii_case_insensitive(true)
-            .match_kind(MatchKind::Standard)
-            .build(&needles)
-            .expect("the signature needles compile");
-        let patterns = rules
-            .iter()
-            .map(|r| {
-                Regex::new(r.pattern).unwrap_or_else(|e| {
-                    panic!("signature {} pattern does not compile: {e}", r.signature)
-                })
-            })
-            .collect();
         Matcher {
-            needles: ac,
-            rows_of_needle,
-            patterns,
+            patterns: rules.iter().map(|_| OnceLock::new()).collect(),
         }
+    }
+
+    fn pattern(&self, row: usize) -> &Regex {
+        self.patterns[row].get_or_init(|| {
+            let r = rules()[row];
+            Regex::new(r.pattern).unwrap_or_else(|e| {
+                panic!("signature {} pattern does not compile: {e}", r.signature)
+            })
+        })
     }
 
     /// The first row (in table order) that matches `message`, if any.
     pub fn find(&self, message: &str) -> Option<Match> {
-        let mut candidates: Vec<usize> = Vec::new();
-        for m in self.needles.find_overlapping_iter(message) {
-            candidates.extend_from_slice(&self.rows_of_needle[m.pattern().as_usize()]);
-        }
-        if candidates.is_empty() {
-            return None;
-        }
-        candidates.sort_unstable();
-        candidates.dedup();
+        self.find_among(message, &crate::lexicon::scan(message).rows)
+    }
+
+    /// The first of `rows` (in table order: the rows whose needles a scan found) whose
+    /// pattern matches `message`.
+    pub fn find_among(&self, message: &str, rows: &[usize]) -> Option<Match> {
         let rules = rules();
-        for row in candidates {
-            let Some(caps) = self.patterns[row].captures(message) else {
+        for &row in rows {
+            let Some(caps) = self.pattern(row).captures(message) else {
                 continue;
             };
             let rule = rules[row];
@@ -299,6 +274,14 @@ mod tests {
                 rule.signature
             );
             assert!(!rule.needles.is_empty(), "{}: no needle", rule.signature);
+        }
+    }
+
+    #[test]
+    fn every_pattern_compiles() {
+        let m = Matcher::get();
+        for row in 0..rules().len() {
+            m.pattern(row);
         }
     }
 

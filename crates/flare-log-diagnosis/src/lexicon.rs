@@ -1,0 +1,289 @@
+//! Every literal the pass looks for in a line, in one automaton, so that a line is
+//! scanned once: the signatures' needles (which rows to try), the words that make a line
+//! look like an error (the statistical part), and the phrases and counters that tell
+//! progress (stage, iteration). Each list stays with the module that owns it; this
+//! module only compiles them together.
+//!
+//! Logs repeat themselves: a line's scan depends only on its letters and where digits
+//! stand (no literal holds a digit, which a test checks), so a [`ScanCache`] keyed by the
+//! line with each run of digits folded to one answers most lines of a large job without
+//! the automaton; only the counters' positions are looked up again.
+
+use crate::progress::{COUNTERS, STAGES};
+use crate::signatures::rules;
+use crate::stats::ERROR_WORDS;
+use aho_corasick::{AhoCorasick, AhoCorasickBuilder, AhoCorasickKind, MatchKind};
+use std::sync::OnceLock;
+
+/// What a literal of the automaton is.
+#[derive(Clone, Debug)]
+enum Word {
+    /// A signature needle: the rows (table order) that list it.
+    Needle(Vec<usize>),
+    Error,
+    /// A stage phrase: its index in `STAGES`.
+    Stage(usize),
+    Counter,
+}
+
+struct Lexicon {
+    ac: AhoCorasick,
+    words: Vec<Word>,
+}
+
+/// What one scan of a line found.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Scan {
+    /// Signature rows to try, in table order.
+    pub rows: Vec<usize>,
+    /// An error word stands as a whole word.
+    pub error_like: bool,
+    /// The first stage phrase in `STAGES`' order, if any.
+    pub stage: Option<usize>,
+    /// The iteration number a counter word gives (`step: 10`).
+    pub counter: Option<u64>,
+}
+
+/// Skeletons remembered at most; past it the cache starts over.
+const CACHE_CAP: usize = 1 << 16;
+/// Digit runs a cached line may have: the counter's number is read back by its run.
+const MAX_RUNS: usize = 32;
+
+/// What a cached skeleton's lines scan to: error-like, the stage phrase, and which digit
+/// run holds the counter's number.
+#[derive(Clone, Copy)]
+struct Cached {
+    error_like: bool,
+    stage: Option<usize>,
+    counter_run: Option<u8>,
+}
+
+/// Scans of lines no signature row concerns, by the line's skeleton (see the module).
+#[derive(Default)]
+pub struct ScanCache {
+    seen: std::collections::HashMap<u64, Cached>,
+}
+
+/// Where a line's runs of digits are.
+struct Runs {
+    n: usize,
+    at: [(u32, u32); MAX_RUNS],
+}
+
+/// The line's skeleton: a hash of its bytes, ASCII case folded, each run of digits one
+/// `0`; and where the runs are.
+fn skeleton(message: &str) -> (u64, Runs) {
+    // FNV-1a: cheap per byte; the skeleton only picks a cache entry
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut runs = Runs {
+        n: 0,
+        at: [(0, 0); MAX_RUNS],
+    };
+    let mut run_start: Option<usize> = None;
+    for (i, &b) in message.as_bytes().iter().enumerate() {
+        let c = if b.is_ascii_digit() {
+            if run_start.is_some() {
+                continue;
+            }
+            run_start = Some(i);
+            b'0'
+        } else {
+            if let Some(s) = run_start.take() {
+                if runs.n < MAX_RUNS {
+                    runs.at[runs.n] = (s as u32, i as u32);
+                }
+                runs.n += 1;
+            }
+            b.to_ascii_lowercase()
+        };
+        h = (h ^ c as u64).wrapping_mul(0x0100_0000_01b3);
+    }
+    if let Some(s) = run_start {
+        if runs.n < MAX_RUNS {
+            runs.at[runs.n] = (s as u32, message.len() as u32);
+        }
+        runs.n += 1;
+    }
+    (h, runs)
+}
+
+impl ScanCache {
+    /// The line's scan, from the cache when a line of the same skeleton was scanned.
+    pub fn scan(&mut self, message: &str) -> Scan {
+        let (key, runs) = skeleton(message);
+        if let Some(c) = self.seen.get(&key) {
+            let counter = c.counter_run.and_then(|k| {
+                let (a, b) = runs.at[k as usize];
+                message[a as usize..b as usize].parse().ok()
+            });
+            return Scan {
+                rows: Vec::new(),
+                error_like: c.error_like,
+                stage: c.stage,
+                counter,
+            };
+        }
+        let (s, counter_start) = scan_with_counter(message);
+        let counter_run = counter_start.and_then(|start| {
+            runs.at[..runs.n.min(MAX_RUNS)]
+                .iter()
+                .position(|(a, _)| *a as usize == start)
+                .map(|k| k as u8)
+        });
+        let cacheable = s.rows.is_empty()
+            && runs.n <= MAX_RUNS
+            && (counter_start.is_none() || counter_run.is_some());
+        if cacheable {
+            if self.seen.len() >= CACHE_CAP {
+                self.seen.clear();
+            }
+            self.seen.insert(
+                key,
+                Cached {
+                    error_like: s.error_like,
+                    stage: s.stage,
+                    counter_run,
+                },
+            );
+        }
+        s
+    }
+}
+
+fn lexicon() -> &'static Lexicon {
+    static L: OnceLock<Lexicon> = OnceLock::new();
+    L.get_or_init(|| {
+        let mut literals: Vec<String> = Vec::new();
+        let mut words: Vec<Word> = Vec::new();
+        let mut add = |lit: &str, w: Word| {
+            let lower = lit.to_ascii_lowercase();
+            match (literals.iter().position(|x| *x == lower), &w) {
+                // a needle listed by several rows, or by a row and another list
+                (Some(i), Word::Needle(rows)) => match &mut words[i] {
+                    Word::Needle(have) => have.extend(rows),
+                    _ => {
+                        literals.push(lower);
+                        words.push(w);
+                    }
+                },
+                _ => {
+                    literals.push(lower);
+                    words.push(w);
+                }
+            }
+        };
+        for (row, rule) in rules().iter().enumerate() {
+            for n in rule.needles {
+                add(n, Word::Needle(vec![row]));
+            }
+        }
+        for w in ERROR_WORDS {
+            add(w, Word::Error);
+        }
+        for (i, (p, _)) in STAGES.iter().enumerate() {
+            add(p, Word::Stage(i));
+        }
+        for c in COUNTERS {
+            add(c, Word::Counter);
+        }
+        // all occurrences of every literal (overlapping), in one pass
+        let ac = AhoCorasickBuilder::new()
+            .ascii_case_insensitive(true)
+            .match_kind(MatchKind::Standard)
+            .kind(Some(AhoCorasickKind::DFA))
+            .build(&literals)
+            .expect("the lexicon compiles");
+        Lexicon { ac, words }
+    })
+}
+
+fn whole_word(b: &[u8], start: usize, end: usize) -> bool {
+    (start == 0 || !b[start - 1].is_ascii_alphanumeric())
+        && (end == b.len() || !b[end].is_ascii_alphanumeric())
+}
+
+/// Scans `message` once.
+pub fn scan(message: &str) -> Scan {
+    scan_with_counter(message).0
+}
+
+/// The scan, and where the counter's digits start.
+fn scan_with_counter(message: &str) -> (Scan, Option<usize>) {
+    let l = lexicon();
+    let b = message.as_bytes();
+    let mut s = Scan::default();
+    let mut counters: Vec<(usize, usize)> = Vec::new();
+    for m in l.ac.find_overlapping_iter(message) {
+        match &l.words[m.pattern().as_usize()] {
+            Word::Needle(rows) => s.rows.extend_from_slice(rows),
+            Word::Error => s.error_like |= whole_word(b, m.start(), m.end()),
+            Word::Stage(i) => s.stage = Some(s.stage.map_or(*i, |x| x.min(*i))),
+            Word::Counter => counters.push((m.start(), m.end())),
+        }
+    }
+    if s.rows.len() > 1 {
+        s.rows.sort_unstable();
+        s.rows.dedup();
+    }
+    counters.sort_unstable();
+    let found = crate::progress::counter(message, &counters);
+    s.counter = found.map(|(n, _)| n);
+    (s, found.map(|(_, at)| at))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn no_literal_holds_a_digit() {
+        // the cache folds digits: a literal with one could be answered wrongly
+        for rule in rules() {
+            for n in rule.needles {
+                assert!(
+                    !n.bytes().any(|b| b.is_ascii_digit()),
+                    "{}: {n}",
+                    rule.signature
+                );
+            }
+        }
+        for w in ERROR_WORDS.iter().chain(COUNTERS) {
+            assert!(!w.bytes().any(|b| b.is_ascii_digit()), "{w}");
+        }
+        for (p, _) in STAGES {
+            assert!(!p.bytes().any(|b| b.is_ascii_digit()), "{p}");
+        }
+    }
+
+    #[test]
+    fn the_cache_answers_as_the_scan_does() {
+        let mut cache = ScanCache::default();
+        let lines = [
+            "[titan] 2026-11-25 10:00:01,000 - root - INFO - step:    11  loss: 2.1",
+            "[titan] 2026-11-25 10:00:02,000 - root - INFO - step:    12  loss: 2.0",
+            "[titan] 2026-11-25 10:00:03,000 - root - INFO - step:  1013  loss: 1.9",
+            "worker 3 failed to prefetch",
+            "worker 17 failed to prefetch",
+            "OSError: [Errno 28] No space left on device",
+            "NCCL INFO Bootstrap : Using ib0:10.0.0.1<0>",
+        ];
+        for _ in 0..2 {
+            for l in lines {
+                assert_eq!(cache.scan(l), scan(l), "{l}");
+            }
+        }
+    }
+
+    #[test]
+    fn one_scan_finds_every_kind_of_word() {
+        let s = scan("[rank3]: step: 10 RuntimeError: CUDA error: an illegal memory access was encountered; saving checkpoint failed");
+        assert!(!s.rows.is_empty());
+        assert!(s.error_like);
+        assert!(s.stage.is_some());
+        assert_eq!(s.counter, Some(10));
+        let quiet = scan("[rank3]:[titan] 2026-11-25 10:00:01,000 - root - INFO - loss: 2.1");
+        assert!(quiet.rows.is_empty() && !quiet.error_like && quiet.stage.is_none());
+        // `failed` inside a word is not an error word
+        assert!(!scan("prefailed").error_like);
+    }
+}
