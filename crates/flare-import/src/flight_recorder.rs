@@ -1093,27 +1093,30 @@ pub fn assemble_job(dir: &str, dumps: Vec<(String, FrDump)>) -> Result<FrJob, Fr
     Ok(job)
 }
 
-/// Files that may sit next to dumps without being dumps: notes and logs.
+/// Files that may sit next to dumps without being dumps: notes and logs (with an
+/// extension: a dump has none).
 fn is_text_note(name: &str) -> bool {
     let lower = name.to_ascii_lowercase();
     let ext = lower.rsplit_once('.').map(|(_, e)| e).unwrap_or("");
-    matches!(
-        ext,
-        "txt"
-            | "log"
-            | "md"
-            | "rst"
-            | "yaml"
-            | "yml"
-            | "csv"
-            | "sh"
-            | "py"
-            | "cfg"
-            | "ini"
-            | "toml"
-            | "out"
-            | "err"
-    ) || lower.starts_with("readme")
+    (!ext.is_empty() && crate::text_logs::is_log_file_name(name))
+        || matches!(
+            ext,
+            "txt"
+                | "log"
+                | "md"
+                | "rst"
+                | "yaml"
+                | "yml"
+                | "csv"
+                | "sh"
+                | "py"
+                | "cfg"
+                | "ini"
+                | "toml"
+                | "out"
+                | "err"
+        )
+        || lower.starts_with("readme")
         || lower.starts_with("license")
 }
 

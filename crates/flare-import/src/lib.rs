@@ -24,6 +24,7 @@ pub mod ndtimeline;
 pub mod open;
 pub mod prometheus;
 pub mod sniff;
+pub mod text_logs;
 mod varint;
 
 pub use limits::{LimitError, Limits};

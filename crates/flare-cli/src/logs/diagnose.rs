@@ -10,7 +10,7 @@
 use crate::present;
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use flare_import::limits::{self, InputKind, Limits};
+use flare_import::limits::{self, Limits};
 use flare_log_diagnosis::{diagnose, Collector, LogDiagnosis};
 use flare_model::{FindingsDocument, JobSummary};
 use std::io::{BufRead, BufReader, Read, Write};
@@ -51,62 +51,7 @@ struct Reading {
 
 /// Whether a file name says it holds log text.
 pub fn is_log_name(name: &str) -> bool {
-    let lower = name.to_ascii_lowercase();
-    let lower = lower.strip_suffix(".gz").unwrap_or(&lower);
-    // rotated logs: `train.log.1`
-    let base = match lower.rsplit_once('.') {
-        Some((b, n)) if n.bytes().all(|c| c.is_ascii_digit()) && !n.is_empty() => b,
-        _ => lower,
-    };
-    let Some((_, ext)) = base.rsplit_once('.') else {
-        return !base.starts_with('.');
-    };
-    matches!(
-        ext,
-        "log" | "txt" | "out" | "err" | "dmesg" | "stdout" | "stderr" | "journal" | "messages"
-    ) || ext.bytes().all(|c| c.is_ascii_digit())
-}
-
-/// The files under `paths`, in order: a file as given, a directory's log files walked in
-/// sorted order.
-fn log_files(paths: &[PathBuf], lim: &Limits, r: &mut Reading) -> Result<Vec<PathBuf>> {
-    let mut out = Vec::new();
-    for p in paths {
-        match limits::check_input(p)? {
-            InputKind::File { .. } => out.push(p.clone()),
-            InputKind::Directory => {
-                let mut found = Vec::new();
-                walk(p, &mut found, r)?;
-                limits::check_file_count(p, found.len(), lim)?;
-                out.extend(found);
-            }
-        }
-    }
-    Ok(out)
-}
-
-fn walk(dir: &Path, out: &mut Vec<PathBuf>, r: &mut Reading) -> Result<()> {
-    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
-        .with_context(|| format!("cannot list {}", dir.display()))?
-        .map(|e| e.map(|e| e.path()))
-        .collect::<std::io::Result<_>>()
-        .with_context(|| format!("cannot list {}", dir.display()))?;
-    entries.sort();
-    for p in entries {
-        match limits::check_input(&p) {
-            Ok(InputKind::Directory) => walk(&p, out, r)?,
-            Ok(InputKind::File { .. }) => {
-                let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
-                if is_log_name(name) {
-                    out.push(p);
-                } else {
-                    r.skipped.push(p.display().to_string());
-                }
-            }
-            Err(e) => r.skipped.push(e.to_string()),
-        }
-    }
-    Ok(())
+    flare_import::text_logs::is_log_file_name(name)
 }
 
 /// Lines handed on at once.
@@ -223,7 +168,7 @@ struct Prepared {
 }
 
 /// Chunks read ahead of the fold at most (except the file being folded, never held back).
-const AHEAD: usize = 64;
+const AHEAD: usize = 16;
 
 /// Reads the job's files on `threads` threads (each reads a file and prepares its
 /// lines: prefixes, the scan, signatures), folding them into `c` in file order here.
@@ -334,7 +279,9 @@ pub fn diagnose_paths(
     lim: &Limits,
 ) -> Result<(LogDiagnosis, Vec<String>)> {
     let mut r = Reading::default();
-    let files = log_files(paths, lim, &mut r)?;
+    let listed = flare_import::text_logs::list_log_files(paths, lim)?;
+    r.skipped = listed.skipped;
+    let files = listed.files;
     if files.is_empty() {
         bail!(
             "no log files under {}: expected .log, .txt, .out, .err, .dmesg or extension-less files{}",
@@ -346,7 +293,7 @@ pub fn diagnose_paths(
             }
         );
     }
-    let base_files = log_files(baseline, lim, &mut Reading::default())?;
+    let base_files = flare_import::text_logs::list_log_files(baseline, lim)?.files;
     let mut c = Collector::new(flare_log_diagnosis::Limits::default());
     for f in &base_files {
         read_lines(f, lim, &mut r, |l| c.baseline_line(l))?;
@@ -427,36 +374,4 @@ fn diagnose_and_print(a: DiagnoseArgs) -> Result<ExitCode> {
     };
     std::io::stdout().lock().write_all(text.as_bytes())?;
     Ok(ExitCode::SUCCESS)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn log_names() {
-        for yes in [
-            "rank0.log",
-            "stderr.log",
-            "slurm-12.out",
-            "x.err",
-            "node3.dmesg",
-            "dmesg",
-            "train.log.1",
-            "console.txt.gz",
-            "stdout",
-        ] {
-            assert!(is_log_name(yes), "{yes}");
-        }
-        for no in [
-            "truth.json",
-            "trace.flare",
-            "model.pt",
-            "a.parquet",
-            "x.json.gz",
-            ".hidden",
-        ] {
-            assert!(!is_log_name(no), "{no}");
-        }
-    }
 }

@@ -1,0 +1,140 @@
+//! Which files are a job's text logs: by name (`.log`, `.txt`, `.out`, `.err`, `.dmesg`,
+//! `stdout`/`stderr`, rotated `.log.1`, no extension; each possibly `.gz`) and, for a
+//! name that says little (no extension), by content (text, not a binary dump such as a
+//! Flight Recorder pickle). Directories are walked in sorted order, so what is read does
+//! not depend on the file system's order. Used by `flare logs diagnose` and by `flare
+//! diagnose` for the logs beside traces or dumps.
+
+use crate::limits::{self, read_head, InputKind, LimitError, Limits};
+use std::path::{Path, PathBuf};
+
+/// Whether a file name says it holds log text (or says nothing: no extension).
+pub fn is_log_file_name(name: &str) -> bool {
+    let lower = name.to_ascii_lowercase();
+    let lower = lower.strip_suffix(".gz").unwrap_or(&lower);
+    // rotated logs: `train.log.1`
+    let base = match lower.rsplit_once('.') {
+        Some((b, n)) if n.bytes().all(|c| c.is_ascii_digit()) && !n.is_empty() => b,
+        _ => lower,
+    };
+    let Some((_, ext)) = base.rsplit_once('.') else {
+        return !base.starts_with('.');
+    };
+    matches!(
+        ext,
+        "log" | "txt" | "out" | "err" | "dmesg" | "stdout" | "stderr" | "journal" | "messages"
+    ) || ext.bytes().all(|c| c.is_ascii_digit())
+}
+
+/// Whether the first bytes of a file look like text: no NUL byte and few control bytes
+/// (a pickle, an image or a compressed stream fail).
+pub fn looks_like_text(head: &[u8]) -> bool {
+    if head.contains(&0) {
+        return false;
+    }
+    let odd = head
+        .iter()
+        .filter(|&&b| b < 0x20 && !matches!(b, b'\n' | b'\r' | b'\t' | 0x1b))
+        .count();
+    odd * 20 <= head.len()
+}
+
+/// The log files under some paths, and what was passed over.
+#[derive(Debug, Default)]
+pub struct LogFiles {
+    pub files: Vec<PathBuf>,
+    /// Files passed over, with why (not a log by name, binary, not a regular file).
+    pub skipped: Vec<String>,
+}
+
+/// The log files of `paths`: a file as given; a directory's files whose name says log
+/// (and, without an extension, whose start is text), walked in sorted order. At most
+/// `limits.max_files` per directory given.
+pub fn list_log_files(paths: &[PathBuf], limits: &Limits) -> Result<LogFiles, LimitError> {
+    let mut out = LogFiles::default();
+    for p in paths {
+        match limits::check_input(p)? {
+            InputKind::File { .. } => out.files.push(p.clone()),
+            InputKind::Directory => {
+                let before = out.files.len();
+                walk(p, &mut out)?;
+                limits::check_file_count(p, out.files.len() - before, limits)?;
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn walk(dir: &Path, out: &mut LogFiles) -> Result<(), LimitError> {
+    let io = |source| LimitError::Io {
+        path: dir.display().to_string(),
+        source,
+    };
+    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map_err(io)?
+        .map(|e| e.map(|e| e.path()))
+        .collect::<std::io::Result<_>>()
+        .map_err(io)?;
+    entries.sort();
+    for p in entries {
+        let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        if name.starts_with('.') {
+            continue;
+        }
+        match limits::check_input(&p) {
+            Ok(InputKind::Directory) => walk(&p, out)?,
+            Ok(InputKind::File { .. }) => {
+                let named = is_log_file_name(name);
+                // a name without an extension says little: a dump has none either
+                let text =
+                    name.contains('.') || read_head(&p, 4096).is_some_and(|h| looks_like_text(&h));
+                if named && text {
+                    out.files.push(p);
+                } else {
+                    out.skipped.push(p.display().to_string());
+                }
+            }
+            Err(e) => out.skipped.push(e.to_string()),
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn log_names() {
+        for yes in [
+            "rank0.log",
+            "stderr.log",
+            "slurm-12.out",
+            "x.err",
+            "node3.dmesg",
+            "dmesg",
+            "train.log.1",
+            "console.txt.gz",
+            "stdout",
+        ] {
+            assert!(is_log_file_name(yes), "{yes}");
+        }
+        for no in [
+            "truth.json",
+            "trace.flare",
+            "model.pt",
+            "a.parquet",
+            "x.json.gz",
+            ".hidden",
+        ] {
+            assert!(!is_log_file_name(no), "{no}");
+        }
+    }
+
+    #[test]
+    fn text_and_binary() {
+        assert!(looks_like_text(b"[rank0]: step 3\n\tat x\n"));
+        assert!(!looks_like_text(b"\x80\x02}q\x00(X\x07\x00\x00\x00version"));
+        assert!(looks_like_text(b""));
+    }
+}
