@@ -198,7 +198,7 @@ fn failure_text(fd: &flare_model::FailureDetail) -> String {
         ));
     }
     for g in fd.cascade.iter().take(8) {
-        let from = match (g.ranks.len(), g.hosts.len()) {
+        let from = match (g.rank_count, g.host_count) {
             (0, 0) => String::new(),
             (0, h) => format!(" from {h} host(s)"),
             (r, _) => format!(" from {r} rank(s)"),

@@ -109,7 +109,28 @@ fn oom_on_one_rank_among_watchdog_timeouts() {
         .find(|g| g.signature == S::WatchdogTimeout)
         .expect("the timeouts are effects");
     assert_eq!(watchdog_group.ranks.len(), 7);
+    assert_eq!(watchdog_group.rank_count, 7);
     assert!(fd.cascade.iter().any(|g| g.signature == S::LauncherSigterm));
+}
+
+#[test]
+fn an_effect_counts_every_rank_past_the_listed_ones() {
+    let root = ["[rank0]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.15 GiB of which 1.21 GiB is free."];
+    let timeouts: Vec<[String; 1]> = (1..200).map(|r| [watchdog(r, 30)]).collect();
+    let paths: Vec<String> = (0..200).map(|r| format!("job/rank{r}.log")).collect();
+    let mut files: Vec<(&str, Vec<&str>)> = vec![(paths[0].as_str(), root.to_vec())];
+    for (i, t) in timeouts.iter().enumerate() {
+        files.push((paths[i + 1].as_str(), vec![t[0].as_str()]));
+    }
+    let files: Vec<(&str, &[&str])> = files.iter().map(|(p, l)| (*p, l.as_slice())).collect();
+    let d = run(&files, &[]);
+    let fd = d.findings[0].failure.as_ref().expect("a failure detail");
+    let g = fd
+        .cascade
+        .iter()
+        .find(|g| g.signature == S::WatchdogTimeout)
+        .expect("the timeouts are effects");
+    assert_eq!((g.lines, g.rank_count, g.ranks.len()), (199, 199, 64));
 }
 
 #[test]

@@ -338,6 +338,8 @@ impl Context<'_> {
                     CascadeGroup {
                         signature: sig,
                         lines,
+                        rank_count: ranks.len() as u32,
+                        host_count: hosts.len() as u32,
                         ranks: ranks.into_iter().take(LISTED).collect(),
                         hosts: hosts.into_iter().take(LISTED).collect(),
                         first: self.log_line(h, LineRole::Cascade),

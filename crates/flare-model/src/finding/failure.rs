@@ -195,10 +195,14 @@ pub struct LogLine {
 pub struct CascadeGroup {
     pub signature: LogSignature,
     pub lines: u64,
-    /// Ranks that logged it (at most 64 listed; `lines` counts them all).
+    /// Ranks that logged it (at most 64 listed; `rank_count` counts them all).
     pub ranks: Vec<u32>,
+    /// How many ranks logged it.
+    pub rank_count: u32,
     /// Hosts that logged it (at most 64 listed).
     pub hosts: Vec<String>,
+    /// How many hosts logged it.
+    pub host_count: u32,
     pub first: LogLine,
     /// What these lines are an effect of, for a person.
     pub explanation: String,
