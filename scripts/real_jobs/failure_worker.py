@@ -17,6 +17,12 @@ the job only does what real training code does wrong. SCENARIO is one of
   checkpoint     rank 0 saves a checkpoint into a directory that does not exist
   bad_args       (the driver passes an argument the script does not accept)
 Nothing here knows about Flare.
+
+With TORCH_FR_BUFFER_SIZE and TORCH_FR_DUMP_TEMP_FILE set, PyTorch's Flight Recorder
+records every collective, and each rank writes its dump (`<TORCH_FR_DUMP_TEMP_FILE><rank>`,
+PyTorch's own pickle) the way a job that enables it does: when a collective fails or times
+out, and when the launcher stops it with SIGTERM. A rank that crashes on its own writes
+none, as in production.
 """
 
 import argparse
@@ -31,6 +37,17 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 log = logging.getLogger("train")
+
+
+def dump_flight_recorder(rank):
+    """Writes this rank's Flight Recorder dump, if the job enables it."""
+    prefix = os.environ.get("TORCH_FR_DUMP_TEMP_FILE")
+    if not prefix or not os.environ.get("TORCH_FR_BUFFER_SIZE"):
+        return
+    import torch._C._distributed_c10d as c10d
+
+    with open(f"{prefix}{rank}", "wb") as f:
+        f.write(c10d._dump_fr_trace(True, True, False))
 
 
 def main():
@@ -61,7 +78,26 @@ def main():
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     if a.scenario == "nan":
         torch.autograd.set_detect_anomaly(True)
+
+    def on_sigterm(signum, frame):
+        dump_flight_recorder(rank)
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, on_sigterm)
     log.info("starting training")
+    try:
+        train(a, rank, culprit, model, opt)
+    except RuntimeError as e:
+        # a collective that failed or timed out: Gloo raises a RuntimeError that says so
+        if any(w in str(e).lower() for w in ("timed out", "connection", "gloo")):
+            dump_flight_recorder(rank)
+        raise
+    log.info("training completed")
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+def train(a, rank, culprit, model, opt):
     for step in range(a.steps):
         x = torch.randn(32, 64)
         failing = step == a.fail_step and rank == culprit
@@ -93,9 +129,6 @@ def main():
                 torch.save(model.state_dict(), os.path.join(a.ckpt or "/nonexistent/ckpt", f"step-{step}.pt"))
             dist.barrier()
             log.info("saved checkpoint at step %d", step)
-    log.info("training completed")
-    dist.barrier()
-    dist.destroy_process_group()
 
 
 if __name__ == "__main__":

@@ -10,7 +10,9 @@ the other half run with `--log-dir`, one stdout/stderr file per local rank as to
 writes them, beside the launcher's own console. The truth (category, culprit rank,
 stage, whether a restart helps, a fragment of the line that shows the cause) is what
 was injected; a run whose logs do not hold its root-cause fragment is reported and
-left without a truth.json, so nothing unverified is scored.
+left without a truth.json, so nothing unverified is scored. Flight Recorder is on: the
+ranks that see a collective fail, time out or get stopped write their dumps into `fr/`
+(`flare diagnose CASE/fr --logs CASE` reads both).
 """
 
 import argparse
@@ -60,7 +62,11 @@ def run(out, name, world):
     if culprit is not None:
         cmd += ["--culprit", str(culprit)]
     cmd += extra
-    env = dict(os.environ, OMP_NUM_THREADS="1", **env_extra)
+    # Flight Recorder on, its dumps in fr/ (see failure_worker.py)
+    fr = os.path.join(d, "fr")
+    os.makedirs(fr)
+    env = dict(os.environ, OMP_NUM_THREADS="1", TORCH_FR_BUFFER_SIZE="2000",
+               TORCH_FR_DUMP_TEMP_FILE=os.path.join(fr, "nccl_trace_rank_"), **env_extra)
     with open(os.path.join(d, "console.log"), "wb") as f:
         p = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, env=env, timeout=300)
     text = ""
@@ -69,6 +75,8 @@ def run(out, name, world):
             if fn.endswith(".log"):
                 with open(os.path.join(root, fn), errors="replace") as f:
                     text += f.read()
+    if not os.listdir(fr):
+        os.rmdir(fr)
     missing = [x for x in fragments if x not in text]
     ok_exit = (p.returncode == 0) == (category is None)
     if missing or not ok_exit:

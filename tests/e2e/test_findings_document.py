@@ -79,3 +79,8 @@ def test_log_diagnosis_documents():
         else:
             assert doc["verdict"] == "unhealthy", job.name
             assert doc["findings"][0]["failure"]["category"] == truth["category"], job.name
+        if (job / "fr").is_dir():
+            # the dumps and the logs of the same job: one document, the same schema
+            merged = run_json("diagnose", str(job / "fr"), "--logs", str(job))
+            validate(merged)
+            assert merged["findings"][0]["failure"]["category"] == truth["category"], job.name

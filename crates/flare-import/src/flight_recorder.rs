@@ -1154,7 +1154,12 @@ pub fn read_fr_dir_with_limits(dir: &Path, limits: &Limits) -> Result<FrJob, FrE
         let file = p.display().to_string();
         let bytes = limits::read_file(&p, limits)?;
         if encoding(&bytes).is_none() {
-            if is_text_note(&name) {
+            // a log beside the dumps, by name, or without an extension by its text (`dmesg`)
+            let head = &bytes[..bytes.len().min(4096)];
+            if is_text_note(&name)
+                || (crate::text_logs::is_log_file_name(&name)
+                    && crate::text_logs::looks_like_text(head))
+            {
                 continue;
             }
             return Err(FrError::MixedDir {
@@ -1540,6 +1545,12 @@ mod tests {
             std::fs::write(dir.join(format!("_dump_{r}")), write_fr_pickle(&sample(r))).unwrap();
         }
         std::fs::write(dir.join("reference.txt"), "notes").unwrap();
+        // a kernel log saved beside the dumps, without an extension
+        std::fs::write(
+            dir.join("dmesg"),
+            "[ 12.3] NVRM: Xid (PCI:0000:3a:00): 79\n",
+        )
+        .unwrap();
         assert!(looks_like_fr_dump(&dir));
         let job = read_fr_dir(&dir).unwrap();
         assert_eq!(job.dumps.keys().copied().collect::<Vec<_>>(), vec![0, 1, 3]);

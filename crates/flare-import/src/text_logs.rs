@@ -85,9 +85,11 @@ fn walk(dir: &Path, out: &mut LogFiles) -> Result<(), LimitError> {
             Ok(InputKind::Directory) => walk(&p, out)?,
             Ok(InputKind::File { .. }) => {
                 let named = is_log_file_name(name);
-                // a name without an extension says little: a dump has none either
-                let text =
-                    name.contains('.') || read_head(&p, 4096).is_some_and(|h| looks_like_text(&h));
+                // a name without an extension says little: a dump has none either (and a
+                // Flight Recorder dump in JSON is text)
+                let text = name.contains('.')
+                    || (read_head(&p, 4096).is_some_and(|h| looks_like_text(&h))
+                        && !crate::flight_recorder::looks_like_fr_dump(&p));
                 if named && text {
                     out.files.push(p);
                 } else {
@@ -136,5 +138,31 @@ mod tests {
         assert!(looks_like_text(b"[rank0]: step 3\n\tat x\n"));
         assert!(!looks_like_text(b"\x80\x02}q\x00(X\x07\x00\x00\x00version"));
         assert!(looks_like_text(b""));
+    }
+
+    #[test]
+    fn a_directory_lists_its_logs_and_passes_over_dumps() {
+        let dir = std::env::temp_dir().join(format!("flare-text-logs-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("node-1")).unwrap();
+        std::fs::write(dir.join("node-1/rank3.log"), "[rank3]: step 1\n").unwrap();
+        std::fs::write(dir.join("dmesg"), "[ 1.0] NVRM: Xid 79\n").unwrap();
+        std::fs::write(dir.join("trace.json"), "{}").unwrap();
+        // Flight Recorder dumps have no extension: a pickle, and one written as JSON
+        std::fs::write(dir.join("nccl_trace_rank_0"), b"\x80\x02}q\x00(X\x07\x00").unwrap();
+        std::fs::write(
+            dir.join("nccl_trace_rank_1"),
+            r#"{"version": "2.9", "pg_config": {}, "entries": []}"#,
+        )
+        .unwrap();
+        let l = list_log_files(std::slice::from_ref(&dir), &Limits::default()).unwrap();
+        let names: Vec<_> = l
+            .files
+            .iter()
+            .map(|p| p.strip_prefix(&dir).unwrap().display().to_string())
+            .collect();
+        assert_eq!(names, ["dmesg", "node-1/rank3.log"]);
+        assert_eq!(l.skipped.len(), 3, "{:?}", l.skipped);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -7,11 +7,13 @@
 //! failure summary, [`progress`] the stage and iteration, and [`stats`] keeps the
 //! templates of error-looking lines no signature knows. [`verdict`] then picks the root
 //! cause, the culprit and what the rest are effects of. Pure computation: the caller
-//! reads the files and feeds the lines.
+//! reads the files and feeds the lines. [`merge`] joins the result to the findings of
+//! traces or dumps of the same job.
 
 pub mod collect;
 pub mod elastic;
 pub mod lexicon;
+pub mod merge;
 pub mod origin;
 pub mod progress;
 pub mod signatures;
@@ -22,4 +24,5 @@ pub mod traceback;
 pub mod verdict;
 
 pub use collect::{Collector, Limits, LinePreparer, Prepared};
+pub use merge::{merge, Merged};
 pub use verdict::{diagnose, LogDiagnosis};

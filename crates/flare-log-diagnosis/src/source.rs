@@ -32,6 +32,9 @@ pub struct FileSource {
     pub rank: Option<u32>,
     pub local_rank: Option<u32>,
     pub host: Option<String>,
+    /// The torchrun agent's log folder (`.../attempt_0`) the file is in: one node's
+    /// processes, whose global ranks are consecutive from the node's first.
+    pub agent: Option<String>,
 }
 
 const SYSTEM_WORDS: &[&str] = &["dmesg", "kern", "kernel", "syslog", "messages", "journal"];
@@ -55,7 +58,7 @@ fn number_after(s: &str, word: &str) -> Option<u32> {
 }
 
 /// A folder or file stem that names a host: `node-17`, `gpu17`, `dgx-a100-03`,
-/// `10.0.0.5`, `worker-3` (a pod).
+/// `10.0.0.5`, `worker-3` (a pod); not `gpu_error_2nd`.
 fn host_like(name: &str) -> bool {
     let lower = name.to_ascii_lowercase();
     let ip = lower.split('.').count() == 4
@@ -68,7 +71,10 @@ fn host_like(name: &str) -> bool {
     const HOST_WORDS: &[&str] = &[
         "node", "host", "gpu", "worker", "master", "compute", "dgx", "cn", "server", "machine",
     ];
-    lower.bytes().any(|b| b.is_ascii_digit())
+    // cluster hosts are numbered: the first label ends in its index (`node17.cluster`),
+    // which a folder named for what it holds (`gpu_error_2nd`) does not
+    let label = lower.split('.').next().unwrap_or("");
+    label.bytes().last().is_some_and(|b| b.is_ascii_digit())
         && HOST_WORDS.iter().any(|w| lower.starts_with(w))
         && lower
             .bytes()
@@ -110,6 +116,7 @@ pub fn classify(path: &str) -> FileSource {
         rank: None,
         local_rank: None,
         host: None,
+        agent: None,
     };
     if lower_name.starts_with("slurm-") || lower_name.starts_with("slurm_") {
         src.kind = FileKind::Scheduler;
@@ -129,6 +136,7 @@ pub fn classify(path: &str) -> FileSource {
     if let [.., attempt, local, _] = parts.as_slice() {
         if attempt.starts_with("attempt_") && local.bytes().all(|b| b.is_ascii_digit()) {
             src.local_rank = local.parse().ok();
+            src.agent = Some(parts[..parts.len() - 2].join("/"));
         }
     }
     if src.kind != FileKind::System {
@@ -250,7 +258,21 @@ mod tests {
             ("console.log", Process, None, None, None),
             ("node17.log", Process, None, None, Some("node17")),
             ("prerank3.log", Process, None, None, None),
+            ("gpu_error_2nd/fault.log", Process, None, None, None),
+            (
+                "node17.cluster.local/out.log",
+                Process,
+                None,
+                None,
+                Some("node17.cluster.local"),
+            ),
         ];
+        assert_eq!(
+            classify("logs/none_abc/attempt_0/3/stderr.log")
+                .agent
+                .as_deref(),
+            Some("logs/none_abc/attempt_0")
+        );
         for (path, kind, rank, local, host) in cases {
             let s = classify(path);
             assert_eq!(

@@ -398,3 +398,32 @@ fn garbage_does_not_panic() {
     let refs: Vec<&str> = junk.iter().map(String::as_str).collect();
     let _ = run(&[("x.log", &refs)], &refs);
 }
+
+/// torchrun's `--log-dir` on two nodes: a file per local rank, no host in the paths. The
+/// hung process prints nothing with its global rank; its siblings' files give its node's
+/// offset, so it is named, and the other node's local rank 0 is not confused with it.
+#[test]
+fn a_silent_local_rank_gets_its_global_rank_from_its_node_s_files() {
+    let gloo = |r: u32| {
+        format!("[rank{r}]: RuntimeError: [/pytorch/third_party/gloo/gloo/transport/tcp/unbound_buffer.cc:78] Timed out waiting 15000ms for recv operation to complete")
+    };
+    let (r0, r1, r3) = (gloo(0), gloo(1), gloo(3));
+    let step = "2026-11-25 10:00:01,000 INFO train: step 2 | loss 0.4";
+    let d = run(
+        &[
+            ("job/a/attempt_0/0/stderr.log", &[step, r0.as_str()]),
+            ("job/a/attempt_0/1/stderr.log", &[step, r1.as_str()]),
+            ("job/b/attempt_0/0/stderr.log", &[step]),
+            ("job/b/attempt_0/1/stderr.log", &[step, r3.as_str()]),
+        ],
+        &[],
+    );
+    assert_eq!(d.ranks.iter().copied().collect::<Vec<_>>(), [0, 1, 2, 3]);
+    let f = &d.findings[0];
+    assert_eq!(
+        f.culprits.first().and_then(|c| c.rank),
+        Some(2),
+        "{}",
+        f.summary
+    );
+}

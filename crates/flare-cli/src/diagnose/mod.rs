@@ -1,15 +1,19 @@
 //! `flare diagnose PATH`: load a trace, run the engine, print the findings. A native file
 //! is read and diagnosed an iteration at a time ([`chunked`]); other formats are read
-//! whole.
+//! whole. The job's logs found beside the trace or dumps (or given with `--logs`) are
+//! diagnosed too and merged into the same findings ([`flare_log_diagnosis::merge`]); a
+//! directory that holds only logs is diagnosed from them.
 
 mod chunked;
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
 use flare_engine::{EngineConfig, Offline};
-use flare_import::{Chunked, Limits, OpenOptions, Opened};
+use flare_import::kineto::KinetoError;
+use flare_import::{Chunked, Limits, OpenError, OpenOptions, Opened};
+use flare_log_diagnosis::LogDiagnosis;
 use flare_model::flight_recorder::FrJob;
-use flare_model::{MachineMetrics, Trace};
+use flare_model::{FindingsDocument, MachineMetrics, Trace};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
@@ -85,6 +89,13 @@ pub struct DiagnoseArgs {
     /// The most files read from one directory.
     #[arg(long, default_value_t = flare_import::limits::DEFAULT_MAX_FILES)]
     pub max_files: usize,
+    /// The job's logs elsewhere (files or directories: per-rank output, dmesg, Slurm
+    /// output), read with the logs found beside the input.
+    #[arg(long = "logs", value_name = "PATH")]
+    pub logs: Vec<PathBuf>,
+    /// Read no logs, not even those beside the input.
+    #[arg(long, conflicts_with = "logs")]
+    pub no_logs: bool,
 }
 
 impl DiagnoseArgs {
@@ -124,6 +135,7 @@ fn run_flight_recorder(a: &DiagnoseArgs, job: FrJob, load_ms: f64) -> Result<Exi
         job.dumps.len()
     );
     let doc = flare_hang::document(&path.display().to_string(), &job, findings, ms);
+    let doc = with_logs(a, doc, "the Flight Recorder dumps")?;
     if a.json {
         println!("{}", doc.to_json());
     } else {
@@ -139,8 +151,90 @@ fn run_flight_recorder(a: &DiagnoseArgs, job: FrJob, load_ms: f64) -> Result<Exi
         for (i, f) in doc.findings().iter().enumerate() {
             print!("{}", crate::present::finding_text(i + 1, f));
         }
+        for n in &doc.notes {
+            println!("\n(note: {n})");
+        }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The logs beside the input (in the directories given) and those given with `--logs`,
+/// diagnosed; `None` when there are none.
+fn logs_beside(a: &DiagnoseArgs) -> Result<Option<(LogDiagnosis, Vec<String>, f64)>> {
+    if a.no_logs {
+        return Ok(None);
+    }
+    let t = Instant::now();
+    let lim = a.limits();
+    let mut roots: Vec<PathBuf> = a.paths.iter().filter(|p| p.is_dir()).cloned().collect();
+    roots.extend(a.logs.iter().cloned());
+    let mut listed = flare_import::text_logs::list_log_files(&roots, &lim)?;
+    // what is not a log beside a trace or dumps is the trace or the dumps
+    listed.skipped.clear();
+    if listed.files.is_empty() {
+        if !a.logs.is_empty() {
+            bail!(
+                "--logs: no log files under {}: expected .log, .txt, .out, .err, .dmesg or extension-less text files",
+                a.logs.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
+            );
+        }
+        return Ok(None);
+    }
+    let (d, notes) = crate::logs::diagnose::diagnose_listed(listed, &[], &lim)?;
+    Ok(Some((d, notes, t.elapsed().as_secs_f64() * 1e3)))
+}
+
+/// `doc` with the findings of the job's logs merged in (`source`: what `doc` was made
+/// from, for notes).
+fn with_logs(a: &DiagnoseArgs, doc: FindingsDocument, source: &str) -> Result<FindingsDocument> {
+    let Some((logs, notes, ms)) = logs_beside(a)? else {
+        return Ok(doc);
+    };
+    eprintln!(
+        "read {} log files ({} lines) in {ms:.0} ms",
+        logs.files, logs.lines
+    );
+    let mut merge_notes = Vec::new();
+    let mut doc = doc.map_findings(|findings| {
+        let m = flare_log_diagnosis::merge(findings, &logs, source);
+        merge_notes = m.notes;
+        m.findings
+    });
+    doc.notes.push(format!(
+        "logs: read {} files, {} lines, from {} ranks and {} hosts; their findings are merged where they name the same rank or host",
+        logs.files,
+        logs.lines,
+        logs.ranks.len(),
+        logs.hosts.len()
+    ));
+    doc.notes.extend(notes);
+    doc.notes.extend(logs.notes.iter().cloned());
+    doc.notes.extend(merge_notes);
+    Ok(doc)
+}
+
+/// A directory with no trace or dump but logs: the log diagnosis alone.
+fn logs_only(a: &DiagnoseArgs, t0: Instant) -> Result<Option<ExitCode>> {
+    let Some((logs, mut notes, _)) = logs_beside(a)? else {
+        return Ok(None);
+    };
+    notes.insert(
+        0,
+        "no trace or dump here: diagnosed from the logs alone".to_string(),
+    );
+    let id = a
+        .paths
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect::<Vec<_>>()
+        .join(" ");
+    let doc = crate::logs::diagnose::document(id, &logs, notes, t0.elapsed().as_secs_f64() * 1e3);
+    if a.json {
+        println!("{}", doc.to_json());
+    } else {
+        print!("{}", crate::present::logs_text(&doc));
+    }
+    Ok(Some(ExitCode::SUCCESS))
 }
 
 pub fn run(a: DiagnoseArgs) -> Result<ExitCode> {
@@ -197,10 +291,19 @@ pub fn run(a: DiagnoseArgs) -> Result<ExitCode> {
         }
         Err(e) => {
             sp.finish_and_clear();
+            // a directory without traces (Kineto's reading is the fallback) may hold logs
+            let no_trace = matches!(&e, OpenError::Kineto { source, .. }
+                if matches!(**source, KinetoError::EmptyDirectory { .. }));
+            if no_trace && a.format == Format::Auto {
+                if let Some(code) = logs_only(&a, t0)? {
+                    return Ok(code);
+                }
+            }
             return Err(e.into());
         }
     };
     let doc = run.document(t0.elapsed().as_secs_f64() * 1e3);
+    let doc = with_logs(&a, doc, "the trace")?;
     if a.json {
         println!("{}", doc.to_json());
     } else {

@@ -278,21 +278,32 @@ pub fn diagnose_paths(
     baseline: &[PathBuf],
     lim: &Limits,
 ) -> Result<(LogDiagnosis, Vec<String>)> {
-    let mut r = Reading::default();
     let listed = flare_import::text_logs::list_log_files(paths, lim)?;
-    r.skipped = listed.skipped;
-    let files = listed.files;
-    if files.is_empty() {
+    if listed.files.is_empty() {
         bail!(
             "no log files under {}: expected .log, .txt, .out, .err, .dmesg or extension-less files{}",
             paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "),
-            if r.skipped.is_empty() {
+            if listed.skipped.is_empty() {
                 String::new()
             } else {
-                format!(" ({} other files skipped)", r.skipped.len())
+                format!(" ({} other files skipped)", listed.skipped.len())
             }
         );
     }
+    diagnose_listed(listed, baseline, lim)
+}
+
+/// Reads the listed log files (at least one) and diagnoses them.
+pub fn diagnose_listed(
+    listed: flare_import::text_logs::LogFiles,
+    baseline: &[PathBuf],
+    lim: &Limits,
+) -> Result<(LogDiagnosis, Vec<String>)> {
+    let mut r = Reading {
+        skipped: listed.skipped,
+        ..Reading::default()
+    };
+    let files = listed.files;
     let base_files = flare_import::text_logs::list_log_files(baseline, lim)?.files;
     let mut c = Collector::new(flare_log_diagnosis::Limits::default());
     for f in &base_files {

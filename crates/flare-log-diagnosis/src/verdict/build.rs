@@ -922,8 +922,8 @@ impl Context<'_> {
         } else if !wd.silent.is_empty() && wd.silent.len() <= 2 {
             place.rank = wd.silent.iter().next().copied();
             why = format!(
-                "{} ranks timed out waiting and it did not",
-                wd.waiting.len()
+                "{} ranks said they waited for a peer (a timeout, a lost connection) and it did not",
+                wd.waited.len()
             );
         } else if let Some((h, n, m)) = &self.peer {
             place.host = Some(h.clone());
@@ -968,10 +968,13 @@ impl Context<'_> {
             evidence: vec![
                 Evidence::new(
                     EvidenceKey::RanksWaiting,
-                    wd.waiting.len() as f64,
+                    wd.waited.len() as f64,
                     None,
                     Unit::Ranks,
-                    "ranks whose watchdog timed out".into(),
+                    format!(
+                        "ranks that said they waited for a peer (timeouts, lost connections): {}",
+                        list(&wd.waited)
+                    ),
                 )
                 .decisive(),
                 Evidence::new(

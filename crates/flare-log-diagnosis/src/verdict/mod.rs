@@ -26,7 +26,7 @@ use crate::signatures::Role;
 use crate::stats;
 use crate::time::Stamp;
 use flare_model::{FailureCategory, Finding, JobStage, LogSignature};
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 /// The answer for a job's logs.
 pub struct LogDiagnosis {
@@ -37,6 +37,8 @@ pub struct LogDiagnosis {
     pub baseline_lines: u64,
     pub ranks: BTreeSet<u32>,
     pub hosts: BTreeSet<String>,
+    /// The host of each rank whose logs say one (and only one).
+    pub rank_hosts: BTreeMap<u32, String>,
     pub notes: Vec<String>,
 }
 
@@ -79,23 +81,25 @@ fn usual_year(hits: &[Hit]) -> u16 {
 /// pid; a line of a per-local-rank file from the global rank that file's own `[rankN]:`
 /// lines, or torchrun's summary, give that local rank (on its host).
 fn resolve(c: &mut Collected) -> LocalRanks {
-    let mut local: LocalRanks = HashMap::new();
+    let mut local = LocalRanks::default();
     for f in &c.files {
+        let agent = f.source.agent.as_deref();
         for (r, l, h) in f.stream_keys() {
             if let (Some(r), Some(l)) = (r, l) {
-                local.entry((h, l)).or_default().insert(r);
+                local.saw(agent, h, l, r);
             }
         }
     }
     for h in &c.hits {
         if let (Some(r), Some(l)) = (h.rank, h.local_rank) {
-            local.entry((h.host.clone(), l)).or_default().insert(r);
+            local.saw(
+                c.files[h.file].source.agent.as_deref(),
+                h.host.clone(),
+                l,
+                r,
+            );
         }
     }
-    let only = |set: Option<&BTreeSet<u32>>| {
-        set.filter(|s| s.len() == 1)
-            .and_then(|s| s.first().copied())
-    };
     for h in c.hits.iter_mut() {
         if h.rank.is_none() {
             if let (Some(host), Some(pid)) = (&h.host, h.pid) {
@@ -103,35 +107,55 @@ fn resolve(c: &mut Collected) -> LocalRanks {
             }
         }
         if let (None, Some(l)) = (h.rank, h.local_rank) {
-            h.rank = only(local.get(&(h.host.clone(), l))).or_else(|| {
-                // no host said: the global ranks that local rank had anywhere, if one
-                let all: BTreeSet<u32> = local
-                    .iter()
-                    .filter(|((_, ll), _)| *ll == l)
-                    .flat_map(|(_, r)| r.iter().copied())
-                    .collect();
-                only(Some(&all)).filter(|_| h.host.is_none())
-            });
+            h.rank = local.global(c.files[h.file].source.agent.as_deref(), &h.host, l);
         }
     }
     local
 }
 
-/// (host, local rank) -> the global ranks it was seen as.
-type LocalRanks = HashMap<(Option<String>, u32), BTreeSet<u32>>;
+/// What the logs say of local ranks' global ones.
+#[derive(Default)]
+struct LocalRanks {
+    /// (host, local rank) -> the global ranks it was seen as.
+    by_host: HashMap<(Option<String>, u32), BTreeSet<u32>>,
+    /// torchrun agent's log folder -> global less local rank, as seen. torchrun numbers a
+    /// node's processes from the node's first global rank, so one agent has one offset,
+    /// and a process that never printed its global rank (a hung one, typically) gets it
+    /// from its siblings.
+    agent_offsets: HashMap<String, BTreeSet<i64>>,
+}
 
-/// The global rank a (host, local rank) was, when one.
-fn global_of(local: &LocalRanks, host: &Option<String>, l: u32) -> Option<u32> {
-    let one = |s: &BTreeSet<u32>| (s.len() == 1).then(|| *s.first().expect("one"));
-    if let Some(r) = local.get(&(host.clone(), l)).and_then(one) {
-        return Some(r);
+impl LocalRanks {
+    fn saw(&mut self, agent: Option<&str>, host: Option<String>, l: u32, r: u32) {
+        self.by_host.entry((host, l)).or_default().insert(r);
+        if let Some(a) = agent {
+            self.agent_offsets
+                .entry(a.to_string())
+                .or_default()
+                .insert(i64::from(r) - i64::from(l));
+        }
     }
-    let all: BTreeSet<u32> = local
-        .iter()
-        .filter(|((_, ll), _)| *ll == l)
-        .flat_map(|(_, r)| r.iter().copied())
-        .collect();
-    one(&all).filter(|_| host.is_none())
+
+    /// The global rank a local rank was, when one: from its agent's offset, else what
+    /// its host (or, no host said, any host) saw.
+    fn global(&self, agent: Option<&str>, host: &Option<String>, l: u32) -> Option<u32> {
+        fn one<T: Copy + Ord>(s: &BTreeSet<T>) -> Option<T> {
+            (s.len() == 1).then(|| *s.first().expect("one"))
+        }
+        if let Some(offset) = agent.and_then(|a| self.agent_offsets.get(a)).and_then(one) {
+            return u32::try_from(offset + i64::from(l)).ok();
+        }
+        if let Some(r) = self.by_host.get(&(host.clone(), l)).and_then(one) {
+            return Some(r);
+        }
+        let all: BTreeSet<u32> = self
+            .by_host
+            .iter()
+            .filter(|((_, ll), _)| *ll == l)
+            .flat_map(|(_, r)| r.iter().copied())
+            .collect();
+        one(&all).filter(|_| host.is_none())
+    }
 }
 
 fn is_failure(h: &Hit) -> bool {
@@ -141,7 +165,9 @@ fn is_failure(h: &Hit) -> bool {
 /// A process's exit is as telling as the error that ended it: the exit (its code,
 /// signal or Slurm's report) of a rank whose own lines already show an effect of a
 /// failure elsewhere (a timeout waiting for a peer, a broken connection) is an effect
-/// too, not a failure of its own.
+/// too, not a failure of its own; so is its abort in native code as it goes down with
+/// that error (`terminate called without an active exception`: a thread still running
+/// at exit).
 fn explain_exits(hits: &mut [Hit]) {
     let after_cascade: BTreeSet<u32> = hits
         .iter()
@@ -151,7 +177,10 @@ fn explain_exits(hits: &mut [Hit]) {
     for h in hits.iter_mut() {
         let exit = matches!(
             h.reading.signature,
-            LogSignature::ProcessExit | LogSignature::ProcessSignal | LogSignature::SrunTaskExit
+            LogSignature::ProcessExit
+                | LogSignature::ProcessSignal
+                | LogSignature::SrunTaskExit
+                | LogSignature::CxxTerminate
         );
         if exit
             && h.reading.role == Role::Symptom
@@ -252,8 +281,9 @@ fn earliest(g: &Group, hits: &[Hit], year: u16) -> Option<f64> {
 fn progress(c: &Collected, local: &LocalRanks) -> HashMap<u32, (Option<JobStage>, Option<u64>)> {
     let mut out: HashMap<u32, (Option<JobStage>, Option<u64>)> = HashMap::new();
     for f in &c.files {
+        let agent = f.source.agent.as_deref();
         for ((r, l, h), stage, iteration) in f.stream_progress() {
-            let Some(r) = r.or_else(|| l.and_then(|l| global_of(local, h, l))) else {
+            let Some(r) = r.or_else(|| l.and_then(|l| local.global(agent, h, l))) else {
                 continue;
             };
             let e = out.entry(r).or_default();
@@ -272,8 +302,11 @@ fn progress(c: &Collected, local: &LocalRanks) -> HashMap<u32, (Option<JobStage>
 fn rank_hosts(c: &Collected, local: &LocalRanks) -> HashMap<u32, String> {
     let mut seen: HashMap<u32, BTreeSet<String>> = HashMap::new();
     for f in &c.files {
+        let agent = f.source.agent.as_deref();
         for (r, l, h) in f.stream_keys() {
-            if let (Some(r), Some(h)) = (r.or_else(|| l.and_then(|l| global_of(local, &h, l))), h) {
+            if let (Some(r), Some(h)) =
+                (r.or_else(|| l.and_then(|l| local.global(agent, &h, l))), h)
+            {
                 seen.entry(r).or_default().insert(h);
             }
         }
@@ -295,7 +328,9 @@ fn seen(c: &Collected, local: &LocalRanks) -> (BTreeSet<u32>, BTreeSet<String>) 
     let mut hosts = BTreeSet::new();
     for f in &c.files {
         for (r, l, h) in f.stream_keys() {
-            if let Some(r) = r.or_else(|| l.and_then(|l| global_of(local, &h, l))) {
+            if let Some(r) =
+                r.or_else(|| l.and_then(|l| local.global(f.source.agent.as_deref(), &h, l)))
+            {
                 ranks.insert(r);
             }
             if let Some(h) = h {
@@ -417,6 +452,7 @@ pub fn diagnose(mut c: Collected) -> LogDiagnosis {
         baseline_lines: c.baseline_lines,
         ranks,
         hosts,
+        rank_hosts: rank_host.into_iter().collect(),
         notes,
     }
 }

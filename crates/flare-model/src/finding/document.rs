@@ -195,6 +195,32 @@ impl FindingsDocument {
         }
     }
 
+    /// The same document with `f` applied to its findings (another source's merged in):
+    /// sorted again, and the verdict and culprit ranks derived again; the rest is kept.
+    pub fn map_findings(self, f: impl FnOnce(Vec<Finding>) -> Vec<Finding>) -> Self {
+        let FindingsDocument {
+            job,
+            conclusive,
+            findings,
+            skipped_detectors,
+            rank_metrics,
+            rank_breakdown,
+            notes,
+            history,
+            diagnosis_ms,
+            ..
+        } = self;
+        FindingsDocument {
+            skipped_detectors,
+            rank_metrics,
+            rank_breakdown,
+            notes,
+            history,
+            diagnosis_ms,
+            ..FindingsDocument::new(job, f(findings), conclusive)
+        }
+    }
+
     pub fn verdict(&self) -> Verdict {
         self.verdict
     }
@@ -318,6 +344,22 @@ mod tests {
         );
         assert_eq!(doc.culprit_ranks(), [7]);
         assert_eq!(doc.findings()[0].severity, Severity::Critical);
+    }
+
+    #[test]
+    fn mapped_findings_derive_the_verdict_again_and_keep_the_rest() {
+        let mut doc = FindingsDocument::new(JobSummary::default(), vec![], true);
+        doc.notes.push("kept".into());
+        assert_eq!(doc.verdict(), Verdict::Healthy);
+        let doc = doc.map_findings(|mut f| {
+            f.push(finding(Severity::Info, Some(1)));
+            f.push(finding(Severity::Critical, Some(7)));
+            f
+        });
+        assert_eq!(doc.verdict(), Verdict::Unhealthy);
+        assert_eq!(doc.culprit_ranks(), [7]);
+        assert_eq!(doc.findings()[0].severity, Severity::Critical);
+        assert_eq!(doc.notes, ["kept"]);
     }
 
     #[test]
