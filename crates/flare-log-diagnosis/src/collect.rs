@@ -131,10 +131,10 @@ struct Pre<'a> {
 
 /// What a line says by itself, without the pass's state: who wrote it, the words a scan
 /// found, the signature it matches.
-struct PreAt {
-    origin: origin::OriginAt,
-    scan: lexicon::Scan,
-    matched: Option<crate::signatures::Match>,
+pub(crate) struct PreAt {
+    pub(crate) origin: origin::OriginAt,
+    pub(crate) scan: lexicon::Scan,
+    pub(crate) matched: Option<crate::signatures::Match>,
 }
 
 /// Lines of a file read by a [`LinePreparer`], for [`Collector::fold`].
@@ -186,25 +186,23 @@ impl LinePreparer {
 
     /// The next lines of the file, in order.
     pub fn prepare(&mut self, texts: &[&str]) -> Prepared {
-        Prepared(
-            texts
-                .iter()
-                .map(|t| {
-                    let o = origin::parse(t, self.task_prefix(t));
-                    let scan = self.cache.scan(o.message);
-                    let matched = if scan.rows.is_empty() {
-                        None
-                    } else {
-                        Matcher::get().find_among(o.message, &scan.rows)
-                    };
-                    PreAt {
-                        origin: o.at(t),
-                        scan,
-                        matched,
-                    }
-                })
-                .collect(),
-        )
+        Prepared(texts.iter().map(|t| self.prepare_one(t)).collect())
+    }
+
+    /// The next line of the file.
+    pub(crate) fn prepare_one(&mut self, t: &str) -> PreAt {
+        let o = origin::parse(t, self.task_prefix(t));
+        let scan = self.cache.scan(o.message);
+        let matched = if scan.rows.is_empty() {
+            None
+        } else {
+            Matcher::get().find_among(o.message, &scan.rows)
+        };
+        PreAt {
+            origin: o.at(t),
+            scan,
+            matched,
+        }
     }
 }
 
@@ -308,6 +306,17 @@ impl Collector {
         self.c.files.len() - 1
     }
 
+    /// Starts a file written on `host` (one a node's agent sent): the host holds where
+    /// the file's path names none.
+    pub fn file_on_host(&mut self, path: &str, host: &str) -> usize {
+        let id = self.file(path);
+        let source = &mut self.c.files[id].source;
+        if source.host.is_none() {
+            source.host = Some(host.to_string());
+        }
+        id
+    }
+
     /// Ends a file (a summary entry still open is read).
     pub fn end_file(&mut self, file: usize) {
         if let Some(wf) = self.c.files[file].summary.finish() {
@@ -317,6 +326,14 @@ impl Collector {
 
     /// One line of `file`, in order.
     pub fn line(&mut self, file: usize, text: &str) {
+        self.lines(file, &[text]);
+    }
+
+    /// Line number `line_no` of `file` (after the lines before it, in order): an
+    /// excerpt's lines keep their numbers in the file they came from.
+    pub fn numbered_line(&mut self, file: usize, line_no: u64, text: &str) {
+        let fs = &mut self.c.files[file];
+        fs.lines = fs.lines.max(line_no.saturating_sub(1));
         self.lines(file, &[text]);
     }
 

@@ -8,10 +8,12 @@
 //! templates of error-looking lines no signature knows. [`verdict`] then picks the root
 //! cause, the culprit and what the rest are effects of. Pure computation: the caller
 //! reads the files and feeds the lines. [`merge`] joins the result to the findings of
-//! traces or dumps of the same job.
+//! traces or dumps of the same job. [`excerpt`] picks the lines worth sending for a
+//! diagnosis made elsewhere (the agent following logs live, the server diagnosing).
 
 pub mod collect;
 pub mod elastic;
+pub mod excerpt;
 pub mod lexicon;
 pub mod merge;
 pub mod origin;
@@ -24,5 +26,6 @@ pub mod traceback;
 pub mod verdict;
 
 pub use collect::{Collector, Limits, LinePreparer, Prepared};
+pub use excerpt::{Excerpter, Kept};
 pub use merge::{merge, Merged};
 pub use verdict::{diagnose, LogDiagnosis};
