@@ -502,6 +502,7 @@ impl Collector {
                 version: SUMMARY_VERSION,
                 hangs: hangs.remove(&job_id).unwrap_or_default(),
                 peer_stacks: peers.remove(&job_id).unwrap_or_default(),
+                logs: None,
                 job_id,
                 node: self.cfg.node.clone(),
                 window: w,

@@ -122,6 +122,7 @@ pub fn summaries_of_trace(trace: &Trace, job_id: &str, window_ns: u64) -> Vec<Ve
             ranks: ranks.into_iter().map(RankParts::finish).collect(),
             hangs: Vec::new(),
             peer_stacks: Vec::new(),
+            logs: None,
         });
     }
     windows.into_values().collect()

@@ -95,6 +95,7 @@ fn summary(window: u64, names: impl Fn(usize) -> String) -> WindowSummary {
             stack_source: "native".into(),
         }],
         peer_stacks: Vec::new(),
+        logs: None,
     }
 }
 

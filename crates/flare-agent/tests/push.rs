@@ -23,6 +23,7 @@ fn summary(window: u64) -> WindowSummary {
         ranks: Vec::new(),
         hangs: Vec::new(),
         peer_stacks: Vec::new(),
+        logs: None,
     }
 }
 

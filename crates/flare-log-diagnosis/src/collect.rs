@@ -604,4 +604,11 @@ impl Collector {
     pub fn finish(self) -> Collected {
         self.c
     }
+
+    /// The verdict on the lines so far, the pass going on (a server following a job's
+    /// logs as its agents send them). Costs what the kept hits and files cost, not the
+    /// lines read.
+    pub fn diagnosis(&self) -> crate::LogDiagnosis {
+        crate::verdict::verdict(&self.c, self.c.hits.clone())
+    }
 }

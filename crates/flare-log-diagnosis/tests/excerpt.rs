@@ -130,3 +130,31 @@ fn a_long_run_is_a_few_lines() {
     assert_eq!(top.culprits[0].rank, Some(7));
     assert_eq!(top.failure.as_ref().unwrap().iteration, Some(2000));
 }
+
+#[test]
+fn a_collector_s_verdict_along_the_way_is_the_verdict_at_the_end() {
+    for case in std::fs::read_dir(fixtures().join("real_jobs")).unwrap() {
+        let dir = case.unwrap().path();
+        if !dir.join("truth.json").is_file() {
+            continue;
+        }
+        let f = files(&dir);
+        let mut c = Collector::new(Limits::default());
+        for (path, text) in &f {
+            let id = c.file(path);
+            for l in text.lines() {
+                c.line(id, l);
+            }
+            c.end_file(id);
+        }
+        let along = c.diagnosis();
+        // asked twice, the same: the hits it resolves are its own copy
+        assert_eq!(verdict(&along), verdict(&c.diagnosis()));
+        assert_eq!(
+            verdict(&along),
+            verdict(&diagnose(c.finish())),
+            "{}",
+            dir.display()
+        );
+    }
+}

@@ -30,7 +30,8 @@ pub use machine::{Machine, MachineMetric, MachineMetrics, MetricSeries};
 pub use op::{Op, OpKind};
 pub use parallel::{Dim, ParallelConfig, RankCoords};
 pub use summary::{
-    HangRecord, IterationSample, OpStats, PeerStacks, RankSummary, ThreadStack, WindowSummary,
+    HangRecord, IterationSample, LogExcerpt, LogExcerptLine, LogProgressLine, OpStats, PeerStacks,
+    RankSummary, TemplateCount, ThreadStack, WindowSummary,
 };
 pub use topology::{ClusterTopology, GpuLoc, PathElement};
 pub use trace::{iterations_with_ops, IterationSpan, JobInfo, RankTrace, Trace, TraceMeta, Window};

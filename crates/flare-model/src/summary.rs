@@ -37,6 +37,55 @@ pub struct WindowSummary {
     /// it is. Absent from agents older than this field.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub peer_stacks: Vec<PeerStacks>,
+    /// What the agent read of the job's log files on the node in the window (`flare
+    /// agent --logs`): a summary may carry only this, when the job's processes are gone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub logs: Option<LogExcerpt>,
+}
+
+/// The part of a node's log files worth sending, for one window: the lines the
+/// diagnosis reads (see `flare_log_diagnosis::excerpt`), bounded, and the counts of the
+/// window's most frequent line templates.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct LogExcerpt {
+    /// Lines read in the window, every file.
+    pub lines_read: u64,
+    /// Lines worth sending that were not sent: over the window's budget.
+    pub lines_dropped: u64,
+    /// Failure lines and what explains them (tracebacks, torchrun's summary, the lines
+    /// that say who a process is or which stage it entered), in each file's order.
+    pub lines: Vec<LogExcerptLine>,
+    /// Each writer's latest progress line in the window.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub progress: Vec<LogProgressLine>,
+    /// The window's most frequent line templates, most frequent first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub templates: Vec<TemplateCount>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LogExcerptLine {
+    /// The file's path on the node.
+    pub file: String,
+    /// Its number in the file (from where the agent began reading it).
+    pub line: u64,
+    pub text: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LogProgressLine {
+    pub file: String,
+    /// Which writer of the file (a rank's prefix): the receiver keeps the latest per
+    /// writer.
+    pub writer: String,
+    pub line: u64,
+    pub text: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TemplateCount {
+    pub template: String,
+    pub count: u64,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -695,6 +695,7 @@ mod tests {
                 .collect(),
             hangs: vec![],
             peer_stacks: Vec::new(),
+            logs: None,
         }
     }
 

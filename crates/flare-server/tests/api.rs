@@ -178,6 +178,7 @@ fn node_summary(job: &str, node: u32, window: u64, slow_rank: Option<u32>) -> Wi
             .collect(),
         hangs: vec![],
         peer_stacks: Vec::new(),
+        logs: None,
     }
 }
 

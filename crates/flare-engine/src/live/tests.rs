@@ -83,6 +83,7 @@ fn job(
             ranks: vec![],
             hangs: vec![],
             peer_stacks: Vec::new(),
+            logs: None,
         });
         let ns = |ms: f64| (ms * its as f64 * MS as f64) as u64;
         s.ranks.push(RankSummary {

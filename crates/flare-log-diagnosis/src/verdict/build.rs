@@ -21,6 +21,8 @@ const OTHERS: usize = 3;
 
 pub(super) struct Context<'a> {
     pub c: &'a Collected,
+    /// The pass's hits, ranks resolved.
+    pub hits: &'a [Hit],
     pub hosts: &'a BTreeSet<String>,
     pub ranks: &'a BTreeSet<u32>,
     pub watchdogs: &'a Watchdogs,
@@ -128,7 +130,7 @@ fn stage_word(s: JobStage) -> &'static str {
 
 impl Context<'_> {
     fn hits(&self) -> &[Hit] {
-        &self.c.hits
+        self.hits
     }
 
     fn log_line(&self, h: &Hit, role: LineRole) -> LogLine {

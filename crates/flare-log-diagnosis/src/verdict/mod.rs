@@ -80,7 +80,7 @@ fn usual_year(hits: &[Hit]) -> u16 {
 /// Fills in what other lines told about a line's rank: a NCCL line's from its host and
 /// pid; a line of a per-local-rank file from the global rank that file's own `[rankN]:`
 /// lines, or torchrun's summary, give that local rank (on its host).
-fn resolve(c: &mut Collected) -> LocalRanks {
+fn resolve(c: &Collected, hits: &mut [Hit]) -> LocalRanks {
     let mut local = LocalRanks::default();
     for f in &c.files {
         let agent = f.source.agent.as_deref();
@@ -90,7 +90,7 @@ fn resolve(c: &mut Collected) -> LocalRanks {
             }
         }
     }
-    for h in &c.hits {
+    for h in hits.iter() {
         if let (Some(r), Some(l)) = (h.rank, h.local_rank) {
             local.saw(
                 c.files[h.file].source.agent.as_deref(),
@@ -100,7 +100,7 @@ fn resolve(c: &mut Collected) -> LocalRanks {
             );
         }
     }
-    for h in c.hits.iter_mut() {
+    for h in hits.iter_mut() {
         if h.rank.is_none() {
             if let (Some(host), Some(pid)) = (&h.host, h.pid) {
                 h.rank = c.pid_ranks.get(&(host.clone(), pid)).copied();
@@ -299,7 +299,7 @@ fn progress(c: &Collected, local: &LocalRanks) -> HashMap<u32, (Option<JobStage>
 }
 
 /// The host each rank's lines came from, where one host is said.
-fn rank_hosts(c: &Collected, local: &LocalRanks) -> HashMap<u32, String> {
+fn rank_hosts(c: &Collected, hits: &[Hit], local: &LocalRanks) -> HashMap<u32, String> {
     let mut seen: HashMap<u32, BTreeSet<String>> = HashMap::new();
     for f in &c.files {
         let agent = f.source.agent.as_deref();
@@ -311,7 +311,7 @@ fn rank_hosts(c: &Collected, local: &LocalRanks) -> HashMap<u32, String> {
             }
         }
     }
-    for h in &c.hits {
+    for h in hits {
         if let (Some(r), Some(x)) = (h.rank, &h.host) {
             seen.entry(r).or_default().insert(x.clone());
         }
@@ -323,7 +323,7 @@ fn rank_hosts(c: &Collected, local: &LocalRanks) -> HashMap<u32, String> {
 }
 
 /// Ranks and hosts the logs came from.
-fn seen(c: &Collected, local: &LocalRanks) -> (BTreeSet<u32>, BTreeSet<String>) {
+fn seen(c: &Collected, hits: &[Hit], local: &LocalRanks) -> (BTreeSet<u32>, BTreeSet<String>) {
     let mut ranks = BTreeSet::new();
     let mut hosts = BTreeSet::new();
     for f in &c.files {
@@ -338,7 +338,7 @@ fn seen(c: &Collected, local: &LocalRanks) -> (BTreeSet<u32>, BTreeSet<String>) 
             }
         }
     }
-    for h in &c.hits {
+    for h in hits {
         if let Some(r) = h.rank {
             ranks.insert(r);
         }
@@ -351,15 +351,22 @@ fn seen(c: &Collected, local: &LocalRanks) -> (BTreeSet<u32>, BTreeSet<String>) 
 
 /// The diagnosis of one job's logs.
 pub fn diagnose(mut c: Collected) -> LogDiagnosis {
-    let local = resolve(&mut c);
-    explain_exits(&mut c.hits);
-    let (ranks, hosts) = seen(&c, &local);
-    let rank_progress = progress(&c, &local);
-    let rank_host = rank_hosts(&c, &local);
-    let year = usual_year(&c.hits);
-    let wd = culprit::watchdogs(&c.hits, &ranks);
-    let calls = culprit::calls(&c.hits);
-    let cascade_hits = || c.hits.iter().filter(|h| h.reading.role == Role::Cascade);
+    let hits = std::mem::take(&mut c.hits);
+    verdict(&c, hits)
+}
+
+/// The verdict on what a pass gathered, with its hits apart (resolving ranks changes
+/// them; a live collector keeps its own).
+pub(crate) fn verdict(c: &Collected, mut hits: Vec<Hit>) -> LogDiagnosis {
+    let local = resolve(c, &mut hits);
+    explain_exits(&mut hits);
+    let (ranks, hosts) = seen(c, &hits, &local);
+    let rank_progress = progress(c, &local);
+    let rank_host = rank_hosts(c, &hits, &local);
+    let year = usual_year(&hits);
+    let wd = culprit::watchdogs(&hits, &ranks);
+    let calls = culprit::calls(&hits);
+    let cascade_hits = || hits.iter().filter(|h| h.reading.role == Role::Cascade);
     let peer = culprit::peer_consensus(cascade_hits(), &c.ip_hosts)
         .map(|(h, n, m)| (culprit::known_host(&h, &hosts).unwrap_or(h), n, m));
     let named = culprit::named_rank(cascade_hits());
@@ -378,15 +385,16 @@ pub fn diagnose(mut c: Collected) -> LogDiagnosis {
         pointers.hosts.insert(h.clone());
     }
 
-    let mut groups = groups(&c.hits);
+    let mut groups = groups(&hits);
     let mut best: Option<usize> = None;
     for (i, g) in groups.iter().enumerate() {
-        if best.is_none_or(|b| better(g, &groups[b], &c.hits, year, &pointers)) {
+        if best.is_none_or(|b| better(g, &groups[b], &hits, year, &pointers)) {
             best = Some(i);
         }
     }
     let ctx = build::Context {
-        c: &c,
+        c,
+        hits: &hits,
         hosts: &hosts,
         ranks: &ranks,
 
@@ -409,7 +417,7 @@ pub fn diagnose(mut c: Collected) -> LogDiagnosis {
         }
         _ if mismatch => findings.push(ctx.mismatch()),
         _ => {
-            let last_iteration = last_iterations(&c);
+            let last_iteration = last_iterations(c);
             let process_files = c
                 .files
                 .iter()
