@@ -4,7 +4,9 @@
 //! server stores it in SQLite, re-runs the live engine
 //! ([`flare_engine::live::diagnose_window`]) on every summary of that job and window, and
 //! stores the diagnosis; `GET` endpoints list jobs and serve a window's findings in the
-//! same JSON shape as `flare diagnose --json`.
+//! same JSON shape as `flare diagnose --json`. Summaries may carry an excerpt of the
+//! node's log files (`flare agent --logs`): the server keeps each job's, follows them
+//! with a log collector and merges the logs' verdict into the window's findings (`logs`).
 //!
 //! Endpoints (all but `/healthz` need `Authorization: Bearer <token>`):
 //!
@@ -19,6 +21,7 @@
 
 mod api;
 mod ingest;
+mod logs;
 pub mod store;
 
 pub use ingest::IngestError;

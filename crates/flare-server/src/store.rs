@@ -153,6 +153,33 @@ impl WindowDiagnosis {
         }
     }
 
+    /// The job's log verdict merged in (`totals`: lines read, sent, dropped by the
+    /// agents and over the server's caps, for the notes).
+    fn merge_logs(
+        &mut self,
+        logs: &flare_log_diagnosis::LogDiagnosis,
+        totals: (u64, u64, u64, u64),
+    ) {
+        let m =
+            flare_log_diagnosis::merge(std::mem::take(&mut self.findings), logs, "the live traces");
+        self.findings = m.findings;
+        self.findings.sort_by(Finding::by_importance);
+        let (read, sent, dropped, over_cap) = totals;
+        let mut note = format!(
+            "logs: the agents read {read} lines and sent {sent}, from {} ranks and {} hosts; their findings are merged where they name the same rank or host",
+            logs.ranks.len(),
+            logs.hosts.len()
+        );
+        if dropped + over_cap > 0 {
+            note.push_str(&format!(
+                " ({dropped} lines over the agents' budget and {over_cap} over the server's caps were not kept)"
+            ));
+        }
+        self.notes.push(note);
+        self.notes.extend(logs.notes.iter().cloned());
+        self.notes.extend(m.notes);
+    }
+
     pub fn missing_ranks(&self) -> Vec<u32> {
         self.missing.iter().flat_map(|&(lo, hi)| lo..=hi).collect()
     }
@@ -223,6 +250,7 @@ pub struct Store {
     cache: WindowCache,
     windows: LiveWindowCache,
     live: LiveConfig,
+    logs: crate::logs::Logs,
 }
 
 impl Store {
@@ -260,7 +288,8 @@ impl Store {
             });
         }
         conn.execute_batch(&format!(
-            "BEGIN; {SCHEMA} PRAGMA user_version={SCHEMA_VERSION}; COMMIT;"
+            "BEGIN; {SCHEMA} {} PRAGMA user_version={SCHEMA_VERSION}; COMMIT;",
+            crate::logs::SCHEMA
         ))
         .map_err(open_err)?;
         Ok(Store {
@@ -268,6 +297,7 @@ impl Store {
             cache: WindowCache::new(CACHE_SUMMARIES, Vec::len),
             windows: LiveWindowCache::new(CACHE_WINDOW_RANKS, |w| w.ranks.len()),
             live: LiveConfig::default(),
+            logs: crate::logs::Logs::default(),
         })
     }
 
@@ -284,7 +314,10 @@ impl Store {
         now_ns: u64,
     ) -> Result<Ingested, StoreError> {
         let key = (summary.job_id.clone(), summary.window);
-        self.persist(&summary, compressed, now_ns)?;
+        let stored_logs = self.persist(&summary, compressed, now_ns)?;
+        if let Some(stored) = stored_logs {
+            self.logs.follow(&self.conn, &summary, stored)?;
+        }
         // The cache entry is taken out while in use: if anything below fails, the next
         // ingest reloads the window from the database instead of trusting a half update.
         let mut summaries = match self.cache.take(&key) {
@@ -318,7 +351,11 @@ impl Store {
             &self.live,
         );
         self.windows.put(key.clone(), current);
-        let diagnosis = WindowDiagnosis::new(&summaries, live, now_ns);
+        let mut diagnosis = WindowDiagnosis::new(&summaries, live, now_ns);
+        if let Some(logs) = self.logs.verdict_for(&key.0, key.1) {
+            let totals = crate::logs::totals(&self.conn, &key.0)?;
+            diagnosis.merge_logs(logs, totals);
+        }
         let n = diagnosis.findings.len();
         self.store_diagnosis(&key.0, key.1, &diagnosis, now_ns)?;
         self.cache.put(key.clone(), summaries);
@@ -361,13 +398,13 @@ impl Store {
         Ok(())
     }
 
-    /// The job, its ranks and the summary, in one transaction.
+    /// The job, its ranks, the summary and its log lines, in one transaction.
     fn persist(
         &mut self,
         summary: &WindowSummary,
         compressed: Vec<u8>,
         now_ns: u64,
-    ) -> Result<(), StoreError> {
+    ) -> Result<Option<crate::logs::Stored>, StoreError> {
         let w = to_i64("window", summary.window)?;
         let now = to_i64("time", now_ns)?;
         let tx = self
@@ -406,8 +443,12 @@ impl Store {
             summary.ranks.len() as i64,
             compressed
         ])?;
+        let stored = match &summary.logs {
+            Some(x) => Some(crate::logs::persist(&tx, summary, x)?),
+            None => None,
+        };
         tx.commit()?;
-        Ok(())
+        Ok(stored)
     }
 
     /// Stores a window's diagnosis (one statement, so atomic by itself).
@@ -535,7 +576,7 @@ impl Store {
     }
 }
 
-fn to_i64(what: &'static str, value: u64) -> Result<i64, StoreError> {
+pub(crate) fn to_i64(what: &'static str, value: u64) -> Result<i64, StoreError> {
     i64::try_from(value).map_err(|_| StoreError::OutOfRange { what, value })
 }
 
