@@ -47,6 +47,8 @@ pub struct AgentConfig {
     pub metrics_listen: Option<SocketAddr>,
     /// Op names per rank that get their own metric label; the rest become `other`.
     pub metrics_top_k: usize,
+    /// Log files and directories of the job to follow (`--logs`): needs `job`.
+    pub logs: Option<crate::LogConfig>,
 }
 
 /// Where and how summaries are pushed.
@@ -105,6 +107,7 @@ impl Default for AgentConfig {
             out_dir: None,
             metrics_listen: None,
             metrics_top_k: 16,
+            logs: None,
         }
     }
 }
@@ -135,6 +138,16 @@ impl AgentConfig {
         }
         if self.node.is_empty() {
             return bad("empty node name".into());
+        }
+        if let Some(l) = &self.logs {
+            if self.job.is_none() {
+                return bad(
+                    "following logs needs the job's id (--job): the logs say nothing of which job they belong to".into(),
+                );
+            }
+            if l.paths.is_empty() || l.max_lines == 0 || l.read_budget == 0 {
+                return bad("log following needs paths, and positive line and read budgets".into());
+            }
         }
         if let Some(p) = &self.push {
             if p.max_queue == 0 || p.max_queue_bytes == 0 {

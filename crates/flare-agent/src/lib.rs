@@ -21,6 +21,7 @@
 mod collector;
 mod config;
 mod error;
+mod logs;
 mod metrics;
 mod procfs;
 mod pusher;
@@ -34,6 +35,7 @@ mod window;
 pub use collector::{Collector, CollectorStats};
 pub use config::{hostname, parse_duration, AgentConfig, PushConfig, DEFAULT_METRICS_LISTEN};
 pub use error::AgentError;
+pub use logs::{LogConfig, LogStats};
 pub use metrics::{Metrics, MetricsServer, OpLabels, RankLabels, CONTENT_TYPE, OTHER};
 pub use pusher::{encode as encode_summary, endpoint, PushStats, Pusher, SUMMARIES_PATH};
 pub use stats::{IntervalUnion, LogHistogram, Samples};
@@ -56,6 +58,8 @@ pub struct RunReport {
     pub hangs: u64,
     /// Push totals at the end; `queued` is what was not delivered.
     pub push: Option<PushStats>,
+    /// What following the logs read, sent and dropped (`--logs`).
+    pub logs: Option<LogStats>,
 }
 
 /// The collector wired to its sinks.
@@ -65,6 +69,7 @@ pub struct Agent {
     pusher: Option<Pusher>,
     metrics: Option<Arc<Metrics>>,
     server: Option<MetricsServer>,
+    logs: Option<logs::LogFollower>,
     report: RunReport,
 }
 
@@ -84,6 +89,16 @@ impl Agent {
             _ => None,
         };
         let pusher = cfg.push.clone().map(Pusher::start).transpose()?;
+        let logs = match (&cfg.logs, &cfg.job) {
+            (Some(l), Some(job)) => Some(logs::LogFollower::start(
+                l.clone(),
+                job.clone(),
+                cfg.node.clone(),
+                cfg.window,
+                cfg.grace,
+            )?),
+            _ => None,
+        };
         tracing::info!(
             shm_dir = %cfg.shm_dir.display(),
             job = cfg.job.as_deref().unwrap_or("*"),
@@ -99,6 +114,7 @@ impl Agent {
             pusher,
             metrics,
             server,
+            logs,
             report: RunReport::default(),
         })
     }
@@ -113,7 +129,10 @@ impl Agent {
 
     /// One poll: drains, and emits the windows that closed. Returns them too.
     pub fn poll(&mut self) -> Vec<WindowSummary> {
-        let out = self.collector.poll();
+        let mut out = self.collector.poll();
+        if let Some(l) = &mut self.logs {
+            l.attach(&mut out, false);
+        }
         self.emit(&out);
         out
     }
@@ -144,7 +163,12 @@ impl Agent {
     }
 
     fn finish(mut self) -> (Vec<WindowSummary>, RunReport) {
-        let out = self.collector.flush();
+        let mut out = self.collector.flush();
+        if let Some(l) = &mut self.logs {
+            l.stop();
+            l.attach(&mut out, true);
+            self.report.logs = Some(l.stats);
+        }
         self.emit(&out);
         let mut report = std::mem::take(&mut self.report);
         let stats = self.collector.stats();

@@ -48,6 +48,11 @@ pub struct AgentArgs {
     /// target/flare-venv/bin/py-spy).
     #[arg(long, value_name = "PATH")]
     pub py_spy: Option<PathBuf>,
+    /// Follow the job's log files (a file, or a directory walked for log files:
+    /// torchrun's --log-dir, Slurm output, a kernel log): the lines the diagnosis needs
+    /// go to the server with the window's summary. Needs --job. Repeatable.
+    #[arg(long = "logs", value_name = "PATH")]
+    pub logs: Vec<PathBuf>,
     /// Drain what is there, emit the current (partial) window, and exit. Without
     /// --server or --out the summaries are printed as JSON lines.
     #[arg(long)]
@@ -107,6 +112,7 @@ pub fn run(args: AgentArgs) -> Result<ExitCode> {
             args.metrics_listen.0
         },
         heartbeat: !args.once,
+        logs: (!args.logs.is_empty()).then(|| flare_agent::LogConfig::new(args.logs)),
         ..AgentConfig::default()
     };
     if let Some(node) = args.node {
@@ -141,6 +147,12 @@ pub fn run(args: AgentArgs) -> Result<ExitCode> {
         "{} summaries, {} events, {} hangs",
         report.summaries, report.events, report.hangs
     );
+    if let Some(l) = &report.logs {
+        eprintln!(
+            "logs: {} files, {} lines read, {} sent, {} over the per-window budget",
+            l.tail.files, l.lines_read, l.lines_sent, l.lines_dropped
+        );
+    }
     let mut failed = report.write_errors > 0;
     if let Some(p) = &report.push {
         eprintln!(

@@ -8,36 +8,7 @@
 use crate::limits::{self, read_head, InputKind, LimitError, Limits};
 use std::path::{Path, PathBuf};
 
-/// Whether a file name says it holds log text (or says nothing: no extension).
-pub fn is_log_file_name(name: &str) -> bool {
-    let lower = name.to_ascii_lowercase();
-    let lower = lower.strip_suffix(".gz").unwrap_or(&lower);
-    // rotated logs: `train.log.1`
-    let base = match lower.rsplit_once('.') {
-        Some((b, n)) if n.bytes().all(|c| c.is_ascii_digit()) && !n.is_empty() => b,
-        _ => lower,
-    };
-    let Some((_, ext)) = base.rsplit_once('.') else {
-        return !base.starts_with('.');
-    };
-    matches!(
-        ext,
-        "log" | "txt" | "out" | "err" | "dmesg" | "stdout" | "stderr" | "journal" | "messages"
-    ) || ext.bytes().all(|c| c.is_ascii_digit())
-}
-
-/// Whether the first bytes of a file look like text: no NUL byte and few control bytes
-/// (a pickle, an image or a compressed stream fail).
-pub fn looks_like_text(head: &[u8]) -> bool {
-    if head.contains(&0) {
-        return false;
-    }
-    let odd = head
-        .iter()
-        .filter(|&&b| b < 0x20 && !matches!(b, b'\n' | b'\r' | b'\t' | 0x1b))
-        .count();
-    odd * 20 <= head.len()
-}
+pub use flare_log_diagnosis::source::{is_log_file_name, looks_like_text};
 
 /// The log files under some paths, and what was passed over.
 #[derive(Debug, Default)]
@@ -105,40 +76,6 @@ fn walk(dir: &Path, out: &mut LogFiles) -> Result<(), LimitError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn log_names() {
-        for yes in [
-            "rank0.log",
-            "stderr.log",
-            "slurm-12.out",
-            "x.err",
-            "node3.dmesg",
-            "dmesg",
-            "train.log.1",
-            "console.txt.gz",
-            "stdout",
-        ] {
-            assert!(is_log_file_name(yes), "{yes}");
-        }
-        for no in [
-            "truth.json",
-            "trace.flare",
-            "model.pt",
-            "a.parquet",
-            "x.json.gz",
-            ".hidden",
-        ] {
-            assert!(!is_log_file_name(no), "{no}");
-        }
-    }
-
-    #[test]
-    fn text_and_binary() {
-        assert!(looks_like_text(b"[rank0]: step 3\n\tat x\n"));
-        assert!(!looks_like_text(b"\x80\x02}q\x00(X\x07\x00\x00\x00version"));
-        assert!(looks_like_text(b""));
-    }
 
     #[test]
     fn a_directory_lists_its_logs_and_passes_over_dumps() {
