@@ -113,3 +113,52 @@ fn logs_given_that_hold_no_log_are_an_error() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("--logs: no log files under"), "{err}");
 }
+
+/// The issue's own example: a hang in real Flight Recorder dumps (ranks 9 and 14 never
+/// reached an all-to-all) and an Xid in the kernel log of rank 9's node are one finding:
+/// the GPU fell off the bus, on that node, with the dumps as corroboration. The logs are
+/// written here in the real formats (the kernel's Xid line, NCCL's `Init COMPLETE` line
+/// that ties the pid to rank 9).
+#[test]
+fn a_hang_in_the_dumps_and_an_xid_in_that_node_s_kernel_log_are_one_finding() {
+    let shared = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../../shared/data/flight-recorder/gpu_error_2nd");
+    let dir = tempfile::tempdir().unwrap();
+    let fr = dir.path().join("fr");
+    std::fs::create_dir_all(&fr).unwrap();
+    for e in std::fs::read_dir(&shared).unwrap() {
+        let p = e.unwrap().path();
+        let name = p.file_name().unwrap().to_string_lossy().to_string();
+        if name.starts_with("_dump_") {
+            std::fs::copy(&p, fr.join(&name)).unwrap();
+        }
+    }
+    let node = dir.path().join("logs/gpu-node-1");
+    std::fs::create_dir_all(&node).unwrap();
+    std::fs::write(
+        node.join("rank9.log"),
+        "gpu-node-1:48213:48213 [1] NCCL INFO comm 0x55d1c7a0 rank 9 nranks 16 cudaDev 1 nvmlDev 1 busId 3b000 commId 0x5e2b1c7d - Init COMPLETE\n\
+         [rank9]: iteration      120/  10000 | consumed samples: 61440 | lm loss: 3.2E+00 |\n",
+    )
+    .unwrap();
+    std::fs::write(
+        node.join("dmesg.log"),
+        "[  912.331842] NVRM: Xid (PCI:0000:3b:00): 79, pid=48213, name=python3, GPU has fallen off the bus.\n",
+    )
+    .unwrap();
+    let doc = document(&[&fr, Path::new("--logs"), &dir.path().join("logs")]);
+    let top = &doc.findings()[0];
+    assert_eq!(top.kind, FindingKind::JobFailure, "{}", top.summary);
+    let fd = top.failure.as_ref().unwrap();
+    assert_eq!(fd.category, FailureCategory::GpuHardware);
+    assert!(fd.lines[0].text.contains("Xid"), "{:?}", fd.lines[0]);
+    let c = &top.culprits[0];
+    assert_eq!((c.rank, c.host.as_deref()), (Some(9), Some("gpu-node-1")));
+    assert!(top
+        .corroborated_by
+        .iter()
+        .any(|x| x.detector == DetectorId::FlightRecorder && x.kind == FindingKind::Hang));
+    // the dumps' other stuck rank stays named, below the one the logs explain
+    assert!(top.culprits.iter().any(|c| c.rank == Some(14)));
+    assert_eq!(doc.culprit_ranks()[0], 9);
+}

@@ -222,13 +222,8 @@ fn logs_only(a: &DiagnoseArgs, t0: Instant) -> Result<Option<ExitCode>> {
         0,
         "no trace or dump here: diagnosed from the logs alone".to_string(),
     );
-    let id = a
-        .paths
-        .iter()
-        .map(|p| p.display().to_string())
-        .collect::<Vec<_>>()
-        .join(" ");
-    let doc = crate::logs::diagnose::document(id, &logs, notes, t0.elapsed().as_secs_f64() * 1e3);
+    let doc =
+        crate::logs::diagnose::document(&a.paths, &logs, notes, t0.elapsed().as_secs_f64() * 1e3);
     if a.json {
         println!("{}", doc.to_json());
     } else {

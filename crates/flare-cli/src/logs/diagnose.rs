@@ -331,7 +331,17 @@ pub fn diagnose_listed(
 }
 
 /// The findings document of a log diagnosis.
-pub fn document(id: String, d: &LogDiagnosis, mut notes: Vec<String>, ms: f64) -> FindingsDocument {
+pub fn document(
+    paths: &[PathBuf],
+    d: &LogDiagnosis,
+    mut notes: Vec<String>,
+    ms: f64,
+) -> FindingsDocument {
+    let id = paths
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect::<Vec<_>>()
+        .join(" ");
     let world = d.ranks.iter().next_back().map_or(0, |r| r + 1);
     let job = JobSummary {
         id,
@@ -371,13 +381,7 @@ fn diagnose_and_print(a: DiagnoseArgs) -> Result<ExitCode> {
     };
     let t = Instant::now();
     let (d, notes) = diagnose_paths(&a.paths, &a.baseline, &lim)?;
-    let id = a
-        .paths
-        .iter()
-        .map(|p| p.display().to_string())
-        .collect::<Vec<_>>()
-        .join(" ");
-    let doc = document(id, &d, notes, t.elapsed().as_secs_f64() * 1e3);
+    let doc = document(&a.paths, &d, notes, t.elapsed().as_secs_f64() * 1e3);
     let text = if a.json {
         doc.to_json() + "\n"
     } else {
