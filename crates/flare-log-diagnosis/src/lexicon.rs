@@ -61,8 +61,30 @@ struct Cached {
 /// Scans of lines no signature row concerns, by the line's skeleton (see the module).
 #[derive(Default)]
 pub struct ScanCache {
-    seen: std::collections::HashMap<u64, Cached>,
+    seen: std::collections::HashMap<u64, Cached, BuildSkeletonHasher>,
 }
+
+/// The key is a skeleton's hash already: it is used as it is.
+#[derive(Default)]
+struct SkeletonHasher(u64);
+
+impl std::hash::Hasher for SkeletonHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 << 8) | b as u64;
+        }
+    }
+
+    fn write_u64(&mut self, v: u64) {
+        self.0 = v;
+    }
+}
+
+type BuildSkeletonHasher = std::hash::BuildHasherDefault<SkeletonHasher>;
 
 /// Where a line's runs of digits are.
 struct Runs {
@@ -70,45 +92,121 @@ struct Runs {
     at: [(u32, u32); MAX_RUNS],
 }
 
+/// The skeleton's bytes, gathered eight at a time and mixed (a 64x64->128-bit multiply
+/// folded, as foldhash and wyhash do): the hash depends on the skeleton's bytes only,
+/// not on where they stood in the line (a run of digits of another length shifts them).
+struct Mixer {
+    h: u64,
+    acc: u64,
+    /// Bytes in `acc`.
+    len: u32,
+    total: u64,
+}
+
+const MIX: u64 = 0x9e37_79b9_7f4a_7c15;
+
+#[inline]
+fn fold_mul(a: u64, b: u64) -> u64 {
+    let p = (a as u128) * (b as u128);
+    (p as u64) ^ ((p >> 64) as u64)
+}
+
+impl Mixer {
+    #[inline]
+    fn byte(&mut self, c: u8) {
+        self.acc |= (c as u64) << (8 * self.len);
+        self.len += 1;
+        if self.len == 8 {
+            self.h = fold_mul(self.h ^ self.acc, MIX);
+            self.acc = 0;
+            self.len = 0;
+        }
+        self.total += 1;
+    }
+
+    /// Eight bytes at once (little-endian order, as `byte` would take them).
+    #[inline]
+    fn word(&mut self, w: u64) {
+        if self.len == 0 {
+            self.h = fold_mul(self.h ^ w, MIX);
+        } else {
+            let k = 8 * self.len;
+            self.h = fold_mul(self.h ^ (self.acc | (w << k)), MIX);
+            self.acc = w >> (64 - k);
+        }
+        self.total += 8;
+    }
+
+    fn finish(self) -> u64 {
+        fold_mul(self.h ^ self.acc ^ (self.total << 56), MIX ^ self.total)
+    }
+}
+
+const LOW7: u64 = 0x7f7f_7f7f_7f7f_7f7f;
+const HIGH: u64 = 0x8080_8080_8080_8080;
+
+/// The high bit of each byte of `w` that lies in `lo..=hi` (ASCII bounds): exact per
+/// byte, since each byte's sum stays within it.
+#[inline]
+fn in_range(w: u64, lo: u8, hi: u8) -> u64 {
+    let rep = |b: u8| (b as u64) * 0x0101_0101_0101_0101;
+    let above_hi = (w & LOW7) + rep(0x7f - hi);
+    let from_lo = (w & LOW7) + rep(0x80 - lo);
+    from_lo & !above_hi & !w & HIGH
+}
+
 /// The line's skeleton: a hash of its bytes, ASCII case folded, each run of digits one
-/// `0`; and where the runs are. Two FNV-1a lanes (alternate bytes) so that the
-/// multiplications of one do not wait for the other's.
+/// `0`; and where the runs are. Eight bytes at a time where they hold no digit.
 fn skeleton(message: &str) -> (u64, Runs) {
-    const PRIME: u64 = 0x0100_0000_01b3;
-    let mut lanes: [u64; 2] = [0xcbf2_9ce4_8422_2325, 0x8422_2325_cbf2_9ce4];
-    let mut lane = 0;
+    let bytes = message.as_bytes();
+    let mut m = Mixer {
+        h: 0x243f_6a88_85a3_08d3,
+        acc: 0,
+        len: 0,
+        total: 0,
+    };
     let mut runs = Runs {
         n: 0,
         at: [(0, 0); MAX_RUNS],
     };
     let mut run_start: Option<usize> = None;
-    for (i, &b) in message.as_bytes().iter().enumerate() {
-        let c = if b.is_ascii_digit() {
-            if run_start.is_some() {
-                continue;
-            }
-            run_start = Some(i);
-            b'0'
-        } else {
-            if let Some(s) = run_start.take() {
-                if runs.n < MAX_RUNS {
-                    runs.at[runs.n] = (s as u32, i as u32);
-                }
-                runs.n += 1;
-            }
-            b.to_ascii_lowercase()
-        };
-        lanes[lane] = (lanes[lane] ^ c as u64).wrapping_mul(PRIME);
-        lane ^= 1;
-    }
-    if let Some(s) = run_start {
+    let end_run = |runs: &mut Runs, s: usize, e: usize| {
         if runs.n < MAX_RUNS {
-            runs.at[runs.n] = (s as u32, message.len() as u32);
+            runs.at[runs.n] = (s as u32, e as u32);
         }
         runs.n += 1;
+    };
+    let mut i = 0;
+    while i < bytes.len() {
+        if i + 8 <= bytes.len() {
+            let w = u64::from_le_bytes(bytes[i..i + 8].try_into().expect("8 bytes"));
+            if in_range(w, b'0', b'9') == 0 {
+                if let Some(s) = run_start.take() {
+                    end_run(&mut runs, s, i);
+                }
+                m.word(w | (in_range(w, b'A', b'Z') >> 2));
+                i += 8;
+                continue;
+            }
+        }
+        let b = bytes[i];
+        if b.is_ascii_digit() {
+            if run_start.is_none() {
+                run_start = Some(i);
+                m.byte(b'0');
+            }
+        } else {
+            if let Some(s) = run_start.take() {
+                end_run(&mut runs, s, i);
+            }
+            m.byte(b.to_ascii_lowercase());
+        }
+        i += 1;
     }
-    let h = (lanes[0] ^ lanes[1].rotate_left(29)).wrapping_mul(PRIME);
-    (h, runs)
+    if let Some(s) = run_start {
+        end_run(&mut runs, s, bytes.len());
+    }
+    (m.finish(), runs)
 }
 
 impl ScanCache {
@@ -257,6 +355,34 @@ mod tests {
         for (p, _) in STAGES {
             assert!(!p.bytes().any(|b| b.is_ascii_digit()), "{p}");
         }
+    }
+
+    #[test]
+    fn skeletons_fold_digit_runs_and_case_wherever_the_bytes_stand() {
+        let key = |m: &str| skeleton(m).0;
+        let same = [
+            (
+                "iteration 9 of 5000 | lm loss: 2.1E+00 | grad",
+                "Iteration 10 of 5000 | LM loss: 3.7e+11 | GRAD",
+            ),
+            ("abcdefgh12345678abcdefgh", "abcdefgh1abcdefgh"),
+            ("x", "X"),
+        ];
+        for (a, b) in same {
+            assert_eq!(key(a), key(b), "{a:?} {b:?}");
+        }
+        let differ = [
+            ("iteration 9 of 5000", "iteration 9 of 5000 "),
+            ("abcdefgh", "abcdefgi"),
+            ("abcdefghijklmnop", "abcdefghijklmnoq"),
+            ("a1b", "ab"),
+            ("", "\0"),
+        ];
+        for (a, b) in differ {
+            assert_ne!(key(a), key(b), "{a:?} {b:?}");
+        }
+        let (_, runs) = skeleton("abcdefgh12345678abcdefgh7");
+        assert_eq!((runs.n, runs.at[0], runs.at[1]), (2, (8, 16), (24, 25)));
     }
 
     #[test]

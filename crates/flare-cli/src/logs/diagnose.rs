@@ -13,7 +13,7 @@ use clap::Args;
 use flare_import::limits::{self, Limits};
 use flare_log_diagnosis::{diagnose, Collector, LogDiagnosis};
 use flare_model::{FindingsDocument, JobSummary};
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
@@ -54,42 +54,101 @@ pub fn is_log_name(name: &str) -> bool {
     flare_import::text_logs::is_log_file_name(name)
 }
 
-/// Lines handed on at once.
-const CHUNK_LINES: usize = 16_384;
-
-/// Lines of a file read at once: one buffer, each line's end in it.
+/// Lines of a file read at once: one buffer, each line's span in it (its end of line
+/// left out).
 #[derive(Default)]
 struct Chunk {
     text: String,
-    ends: Vec<usize>,
+    spans: Vec<(usize, usize)>,
 }
 
 impl Chunk {
     fn lines(&self) -> Vec<&str> {
+        self.spans.iter().map(|&(a, b)| &self.text[a..b]).collect()
+    }
+
+    /// The whole lines of `block`; lines that are not UTF-8 are decoded lossily (and
+    /// counted in `lossy`), never dropped.
+    fn of(block: Vec<u8>, lossy: &mut u64) -> Chunk {
+        let text = match String::from_utf8(block) {
+            Ok(t) => t,
+            Err(e) => {
+                let block = e.into_bytes();
+                let mut t = String::with_capacity(block.len());
+                for line in block.split_inclusive(|&b| b == b'\n') {
+                    match std::str::from_utf8(line) {
+                        Ok(s) => t.push_str(s),
+                        Err(_) => {
+                            *lossy += 1;
+                            t.push_str(&String::from_utf8_lossy(line));
+                        }
+                    }
+                }
+                t
+            }
+        };
+        let bytes = text.as_bytes();
+        let mut spans = Vec::with_capacity(bytes.len() / 64);
         let mut start = 0;
-        self.ends
-            .iter()
-            .map(|&e| {
-                let l = &self.text[start..e];
-                start = e;
-                l
-            })
-            .collect()
+        let mut span = |start: usize, mut end: usize| {
+            while end > start && bytes[end - 1] == b'\r' {
+                end -= 1;
+            }
+            spans.push((start, end));
+        };
+        for i in memchr::memchr_iter(b'\n', bytes) {
+            span(start, i);
+            start = i + 1;
+        }
+        if start < bytes.len() {
+            span(start, bytes.len());
+        }
+        Chunk { text, spans }
     }
 }
 
-/// Reads `path` in chunks of lines, in order, into `each`; counts lines that are not
-/// UTF-8 (decoded lossily, never dropped).
+/// Bytes read at once from a file (whole lines: a longer line grows its chunk).
+const CHUNK_BYTES: u64 = 1 << 20;
+
+/// Chunk buffers folded and handed back for the next reads: a large job's logs are read
+/// through a few of them, not a fresh allocation (and its page faults) per chunk.
+#[derive(Default)]
+struct Buffers(std::sync::Mutex<Vec<Vec<u8>>>);
+
+/// Buffers kept at most.
+const BUFFERS_KEPT: usize = 32;
+
+impl Buffers {
+    fn get(&self) -> Vec<u8> {
+        self.0
+            .lock()
+            .expect("not poisoned")
+            .pop()
+            .unwrap_or_else(|| Vec::with_capacity(CHUNK_BYTES as usize))
+    }
+
+    fn put(&self, mut b: Vec<u8>) {
+        b.clear();
+        let mut kept = self.0.lock().expect("not poisoned");
+        if kept.len() < BUFFERS_KEPT {
+            kept.push(b);
+        }
+    }
+}
+
+/// Reads `path` in chunks of whole lines, in order, into `each`; counts lines that are
+/// not UTF-8 (decoded lossily, never dropped).
 fn read_chunks(
     path: &Path,
     lim: &Limits,
+    buffers: &Buffers,
     mut each: impl FnMut(Chunk) -> Result<()>,
 ) -> Result<(u64, u64)> {
     let (file, _) = limits::open_file(path, lim)?;
     let name = path.display().to_string();
     let gz = name.to_ascii_lowercase().ends_with(".gz");
     let raw = file.take(lim.max_input_bytes.saturating_add(1));
-    let (stream, cap, what): (Box<dyn Read>, u64, &str) = if gz {
+    let (mut stream, cap, what): (Box<dyn Read>, u64, &str) = if gz {
         (
             Box::new(
                 flate2::read::MultiGzDecoder::new(raw)
@@ -101,43 +160,47 @@ fn read_chunks(
     } else {
         (Box::new(raw), lim.max_input_bytes, "read")
     };
-    let mut reader = BufReader::with_capacity(1 << 20, stream);
-    let mut buf = Vec::new();
-    let (mut total, mut number, mut lossy) = (0u64, 0u64, 0u64);
-    let mut chunk = Chunk::default();
+    let (mut total, mut lines, mut lossy) = (0u64, 0u64, 0u64);
+    let mut carry: Vec<u8> = Vec::new();
     loop {
-        buf.clear();
-        let n = reader
-            .read_until(b'\n', &mut buf)
-            .with_context(|| format!("{name}: reading after line {number}"))?;
-        if n == 0 {
-            break;
-        }
-        total += n as u64;
+        let mut block = buffers.get();
+        block.extend_from_slice(&carry);
+        carry.clear();
+        let n = (&mut stream)
+            .take(CHUNK_BYTES)
+            .read_to_end(&mut block)
+            .with_context(|| format!("{name}: reading after line {lines}"))? as u64;
+        total += n;
         if total > cap {
             bail!(
                 "{name}: more than {cap} bytes {what}, the limit for one file (raise it with --max-{}-bytes)",
                 if gz { "inflated" } else { "input" }
             );
         }
-        number += 1;
-        while matches!(buf.last(), Some(b'\n' | b'\r')) {
-            buf.pop();
-        }
-        match std::str::from_utf8(&buf) {
-            Ok(s) => chunk.text.push_str(s),
-            Err(_) => {
-                lossy += 1;
-                chunk.text.push_str(&String::from_utf8_lossy(&buf));
+        let end = n < CHUNK_BYTES;
+        if !end {
+            // whole lines only: the rest goes with the next chunk
+            match memchr::memrchr(b'\n', &block) {
+                Some(i) => {
+                    carry.extend_from_slice(&block[i + 1..]);
+                    block.truncate(i + 1);
+                }
+                None => {
+                    carry = block;
+                    continue;
+                }
             }
         }
-        chunk.ends.push(chunk.text.len());
-        if chunk.ends.len() == CHUNK_LINES {
-            each(std::mem::take(&mut chunk))?;
+        if block.is_empty() {
+            buffers.put(block);
+        } else {
+            let chunk = Chunk::of(block, &mut lossy);
+            lines += chunk.spans.len() as u64;
+            each(chunk)?;
         }
-    }
-    if !chunk.ends.is_empty() {
-        each(chunk)?;
+        if end {
+            break;
+        }
     }
     Ok((total, lossy))
 }
@@ -149,8 +212,10 @@ fn read_lines(
     r: &mut Reading,
     mut each: impl FnMut(&str),
 ) -> Result<()> {
-    let (bytes, lossy) = read_chunks(path, lim, |c| {
+    let buffers = Buffers::default();
+    let (bytes, lossy) = read_chunks(path, lim, &buffers, |c| {
         c.lines().iter().for_each(|l| each(l));
+        buffers.put(c.text.into_bytes());
         Ok(())
     })?;
     r.bytes += bytes;
@@ -188,10 +253,11 @@ fn read_parallel(
     let state = Mutex::new((0usize, 0usize, false));
     let turn = Condvar::new();
     let next = std::sync::atomic::AtomicUsize::new(0);
+    let buffers = Buffers::default();
     let (tx, rx) = mpsc::channel::<Prepared>();
     std::thread::scope(|s| -> Result<()> {
         for _ in 0..threads {
-            let (tx, state, turn, next) = (tx.clone(), &state, &turn, &next);
+            let (tx, state, turn, next, buffers) = (tx.clone(), &state, &turn, &next, &buffers);
             s.spawn(move || loop {
                 let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 if i >= files.len() {
@@ -212,7 +278,7 @@ fn read_parallel(
                     let _ = tx.send(p);
                     Ok(())
                 };
-                let result = read_chunks(&files[i], lim, |chunk| {
+                let result = read_chunks(&files[i], lim, buffers, |chunk| {
                     let lines = prep.prepare(&chunk.lines());
                     send(Prepared {
                         file: i,
@@ -248,6 +314,7 @@ fn read_parallel(
                         st.1 -= 1;
                     }
                     c.fold(ids[current], &p.chunk.lines(), p.lines);
+                    buffers.put(p.chunk.text.into_bytes());
                     if let Some(end) = p.end {
                         let (bytes, lossy) = end?;
                         r.bytes += bytes;
