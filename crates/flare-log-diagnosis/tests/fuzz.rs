@@ -2,7 +2,7 @@
 //! signature table, the traceback and summary readers and the verdict.
 
 use flare_log_diagnosis::lexicon::{scan, ScanCache};
-use flare_log_diagnosis::{diagnose, Collector, Limits};
+use flare_log_diagnosis::{diagnose, Collector, Excerpter, Limits};
 use proptest::prelude::*;
 
 /// Pieces real lines are made of, to build lines near the formats' edges.
@@ -73,6 +73,35 @@ proptest! {
         for f in &d.findings {
             prop_assert!(f.confidence >= 0.0 && f.confidence <= 1.0);
         }
+    }
+
+    /// The excerpt of any lines: numbered in order, its progress lines among them, and a
+    /// collector reads it as it reads the lines.
+    #[test]
+    fn any_lines_are_excerpted(path in "[a-z0-9/._-]{0,24}", lines in proptest::collection::vec(line(), 0..40), first in 1u64..1_000_000) {
+        let mut x = Excerpter::for_path(&path).starting_at(first);
+        let mut kept = Vec::new();
+        for l in &lines {
+            if x.line(l).is_some() {
+                kept.push((x.line_no(), l.clone()));
+            }
+        }
+        prop_assert_eq!(x.line_no(), first + lines.len() as u64 - 1);
+        let progress = x.take_progress();
+        prop_assert!(x.take_progress().is_empty());
+        for (_, n, t) in &progress {
+            prop_assert!(*n >= first && *n < first + lines.len() as u64);
+            prop_assert_eq!(t, &lines[(*n - first) as usize]);
+        }
+        kept.extend(progress.into_iter().map(|(_, n, t)| (n, t)));
+        kept.sort();
+        let mut c = Collector::new(Limits::default());
+        let id = c.file(&path);
+        for (n, t) in &kept {
+            c.numbered_line(id, *n, t);
+        }
+        c.end_file(id);
+        let _ = c.diagnosis();
     }
 }
 

@@ -202,6 +202,38 @@ fn validate(s: &WindowSummary) -> Result<(), IngestError> {
             )));
         }
     }
+    if let Some(x) = &s.logs {
+        validate_logs(x)?;
+    }
+    Ok(())
+}
+
+/// Longest log file path accepted.
+const MAX_PATH_BYTES: usize = 4096;
+
+fn validate_logs(x: &flare_model::LogExcerpt) -> Result<(), IngestError> {
+    let big = |v: u64| v > i64::MAX as u64;
+    if big(x.lines_read) || big(x.lines_dropped) {
+        return Err(IngestError::Invalid(
+            "log line counts are out of range".into(),
+        ));
+    }
+    let lines = x.lines.iter().map(|l| (&l.file, l.line));
+    let progress = x.progress.iter().map(|p| (&p.file, p.line));
+    for (file, line) in lines.chain(progress) {
+        if file.is_empty() || file.len() > MAX_PATH_BYTES || file.chars().any(char::is_control) {
+            return Err(IngestError::Invalid(format!(
+                "log file path {:?} is empty, longer than {MAX_PATH_BYTES} bytes or holds control characters",
+                file.chars().take(80).collect::<String>()
+            )));
+        }
+        if line == 0 || big(line) {
+            return Err(IngestError::Invalid(format!(
+                "log line number {line} of {file} is out of range (1 to {})",
+                i64::MAX
+            )));
+        }
+    }
     Ok(())
 }
 
@@ -273,6 +305,26 @@ mod tests {
                 json.replace("\"pid\":7,", "").into_bytes(),
                 Encoding::Identity,
                 "missing field `pid`",
+            ),
+            (
+                json.replacen(
+                    "\"world_size\"",
+                    r#""logs":{"lines_read":1,"lines_dropped":0,"lines":[{"file":"a.log","line":0,"text":"x"}]},"world_size""#,
+                    1,
+                )
+                .into_bytes(),
+                Encoding::Identity,
+                "log line number 0 of a.log is out of range",
+            ),
+            (
+                json.replacen(
+                    "\"world_size\"",
+                    r#""logs":{"lines_read":1,"lines_dropped":0,"lines":[{"file":"a\nb","line":3,"text":"x"}]},"world_size""#,
+                    1,
+                )
+                .into_bytes(),
+                Encoding::Identity,
+                "control characters",
             ),
         ];
         for (body, enc, want) in cases {
