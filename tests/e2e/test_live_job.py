@@ -14,12 +14,12 @@ import subprocess
 import sys
 import time
 import urllib.error
-import urllib.request
 from pathlib import Path
 
 import pytest
 
 from findings_schema import validate
+from live_helpers import api_get
 
 ROOT = Path(__file__).resolve().parents[2]
 FLARE = Path(os.environ.get("FLARE_BIN", ROOT / "target" / "release" / "flare")).resolve()
@@ -53,9 +53,7 @@ def free_port_range(n):
 
 
 def get(url):
-    req = urllib.request.Request(url, headers={"Authorization": f"Bearer {TOKEN}"})
-    with urllib.request.urlopen(req, timeout=5) as r:
-        return json.loads(r.read())
+    return api_get(url, TOKEN)
 
 
 @pytest.fixture

@@ -12,21 +12,19 @@ Flare: it sees what its Python hooks and tracer saw of a real framework.
 - a healthy run: no warning in any window.
 """
 
-import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
 import urllib.error
-import urllib.request
 from pathlib import Path
 
 import pytest
 
 from findings_schema import validate
+from live_helpers import api_get, free_port
 
 torch = pytest.importorskip("torch", reason="PyTorch not installed (scripts/python-env.sh installs it)")
 
@@ -44,16 +42,8 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def get(url):
-    req = urllib.request.Request(url, headers={"Authorization": f"Bearer {TOKEN}"})
-    with urllib.request.urlopen(req, timeout=5) as r:
-        return json.loads(r.read())
+    return api_get(url, TOKEN)
 
 
 class Live:

@@ -197,28 +197,14 @@ impl FindingsDocument {
 
     /// The same document with `f` applied to its findings (another source's merged in):
     /// sorted again, and the verdict and culprit ranks derived again; the rest is kept.
-    pub fn map_findings(self, f: impl FnOnce(Vec<Finding>) -> Vec<Finding>) -> Self {
-        let FindingsDocument {
-            job,
-            conclusive,
-            findings,
-            skipped_detectors,
-            rank_metrics,
-            rank_breakdown,
-            notes,
-            history,
-            diagnosis_ms,
-            ..
-        } = self;
-        FindingsDocument {
-            skipped_detectors,
-            rank_metrics,
-            rank_breakdown,
-            notes,
-            history,
-            diagnosis_ms,
-            ..FindingsDocument::new(job, f(findings), conclusive)
-        }
+    pub fn map_findings(mut self, f: impl FnOnce(Vec<Finding>) -> Vec<Finding>) -> Self {
+        let findings = f(std::mem::take(&mut self.findings));
+        let fresh = FindingsDocument::new(self.job.clone(), findings, self.conclusive);
+        self.findings = fresh.findings;
+        self.verdict = fresh.verdict;
+        self.healthy = fresh.healthy;
+        self.culprit_ranks = fresh.culprit_ranks;
+        self
     }
 
     pub fn verdict(&self) -> Verdict {
