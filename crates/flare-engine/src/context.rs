@@ -2,6 +2,7 @@
 //! exist, op names, and which ranks the trace holds data for. Built once per job; each
 //! iteration's digest is indexed by the rank indices defined here.
 
+use crate::pipeline::Stages;
 use flare_model::{Communicator, Component, Culprit, JobInfo, PathElement, Trace, TraceMeta};
 use std::collections::HashMap;
 use std::sync::OnceLock;
@@ -38,6 +39,9 @@ pub struct JobContext {
     /// Where each rank runs by host name, when the source says so (live summaries); the
     /// cluster topology's dense placement otherwise.
     pub hosts: Option<RankHosts>,
+    /// Each rank's pipeline stage: stated by the layout, or read from a trace's
+    /// transfers when it states none.
+    pub stages: Option<Stages>,
 }
 
 /// Each rank's host and local rank, by rank id, as the node agents reported them.
@@ -70,13 +74,17 @@ impl JobContext {
     /// The context of a trace: its job, communicators, names and the ranks it holds.
     pub fn from_trace(trace: &Trace) -> Self {
         let ranks: Vec<u32> = trace.ranks.iter().map(|r| r.rank).collect();
-        Self::new(
+        let mut ctx = Self::new(
             trace.job.clone(),
             trace.meta.clone(),
             trace.communicators.clone(),
             trace.names.clone(),
             ranks,
-        )
+        );
+        if ctx.stages.is_none() && trace.job.parallel.is_none() {
+            ctx.stages = crate::pipeline::infer(&ctx.ranks, &crate::pipeline::links_of(trace));
+        }
+        ctx
     }
 
     pub fn new(
@@ -115,6 +123,10 @@ impl JobContext {
                 .collect()
         };
         let (peer_group, replica) = (coords(|c| c.pp), coords(|c| c.dp));
+        let stages = job
+            .parallel
+            .as_ref()
+            .and_then(|p| Stages::from_layout(p, &ranks));
         let comm_sizes = communicators
             .iter()
             .map(|c| c.members.len() as u32)
@@ -147,6 +159,7 @@ impl JobContext {
             fabric: OnceLock::new(),
             roles: OnceLock::new(),
             hosts: None,
+            stages,
         }
     }
 

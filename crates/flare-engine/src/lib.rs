@@ -17,6 +17,7 @@ pub mod forest;
 pub mod graph;
 pub mod live;
 pub(crate) mod par;
+pub mod pipeline;
 pub mod stats;
 pub mod stream;
 
@@ -47,6 +48,7 @@ pub struct EngineConfig {
     pub machine: detectors::machine::MachineConfig,
     pub slow_path: detectors::slow_path::SlowPathConfig,
     pub imbalance: detectors::imbalance::ImbalanceConfig,
+    pub extra_work: detectors::extra_work::ExtraWorkConfig,
 }
 
 impl EngineConfig {
@@ -74,6 +76,7 @@ impl Default for EngineConfig {
             machine: Default::default(),
             slow_path: Default::default(),
             imbalance: Default::default(),
+            extra_work: Default::default(),
         }
     }
 }
@@ -119,6 +122,7 @@ pub fn registry() -> Vec<Box<dyn Detector>> {
         Box::new(detectors::slow_path::SlowPathDetector),
         Box::new(detectors::imbalance::StageImbalanceDetector),
         Box::new(detectors::imbalance::SequenceImbalanceDetector),
+        Box::new(detectors::extra_work::ExtraWorkDetector),
     ]
 }
 

@@ -1,6 +1,7 @@
 //! The detectors, one module each.
 
 pub(crate) mod cause;
+pub mod extra_work;
 pub mod graph;
 pub mod hang;
 pub mod imbalance;

@@ -24,6 +24,8 @@ string_enum! {
         SlowPath => "slow_path",
         StageImbalance => "stage_imbalance",
         SequenceImbalance => "sequence_imbalance",
+        /// A rank that runs ops beyond the work of ranks that otherwise run the same ops.
+        ExtraWork => "extra_work",
         /// Hang analysis of PyTorch Flight Recorder dumps.
         FlightRecorder => "flight_recorder",
         /// Live windows: the agents' watchdog hang records.

@@ -132,6 +132,11 @@ string_enum! {
         /// Reporters that name the culprit as their failed peer.
         LogPeerReports => "log_peer_reports",
 
+        /// Ops per iteration a rank runs beyond ranks that otherwise run the same ops.
+        ExtraOpsPerIteration => "extra_ops_per_iteration",
+        /// What those extra ops take per iteration, at the rank's own speed.
+        ExtraWorkMs => "extra_work_ms",
+
         // Live windows (agent summaries).
         ComputeTime => "compute_time",
         RanksStuck => "ranks_stuck",
