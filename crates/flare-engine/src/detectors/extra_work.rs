@@ -15,7 +15,7 @@ use crate::{Analysis, Detector, EngineConfig, Outcome};
 use flare_model::{
     Component, DetectorId, Evidence, EvidenceKey, Finding, FindingKind, Severity, Unit,
 };
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 
 #[derive(Clone, Debug)]
 pub struct ExtraWorkConfig {
@@ -26,7 +26,7 @@ pub struct ExtraWorkConfig {
 
 impl Default for ExtraWorkConfig {
     fn default() -> Self {
-        ExtraWorkConfig { min_share: 0.05 }
+        ExtraWorkConfig { min_share: 0.02 }
     }
 }
 
@@ -161,10 +161,11 @@ impl Peers {
 /// What a rank runs per iteration: the median count of each compute op name (by name
 /// id, ascending), and its mean time per op, ns.
 struct Mix {
-    counts: Vec<(u32, u32)>,
+    counts: Vec<OpCount>,
     mean_ns: Vec<f64>,
-    /// Per iteration it ran compute ops in: its count of each name (as `counts`).
-    per_iteration: Vec<Vec<u32>>,
+    /// Per name (as `counts`), its count in each iteration the rank ran compute ops in.
+    per_iteration: Vec<u32>,
+    iterations: usize,
 }
 
 impl Mix {
@@ -172,35 +173,62 @@ impl Mix {
         let its: Vec<usize> = (0..a.n_its())
             .filter(|&i| a.rank(ri, i).compute_ops > 0)
             .collect();
-        let mut by_name: BTreeMap<u32, (Vec<u32>, f64, u64)> = BTreeMap::new();
+        let n = its.len();
+        // Names in order of first appearance (a rank's iterations list them alike), with
+        // their counts per iteration name by name: flat, since a job has many ranks.
+        let mut names: Vec<(u32, f64, u64)> = Vec::new();
+        let mut per_it: Vec<u32> = Vec::new();
         for (k, &i) in its.iter().enumerate() {
             for st in a.digests[i].names_of(ri) {
-                let e = by_name
-                    .entry(st.name)
-                    .or_insert_with(|| (vec![0; its.len()], 0.0, 0));
-                e.0[k] += st.count;
-                e.1 += st.sum_ns;
-                e.2 += st.count as u64;
+                let j = match names.iter().position(|x| x.0 == st.name) {
+                    Some(j) => j,
+                    None => {
+                        names.push((st.name, 0.0, 0));
+                        per_it.resize(per_it.len() + n, 0);
+                        names.len() - 1
+                    }
+                };
+                per_it[j * n + k] += st.count;
+                names[j].1 += st.sum_ns;
+                names[j].2 += st.count as u64;
             }
         }
+        let mut order: Vec<usize> = (0..names.len()).collect();
+        order.sort_unstable_by_key(|&j| names[j].0);
         let mut m = Mix {
-            counts: Vec::with_capacity(by_name.len()),
-            mean_ns: Vec::with_capacity(by_name.len()),
-            per_iteration: vec![Vec::with_capacity(by_name.len()); its.len()],
+            counts: Vec::with_capacity(names.len()),
+            mean_ns: Vec::with_capacity(names.len()),
+            per_iteration: Vec::with_capacity(per_it.len()),
+            iterations: n,
         };
-        for (name, (per_it, sum_ns, total)) in by_name {
-            let mut v: Vec<f64> = per_it.iter().map(|&c| c as f64).collect();
-            let count = median(&mut v).round() as u32;
+        let mut scratch = Vec::with_capacity(n);
+        for j in order {
+            let row = &per_it[j * n..(j + 1) * n];
+            scratch.clear();
+            scratch.extend(row.iter().map(|&c| c as f64));
+            let count = median(&mut scratch).round() as u32;
             if count == 0 {
                 continue;
             }
+            let (name, sum_ns, total) = names[j];
             m.counts.push((name, count));
             m.mean_ns.push(sum_ns / total.max(1) as f64);
-            for (k, c) in per_it.into_iter().enumerate() {
-                m.per_iteration[k].push(c);
-            }
+            m.per_iteration.extend_from_slice(row);
         }
         (!m.counts.is_empty()).then_some(m)
+    }
+
+    /// In how many of its iterations it ran more than `base_of` says the baseline runs.
+    fn iterations_above(&self, base_of: impl Fn(u32) -> u32) -> usize {
+        let n = self.iterations;
+        (0..n)
+            .filter(|&k| {
+                self.counts
+                    .iter()
+                    .enumerate()
+                    .any(|(j, &(name, _))| self.per_iteration[j * n + k] > base_of(name))
+            })
+            .count()
     }
 }
 
@@ -250,19 +278,8 @@ fn finding(
             .map(|(&(name, n), t)| (n - base_of(name)) as f64 * t)
             .sum();
         extra_ns.push(ns);
-        let more = m
-            .per_iteration
-            .iter()
-            .filter(|counts| {
-                counts
-                    .iter()
-                    .zip(&m.counts)
-                    .map(|(&c, &(name, _))| c.saturating_sub(base_of(name)))
-                    .sum::<u32>()
-                    > 0
-            })
-            .count();
-        consistent.push(more as f64 / m.per_iteration.len().max(1) as f64);
+        let more = m.iterations_above(base_of);
+        consistent.push(more as f64 / m.iterations.max(1) as f64);
     }
     let ns = median(&mut extra_ns);
     let share = ns / iteration_ns;

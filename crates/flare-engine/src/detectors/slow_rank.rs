@@ -37,8 +37,9 @@ impl Default for SlowRankConfig {
 pub struct SlowRankDetector;
 
 /// Self-time excess under which a rank of a job computing on CPUs is an `info`: the
-/// spread that scheduling alone gives ranks sharing cores.
-const CPU_NOISE: f64 = 0.15;
+/// spread that scheduling alone gives ranks sharing cores (profiled healthy 4-rank Gloo
+/// jobs on 2 cores: up to 20.5%; the faults injected on the same jobs: 50% and more).
+const CPU_NOISE: f64 = 0.30;
 
 struct Suspect {
     rank_index: usize,
@@ -231,9 +232,8 @@ impl SlowRankDetector {
         evidence.extend(c.evidence);
         let (kind, component, what, action) = (c.kind, c.component, c.what, c.action);
         // On CPUs shared by the ranks' processes, a rank's time between collectives
-        // varies with scheduling by several percent (profiled healthy 4-rank jobs on 2
-        // cores: up to 6%); in a trace, below CPU_NOISE, it is not worth a warning (live,
-        // a mild verdict stands once the next window confirms it).
+        // varies with scheduling (see CPU_NOISE); in a trace, below it, a verdict is not
+        // worth a warning (live, a mild verdict stands once the next window confirms it).
         let noise = a.live.is_none() && a.ctx.meta.cpu_compute && s.rel - median_rel < CPU_NOISE;
         let info_only = c.node_wide || noise;
         let mut culprit = a.ctx.rank_culprit(component, rank);
