@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # A real 4-process DDP job (torchrun, Gloo, CPU) traced live: flare serve + flare agent +
 # live_worker.py under flare.init(); prints each 2-s window's verdict and warnings.
+# MODEL=fsdp in the environment runs the same job under FSDP2 instead of DDP.
 # Uses the test venv (scripts/python-env.sh: PyTorch and Flare's Python package, installed
 # once). Usage: bash scripts/real_jobs/live.sh FAULT [SLOW_RANK] [SECS]
 #   FAULT: none | extra | stall | hang (see live_worker.py; a hung job is stopped 40 s

@@ -1,7 +1,9 @@
 """A plain DDP job as a user writes it, for the live path: torchrun, Gloo, flare.init() and
-flare.step(), nothing else traced by hand. Environment: SLOW_RANK (default none), FAULT
-(`extra`: 6 extra no-grad forward passes per step on the slow rank, about a third more
-compute; `stall`: it sleeps 30 ms per step outside anything traced; `hang`: after SECS/2
+flare.step(), nothing else traced by hand. Environment: MODEL (`ddp`, the default, or
+`fsdp`: FSDP2 `fully_shard` per layer and the root, its all-gathers and reduce-scatters
+called by FSDP itself), SLOW_RANK (default none), FAULT
+(`extra`: 6 extra no-grad forward passes per step on the slow rank under DDP, 12 under
+FSDP, about a fifth of a step; `stall`: it sleeps 30 ms per step outside anything traced; `hang`: after SECS/2
 it stops for good before its forward pass, so its peers wait in DDP's all-reduce), SECS
 (how long).
 """
@@ -21,7 +23,23 @@ fault = os.environ.get("FAULT", "none")
 torch.set_num_threads(1)
 torch.manual_seed(0)
 model = torch.nn.Sequential(*[torch.nn.Linear(512, 512) for _ in range(4)])
-ddp = torch.nn.parallel.DistributedDataParallel(model)
+if os.environ.get("MODEL", "ddp") == "fsdp":
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+
+    # A forward of the sharded model needs the peers: the extra work runs a local copy.
+    local = torch.nn.Sequential(*[torch.nn.Linear(512, 512) for _ in range(4)])
+    mesh = init_device_mesh("cpu", (dist.get_world_size(),))
+    for layer in model:
+        fully_shard(layer, mesh=mesh)
+    ddp = fully_shard(model, mesh=mesh)
+    # An FSDP step is mostly its gathers and reductions (about 3x a DDP step here): 12
+    # passes weigh about a fifth of it, as 6 do of a DDP step.
+    extra_passes = 12
+else:
+    local = model
+    ddp = torch.nn.parallel.DistributedDataParallel(model)
+    extra_passes = 6
 opt = torch.optim.SGD(ddp.parameters(), lr=0.01)
 x = torch.randn(64, 512)
 start = time.time()
@@ -34,8 +52,8 @@ while True:
             time.sleep(1)
     if slow and fault == "extra":
         with torch.no_grad():
-            for _ in range(6):
-                model(x)
+            for _ in range(extra_passes):
+                local(x)
     ddp(x).pow(2).sum().backward()
     opt.step()
     opt.zero_grad()

@@ -3,13 +3,16 @@ under `flare.init()` (scripts/real_jobs/live_worker.py, a job as a user writes i
 real agent (2-s windows) and the real server, on this machine. Nothing is injected into
 Flare: it sees what its Python hooks and tracer saw of a real framework.
 
-- one rank does about a third more compute per step: named, as a compute problem of its
+- one rank does about a fifth of a step more compute: named, as a compute problem of its
   own, within two windows of the first one with steps, and in every later window;
 - one rank sleeps 30 ms per step outside anything traced: named, as a host stall;
 - one rank stops for good before its forward pass, so the others wait in DDP's
   all-reduce: the hang is reported, the stuck rank named with its own stack, in every
   window until the job is stopped;
 - a healthy run: no warning in any window.
+
+The same job under FSDP2 (`MODEL=fsdp`): the slower rank named the same way, and a
+healthy run with no warning.
 """
 
 import os
@@ -53,7 +56,7 @@ class Live:
         self.tmp = tmp
         self.procs = []
 
-    def start(self, fault, seconds):
+    def start(self, fault, seconds, model="ddp"):
         shm = self.tmp / "shm"
         shm.mkdir()
         server = self.spawn(
@@ -71,7 +74,7 @@ class Live:
             "agent",
         )
         env = dict(os.environ, FLARE_SHM_DIR=str(shm), SLOW_RANK=str(SLOW if fault != "none" else -1),
-                   FAULT=fault, SECS=str(seconds), OMP_NUM_THREADS="1")
+                   FAULT=fault, SECS=str(seconds), OMP_NUM_THREADS="1", MODEL=model)
         # torchrun as a user runs it, from the interpreter's environment.
         cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "4",
                "--master-port", str(free_port()), WORKER]
@@ -257,6 +260,25 @@ def test_a_hung_real_ddp_job_names_the_stuck_rank_with_its_stack_until_it_ends(l
 
 def test_a_healthy_real_ddp_job_gets_no_warning(live):
     live.start("none", seconds=16)
+    job = live.wait_job(limit=150)
+    windows = live.windows(job)
+    assert sum(d["verdict"] == "healthy" for _, d in windows) >= 4, table(windows)
+    bad = [(w, f["kind"], f["summary"]) for w, d in windows for f in warnings(d)]
+    assert not bad, f"{bad}\n{table(windows)}"
+
+
+# FSDP2: its all-gathers and reduce-scatters are called by FSDP itself
+# (`dist.all_gather_single` / `reduce_scatter_single`, posted ahead and waited for later).
+def test_a_slower_rank_of_a_real_fsdp_job_is_named_in_every_window(live):
+    live.start("extra", seconds=16, model="fsdp")
+    job = live.wait_job(limit=150)
+    windows = check_named_from_early_on(live, job, {"slow_cpu", "extra_work"})
+    f = next(f for _, d in windows for f in warnings(d))
+    assert "nvidia-smi" not in f["action"] and "Xid" not in f["action"], f["action"]
+
+
+def test_a_healthy_real_fsdp_job_gets_no_warning(live):
+    live.start("none", seconds=16, model="fsdp")
     job = live.wait_job(limit=150)
     windows = live.windows(job)
     assert sum(d["verdict"] == "healthy" for _, d in windows) >= 4, table(windows)

@@ -46,6 +46,9 @@ dist.broadcast(t, src=0)
 dist.reduce(t, dst=0)
 dist.all_to_all([torch.empty(5)] * 4, [torch.empty(6, "int64")] * 4)
 dist.all_to_all_single(torch.empty(20), torch.empty(24))
+# FSDP2's calls: posted ahead, waited for later (the op lasts until its work completes).
+dist.all_gather_single(torch.empty(40), torch.empty(10), async_op=True).wait()
+dist.reduce_scatter_single(torch.empty(10), torch.empty(40), async_op=True).wait()
 dist.barrier()
 dist.send(t, dst=2)
 assert dist.recv(t, src=2) == 2
@@ -79,7 +82,7 @@ emit({"pre_init_error": pre_init_error, "n_calls": n_calls, "restored": restored
 def test_fake_torch_hooks_record_kind_bytes_group_and_sequence(child):
     out = child.result(FAKE_SCRIPT, fake_torch=True)
     assert "not been initialized" in out["pre_init_error"]
-    assert out["n_calls"] == 22  # every op reached the original function
+    assert out["n_calls"] == 24  # every op reached the original function
     assert out["restored"] and out["loader_restored"]
     assert out["syncs"] == [None, "cuda:0"]
 
@@ -103,7 +106,8 @@ def test_fake_torch_hooks_record_kind_bytes_group_and_sequence(child):
     ]
     one = {name: row(spans_named(ring, name)[0]) for name in (
         "all_gather", "all_gather_into_tensor", "reduce_scatter", "reduce_scatter_tensor",
-        "broadcast", "reduce", "all_to_all", "all_to_all_single", "barrier")}
+        "broadcast", "reduce", "all_to_all", "all_to_all_single", "all_gather_single",
+        "reduce_scatter_single", "barrier")}
     assert one == {
         "all_gather": ("all_gather", 160, "0", 4, 3),
         "all_gather_into_tensor": ("all_gather", 160, "0", 4, 4),
@@ -113,8 +117,13 @@ def test_fake_torch_hooks_record_kind_bytes_group_and_sequence(child):
         "reduce": ("reduce", 4096, "0", 4, 8),
         "all_to_all": ("all_to_all", 192, "0", 4, 9),
         "all_to_all_single": ("all_to_all", 96, "0", 4, 10),
-        "barrier": ("barrier", 0, "0", 4, 11),
+        "all_gather_single": ("all_gather", 160, "0", 4, 11),
+        "reduce_scatter_single": ("reduce_scatter", 160, "0", 4, 12),
+        "barrier": ("barrier", 0, "0", 4, 13),
     }
+    # An async_op call is an async span, ended when its work completes.
+    assert spans_named(ring, "all_gather_single")[0]["async_id"] != 0
+    assert spans_named(ring, "all_reduce")[3]["async_id"] != 0
     # P2P: one channel per rank pair, numbered the same way on both ends.
     p2p = [(s["name"],) + row(s) for s in ring["spans"] if s["kind"] in ("send", "recv")]
     assert p2p == [

@@ -260,6 +260,10 @@ _OPS: Dict[str, _OpSpec] = {
     "reduce": _OpSpec("reduce", "tensor"),
     "all_to_all": _OpSpec("all_to_all", "input_tensor_list"),
     "all_to_all_single": _OpSpec("all_to_all", "input"),
+    # torch 2.15's single-tensor forms, which FSDP2 calls for its all-gathers and
+    # reduce-scatters.
+    "all_gather_single": _OpSpec("all_gather", "output_tensor"),
+    "reduce_scatter_single": _OpSpec("reduce_scatter", "input"),
     "barrier": _OpSpec("barrier", None),
     "send": _OpSpec("send", "tensor", "dst", "group_dst"),
     "recv": _OpSpec("recv", "tensor", "src", "group_src"),
@@ -278,6 +282,8 @@ _FALLBACK_POSITIONS: Dict[str, Tuple[str, ...]] = {
     "reduce": ("tensor", "dst", "op", "group", "async_op"),
     "all_to_all": ("output_tensor_list", "input_tensor_list", "group", "async_op"),
     "all_to_all_single": ("output", "input", "output_split_sizes", "input_split_sizes", "group"),
+    "all_gather_single": ("output_tensor", "input_tensor", "group", "async_op"),
+    "reduce_scatter_single": ("output", "input", "op", "group"),
     "barrier": ("group", "async_op", "device_ids"),
     "send": ("tensor", "dst", "group", "tag"),
     "recv": ("tensor", "src", "group", "tag"),
@@ -325,18 +331,19 @@ class _Group:
         self.size = size
         self.rank = rank
         self.seq = itertools.count(1)
-        # P2P: (lo, hi) global ranks, or None for "any source" -> (name id, counter).
-        self.pairs: Dict[Optional[Tuple[int, int]], Tuple[int, "itertools.count[int]"]] = {}
+        # P2P: (lo, hi) global ranks, or None for "any source" -> (name id, name, counter).
+        self.pairs: Dict[Optional[Tuple[int, int]], Tuple[int, str, "itertools.count[int]"]] = {}
 
-    def pair(self, peer: Optional[int]) -> Tuple[int, int]:
-        """Name id and next sequence number of the P2P channel with ``peer``."""
+    def pair(self, peer: Optional[int]) -> Tuple[int, str, int]:
+        """Name id, name and next sequence number of the P2P channel with ``peer``."""
         key = None if peer is None else (min(self.rank, peer), max(self.rank, peer))
         entry = self.pairs.get(key)
         if entry is None:
             label = "any" if key is None else f"{key[0]}-{key[1]}"
-            entry = (_native.intern(f"{self.name}:p2p:{label}"), itertools.count(1))
+            channel = f"{self.name}:p2p:{label}"
+            entry = (_native.intern(channel), channel, itertools.count(1))
             self.pairs[key] = entry
-        return entry[0], next(entry[1])
+        return entry[0], entry[1], next(entry[2])
 
 
 class _Distributed:
@@ -403,7 +410,8 @@ def _wrap_op(d: _Distributed, op: str, spec: _OpSpec, original: Callable[..., An
     p2p = spec.peer is not None
     begin, end = _native.begin, _native.end
 
-    def describe(args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Tuple[int, int, int, int]:
+    def describe(args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Tuple[int, int, str, int, int]:
+        """Bytes, the group's (or P2P channel's) name id and name, sequence, size."""
         amount = _nbytes(_arg(args, kwargs, pos, spec.sized_by)) if spec.sized_by else 0
         g = _arg(args, kwargs, pos, "group")
         info = d.group(g)
@@ -413,9 +421,35 @@ def _wrap_op(d: _Distributed, op: str, spec: _OpSpec, original: Callable[..., An
                 _arg(args, kwargs, pos, spec.peer),  # type: ignore[arg-type]
                 _arg(args, kwargs, pos, spec.group_peer) if spec.group_peer else None,
             )
-            channel, seq = info.pair(peer)
-            return amount, channel, seq, 2
-        return amount, info.name_id, next(info.seq), info.size
+            channel_id, channel, seq = info.pair(peer)
+            return amount, channel_id, channel, seq, 2
+        return amount, info.name_id, info.name, next(info.seq), info.size
+
+    def call_async(args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Any:
+        """An ``async_op=True`` call: the op runs until its work completes, not until the
+        call returns (FSDP posts its all-gathers ahead and waits for them later)."""
+        try:
+            amount, _, group, seq, size = describe(args, kwargs)
+            span = _native.Span(op, spec.kind, amount=amount, group=group, seq=seq, group_size=size)
+            span_id = span.begin_async()
+        except Exception:
+            span = None  # never change the op's behaviour: it runs untraced
+        work = original(*args, **kwargs)
+        if span is None:
+            return work
+
+        def done(f: Any) -> None:
+            try:
+                span.end_async(span_id)
+            except Exception:
+                pass
+
+        try:
+            work.get_future().then(done)
+        except Exception:
+            # A work without a future: the call's own time is all that can be known.
+            done(None)
+        return work
 
     @functools.wraps(original)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -425,16 +459,21 @@ def _wrap_op(d: _Distributed, op: str, spec: _OpSpec, original: Callable[..., An
             return original(*args, **kwargs)
         _inside_op.active = True
         try:
+            if _arg(args, kwargs, pos, "async_op") is True:
+                return call_async(args, kwargs)
             try:
-                begin(name_id, kind, *describe(args, kwargs))
+                amount, group_id, _, seq, size = describe(args, kwargs)
+                begin(name_id, kind, amount, group_id, seq, size)
             except Exception:
                 # Never change the op's behaviour: record it undescribed (arguments it
                 # cannot read, a group this rank is not in) and let the original call
                 # raise whatever it raises about its arguments.
                 begin(name_id, kind)
-            return original(*args, **kwargs)
+            try:
+                return original(*args, **kwargs)
+            finally:
+                end(name_id, kind)
         finally:
-            end(name_id, kind)
             _inside_op.active = False
 
     setattr(wrapper, _WRAPPED, True)

@@ -12,6 +12,7 @@ __all__ = [
     "get_rank", "get_world_size", "get_global_rank",
     "all_reduce", "all_gather", "all_gather_into_tensor", "reduce_scatter",
     "reduce_scatter_tensor", "broadcast", "reduce", "all_to_all", "all_to_all_single",
+    "all_gather_single", "reduce_scatter_single",
     "barrier", "send", "recv", "isend", "irecv", "batch_isend_irecv",
 ]
 
@@ -36,9 +37,23 @@ _rank = None
 _groups = 0
 
 
+class Future:
+    """A completed future: callbacks run at once, as torch runs them on a done one."""
+
+    def then(self, callback):
+        callback(self)
+        return self
+
+    def value(self):
+        return None
+
+
 class Work:
     def wait(self):
         return True
+
+    def get_future(self):
+        return Future()
 
 
 def _exception_logger(func):
@@ -137,6 +152,16 @@ def broadcast(tensor, src=None, group=None, async_op=False, group_src=None):
 @_exception_logger
 def reduce(tensor, dst=None, op="sum", group=None, async_op=False, group_dst=None):
     return _log("reduce", (tensor,), {"group": group}, async_op)
+
+
+@_exception_logger
+def all_gather_single(output_tensor, input_tensor, group=None, async_op=False):
+    return _log("all_gather_single", (output_tensor, input_tensor), {"group": group}, async_op)
+
+
+@_exception_logger
+def reduce_scatter_single(output, input, op="sum", group=None, *, async_op=False):
+    return _log("reduce_scatter_single", (output, input), {"group": group}, async_op)
 
 
 @_exception_logger
