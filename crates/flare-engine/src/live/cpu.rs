@@ -115,6 +115,80 @@ impl LiveWindow {
     }
 }
 
+/// A rank whose CPU did clearly more per step than its peers' while its time outside
+/// collectives matched theirs: its peers waited for it, but in nothing Flare traced
+/// (communication through calls the hooks do not wrap: functional collectives, a custom
+/// backend, a framework's own threads).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct UntracedWait {
+    pub rank: u32,
+    /// Per step: its CPU time and its peers' median, its time outside collectives beyond
+    /// its peers' median, and the typical step.
+    pub cpu_ns: f64,
+    pub peer_cpu_ns: f64,
+    pub own_extra_ns: f64,
+    pub step_ns: f64,
+}
+
+/// Extra CPU per step, as a share of the step, from which a rank's extra work should
+/// show in its traced time.
+const UNTRACED_MIN_STEP_SHARE: f64 = 0.1;
+/// At most this share of that extra CPU time showing outside collectives: the rest hides
+/// where nothing is traced.
+const UNTRACED_MAX_SHOWN: f64 = 0.25;
+
+impl LiveWindow {
+    /// The rank whose extra CPU work its traced time does not show (see
+    /// [`UntracedWait`]), among the ranks that stepped in the window, on a job computing
+    /// on CPUs whose agent reported CPU times for three ranks or more.
+    pub fn untraced_wait(&self) -> Option<UntracedWait> {
+        if !self.cpu_only() {
+            return None;
+        }
+        let group: Vec<&LiveRank> = self
+            .with_data()
+            .filter(|r| r.iterations > 0 && r.cpu_ns.is_finite() && r.observed_ns > 0.0)
+            .collect();
+        if group.len() < 3 {
+            return None;
+        }
+        let f = scale(&group);
+        let cpu: Vec<f64> = group.iter().zip(&f).map(|(r, f)| r.cpu_ns * f).collect();
+        let own: Vec<f64> = group.iter().zip(&f).map(|(r, f)| r.own_ns() * f).collect();
+        let mut steps: Vec<f64> = group
+            .iter()
+            .map(|r| r.iteration_ns)
+            .filter(|t| t.is_finite() && *t > 0.0)
+            .collect();
+        if steps.is_empty() {
+            return None;
+        }
+        let step_ns = median(&mut steps);
+        let others = |v: &[f64], i: usize| {
+            let mut o: Vec<f64> = v
+                .iter()
+                .enumerate()
+                .filter(|&(j, _)| j != i)
+                .map(|(_, x)| *x)
+                .collect();
+            median(&mut o)
+        };
+        let i = (0..group.len())
+            .max_by(|&x, &y| (cpu[x] - others(&cpu, x)).total_cmp(&(cpu[y] - others(&cpu, y))))?;
+        let (peer_cpu, own_extra) = (others(&cpu, i), own[i] - others(&own, i));
+        let extra_cpu = cpu[i] - peer_cpu;
+        (extra_cpu >= UNTRACED_MIN_STEP_SHARE * step_ns
+            && own_extra <= UNTRACED_MAX_SHOWN * extra_cpu)
+            .then_some(UntracedWait {
+                rank: group[i].rank,
+                cpu_ns: cpu[i],
+                peer_cpu_ns: peer_cpu,
+                own_extra_ns: own_extra,
+                step_ns,
+            })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::{CpuSplit, TimeSpent};

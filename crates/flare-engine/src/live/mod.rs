@@ -16,12 +16,15 @@ mod input;
 mod tests;
 mod window;
 
-pub use cpu::{CpuSplit, TimeSpent};
+pub use cpu::{CpuSplit, TimeSpent, UntracedWait};
 pub use window::{LiveRank, LiveWindow};
 
 use crate::stream::run_detectors;
 use crate::{Analysis, EngineConfig};
-use flare_model::{DetectorId, EvidenceKey, Finding, Severity, SkippedDetector};
+use flare_model::{
+    Component, DetectorId, Evidence, EvidenceKey, Finding, FindingKind, Severity, SkippedDetector,
+    Unit,
+};
 
 /// Thresholds of live diagnosis. Defaults are the documented behaviour.
 #[derive(Clone, Debug)]
@@ -267,16 +270,69 @@ pub fn analyze_window(
             plural(windows.len() - 1)
         ));
     }
+    let mut blind = false;
+    if let Some(u) = current.untraced_wait().filter(|u| {
+        !findings.iter().any(|f| {
+            f.severity > Severity::Info && f.culprits.iter().any(|c| c.rank == Some(u.rank))
+        })
+    }) {
+        // Flare cannot see where the job waits: saying "healthy" would be a guess.
+        blind = true;
+        notes.push(format!(
+            "the ranks' traced time does not show where they wait: rank {} works more on its CPU per step than its peers, who must wait for it outside every traced collective; this window is not judged",
+            u.rank
+        ));
+        findings.push(untraced_wait_finding(&u, current));
+    }
     findings.sort_by(Finding::by_importance);
     let localized = findings
         .iter()
         .any(|f| f.severity > Severity::Info && f.localizes());
     LiveDiagnosis {
-        conclusive: localizer_ran || localized,
+        conclusive: !blind && (localizer_ran || localized),
         ranks,
         findings,
         skipped,
         notes,
+    }
+}
+
+/// The `info` naming a rank whose extra CPU work its peers wait for untraced.
+fn untraced_wait_finding(u: &UntracedWait, current: &LiveWindow) -> Finding {
+    let extra = u.cpu_ns - u.peer_cpu_ns;
+    let mut culprit = flare_model::Culprit::new(Component::Process);
+    culprit.rank = Some(u.rank);
+    culprit.element = current.rank(u.rank).map(|r| r.node.clone());
+    Finding {
+        kind: FindingKind::SlowCpu,
+        severity: Severity::Info,
+        summary: format!(
+            "rank {} works {:.1} ms more on its CPU per step than its peers ({:.0}% of a step), yet its time outside traced collectives matches theirs: its peers wait for it where Flare traces nothing",
+            u.rank,
+            extra / 1e6,
+            extra / u.step_ns * 100.0
+        ),
+        confidence: 0.5,
+        culprits: vec![culprit],
+        evidence: vec![Evidence::new(
+            EvidenceKey::CpuTimePerIterationMs,
+            u.cpu_ns / 1e6,
+            Some(u.peer_cpu_ns / 1e6),
+            Unit::Ms,
+            format!(
+                "CPU time per step against its peers' median; its time outside collectives is {:.1} ms per step beyond theirs",
+                u.own_extra_ns / 1e6
+            ),
+        )
+        .decisive()],
+        action: format!(
+            "trace the job's communication: Flare sees torch.distributed's calls, DDP's buckets and FSDP's gathers; collectives made another way (functional collectives under torch.compile or DTensor, a custom backend) are not seen, so who waits for whom cannot be measured; meanwhile profile rank {} (py-spy) for the CPU work its peers do not do",
+            u.rank
+        ),
+        iterations: vec![],
+        detector: DetectorId::SlowRank,
+        corroborated_by: vec![],
+        failure: None,
     }
 }
 

@@ -937,3 +937,65 @@ fn a_rank_late_with_kernels_at_its_peers_speed_is_not_called_a_slow_gpu() {
     );
     assert!(f.action.contains("GPU is not slower"), "{}", f.action);
 }
+
+#[test]
+fn extra_cpu_work_the_traced_time_does_not_show_leaves_the_window_unjudged() {
+    // A CPU job whose collectives are traced only in part: rank 2 works `rank2_cpu_ms`
+    // more per step on its CPU (600 ms of CPU per peer per window) and `rank2_own_ms`
+    // more outside the traced collectives (a step is about 130 ms).
+    let window = |rank2_cpu_ms: u64, rank2_own_ms: f64| {
+        let mut w = job(4, |_| 1.0, |r| if r == 2 { rank2_own_ms } else { 0.0 });
+        for s in &mut w {
+            for r in &mut s.ranks {
+                r.busy_ns = 0;
+                r.ops.retain(|o| o.kind.is_sync());
+                r.gpu = Some(false);
+                let steps = r.iterations.len() as u64;
+                let extra = if r.rank == 2 { rank2_cpu_ms } else { 0 };
+                r.cpu_ns = Some(600 * MS + extra * MS * steps);
+                r.runqueue_ns = Some(0);
+            }
+        }
+        analyze(&w)
+    };
+    let untraced = |d: &LiveDiagnosis| {
+        d.findings
+            .iter()
+            .filter(|f| f.summary.contains("where Flare traces nothing"))
+            .count()
+    };
+    // 30 ms more CPU per step, its time outside collectives like its peers': they waited
+    // for it in nothing traced. Said, and the window not called healthy.
+    let d = window(30, 0.0);
+    assert!(!d.conclusive, "{:#?}", d.findings);
+    assert!(warnings(&d).is_empty(), "{:#?}", d.findings);
+    assert_eq!(untraced(&d), 1, "{:#?}", d.findings);
+    let f = d
+        .findings
+        .iter()
+        .find(|f| f.summary.contains("where Flare traces nothing"))
+        .expect("an info naming rank 2");
+    assert_eq!(
+        (f.kind, f.culprits[0].rank),
+        (FindingKind::SlowCpu, Some(2))
+    );
+    assert!(
+        d.notes.iter().any(|n| n.contains("not judged")),
+        "{:?}",
+        d.notes
+    );
+    // The same extra CPU work, seen outside the collectives: named the usual way.
+    let d = window(30, 30.0);
+    assert!(d.conclusive);
+    let warn = warnings(&d);
+    assert_eq!(warn.len(), 1, "{:#?}", d.findings);
+    assert_eq!(
+        (warn[0].kind, warn[0].culprits[0].rank),
+        (FindingKind::SlowCpu, Some(2))
+    );
+    assert_eq!(untraced(&d), 0);
+    // CPU times alike: judged, and nothing to say.
+    let d = window(3, 0.0);
+    assert!(d.conclusive);
+    assert_eq!(untraced(&d), 0, "{:#?}", d.findings);
+}
