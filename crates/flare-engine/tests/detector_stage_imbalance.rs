@@ -17,8 +17,12 @@ detector_cases! { DetectorId::StageImbalance;
     silent_on_slow_nic: Case::new(SlowNic, Scale(64), 51, Silent),
     silent_on_slow_gpu: Case::new(SlowGpu, Scale(64), 51, Silent),
     silent_on_sequence_imbalance: Case::new(SequenceImbalance, Scale(64), 51, Silent),
-    no_layout_not_enough_data: Case::new(StageImbalance, Scale(64), 51, NotEnoughData("pipeline layout"))
+    // Without the layout, the stages are read from the pipeline's transfers.
+    no_layout_stages_from_transfers: Case::new(StageImbalance, Scale(64), 51, Culprit(FindingKind::StageImbalance))
         .edit(common::without_layout),
+    no_layout_healthy: Case::new(None, Scale(128), 52, Silent).edit(common::without_layout),
+    no_layout_no_transfers_not_enough_data: Case::new(StageImbalance, Scale(64), 51, NotEnoughData("pipeline layout"))
+        .edit(common::without_layout_or_transfers),
     one_stage_not_enough_data: Case::new(None, Megatron { tp: 8, pp: 1, dp: 4 }, 51, NotEnoughData("pp > 1")),
     // A sampled profile with the ranks of one stage only.
     one_stage_sampled_not_enough_data: Case::new(StageImbalance, Scale(64), 51, NotEnoughData("fewer than 2 stages"))

@@ -35,13 +35,21 @@ impl Detector for StageImbalanceDetector {
         "a pipeline stage whose compute per iteration exceeds the other stages'"
     }
     fn needs(&self) -> &'static str {
-        "pipeline stage of each rank (parallel layout) and compute ops"
+        "pipeline stage of each rank (the parallel layout, or transfers that chain the ranks) and compute ops"
     }
 
     fn detect(&self, a: &Analysis, cfg: &EngineConfig) -> Outcome {
-        let Some(par) = a.ctx.job.parallel.as_ref().filter(|p| p.pp > 1) else {
+        let Some(stages) = a.ctx.stages.as_ref() else {
             return Outcome::NotEnoughData("needs the pipeline layout (pp > 1)".into());
         };
+        if stages.inferred && a.ctx.meta.cpu_compute {
+            // Read from the transfers, the stages are right, but a CPU job's stages take
+            // turns on shared cores: their compute times differ by half between healthy
+            // runs (profiled 4-stage Gloo pipelines on 2 cores).
+            return Outcome::NotEnoughData(
+                "stages read from transfers on a job computing on CPUs, whose stage times vary with scheduling".into(),
+            );
+        }
         let n_its = a.n_its();
         // Each rank's compute over the window, iteration by iteration: each digest's
         // ranks lie together in memory.
@@ -54,10 +62,7 @@ impl Detector for StageImbalanceDetector {
         let mut per_stage: BTreeMap<u32, Vec<f64>> = BTreeMap::new();
         for (ri, &total) in totals.iter().enumerate() {
             if total > 0.0 {
-                per_stage
-                    .entry(par.coords(a.rank_id(ri)).pp)
-                    .or_default()
-                    .push(total);
+                per_stage.entry(stages.of[ri]).or_default().push(total);
             }
         }
         if per_stage.len() < 2 {

@@ -206,6 +206,17 @@ pub fn without_layout(t: &mut Trace) {
     t.job.parallel = None;
 }
 
+/// Drops the layout and the pipeline's transfers (their peers): nothing says which stage
+/// a rank is on.
+pub fn without_layout_or_transfers(t: &mut Trace) {
+    without_layout(t);
+    for r in &mut t.ranks {
+        for op in r.ops.iter_mut().filter(|o| o.kind.is_p2p()) {
+            op.peer = flare_model::Op::NO_PEER;
+        }
+    }
+}
+
 /// Keeps only the ops outside any communicator: a compute-only profile.
 pub fn compute_only(t: &mut Trace) {
     for r in &mut t.ranks {
