@@ -5,6 +5,7 @@ mod accuracy;
 mod agent;
 mod baselines;
 mod bench;
+mod compare;
 mod demo;
 mod diagnose;
 mod labels;
@@ -40,6 +41,9 @@ enum Command {
     SimLogs(sim_logs::SimLogsArgs),
     /// Diagnose a trace: a .flare file or a directory of per-rank Kineto traces.
     Diagnose(diagnose::DiagnoseArgs),
+    /// Compare two runs of a job: why the current one's steps are slower (or faster) than
+    /// the baseline's, class of time by class.
+    Compare(compare::CompareArgs),
     /// Simulate a 1,024-GPU job (TP8 x PP4 x DP32) with a fault, diagnose it and write report.html.
     Demo(demo::DemoArgs),
     /// What-if straggler analysis of an NDTimeline parquet trace: slowdown, M_W, M_S.
@@ -62,6 +66,7 @@ fn main() -> ExitCode {
         Command::Sim(a) => sim::run(a),
         Command::SimLogs(a) => sim_logs::run(a),
         Command::Diagnose(a) => diagnose::run(a),
+        Command::Compare(a) => compare::run(a),
         Command::Demo(a) => demo::run(a),
         Command::Whatif(a) => whatif::run(a),
         Command::Bench(a) => bench::run(a),

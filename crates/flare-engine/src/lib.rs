@@ -8,6 +8,7 @@ pub mod analysis;
 pub mod breakdown;
 pub mod changepoint;
 pub mod clock;
+pub mod compare;
 pub mod consolidate;
 pub mod context;
 pub mod detectors;

@@ -21,10 +21,10 @@ pub mod trace;
 
 pub use comm::{CommId, Communicator, GroupKind};
 pub use finding::{
-    CascadeGroup, Component, Corroboration, Culprit, DetectorId, Direction, Evidence, EvidenceKey,
-    FailureCategory, FailureDetail, Finding, FindingKind, FindingsDocument, JobStage, JobSummary,
-    LineRole, LogLine, LogSignature, RankMetrics, RankTime, Severity, SkippedDetector, Unit,
-    Verdict, WindowHistory,
+    CascadeGroup, Comparison, Component, Corroboration, Culprit, DetectorId, Direction, Evidence,
+    EvidenceKey, FailureCategory, FailureDetail, Finding, FindingKind, FindingsDocument, JobStage,
+    JobSummary, LineRole, LogLine, LogSignature, RankMetrics, RankTime, RunProfile, Severity,
+    SkippedDetector, TimeClassChange, TimeClassKind, Unit, Verdict, WindowHistory,
 };
 pub use machine::{Machine, MachineMetric, MachineMetrics, MetricSeries};
 pub use op::{Op, OpKind};

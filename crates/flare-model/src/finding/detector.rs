@@ -26,6 +26,8 @@ string_enum! {
         SequenceImbalance => "sequence_imbalance",
         /// A rank that runs ops beyond the work of ranks that otherwise run the same ops.
         ExtraWork => "extra_work",
+        /// Two runs compared (`flare compare`).
+        Compare => "compare",
         /// Hang analysis of PyTorch Flight Recorder dumps.
         FlightRecorder => "flight_recorder",
         /// Live windows: the agents' watchdog hang records.

@@ -163,6 +163,9 @@ pub struct FindingsDocument {
     /// Time the analysis took.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub diagnosis_ms: Option<f64>,
+    /// Two runs compared, class by class (`flare compare`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub comparison: Option<super::Comparison>,
 }
 
 impl FindingsDocument {
@@ -192,6 +195,7 @@ impl FindingsDocument {
             notes: Vec::new(),
             history: Vec::new(),
             diagnosis_ms: None,
+            comparison: None,
         }
     }
 

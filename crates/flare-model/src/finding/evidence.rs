@@ -137,6 +137,12 @@ string_enum! {
         /// What those extra ops take per iteration, at the rank's own speed.
         ExtraWorkMs => "extra_work_ms",
 
+        // Two runs compared.
+        /// A rank's mean step in the current run; baseline: in the baseline run.
+        StepTimeMs => "step_time_ms",
+        /// One class of a step's time in the current run; baseline: in the baseline run.
+        ClassTimeMs => "class_time_ms",
+
         // Live windows (agent summaries).
         ComputeTime => "compute_time",
         RanksStuck => "ranks_stuck",

@@ -4,12 +4,14 @@
 //! leaves the process is [`document::FindingsDocument`]; its JSON Schema is generated from
 //! these types (`schema/findings.schema.json`, checked by a test).
 
+pub mod comparison;
 pub mod detector;
 pub mod document;
 pub mod evidence;
 pub mod failure;
 pub(crate) mod finite;
 
+pub use comparison::{Comparison, RunProfile, TimeClassChange, TimeClassKind};
 pub use detector::{Corroboration, DetectorId};
 pub use document::{
     FindingsDocument, JobSummary, RankMetrics, RankTime, SkippedDetector, Verdict, WindowHistory,
@@ -57,6 +59,8 @@ string_enum! {
         TopologyMisalignment => "topology_misalignment",
         /// The job failed (crashed or was stopped); its `failure` says why, from its logs.
         JobFailure => "job_failure",
+        /// A run slower than another of the same job (`flare compare`): what changed.
+        Regression => "regression",
     }
 }
 

@@ -1,0 +1,102 @@
+//! `flare compare` on real torch.profiler traces (`tests/fixtures/real_jobs`): a run
+//! against itself changes nothing; a run whose rank 2 does extra forward passes against a
+//! healthy run of the same job is slower, its classes' changes add up to the step's, and
+//! the extra ops run more often per step.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn fixture(job: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/fixtures/real_jobs")
+        .join(job)
+        .join("traces")
+}
+
+fn compare(baseline: &str, current: &str) -> serde_json::Value {
+    let out = Command::new(env!("CARGO_BIN_EXE_flare"))
+        .arg("compare")
+        .arg(fixture(baseline))
+        .arg(fixture(current))
+        .arg("--json")
+        .output()
+        .expect("flare runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("a findings document")
+}
+
+fn step_sums_add_up(doc: &serde_json::Value) {
+    let c = &doc["comparison"];
+    for (side, field) in [("baseline", "baseline_ms"), ("current", "current_ms")] {
+        let sum: f64 = c["classes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r[field].as_f64().unwrap())
+            .sum();
+        let step = c[side]["step_ms"].as_f64().unwrap();
+        assert!(
+            (sum - step).abs() < 1e-6 * step.max(1.0),
+            "{side}: {sum} against {step}"
+        );
+    }
+}
+
+#[test]
+fn a_run_against_itself_changes_nothing() {
+    let doc = compare("ddp_none", "ddp_none");
+    step_sums_add_up(&doc);
+    assert!(doc["findings"].as_array().unwrap().is_empty(), "{doc:#}");
+    for r in doc["comparison"]["classes"].as_array().unwrap() {
+        assert_eq!(r["baseline_ms"], r["current_ms"], "{r}");
+    }
+}
+
+#[test]
+fn extra_work_on_one_rank_is_a_slower_step_with_ops_run_more_often() {
+    let doc = compare("ddp_none", "ddp_extra_work");
+    step_sums_add_up(&doc);
+    let c = &doc["comparison"];
+    assert!(
+        c["current"]["step_ms"].as_f64() > c["baseline"]["step_ms"].as_f64(),
+        "{c:#}"
+    );
+    let f = &doc["findings"][0];
+    assert_eq!(f["kind"], "regression", "{doc:#}");
+    assert_eq!(f["severity"], "warning");
+    // Rank 2's 4 extra forward passes: DDP's forward runs 2 times per step of a rank
+    // instead of once (1 + 4/4), and nothing else runs more often.
+    let more_often: Vec<&str> = c["classes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| {
+            r["current_count"].as_f64().unwrap() > r["baseline_count"].as_f64().unwrap() + 0.5
+        })
+        .map(|r| r["class"].as_str().unwrap())
+        .collect();
+    assert_eq!(more_often, ["DistributedDataParallel.forward"], "{c:#}");
+    // Among the evidence, which lists the classes that carry the change.
+    let listed = f["evidence"].as_array().unwrap().iter().any(|e| {
+        e["detail"]
+            .as_str()
+            .unwrap()
+            .contains("DistributedDataParallel.forward")
+    });
+    assert!(listed, "{f:#}");
+}
+
+#[test]
+fn a_missing_input_is_a_clear_error() {
+    let out = Command::new(env!("CARGO_BIN_EXE_flare"))
+        .args(["compare", "/nonexistent/a", "/nonexistent/b"])
+        .output()
+        .expect("flare runs");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("/nonexistent/a"), "{err}");
+}

@@ -1,0 +1,61 @@
+//! Two runs of a job compared (`flare compare`): each rank's steps split into classes of
+//! time that partition them (compute by op name, communication by kind and size, waiting
+//! for other ranks, host phases, time no traced op covers), averaged per step of a rank,
+//! so that the classes' changes add up to the change of the step; then what the largest
+//! changes say, as findings of kind `regression`.
+
+mod profile;
+mod verdict;
+
+pub use profile::profile;
+pub use verdict::{regression_findings, CompareConfig};
+
+use flare_model::{Comparison, RunProfile, TimeClassChange, Trace};
+use std::collections::BTreeMap;
+
+/// `current` against `baseline`, classes most changed first. `sources` name the inputs.
+pub fn compare(baseline: &Trace, current: &Trace, sources: (&str, &str)) -> Comparison {
+    let (b, c) = (profile(baseline), profile(current));
+    let mut rows: BTreeMap<(flare_model::TimeClassKind, String), TimeClassChange> = BTreeMap::new();
+    for (p, is_current) in [(&b, false), (&c, true)] {
+        for (key, t) in &p.classes {
+            let row = rows.entry(key.clone()).or_insert_with(|| TimeClassChange {
+                kind: key.0,
+                class: key.1.clone(),
+                baseline_ms: 0.0,
+                current_ms: 0.0,
+                baseline_count: 0.0,
+                current_count: 0.0,
+            });
+            let per_step = |x: f64| x / p.rank_iterations.max(1) as f64;
+            if is_current {
+                row.current_ms = per_step(t.ns) / 1e6;
+                row.current_count = per_step(t.count as f64);
+            } else {
+                row.baseline_ms = per_step(t.ns) / 1e6;
+                row.baseline_count = per_step(t.count as f64);
+            }
+        }
+    }
+    let mut classes: Vec<TimeClassChange> = rows.into_values().collect();
+    classes.sort_by(|x, y| {
+        y.delta_ms()
+            .abs()
+            .total_cmp(&x.delta_ms().abs())
+            .then_with(|| x.class.cmp(&y.class))
+    });
+    let run = |p: &profile::Profile, source: &str| RunProfile {
+        source: source.to_string(),
+        ranks: p.ranks,
+        rank_iterations: p.rank_iterations,
+        step_ms: p.span_ns / p.rank_iterations.max(1) as f64 / 1e6,
+    };
+    Comparison {
+        baseline: run(&b, sources.0),
+        current: run(&c, sources.1),
+        classes,
+    }
+}
+
+#[cfg(test)]
+mod tests;

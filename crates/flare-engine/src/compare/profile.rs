@@ -1,0 +1,224 @@
+//! One run's steps, class by class. Each rank's iteration, from its first op's start to
+//! its last op's end, is cut at every op boundary; each piece of time goes to what ran
+//! then, compute first (the device or CPU was working), then communication (split into
+//! waiting for the collective's last member and moving the data), then host phases, and
+//! to `untraced` when nothing ran. Pieces shared by ops of the same rank go to them in
+//! equal parts. So the classes of a step add up to the step.
+
+use flare_model::{Op, OpKind, TimeClassKind, Trace};
+use std::collections::{BTreeMap, HashMap};
+
+/// Time and op count of one class over a run (sums over ranks and iterations).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct ClassTime {
+    pub ns: f64,
+    pub count: u64,
+}
+
+/// A run, summed over its (rank, iteration) pairs.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Profile {
+    pub ranks: u32,
+    pub rank_iterations: u64,
+    /// The iterations' spans, summed: the classes' times add up to it.
+    pub span_ns: f64,
+    pub classes: BTreeMap<(TimeClassKind, String), ClassTime>,
+}
+
+/// A stretch of one op's time, of one class, at one priority (lower first).
+#[derive(Clone, Copy)]
+struct Piece {
+    start: i64,
+    end: i64,
+    priority: u8,
+    class: usize,
+}
+
+/// The classes seen so far: their keys, indexed.
+#[derive(Default)]
+struct Classes {
+    keys: Vec<(TimeClassKind, String)>,
+    index: HashMap<(TimeClassKind, String), usize>,
+    by_name: HashMap<u32, usize>,
+    by_transfer: HashMap<(OpKind, u64), usize>,
+    by_host: HashMap<OpKind, usize>,
+    time: Vec<ClassTime>,
+}
+
+impl Classes {
+    fn of(&mut self, key: (TimeClassKind, String)) -> usize {
+        if let Some(&i) = self.index.get(&key) {
+            return i;
+        }
+        self.keys.push(key.clone());
+        self.time.push(ClassTime::default());
+        self.index.insert(key, self.keys.len() - 1);
+        self.keys.len() - 1
+    }
+
+    fn compute(&mut self, trace: &Trace, name: u32) -> usize {
+        if let Some(&i) = self.by_name.get(&name) {
+            return i;
+        }
+        let label = trace
+            .names
+            .get(name as usize)
+            .cloned()
+            .unwrap_or_else(|| format!("op #{name}"));
+        let i = self.of((TimeClassKind::Compute, label));
+        self.by_name.insert(name, i);
+        i
+    }
+
+    fn transfer(&mut self, kind: OpKind, bytes: u64) -> usize {
+        if let Some(&i) = self.by_transfer.get(&(kind, bytes)) {
+            return i;
+        }
+        let label = format!("{} {}", kind.as_str(), size_words(bytes));
+        let i = self.of((TimeClassKind::Communication, label));
+        self.by_transfer.insert((kind, bytes), i);
+        i
+    }
+
+    fn host(&mut self, kind: OpKind) -> usize {
+        if let Some(&i) = self.by_host.get(&kind) {
+            return i;
+        }
+        let i = self.of((TimeClassKind::Host, kind.as_str().to_string()));
+        self.by_host.insert(kind, i);
+        i
+    }
+}
+
+/// "4.0 MiB", "512 B", "size unknown".
+fn size_words(bytes: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    if bytes == 0 {
+        return "size unknown".into();
+    }
+    let mut v = bytes as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u + 1 < UNITS.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{bytes} B")
+    } else {
+        format!("{v:.1} {}", UNITS[u])
+    }
+}
+
+/// The run's classes of time (see the module).
+pub fn profile(trace: &Trace) -> Profile {
+    // When each collective instance's last member arrived: before it, a member waits.
+    let mut last_arrival: HashMap<(u32, u32), i64> = HashMap::new();
+    for r in &trace.ranks {
+        for o in r
+            .ops
+            .iter()
+            .filter(|o| o.kind.is_sync() && o.comm != Op::NO_COMM)
+        {
+            let e = last_arrival.entry((o.comm, o.seq)).or_insert(i64::MIN);
+            *e = (*e).max(o.start_ns);
+        }
+    }
+    let mut classes = Classes::default();
+    let waiting = classes.of((TimeClassKind::Waiting, "waiting for other ranks".into()));
+    let untraced = classes.of((TimeClassKind::Untraced, "untraced time".into()));
+    let mut out = Profile {
+        ranks: trace.ranks.len() as u32,
+        ..Profile::default()
+    };
+    let mut pieces: BTreeMap<u32, Vec<Piece>> = BTreeMap::new();
+    for r in &trace.ranks {
+        pieces.values_mut().for_each(Vec::clear);
+        for o in &r.ops {
+            let Some(end) = o.end().filter(|&e| e > o.start_ns) else {
+                continue;
+            };
+            let v = pieces.entry(o.iteration).or_default();
+            let piece = |priority, class| Piece {
+                start: o.start_ns,
+                end,
+                priority,
+                class,
+            };
+            if o.kind == OpKind::Compute {
+                let c = classes.compute(trace, o.name);
+                classes.time[c].count += 1;
+                v.push(piece(0, c));
+            } else if o.kind.is_sync() {
+                let c = classes.transfer(o.kind, o.amount);
+                classes.time[c].count += 1;
+                let last = last_arrival
+                    .get(&(o.comm, o.seq))
+                    .copied()
+                    .unwrap_or(o.start_ns)
+                    .clamp(o.start_ns, end);
+                if last > o.start_ns {
+                    v.push(Piece {
+                        end: last,
+                        ..piece(1, waiting)
+                    });
+                }
+                if end > last {
+                    v.push(Piece {
+                        start: last,
+                        ..piece(1, c)
+                    });
+                }
+            } else if o.kind.is_host() {
+                let c = classes.host(o.kind);
+                classes.time[c].count += 1;
+                v.push(piece(2, c));
+            }
+        }
+        for v in pieces.values().filter(|v| !v.is_empty()) {
+            out.rank_iterations += 1;
+            out.span_ns += sweep(v, untraced, &mut classes.time);
+        }
+    }
+    for (key, t) in classes.keys.into_iter().zip(classes.time) {
+        if t.ns > 0.0 || t.count > 0 {
+            out.classes.insert(key, t);
+        }
+    }
+    out
+}
+
+/// Adds one iteration's time to its classes (see the module); returns its span.
+fn sweep(pieces: &[Piece], untraced: usize, time: &mut [ClassTime]) -> f64 {
+    let mut events: Vec<(i64, bool, usize)> = Vec::with_capacity(pieces.len() * 2);
+    for (i, p) in pieces.iter().enumerate() {
+        events.push((p.start, true, i));
+        events.push((p.end, false, i));
+    }
+    // Ends before starts at the same instant: touching ops do not overlap.
+    events.sort_unstable_by_key(|&(t, starts, i)| (t, starts, i));
+    let mut active: [Vec<usize>; 3] = Default::default();
+    let (lo, hi) = (events[0].0, events[events.len() - 1].0);
+    let mut prev = lo;
+    for (t, starts, i) in events {
+        let dt = (t - prev) as f64;
+        if dt > 0.0 {
+            match active.iter().find(|a| !a.is_empty()) {
+                Some(top) => {
+                    let share = dt / top.len() as f64;
+                    for &k in top {
+                        time[pieces[k].class].ns += share;
+                    }
+                }
+                None => time[untraced].ns += dt,
+            }
+            prev = t;
+        }
+        let set = &mut active[pieces[i].priority as usize];
+        if starts {
+            set.push(i);
+        } else if let Some(pos) = set.iter().position(|&k| k == i) {
+            set.swap_remove(pos);
+        }
+    }
+    (hi - lo) as f64
+}

@@ -1,0 +1,188 @@
+//! Comparisons of hand-built runs: the classes partition the step, their changes add up
+//! to its change, and the verdict names the class that carries it.
+
+use super::*;
+use flare_model::{
+    ClusterTopology, Communicator, FindingKind, GroupKind, JobInfo, Op, OpKind, RankTrace,
+    Severity, TimeClassKind, TraceMeta,
+};
+
+const MS: i64 = 1_000_000;
+
+/// Four ranks, `its` iterations: per iteration each rank computes `gemm` (name 0) `gemms`
+/// times for `gemm_ms` each, then all-reduces; rank 3 pauses `late_ms` (untraced) before
+/// it, and the all-reduce ends 10 ms after its arrival; 5 ms later each rank reads its
+/// next batch for 2 ms.
+fn run(its: u32, gemms: u32, gemm_ms: i64, late_ms: i64) -> Trace {
+    let ranks = (0..4u32)
+        .map(|r| {
+            let mut ops = Vec::new();
+            for it in 0..its {
+                let t0 = it as i64 * 200 * MS;
+                let mut t = t0;
+                for _ in 0..gemms {
+                    ops.push(op(
+                        OpKind::Compute,
+                        0,
+                        it,
+                        Op::NO_COMM,
+                        0,
+                        t,
+                        t + gemm_ms * MS,
+                    ));
+                    t += gemm_ms * MS;
+                }
+                let arrive = t + if r == 3 { late_ms * MS } else { 0 };
+                let end = t + late_ms * MS + 10 * MS;
+                ops.push(op(OpKind::AllReduce, 1, it, 0, it, arrive, end));
+                // A dataloader span after a pause: the pause is untraced time.
+                ops.push(op(
+                    OpKind::DataLoader,
+                    2,
+                    it,
+                    Op::NO_COMM,
+                    0,
+                    end + 5 * MS,
+                    end + 7 * MS,
+                ));
+            }
+            RankTrace {
+                rank: r,
+                ops,
+                iterations: vec![],
+            }
+        })
+        .collect();
+    Trace {
+        meta: TraceMeta::default(),
+        job: JobInfo {
+            job_id: "t".into(),
+            world_size: 4,
+            cluster: ClusterTopology::for_world(4, 8, 4),
+            parallel: None,
+            microbatches: None,
+        },
+        communicators: vec![Communicator {
+            id: 0,
+            kind: GroupKind::World,
+            members: vec![0, 1, 2, 3],
+            label: "world".into(),
+        }],
+        names: vec!["gemm".into(), "nccl:all_reduce".into(), "dataloader".into()],
+        ranks,
+    }
+}
+
+fn op(kind: OpKind, name: u32, it: u32, comm: u32, seq: u32, start: i64, end: i64) -> Op {
+    Op {
+        kind,
+        name,
+        iteration: it,
+        comm,
+        seq,
+        peer: Op::NO_PEER,
+        start_ns: start,
+        end_ns: end,
+        issue_ns: Op::UNKNOWN,
+        amount: if kind == OpKind::AllReduce {
+            4 << 20
+        } else {
+            0
+        },
+    }
+}
+
+fn row(c: &Comparison, kind: TimeClassKind) -> &TimeClassChange {
+    c.classes.iter().find(|r| r.kind == kind).unwrap()
+}
+
+#[test]
+fn the_classes_partition_the_step_and_their_changes_add_up() {
+    // Baseline: 4 gemms of 10 ms, rank 3 arrives 3 ms late. Current: 6 gemms, 8 ms late.
+    let c = compare(&run(3, 4, 10, 3), &run(3, 6, 10, 8), ("a", "b"));
+    let sum = |f: fn(&TimeClassChange) -> f64| c.classes.iter().map(f).sum::<f64>();
+    assert!(
+        (sum(|r| r.baseline_ms) - c.baseline.step_ms).abs() < 1e-9,
+        "{c:#?}"
+    );
+    assert!(
+        (sum(|r| r.current_ms) - c.current.step_ms).abs() < 1e-9,
+        "{c:#?}"
+    );
+    // Every rank's step: gemms, the lateness (waited for by ranks 0-2, paused by rank 3),
+    // 10 ms of transfer, 5 ms untraced, 2 ms reading the batch.
+    assert!(
+        (c.baseline.step_ms - (40.0 + 3.0 + 17.0)).abs() < 1e-9,
+        "{c:#?}"
+    );
+    assert!(
+        (c.current.step_ms - (60.0 + 8.0 + 17.0)).abs() < 1e-9,
+        "{c:#?}"
+    );
+    assert_eq!(c.current.rank_iterations, 12);
+    let gemm = row(&c, TimeClassKind::Compute);
+    assert_eq!(
+        (gemm.class.as_str(), gemm.baseline_count, gemm.current_count),
+        ("gemm", 4.0, 6.0)
+    );
+    assert!((gemm.delta_ms() - 20.0).abs() < 1e-9);
+    // Three ranks of four wait for rank 3: 3/4 of its lateness per step of a rank.
+    let wait = row(&c, TimeClassKind::Waiting);
+    assert!(
+        (wait.baseline_ms - 2.25).abs() < 1e-9 && (wait.current_ms - 6.0).abs() < 1e-9,
+        "{wait:?}"
+    );
+    let transfer = row(&c, TimeClassKind::Communication);
+    assert_eq!(transfer.class, "all_reduce 4.0 MiB");
+    assert!(transfer.delta_ms().abs() < 1e-9);
+    // Rank 3's pause is untraced time: a quarter of it per step of a rank, beside the 5 ms.
+    assert!(
+        (row(&c, TimeClassKind::Untraced).current_ms - 7.0).abs() < 1e-9,
+        "{c:#?}"
+    );
+    assert!((row(&c, TimeClassKind::Host).current_ms - 2.0).abs() < 1e-9);
+    // The largest change first.
+    assert_eq!(c.classes[0].kind, TimeClassKind::Compute);
+}
+
+#[test]
+fn the_verdict_names_the_class_that_carries_the_change() {
+    let cfg = CompareConfig::default();
+    // More gemms per step: a new code path, not slower kernels.
+    let c = compare(&run(3, 4, 10, 0), &run(3, 6, 10, 0), ("a", "b"));
+    let f = regression_findings(&c, &cfg);
+    assert_eq!(f.len(), 1, "{f:#?}");
+    assert_eq!(
+        (f[0].kind, f[0].severity),
+        (FindingKind::Regression, Severity::Warning)
+    );
+    assert!(
+        f[0].summary.contains("compute gemm +20.00 ms"),
+        "{}",
+        f[0].summary
+    );
+    assert!(
+        f[0].summary.contains("run 6.0 times per step against 4.0"),
+        "{}",
+        f[0].summary
+    );
+    assert!(f[0].action.contains("runs more often"), "{}", f[0].action);
+    // As many gemms, each slower: the kernels, not the code path.
+    let c = compare(&run(3, 4, 10, 0), &run(3, 4, 13, 0), ("a", "b"));
+    let f = regression_findings(&c, &cfg);
+    assert!(
+        f[0].action.contains("as often but slower"),
+        "{}",
+        f[0].action
+    );
+    // Ranks arriving later at the collective: waiting, for `flare diagnose`.
+    let c = compare(&run(3, 4, 10, 0), &run(3, 4, 10, 12), ("a", "b"));
+    let f = regression_findings(&c, &cfg);
+    assert!(f[0].summary.contains("waiting"), "{}", f[0].summary);
+    assert!(f[0].action.contains("flare diagnose"), "{}", f[0].action);
+    // Faster: an info. The same: nothing.
+    let c = compare(&run(3, 6, 10, 0), &run(3, 4, 10, 0), ("a", "b"));
+    assert_eq!(regression_findings(&c, &cfg)[0].severity, Severity::Info);
+    let c = compare(&run(3, 4, 10, 0), &run(3, 4, 10, 0), ("a", "b"));
+    assert!(regression_findings(&c, &cfg).is_empty());
+}

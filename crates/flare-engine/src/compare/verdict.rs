@@ -1,0 +1,181 @@
+//! What a comparison says: the change of the step and the classes of time that carry it,
+//! with the action their kind calls for.
+
+use flare_model::{
+    Comparison, DetectorId, Evidence, EvidenceKey, Finding, FindingKind, Severity, TimeClassChange,
+    TimeClassKind, Unit,
+};
+
+#[derive(Clone, Debug)]
+pub struct CompareConfig {
+    /// A change of the step below this share of the baseline's is not reported.
+    pub min_change: f64,
+    /// Ops per step this much more (or less) often count as a different amount of work.
+    pub count_change: f64,
+}
+
+impl Default for CompareConfig {
+    fn default() -> Self {
+        CompareConfig {
+            min_change: 0.02,
+            count_change: 0.05,
+        }
+    }
+}
+
+/// Classes listed as evidence.
+const SHOWN: usize = 4;
+
+/// The finding of kind `regression` for a comparison (a warning when the current run is
+/// slower, an `info` when faster), or none when the step changed by less than
+/// `cfg.min_change`.
+pub fn regression_findings(c: &Comparison, cfg: &CompareConfig) -> Vec<Finding> {
+    let (before, after) = (c.baseline.step_ms, c.current.step_ms);
+    if !(before > 0.0 && after > 0.0) {
+        return vec![];
+    }
+    let delta = after - before;
+    if (delta / before).abs() < cfg.min_change {
+        return vec![];
+    }
+    let slower = delta > 0.0;
+    // The classes that moved the way the step did, most first.
+    let movers: Vec<&TimeClassChange> = c
+        .classes
+        .iter()
+        .filter(|r| r.delta_ms() * delta > 0.0)
+        .take(SHOWN)
+        .collect();
+    let Some(top) = movers.first() else {
+        return vec![];
+    };
+    let more_often = count_changed(top, cfg);
+    let mut evidence = vec![Evidence::new(
+        EvidenceKey::StepTimeMs,
+        after,
+        Some(before),
+        Unit::Ms,
+        format!(
+            "a rank's mean step, its first op's start to its last op's end: {} against {} (ranks x iterations: {} against {})",
+            c.current.source, c.baseline.source, c.current.rank_iterations, c.baseline.rank_iterations
+        ),
+    )
+    .decisive()];
+    for (i, r) in movers.iter().enumerate() {
+        evidence.push(
+            Evidence::new(
+                EvidenceKey::ClassTimeMs,
+                r.current_ms,
+                Some(r.baseline_ms),
+                Unit::Ms,
+                class_detail(r, delta),
+            )
+            .decisive_if(i == 0),
+        );
+    }
+    let appeared: Vec<&TimeClassChange> = c
+        .classes
+        .iter()
+        .filter(|r| r.baseline_count == 0.0 && r.current_count > 0.0 && !movers.contains(r))
+        .take(SHOWN)
+        .collect();
+    for r in appeared {
+        evidence.push(Evidence::new(
+            EvidenceKey::ClassTimeMs,
+            r.current_ms,
+            Some(0.0),
+            Unit::Ms,
+            class_detail(r, delta),
+        ));
+    }
+    let counts = if more_often {
+        format!(
+            ", run {:.1} times per step against {:.1}",
+            top.current_count, top.baseline_count
+        )
+    } else {
+        String::new()
+    };
+    vec![Finding {
+        kind: FindingKind::Regression,
+        severity: if slower {
+            Severity::Warning
+        } else {
+            Severity::Info
+        },
+        summary: format!(
+            "steps {} by {:.1}% ({before:.2} -> {after:.2} ms per step of a rank); the most of it: {} {:+.2} ms ({:.0}% of the change){counts}",
+            if slower { "slower" } else { "faster" },
+            (delta / before).abs() * 100.0,
+            label(top),
+            top.delta_ms(),
+            top.delta_ms() / delta * 100.0,
+        ),
+        confidence: (top.delta_ms() / delta).clamp(0.0, 0.99),
+        culprits: vec![],
+        evidence,
+        action: action(top, slower, more_often),
+        iterations: vec![],
+        detector: DetectorId::Compare,
+        corroborated_by: vec![],
+        failure: None,
+    }]
+}
+
+/// Whether a class runs a different number of ops per step (beyond `cfg.count_change`).
+fn count_changed(r: &TimeClassChange, cfg: &CompareConfig) -> bool {
+    let (b, c) = (r.baseline_count, r.current_count);
+    (c - b).abs() > cfg.count_change * b.max(c) && (b > 0.0 || c > 0.0)
+}
+
+fn class_detail(r: &TimeClassChange, step_delta: f64) -> String {
+    let presence = match (r.baseline_count > 0.0, r.current_count > 0.0) {
+        (false, true) if r.kind != TimeClassKind::Waiting && r.kind != TimeClassKind::Untraced => {
+            "; appears: not in the baseline"
+        }
+        (true, false) => "; disappears: not in the current run",
+        _ => "",
+    };
+    format!(
+        "{}: {:+.2} ms per step ({:.0}% of the step's change); ops per step {:.1} against {:.1}{presence}",
+        label(r),
+        r.delta_ms(),
+        r.delta_ms() / step_delta * 100.0,
+        r.current_count,
+        r.baseline_count
+    )
+}
+
+/// "compute gemm", "communication all_reduce 4.0 MiB"; waiting and untraced time by
+/// their class alone.
+fn label(r: &TimeClassChange) -> String {
+    match r.kind {
+        TimeClassKind::Waiting | TimeClassKind::Untraced => r.class.clone(),
+        k => format!("{} {}", k.as_str(), r.class),
+    }
+}
+
+fn action(top: &TimeClassChange, slower: bool, more_often: bool) -> String {
+    let class = &top.class;
+    if !slower {
+        return format!(
+            "nothing to fix: the current run is faster, mostly through {class}; keep what changed"
+        );
+    }
+    match top.kind {
+        TimeClassKind::Compute if more_often => format!(
+            "{class} runs more often per step: a new code path or more work per step (extra forward passes, evaluation, metrics or logging, recomputation); find what calls it in the current code (torch.profiler with with_stack=True)"
+        ),
+        TimeClassKind::Compute => format!(
+            "{class} runs as often but slower: compare its shapes and dtypes between the runs (tensor cores need dimensions that are multiples of 8 for fp16/bf16, 16 for fp8), the libraries (PyTorch, cuBLAS, cuDNN) and the GPU clocks"
+        ),
+        TimeClassKind::Communication => format!(
+            "{class} takes longer to move its data: compare NCCL's algorithm and protocol between the runs (NCCL_DEBUG=INFO), the message sizes and the network path (NCCL_IB_* settings, topology)"
+        ),
+        TimeClassKind::Waiting => "ranks wait longer for each other in their collectives: some ranks became slower than the rest; run `flare diagnose` on the current run to name them".to_string(),
+        TimeClassKind::Host => format!(
+            "the host phase {class} takes longer: profile it (py-spy); for GC, gc.freeze() after setup and fewer Python objects per step; for the dataloader, more workers and prefetching; for checkpoints, asynchronous saving"
+        ),
+        TimeClassKind::Untraced => "time no traced op covers grew: CPU work between ops (Python, device synchronizations, data preparation in the main process); profile the host side of both runs (py-spy record) and compare".to_string(),
+    }
+}

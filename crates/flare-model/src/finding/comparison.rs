@@ -1,0 +1,62 @@
+//! One run against another (`flare compare`): where a step's time went in each, class by
+//! class, so that the classes' changes add up to the change of the step.
+
+use serde::{Deserialize, Serialize};
+
+string_enum! {
+    /// What a class of time is.
+    pub enum TimeClassKind {
+        /// Compute ops of one name (kernel or CPU op, with its shapes where the source
+        /// records them).
+        Compute => "compute",
+        /// Collectives or transfers of one kind and size, from the last member's arrival
+        /// to the end: moving the data.
+        Communication => "communication",
+        /// Time in collectives before their last member arrived: waiting for other ranks.
+        Waiting => "waiting",
+        /// A host phase (GC, dataloader, optimizer, checkpoint, ...).
+        Host => "host",
+        /// Time no traced op covers.
+        Untraced => "untraced",
+    }
+}
+
+/// What one run's steps took.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct RunProfile {
+    /// The input it was read from.
+    pub source: String,
+    pub ranks: u32,
+    /// (rank, iteration) pairs averaged over.
+    pub rank_iterations: u64,
+    /// A rank's mean step, from its first op's start to its last op's end, ms.
+    pub step_ms: f64,
+}
+
+/// One class of time in both runs, per step of a rank.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct TimeClassChange {
+    pub kind: TimeClassKind,
+    /// The op name, `{collective} {size}`, the host phase, or `waiting` / `untraced`.
+    pub class: String,
+    pub baseline_ms: f64,
+    pub current_ms: f64,
+    /// Ops started per step (0 for waiting and untraced time).
+    pub baseline_count: f64,
+    pub current_count: f64,
+}
+
+impl TimeClassChange {
+    pub fn delta_ms(&self) -> f64 {
+        self.current_ms - self.baseline_ms
+    }
+}
+
+/// The comparison: both runs' steps, and every class of time, most changed first. The
+/// classes partition each step, so their changes sum to the change of the step.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Comparison {
+    pub baseline: RunProfile,
+    pub current: RunProfile,
+    pub classes: Vec<TimeClassChange>,
+}
