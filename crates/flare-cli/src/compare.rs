@@ -81,8 +81,19 @@ fn text(doc: &FindingsDocument, top: usize) -> String {
         "change", "baseline", "current", "ops per step", "kind"
     ));
     for r in c.classes.iter().take(top) {
+        let rate = match (r.baseline_rate, r.current_rate) {
+            (Some(b), Some(c)) => format!(
+                "  ({b:.3} -> {c:.3} {})",
+                if r.kind == flare_model::TimeClassKind::Compute {
+                    "TFLOPS"
+                } else {
+                    "GB/s"
+                }
+            ),
+            _ => String::new(),
+        };
         out.push_str(&format!(
-            "  {:>+9.2}  {:>9.2}  {:>9.2}  {:>13}  {:<13} {}\n",
+            "  {:>+9.2}  {:>9.2}  {:>9.2}  {:>13}  {:<13} {}{rate}\n",
             r.delta_ms(),
             r.baseline_ms,
             r.current_ms,

@@ -26,14 +26,18 @@ pub fn compare(baseline: &Trace, current: &Trace, sources: (&str, &str)) -> Comp
                 current_ms: 0.0,
                 baseline_count: 0.0,
                 current_count: 0.0,
+                baseline_rate: None,
+                current_rate: None,
             });
             let per_step = |x: f64| x / p.rank_iterations.max(1) as f64;
             if is_current {
                 row.current_ms = per_step(t.ns) / 1e6;
                 row.current_count = per_step(t.count as f64);
+                row.current_rate = t.rate(key.0);
             } else {
                 row.baseline_ms = per_step(t.ns) / 1e6;
                 row.baseline_count = per_step(t.count as f64);
+                row.baseline_rate = t.rate(key.0);
             }
         }
     }

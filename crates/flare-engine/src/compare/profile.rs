@@ -13,6 +13,23 @@ use std::collections::{BTreeMap, HashMap};
 pub struct ClassTime {
     pub ns: f64,
     pub count: u64,
+    /// FLOPs (compute) or bytes (communication) of its ops that carry them, and the time
+    /// those ops ran (compute: their durations; communication: from the last arrival).
+    pub amount: f64,
+    pub amount_ns: f64,
+}
+
+impl ClassTime {
+    /// TFLOPS for compute, GB/s for communication; `None` without amounts.
+    pub fn rate(&self, kind: TimeClassKind) -> Option<f64> {
+        (self.amount > 0.0 && self.amount_ns > 0.0).then(|| {
+            let per_s = self.amount / (self.amount_ns / 1e9);
+            match kind {
+                TimeClassKind::Compute => per_s / 1e12,
+                _ => per_s / 1e9,
+            }
+        })
+    }
 }
 
 /// A run, summed over its (rank, iteration) pairs.
@@ -146,7 +163,12 @@ pub fn profile(trace: &Trace) -> Profile {
             };
             if o.kind == OpKind::Compute {
                 let c = classes.compute(trace, o.name);
-                classes.time[c].count += 1;
+                let t = &mut classes.time[c];
+                t.count += 1;
+                if o.amount > 0 {
+                    t.amount += o.amount as f64;
+                    t.amount_ns += (end - o.start_ns) as f64;
+                }
                 v.push(piece(0, c));
             } else if o.kind.is_sync() {
                 let c = classes.transfer(o.kind, o.amount);
@@ -156,6 +178,11 @@ pub fn profile(trace: &Trace) -> Profile {
                     .copied()
                     .unwrap_or(o.start_ns)
                     .clamp(o.start_ns, end);
+                if o.amount > 0 && end > last {
+                    let t = &mut classes.time[c];
+                    t.amount += o.amount as f64;
+                    t.amount_ns += (end - last) as f64;
+                }
                 if last > o.start_ns {
                     v.push(Piece {
                         end: last,

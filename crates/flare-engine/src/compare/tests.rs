@@ -84,10 +84,11 @@ fn op(kind: OpKind, name: u32, it: u32, comm: u32, seq: u32, start: i64, end: i6
         start_ns: start,
         end_ns: end,
         issue_ns: Op::UNKNOWN,
-        amount: if kind == OpKind::AllReduce {
-            4 << 20
-        } else {
-            0
+        // 4 MiB per all-reduce; 10 GFLOP per gemm.
+        amount: match kind {
+            OpKind::AllReduce => 4 << 20,
+            OpKind::Compute => 10_000_000_000,
+            _ => 0,
         },
     }
 }
@@ -143,6 +144,19 @@ fn the_classes_partition_the_step_and_their_changes_add_up() {
     assert!((row(&c, TimeClassKind::Host).current_ms - 2.0).abs() < 1e-9);
     // The largest change first.
     assert_eq!(c.classes[0].kind, TimeClassKind::Compute);
+    // 10 GFLOP in 10 ms; 4 MiB moved in the 10 ms after the last arrival.
+    let rate = |r: &TimeClassChange| (r.baseline_rate.unwrap(), r.current_rate.unwrap());
+    let (b, now) = rate(gemm);
+    assert!(
+        (b - 1.0).abs() < 1e-9 && (now - 1.0).abs() < 1e-9,
+        "{gemm:?}"
+    );
+    let (b, now) = rate(transfer);
+    assert!(
+        (b - 0.4194304).abs() < 1e-9 && (now - b).abs() < 1e-9,
+        "{transfer:?}"
+    );
+    assert_eq!(wait.current_rate, None);
 }
 
 #[test]
@@ -174,6 +188,11 @@ fn the_verdict_names_the_class_that_carries_the_change() {
         f[0].action.contains("as often but slower"),
         "{}",
         f[0].action
+    );
+    let gemm = &f[0].evidence[1].detail;
+    assert!(
+        gemm.contains("achieved 0.769 TFLOPS against 1.000"),
+        "{gemm}"
     );
     // Ranks arriving later at the collective: waiting, for `flare diagnose`.
     let c = compare(&run(3, 4, 10, 0), &run(3, 4, 10, 12), ("a", "b"));

@@ -136,8 +136,19 @@ fn class_detail(r: &TimeClassChange, step_delta: f64) -> String {
         (true, false) => "; disappears: not in the current run",
         _ => "",
     };
+    let rate = match (r.baseline_rate, r.current_rate) {
+        (Some(b), Some(c)) => format!(
+            "; achieved {c:.3} {unit} against {b:.3}",
+            unit = if r.kind == TimeClassKind::Compute {
+                "TFLOPS"
+            } else {
+                "GB/s"
+            }
+        ),
+        _ => String::new(),
+    };
     format!(
-        "{}: {:+.2} ms per step ({:.0}% of the step's change); ops per step {:.1} against {:.1}{presence}",
+        "{}: {:+.2} ms per step ({:.0}% of the step's change); ops per step {:.1} against {:.1}{rate}{presence}",
         label(r),
         r.delta_ms(),
         r.delta_ms() / step_delta * 100.0,
