@@ -1,5 +1,7 @@
 //! `flare compare BASELINE CURRENT`: why one run's steps are slower (or faster) than
 //! another's, class of time by class, the classes' changes adding up to the step's.
+//! `flare compare RUN`: the same, for one run's iterations before and after a persistent
+//! change of its step.
 
 use crate::diagnose::{load, Format};
 use anyhow::{Context, Result};
@@ -12,9 +14,11 @@ use std::process::ExitCode;
 #[derive(Args)]
 pub struct CompareArgs {
     /// The run to compare against: a .flare file, or a directory of per-rank Kineto traces.
+    /// Alone, the run to look into: where a persistent change of its step began, and its
+    /// iterations before against after.
     pub baseline: PathBuf,
     /// The run to explain.
-    pub current: PathBuf,
+    pub current: Option<PathBuf>,
     /// Print the findings document (with its `comparison`) as JSON.
     #[arg(long)]
     pub json: bool,
@@ -34,11 +38,50 @@ fn read(path: &PathBuf) -> Result<Trace> {
 }
 
 pub fn run(a: CompareArgs) -> Result<ExitCode> {
-    let (b, c) = (read(&a.baseline)?, read(&a.current)?);
-    let sources = (
-        a.baseline.display().to_string(),
-        a.current.display().to_string(),
-    );
+    let (b, c, sources) = match &a.current {
+        Some(current) => (
+            read(&a.baseline)?,
+            read(current)?,
+            (
+                a.baseline.display().to_string(),
+                current.display().to_string(),
+            ),
+        ),
+        None => {
+            let t = read(&a.baseline)?;
+            let its = t.iterations_with_ops();
+            let Some((first, last, cp)) = flare_engine::compare::onset(&t) else {
+                println!(
+                    "{}: no persistent change of the step in its {} iterations; nothing to compare",
+                    a.baseline.display(),
+                    its.len()
+                );
+                return Ok(ExitCode::SUCCESS);
+            };
+            // Before: from the start; after: the new level, to the next change.
+            let (lo, hi) = (its[0], last);
+            let w = |a, b| flare_model::Window {
+                first_iteration: a,
+                last_iteration: b,
+            };
+            eprintln!(
+                "the step went from {:.2} to {:.2} ms at iteration {first} (probability {:.2}): iterations {lo}..{} against {first}..{hi}",
+                cp.before / 1e6,
+                cp.after / 1e6,
+                cp.probability,
+                first - 1
+            );
+            let name = a.baseline.display();
+            (
+                t.window(w(lo, first - 1)),
+                t.window(w(first, hi)),
+                (
+                    format!("{name} iterations {lo}..{}", first - 1),
+                    format!("{name} iterations {first}..{hi}"),
+                ),
+            )
+        }
+    };
     let comparison = compare(&b, &c, (&sources.0, &sources.1));
     if comparison.baseline.rank_iterations == 0 || comparison.current.rank_iterations == 0 {
         anyhow::bail!(

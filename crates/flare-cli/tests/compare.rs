@@ -100,3 +100,79 @@ fn a_missing_input_is_a_clear_error() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("/nonexistent/a"), "{err}");
 }
+
+/// A simulated run written to a fresh directory.
+fn simulated(fault: &str, name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("flare-compare-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let out = Command::new(env!("CARGO_BIN_EXE_flare"))
+        .args([
+            "sim",
+            "--tp",
+            "8",
+            "--pp",
+            "2",
+            "--dp",
+            "4",
+            "--iterations",
+            "30",
+        ])
+        .args(["--seed", "1", "--fault", fault, "--out"])
+        .arg(&dir)
+        .output()
+        .expect("flare runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    dir
+}
+
+#[test]
+fn one_run_is_split_where_its_step_changed_for_good() {
+    // A NIC at 1/6.5 of its bandwidth in iterations 5-11 (seed 1): the step jumps there.
+    let dir = simulated("intermittent", "intermittent");
+    let out = Command::new(env!("CARGO_BIN_EXE_flare"))
+        .arg("compare")
+        .arg(&dir)
+        .arg("--json")
+        .output()
+        .expect("flare runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    step_sums_add_up(&doc);
+    let c = &doc["comparison"];
+    let (before, after) = (
+        c["baseline"]["step_ms"].as_f64().unwrap(),
+        c["current"]["step_ms"].as_f64().unwrap(),
+    );
+    assert!(after > 1.2 * before, "{c:#}");
+    assert!(
+        c["current"]["source"]
+            .as_str()
+            .unwrap()
+            .contains("iterations"),
+        "{c:#}"
+    );
+    assert_eq!(doc["findings"][0]["kind"], "regression");
+    // A steady run: nothing to split.
+    let steady = simulated("none", "steady");
+    let out = Command::new(env!("CARGO_BIN_EXE_flare"))
+        .arg("compare")
+        .arg(&steady)
+        .output()
+        .expect("flare runs");
+    assert!(out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("no persistent change of the step"),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let _ = std::fs::remove_dir_all(dir);
+    let _ = std::fs::remove_dir_all(steady);
+}

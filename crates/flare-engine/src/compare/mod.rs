@@ -61,5 +61,42 @@ pub fn compare(baseline: &Trace, current: &Trace, sources: (&str, &str)) -> Comp
     }
 }
 
+/// Where a persistent change of the step began within one run: the first and last
+/// iterations of the new level and the change point (the engine's Bayesian detector on
+/// the series of steps, each the median over ranks of their span in it), when the new
+/// level held for a few iterations. The largest such change if there are several.
+pub fn onset(trace: &Trace) -> Option<(u32, u32, crate::changepoint::ChangePoint)> {
+    let mut spans: BTreeMap<u32, Vec<f64>> = BTreeMap::new();
+    for r in &trace.ranks {
+        let mut per_it: BTreeMap<u32, (i64, i64)> = BTreeMap::new();
+        for o in &r.ops {
+            if let Some(end) = o.end() {
+                let e = per_it.entry(o.iteration).or_insert((o.start_ns, end));
+                e.0 = e.0.min(o.start_ns);
+                e.1 = e.1.max(end);
+            }
+        }
+        for (it, (lo, hi)) in per_it {
+            spans.entry(it).or_default().push((hi - lo) as f64);
+        }
+    }
+    let (its, series): (Vec<u32>, Vec<f64>) = spans
+        .into_iter()
+        .map(|(it, mut v)| (it, crate::stats::median(&mut v)))
+        .filter(|(_, m)| m.is_finite() && *m > 0.0)
+        .unzip();
+    let cfg = crate::changepoint::ChangeConfig::default();
+    // A new level must hold as long as the old one had to before it counts: a change in
+    // the last iterations may still be a spike.
+    crate::changepoint::change_points(&series, &cfg)
+        .into_iter()
+        .filter(|c| !c.spike && c.index > 0 && c.index < its.len() && c.len >= cfg.min_before)
+        .max_by(|x, y| (x.ratio() - 1.0).abs().total_cmp(&(y.ratio() - 1.0).abs()))
+        .map(|c| {
+            let last = its[(c.index + c.len.max(1) - 1).min(its.len() - 1)];
+            (its[c.index], last, c)
+        })
+}
+
 #[cfg(test)]
 mod tests;

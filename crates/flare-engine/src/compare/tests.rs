@@ -205,3 +205,27 @@ fn the_verdict_names_the_class_that_carries_the_change() {
     let c = compare(&run(3, 4, 10, 0), &run(3, 4, 10, 0), ("a", "b"));
     assert!(regression_findings(&c, &cfg).is_empty());
 }
+
+#[test]
+fn a_persistent_change_within_one_run_is_found_and_split_there() {
+    // 8 iterations of 4 gemms, then 8 of 6 (a new code path from iteration 8 on).
+    let mut t = run(16, 4, 10, 0);
+    let more = run(16, 6, 10, 0);
+    for (r, m) in t.ranks.iter_mut().zip(&more.ranks) {
+        r.ops.retain(|o| o.iteration < 8);
+        r.ops
+            .extend(m.ops.iter().filter(|o| o.iteration >= 8).copied());
+    }
+    let (first, last, cp) = onset(&t).expect("the change");
+    assert_eq!((first, last), (8, 15), "{cp:?}");
+    assert!(cp.ratio() > 1.2, "{cp:?}");
+    let w = |a, b| flare_model::Window {
+        first_iteration: a,
+        last_iteration: b,
+    };
+    let c = compare(&t.window(w(0, 7)), &t.window(w(8, 15)), ("before", "after"));
+    assert_eq!(c.classes[0].class, "gemm");
+    assert!((c.classes[0].delta_ms() - 20.0).abs() < 1e-9, "{c:#?}");
+    // A steady run has none.
+    assert!(onset(&run(16, 4, 10, 0)).is_none());
+}
