@@ -242,10 +242,10 @@ pub fn analyze_window(
                 .filter(|s| s.detector == DetectorId::Iteration),
         );
     }
-    if findings
+    let hung = findings
         .iter()
-        .any(|f| f.detector == DetectorId::Watchdog && f.severity == Severity::Critical)
-    {
+        .any(|f| f.detector == DetectorId::Watchdog && f.severity == Severity::Critical);
+    if hung {
         // A stuck job's totals measure the hang, not the ranks' speed.
         let before = findings.len();
         findings.retain(|f| f.detector == DetectorId::Watchdog);
@@ -272,9 +272,11 @@ pub fn analyze_window(
     }
     let mut blind = false;
     if let Some(u) = current.untraced_wait().filter(|u| {
-        !findings.iter().any(|f| {
-            f.severity > Severity::Info && f.culprits.iter().any(|c| c.rank == Some(u.rank))
-        })
+        // A hang is what the window says (its ranks' CPU times measure the hang).
+        !hung
+            && !findings.iter().any(|f| {
+                f.severity > Severity::Info && f.culprits.iter().any(|c| c.rank == Some(u.rank))
+            })
     }) {
         // Flare cannot see where the job waits: saying "healthy" would be a guess.
         blind = true;
