@@ -943,7 +943,7 @@ fn extra_cpu_work_the_traced_time_does_not_show_leaves_the_window_unjudged() {
     // A CPU job whose collectives are traced only in part: rank 2 works `rank2_cpu_ms`
     // more per step on its CPU (600 ms of CPU per peer per window) and `rank2_own_ms`
     // more outside the traced collectives (a step is about 130 ms).
-    let window = |rank2_cpu_ms: u64, rank2_own_ms: f64| {
+    let summaries = |rank2_cpu_ms: u64, rank2_own_ms: f64| {
         let mut w = job(4, |_| 1.0, |r| if r == 2 { rank2_own_ms } else { 0.0 });
         for s in &mut w {
             for r in &mut s.ranks {
@@ -956,8 +956,10 @@ fn extra_cpu_work_the_traced_time_does_not_show_leaves_the_window_unjudged() {
                 r.runqueue_ns = Some(0);
             }
         }
-        analyze(&w)
+        w
     };
+    let window =
+        |rank2_cpu_ms: u64, rank2_own_ms: f64| analyze(&summaries(rank2_cpu_ms, rank2_own_ms));
     let untraced = |d: &LiveDiagnosis| {
         d.findings
             .iter()
@@ -998,4 +1000,37 @@ fn extra_cpu_work_the_traced_time_does_not_show_leaves_the_window_unjudged() {
     let d = window(3, 0.0);
     assert!(d.conclusive);
     assert_eq!(untraced(&d), 0, "{:#?}", d.findings);
+    // Ranks 0, 2 and 3 stuck in a collective that rank 1 never joined: the window is the
+    // hang's, whatever their CPU times (they measure the hang).
+    let mut w = summaries(30, 0.0);
+    for s in &mut w {
+        let node = s.node.clone();
+        let stuck: Vec<(u32, u32)> = s
+            .ranks
+            .iter()
+            .filter(|r| r.rank != 1)
+            .map(|r| (r.rank, r.pid))
+            .collect();
+        for (rank, pid) in stuck {
+            s.hangs.push(HangRecord {
+                rank,
+                pid,
+                op: "allreduce".into(),
+                kind: OpKind::AllReduce,
+                group: Some("dp".into()),
+                in_flight_ns: 300_000 * MS,
+                detected_unix_ns: 1,
+                stacks: vec![],
+                stack_source: format!("py-spy on {node}"),
+            });
+        }
+    }
+    let d = analyze(&w);
+    assert!(d.conclusive, "{:?}", d.notes);
+    assert_eq!(untraced(&d), 0, "{:#?}", d.findings);
+    assert!(
+        d.findings.iter().any(|f| f.kind == FindingKind::Hang),
+        "{:#?}",
+        d.findings
+    );
 }
