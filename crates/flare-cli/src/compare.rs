@@ -130,7 +130,7 @@ fn text(doc: &FindingsDocument, top: usize) -> String {
                 if r.kind == flare_model::TimeClassKind::Compute {
                     "TFLOPS"
                 } else {
-                    "GB/s"
+                    "bus GB/s"
                 }
             ),
             _ => String::new(),

@@ -13,14 +13,15 @@ use std::collections::{BTreeMap, HashMap};
 pub struct ClassTime {
     pub ns: f64,
     pub count: u64,
-    /// FLOPs (compute) or bytes (communication) of its ops that carry them, and the time
-    /// those ops ran (compute: their durations; communication: from the last arrival).
+    /// FLOPs (compute) or bus bytes (communication: bytes x the collective's bus factor)
+    /// of its ops that carry them, and the time those ops ran (compute: their durations;
+    /// communication: from the last arrival).
     pub amount: f64,
     pub amount_ns: f64,
 }
 
 impl ClassTime {
-    /// TFLOPS for compute, GB/s for communication; `None` without amounts.
+    /// TFLOPS for compute, bus GB/s for communication; `None` without amounts.
     pub fn rate(&self, kind: TimeClassKind) -> Option<f64> {
         (self.amount > 0.0 && self.amount_ns > 0.0).then(|| {
             let per_s = self.amount / (self.amount_ns / 1e9);
@@ -179,8 +180,13 @@ pub fn profile(trace: &Trace) -> Profile {
                     .unwrap_or(o.start_ns)
                     .clamp(o.start_ns, end);
                 if o.amount > 0 && end > last {
+                    // Bus bandwidth, NCCL's convention: comparable across group sizes.
+                    let n = trace
+                        .communicators
+                        .get(o.comm as usize)
+                        .map_or(2, |c| c.members.len() as u32);
                     let t = &mut classes.time[c];
-                    t.amount += o.amount as f64;
+                    t.amount += o.amount as f64 * o.kind.bus_factor(n);
                     t.amount_ns += (end - last) as f64;
                 }
                 if last > o.start_ns {

@@ -142,7 +142,7 @@ fn class_detail(r: &TimeClassChange, step_delta: f64) -> String {
             unit = if r.kind == TimeClassKind::Compute {
                 "TFLOPS"
             } else {
-                "GB/s"
+                "bus GB/s"
             }
         ),
         _ => String::new(),

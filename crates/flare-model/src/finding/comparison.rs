@@ -45,8 +45,9 @@ pub struct TimeClassChange {
     pub baseline_count: f64,
     pub current_count: f64,
     /// What its ops achieved while they ran, where the source gives their work: TFLOPS
-    /// for compute ops (their FLOPs over their durations), GB/s for communication (bytes
-    /// per rank over the time from the last member's arrival to the end).
+    /// for compute ops (their FLOPs over their durations), bus bandwidth in GB/s for
+    /// communication (NCCL's convention: bytes per rank times the collective's bus factor,
+    /// over the time from the last member's arrival to the end).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub baseline_rate: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
