@@ -30,7 +30,7 @@ pub struct CompareArgs {
 fn read(path: &PathBuf) -> Result<Trace> {
     let mut t = load(std::slice::from_ref(path), Format::Auto)
         .with_context(|| format!("reading {}", path.display()))?;
-    if t.meta.source != "simulator" {
+    if crate::diagnose::needs_alignment(&t.meta) {
         // Waiting is read across ranks: their clocks must agree.
         flare_engine::clock::align_clocks(&mut t);
     }

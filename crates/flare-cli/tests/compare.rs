@@ -13,12 +13,10 @@ fn fixture(job: &str) -> PathBuf {
         .join("traces")
 }
 
-fn compare(baseline: &str, current: &str) -> serde_json::Value {
+/// `flare ARGS`, which must succeed; its standard output.
+fn flare<S: AsRef<std::ffi::OsStr>>(args: impl IntoIterator<Item = S>) -> Vec<u8> {
     let out = Command::new(env!("CARGO_BIN_EXE_flare"))
-        .arg("compare")
-        .arg(fixture(baseline))
-        .arg(fixture(current))
-        .arg("--json")
+        .args(args)
         .output()
         .expect("flare runs");
     assert!(
@@ -26,7 +24,18 @@ fn compare(baseline: &str, current: &str) -> serde_json::Value {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    serde_json::from_slice(&out.stdout).expect("a findings document")
+    out.stdout
+}
+
+fn compare(baseline: &str, current: &str) -> serde_json::Value {
+    let (b, c) = (fixture(baseline), fixture(current));
+    let out = flare([
+        "compare".as_ref(),
+        b.as_os_str(),
+        c.as_os_str(),
+        "--json".as_ref(),
+    ]);
+    serde_json::from_slice(&out).expect("a findings document")
 }
 
 fn step_sums_add_up(doc: &serde_json::Value) {
@@ -105,27 +114,24 @@ fn a_missing_input_is_a_clear_error() {
 fn simulated(fault: &str, name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("flare-compare-{}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
-    let out = Command::new(env!("CARGO_BIN_EXE_flare"))
-        .args([
-            "sim",
-            "--tp",
-            "8",
-            "--pp",
-            "2",
-            "--dp",
-            "4",
-            "--iterations",
-            "30",
-        ])
-        .args(["--seed", "1", "--fault", fault, "--out"])
-        .arg(&dir)
-        .output()
-        .expect("flare runs");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let dir_arg = dir.display().to_string();
+    flare([
+        "sim",
+        "--tp",
+        "8",
+        "--pp",
+        "2",
+        "--dp",
+        "4",
+        "--iterations",
+        "30",
+        "--seed",
+        "1",
+        "--fault",
+        fault,
+        "--out",
+        &dir_arg,
+    ]);
     dir
 }
 
@@ -133,18 +139,8 @@ fn simulated(fault: &str, name: &str) -> PathBuf {
 fn one_run_is_split_where_its_step_changed_for_good() {
     // A NIC at 1/6.5 of its bandwidth in iterations 5-11 (seed 1): the step jumps there.
     let dir = simulated("intermittent", "intermittent");
-    let out = Command::new(env!("CARGO_BIN_EXE_flare"))
-        .arg("compare")
-        .arg(&dir)
-        .arg("--json")
-        .output()
-        .expect("flare runs");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let out = flare(["compare".as_ref(), dir.as_os_str(), "--json".as_ref()]);
+    let doc: serde_json::Value = serde_json::from_slice(&out).unwrap();
     step_sums_add_up(&doc);
     let c = &doc["comparison"];
     let (before, after) = (
@@ -162,17 +158,8 @@ fn one_run_is_split_where_its_step_changed_for_good() {
     assert_eq!(doc["findings"][0]["kind"], "regression");
     // A steady run: nothing to split.
     let steady = simulated("none", "steady");
-    let out = Command::new(env!("CARGO_BIN_EXE_flare"))
-        .arg("compare")
-        .arg(&steady)
-        .output()
-        .expect("flare runs");
-    assert!(out.status.success());
-    assert!(
-        String::from_utf8_lossy(&out.stdout).contains("no persistent change of the step"),
-        "{}",
-        String::from_utf8_lossy(&out.stdout)
-    );
+    let out = String::from_utf8(flare(["compare".as_ref(), steady.as_os_str()])).unwrap();
+    assert!(out.contains("no persistent change of the step"), "{out}");
     let _ = std::fs::remove_dir_all(dir);
     let _ = std::fs::remove_dir_all(steady);
 }

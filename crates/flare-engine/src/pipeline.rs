@@ -43,9 +43,15 @@ impl Stages {
         s == 0 || s + 1 == self.depth
     }
 
-    /// How many of the ranks are on stage `stage`.
-    pub fn ranks_on(&self, stage: u32) -> usize {
-        self.of.iter().filter(|&&s| s == stage).count()
+    /// How many of the ranks are on each stage, by stage.
+    pub fn sizes(&self) -> Vec<usize> {
+        let mut n = vec![0; self.depth as usize];
+        for &s in &self.of {
+            if let Some(x) = n.get_mut(s as usize) {
+                *x += 1;
+            }
+        }
+        n
     }
 }
 

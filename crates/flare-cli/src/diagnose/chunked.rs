@@ -39,7 +39,7 @@ pub(super) fn diagnose(
         .iter()
         .filter(|&&it| window.is_none_or(|w| w.contains(it)))
         .count();
-    let align = !a.no_align && header.meta.source != "simulator";
+    let align = !a.no_align && super::needs_alignment(&header.meta);
     // Offsets need every chunk's collectives: a file of several chunks is read twice.
     let (reader, offsets) = if align && header.chunk_count > 1 {
         sp.set_message("reading collectives to align rank clocks");

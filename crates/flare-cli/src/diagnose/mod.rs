@@ -333,7 +333,7 @@ fn whole(
     if let Some(w) = window {
         trace = trace.window(w);
     }
-    if !a.no_align && trace.meta.source != "simulator" {
+    if !a.no_align && needs_alignment(&trace.meta) {
         let al = flare_engine::clock::align_clocks(&mut trace);
         report_alignment(&al);
     }
@@ -345,6 +345,12 @@ fn whole(
     sp.finish_and_clear();
     eprintln!("loaded in {load_ms:.0} ms, diagnosed in {diag_ms:.0} ms");
     run
+}
+
+/// Whether a trace's ranks' clocks need aligning: every source records each host's own
+/// clock but the simulator, which has one.
+pub(crate) fn needs_alignment(meta: &flare_model::TraceMeta) -> bool {
+    meta.source != "simulator"
 }
 
 fn report_alignment(al: &flare_engine::clock::ClockAlignment) {

@@ -73,10 +73,11 @@ impl Detector for ExtraWorkDetector {
         }
         let iteration_ns = median(&mut its);
         // Ranks that may be compared, grouped by what they run.
+        let stages = a.ctx.stages.as_ref().map(|s| (s, s.sizes()));
         let mut by_mix: HashMap<(Peers, &[OpCount]), Vec<usize>> = HashMap::new();
         for (ri, m) in mixes.iter().enumerate() {
             if let Some(m) = m {
-                let peers = Peers::of(a.ctx.stages.as_ref(), ri);
+                let peers = Peers::of(stages.as_ref().map(|(s, n)| (*s, n.as_slice())), ri);
                 if peers != Peers::Alone {
                     by_mix.entry((peers, &m.counts)).or_default().push(ri);
                 }
@@ -128,7 +129,7 @@ type OpCount = (u32, u32);
 /// Ranks that may be compared and run the same ops as many times.
 struct Group<'m> {
     peers: Peers,
-    counts: &'m [(u32, u32)],
+    counts: &'m [OpCount],
     /// Compute ops per iteration.
     ops: u32,
     ranks: Vec<usize>,
@@ -148,11 +149,12 @@ enum Peers {
 }
 
 impl Peers {
-    fn of(stages: Option<&Stages>, ri: usize) -> Peers {
+    /// `stages` with their sizes ([`Stages::sizes`]), when the job is a pipeline.
+    fn of(stages: Option<(&Stages, &[usize])>, ri: usize) -> Peers {
         match stages {
             None => Peers::All,
-            Some(s) if s.ranks_on(s.of[ri]) >= 2 => Peers::Stage(s.of[ri]),
-            Some(s) if s.at_end(ri) => Peers::Alone,
+            Some((s, sizes)) if sizes[s.of[ri] as usize] >= 2 => Peers::Stage(s.of[ri]),
+            Some((s, _)) if s.at_end(ri) => Peers::Alone,
             Some(_) => Peers::Interior,
         }
     }
@@ -240,7 +242,7 @@ fn outnumbered(peers: Peers, n: usize, base: usize) -> bool {
 }
 
 /// Whether `big` runs every op of `small` at least as often, and more ops in all.
-fn strict_superset(big: &[(u32, u32)], small: &[(u32, u32)]) -> bool {
+fn strict_superset(big: &[OpCount], small: &[OpCount]) -> bool {
     let total = |c: &[(u32, u32)]| c.iter().map(|x| x.1 as u64).sum::<u64>();
     total(big) > total(small)
         && small.iter().all(|&(name, n)| {
@@ -458,7 +460,9 @@ mod tests {
             ),
         ];
         for (name, s, ri, want) in cases {
-            assert_eq!(Peers::of(*s, *ri), *want, "{name}");
+            let sizes = s.map(Stages::sizes);
+            let stages = s.zip(sizes.as_deref());
+            assert_eq!(Peers::of(stages, *ri), *want, "{name}");
         }
     }
 

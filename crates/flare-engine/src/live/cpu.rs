@@ -173,8 +173,9 @@ impl LiveWindow {
                 .collect();
             median(&mut o)
         };
-        let i = (0..group.len())
-            .max_by(|&x, &y| (cpu[x] - others(&cpu, x)).total_cmp(&(cpu[y] - others(&cpu, y))))?;
+        // The rank with the most CPU beyond its peers' median is the one with the most
+        // CPU: leaving out the largest value gives the smallest median of the rest.
+        let i = (0..group.len()).max_by(|&x, &y| cpu[x].total_cmp(&cpu[y]))?;
         let (peer_cpu, own_extra) = (others(&cpu, i), own[i] - others(&own, i));
         let extra_cpu = cpu[i] - peer_cpu;
         (extra_cpu >= UNTRACED_MIN_STEP_SHARE * step_ns

@@ -399,6 +399,29 @@ class _Distributed:
         return None
 
 
+def _begin_async(
+    name: str, kind: str, describe: Callable[[], Tuple[int, int, str, int, int]]
+) -> Optional[Callable[[], None]]:
+    """Opens an async span for an op whose work completes later (``describe`` gives its
+    bytes, group name id and name, sequence and size) and returns what ends it; ``None``
+    when it cannot be described or recorded: the op must run all the same, untraced.
+    Ending never raises (it runs in torch's future callbacks)."""
+    try:
+        amount, _, group, seq, size = describe()
+        span = _native.Span(name, kind, amount=amount, group=group, seq=seq, group_size=size)
+        span_id = span.begin_async()
+    except Exception:
+        return None
+
+    def end() -> None:
+        try:
+            span.end_async(span_id)
+        except Exception:
+            pass
+
+    return end
+
+
 # Per thread: whether a wrapped torch.distributed call is running.
 _inside_op = threading.local()
 
@@ -428,27 +451,15 @@ def _wrap_op(d: _Distributed, op: str, spec: _OpSpec, original: Callable[..., An
     def call_async(args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Any:
         """An ``async_op=True`` call: the op runs until its work completes, not until the
         call returns (FSDP posts its all-gathers ahead and waits for them later)."""
-        try:
-            amount, _, group, seq, size = describe(args, kwargs)
-            span = _native.Span(op, spec.kind, amount=amount, group=group, seq=seq, group_size=size)
-            span_id = span.begin_async()
-        except Exception:
-            span = None  # never change the op's behaviour: it runs untraced
+        end = _begin_async(op, spec.kind, lambda: describe(args, kwargs))
         work = original(*args, **kwargs)
-        if span is None:
+        if end is None:
             return work
-
-        def done(f: Any) -> None:
-            try:
-                span.end_async(span_id)
-            except Exception:
-                pass
-
         try:
-            work.get_future().then(done)
+            work.get_future().then(lambda f: end())
         except Exception:
             # A work without a future: the call's own time is all that can be known.
-            done(None)
+            end()
         return work
 
     @functools.wraps(original)
@@ -514,16 +525,12 @@ def _traced_comm_hook(d: _Distributed, module: Any, hook: Callable[..., Any]) ->
 
     @functools.wraps(hook)
     def flare_comm_hook(state: Any, bucket: Any) -> Any:
-        span = None
-        try:
+        def describe() -> Tuple[int, int, str, int, int]:
             info = d.group(getattr(module, "process_group", None))
-            span = _native.Span(
-                _DDP_OP, "all_reduce", amount=_nbytes(bucket.buffer()), group=info.name,
-                seq=next(info.seq), group_size=info.size,
-            )
-            span_id = span.begin_async()
-        except Exception:
-            span = None  # never change the reduction: it runs untraced
+            return _nbytes(bucket.buffer()), info.name_id, info.name, next(info.seq), info.size
+
+        # Never change the reduction: undescribed, it runs untraced.
+        end = _begin_async(_DDP_OP, "all_reduce", describe)
         # The hook's own torch.distributed call is this span, not another op.
         outer = getattr(_inside_op, "active", False)
         _inside_op.active = True
@@ -531,14 +538,11 @@ def _traced_comm_hook(d: _Distributed, module: Any, hook: Callable[..., Any]) ->
             fut = hook(state, bucket)
         finally:
             _inside_op.active = outer
-        if span is None:
+        if end is None:
             return fut
 
         def done(f: Any) -> Any:
-            try:
-                span.end_async(span_id)
-            except Exception:
-                pass
+            end()
             return f.value()
 
         return fut.then(done)
