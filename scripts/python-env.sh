@@ -58,8 +58,16 @@ for pin in sys.argv[1:]:
 PY
 )
 if ((${#missing[@]})); then
+    # PyTorch with its CUDA libraries takes about 6 GB installed: say so up front rather
+    # than failing halfway with pip's "No space left on device". No pip cache: it would
+    # keep a second copy of every wheel.
+    need_kb=$((8 * 1024 * 1024))
+    free_kb="$(df -Pk "$VENV" | awk 'NR == 2 { print $4 }')"
+    if [[ " ${missing[*]} " == *" torch=="* && -n "$free_kb" ]] && ((free_kb < need_kb)); then
+        die "$((free_kb / 1024)) MiB free under $VENV; installing PyTorch needs about 8 GiB"
+    fi
     say "installing ${missing[*]}"
-    "$VPY" -m pip install --quiet --disable-pip-version-check "${missing[@]}"
+    "$VPY" -m pip install --quiet --disable-pip-version-check --no-cache-dir "${missing[@]}"
 fi
 
 # --- the extension -------------------------------------------------------------------

@@ -1,6 +1,6 @@
-//! NCCL's profiler plugin ABI, versions 1 to 6, as `#[repr(C)]` Rust types.
+//! NCCL's profiler plugin ABI, versions 1 to 7, as `#[repr(C)]` Rust types.
 //!
-//! Written from NCCL's headers (`plugins/profiler/example/nccl/profiler_v{1..6}.h`,
+//! Written from NCCL's headers (`plugins/profiler/example/nccl/profiler_v{1..7}.h`,
 //! `profiler.h`, `common.h`, `err.h`, `types.h`; `ext-profiler/example/nccl/` before 2.30)
 //! field for field, in the same order. Rust names are snake_case; each type says which C
 //! type it mirrors. Choices that keep reads sound whatever NCCL writes:
@@ -70,6 +70,8 @@ pub mod event {
     pub const CE_COLL: u64 = 1 << 12;
     pub const CE_SYNC: u64 = 1 << 13;
     pub const CE_BATCH: u64 = 1 << 14;
+    /// v7: a phase of a kernel (initial sync, compute, final sync), GPU-timed.
+    pub const KERNEL_PHASE: u64 = 1 << 15;
 }
 
 /// `ncclProfilerEventState_t` values.
@@ -110,6 +112,8 @@ pub mod state {
     pub const CE_SYNC_COMPLETE: c_int = 28;
     pub const CE_BATCH_START: c_int = 29;
     pub const CE_BATCH_COMPLETE: c_int = 30;
+    // v7: a kernel phase's GPU stop timer (in the `kernelCh` member of the state args).
+    pub const KERNEL_PHASE_STOP: c_int = 31;
 }
 
 // ---------------------------------------------------------------------------------------
@@ -764,6 +768,169 @@ pub struct ProfilerV6 {
     pub finalize: unsafe extern "C" fn(context: *mut c_void) -> NcclResult,
 }
 
+// ---------------------------------------------------------------------------------------
+// v7 (NCCL after 2.30): a user tag per call, the kernel variant, GPU-timed kernel phases.
+// The members v7 extends gain fields at their end; the others are v6's.
+
+/// `collApi` member of `ncclProfilerEventDescr_v7_t`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct CollApiDescrV7 {
+    pub func: *const c_char,
+    pub count: usize,
+    pub datatype: *const c_char,
+    pub root: c_int,
+    pub stream: *mut c_void,
+    /// C `bool`.
+    pub graph_captured: u8,
+    /// The call's user profiler tag (0: untagged; NCCL reserves the top bit).
+    pub user_tag: u64,
+}
+
+/// `p2pApi` member of `ncclProfilerEventDescr_v7_t`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct P2pApiDescrV7 {
+    pub func: *const c_char,
+    pub count: usize,
+    pub datatype: *const c_char,
+    pub stream: *mut c_void,
+    /// C `bool`.
+    pub graph_captured: u8,
+    pub user_tag: u64,
+}
+
+/// `coll` member of `ncclProfilerEventDescr_v7_t`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct CollDescrV7 {
+    pub seq_number: u64,
+    pub func: *const c_char,
+    pub send_buff: *const c_void,
+    pub recv_buff: *mut c_void,
+    pub count: usize,
+    pub root: c_int,
+    pub datatype: *const c_char,
+    pub n_channels: u8,
+    pub n_warps: u8,
+    pub algo: *const c_char,
+    pub proto: *const c_char,
+    pub parent_group: *mut c_void,
+    /// The kernel's variant name (NULL or NCCL's static string).
+    pub kernel_variant: *const c_char,
+    /// C `bool`: a symmetric-memory kernel (the ones whose phases NCCL times).
+    pub is_sym_coll: u8,
+    pub user_tag: u64,
+}
+
+/// `p2p` member of `ncclProfilerEventDescr_v7_t`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct P2pDescrV7 {
+    pub func: *const c_char,
+    pub buff: *mut c_void,
+    pub datatype: *const c_char,
+    pub count: usize,
+    pub peer: c_int,
+    pub n_channels: u8,
+    pub parent_group: *mut c_void,
+    pub user_tag: u64,
+}
+
+/// `ceColl` member of `ncclProfilerEventDescr_v7_t`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct CeCollDescrV7 {
+    pub seq_number: u64,
+    pub func: *const c_char,
+    pub send_buff: *const c_void,
+    pub recv_buff: *mut c_void,
+    pub count: usize,
+    pub root: c_int,
+    pub datatype: *const c_char,
+    pub sync_strategy: *const c_char,
+    /// C `bool`.
+    pub intra_batch_sync: u8,
+    pub batch_size: u32,
+    pub num_batches: u32,
+    pub ce_seq_num: u32,
+    pub stream: *mut c_void,
+    pub user_tag: u64,
+}
+
+/// `kernelPhase` member of `ncclProfilerEventDescr_v7_t`: one barrier phase of a kernel
+/// on one channel, its start on the GPU's global timer.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct KernelPhaseDescr {
+    pub channel_id: u8,
+    /// 0: initial sync, 1: compute, 2: final sync.
+    pub phase_id: u8,
+    pub phase_name: *const c_char,
+    pub p_timer: u64,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub union DescrUnionV7 {
+    pub group_api: GroupApiDescr,
+    pub coll_api: CollApiDescrV7,
+    pub p2p_api: P2pApiDescrV7,
+    pub kernel_launch: KernelLaunchDescr,
+    pub coll: CollDescrV7,
+    pub p2p: P2pDescrV7,
+    pub proxy_op: ProxyOpDescr,
+    pub proxy_step: ProxyStepDescr,
+    pub kernel_ch: KernelChDescrV4,
+    pub net_plugin: NetPluginDescr,
+    pub ce_coll: CeCollDescrV7,
+    pub ce_coll_sync: CeSyncDescr,
+    pub ce_coll_batch: CeBatchDescr,
+    pub kernel_phase: KernelPhaseDescr,
+}
+
+/// `ncclProfilerEventDescr_v7_t`.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct EventDescrV7 {
+    pub type_: u64,
+    pub parent_obj: *mut c_void,
+    pub rank: c_int,
+    pub u: DescrUnionV7,
+}
+
+/// `ncclProfilerEventStateArgs_v7_t`: v6's members; a kernel phase's stop timer uses
+/// `kernel_ch`.
+pub type StateArgsV7 = StateArgsV6;
+
+/// `ncclProfiler_v7_t`: v6's functions with v7's descriptor.
+#[repr(C)]
+pub struct ProfilerV7 {
+    pub name: *const c_char,
+    pub init: unsafe extern "C" fn(
+        context: *mut *mut c_void,
+        comm_id: u64,
+        e_activation_mask: *mut c_int,
+        comm_name: *const c_char,
+        n_nodes: c_int,
+        nranks: c_int,
+        rank: c_int,
+        logfn: LogFn,
+    ) -> NcclResult,
+    pub start_event: unsafe extern "C" fn(
+        context: *mut c_void,
+        e_handle: *mut *mut c_void,
+        e_descr: *mut EventDescrV7,
+    ) -> NcclResult,
+    pub stop_event: unsafe extern "C" fn(e_handle: *mut c_void) -> NcclResult,
+    pub record_event_state: unsafe extern "C" fn(
+        e_handle: *mut c_void,
+        e_state: c_int,
+        e_state_args: *mut StateArgsV7,
+    ) -> NcclResult,
+    pub finalize: unsafe extern "C" fn(context: *mut c_void) -> NcclResult,
+}
+
 // The function tables are immutable data that NCCL reads from any thread; the only raw
 // pointer in them is the name, a 'static C string.
 unsafe impl Sync for ProfilerV1 {}
@@ -772,6 +939,7 @@ unsafe impl Sync for ProfilerV3 {}
 unsafe impl Sync for ProfilerV4 {}
 unsafe impl Sync for ProfilerV5 {}
 unsafe impl Sync for ProfilerV6 {}
+unsafe impl Sync for ProfilerV7 {}
 
 // Layouts on LP64 targets (x86_64, aarch64, ppc64le: where NCCL runs), checked by hand
 // against the headers and by tests/abi_layout.rs against the headers themselves.
@@ -833,4 +1001,23 @@ const _: () = {
     assert!(offset_of!(CeCollDescr, stream) == 80);
     assert!(size_of::<CeBatchDescr>() == 24);
     assert!(size_of::<EventDescrV6>() == 112);
+
+    assert!(size_of::<CollApiDescrV7>() == 56);
+    assert!(offset_of!(CollApiDescrV7, user_tag) == 48);
+    assert!(size_of::<P2pApiDescrV7>() == 48);
+    assert!(offset_of!(P2pApiDescrV7, user_tag) == 40);
+    assert!(size_of::<CollDescrV7>() == 112);
+    assert!(offset_of!(CollDescrV7, kernel_variant) == 88);
+    assert!(offset_of!(CollDescrV7, is_sym_coll) == 96);
+    assert!(offset_of!(CollDescrV7, user_tag) == 104);
+    assert!(size_of::<P2pDescrV7>() == 56);
+    assert!(offset_of!(P2pDescrV7, user_tag) == 48);
+    assert!(size_of::<CeCollDescrV7>() == 96);
+    assert!(offset_of!(CeCollDescrV7, user_tag) == 88);
+    assert!(size_of::<KernelPhaseDescr>() == 24);
+    assert!(offset_of!(KernelPhaseDescr, phase_id) == 1);
+    assert!(offset_of!(KernelPhaseDescr, p_timer) == 16);
+    assert!(offset_of!(EventDescrV7, u) == 24);
+    assert!(size_of::<EventDescrV7>() == 136);
+    assert!(size_of::<ProfilerV7>() == 48);
 };

@@ -44,6 +44,10 @@ pub struct CollInfo {
     /// Indices into `names::ALGOS` / `names::PROTOS` (their length: unknown).
     pub algo: usize,
     pub proto: usize,
+    /// v7: a symmetric-memory kernel variant.
+    pub sym: bool,
+    /// v7: the call's user profiler tag (0: untagged, and before v7).
+    pub user_tag: u64,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -54,6 +58,8 @@ pub struct P2pInfo {
     pub dtype: u8,
     pub peer: i32,
     pub n_channels: u8,
+    /// v7: the call's user profiler tag (0: untagged).
+    pub user_tag: u64,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -63,6 +69,31 @@ pub struct ApiInfo {
     pub dtype: u8,
     pub root: i32,
     pub graph_captured: bool,
+}
+
+/// What a detail `Instant` carries.
+struct Detail {
+    n_channels: u8,
+    n_warps: u8,
+    dtype: u8,
+    sym: bool,
+    root_or_peer: i32,
+    count: u64,
+    user_tag: u64,
+}
+
+impl Detail {
+    fn of_coll(c: &CollInfo, n_channels: u8, n_warps: u8) -> Detail {
+        Detail {
+            n_channels,
+            n_warps,
+            dtype: c.dtype,
+            sym: c.sym,
+            root_or_peer: c.root,
+            count: c.count,
+            user_tag: c.user_tag,
+        }
+    }
 }
 
 /// An event NCCL starts, independent of the descriptor version.
@@ -90,6 +121,13 @@ pub enum Descr {
     },
     NetPlugin {
         id: i64,
+    },
+    /// v7: one phase of a kernel on one channel.
+    KernelPhase {
+        channel: u8,
+        phase: u8,
+        /// GPU global timer at the phase's start.
+        start_timer: u64,
     },
     GroupApi {
         graph_captured: bool,
@@ -340,8 +378,8 @@ impl Context {
         }
     }
 
-    fn detail(&self, id: u64, name: NameId, flags: u16, info: (u8, u8, u8, i32), count: u64) {
-        let (n_channels, n_warps, dtype, root_or_peer) = info;
+    /// The detail `Instant` after a Coll, P2p or CeColl begin (see lib.rs).
+    fn detail(&self, id: u64, name: NameId, flags: u16, d: Detail) {
         self.backend.record(&Event {
             ts_ns: clock::now_ns(),
             name: name.0,
@@ -349,12 +387,13 @@ impl Context {
             kind: OpKind::HostOther as u8,
             flags: flags | FLAG_DETAIL,
             id,
-            a: n_channels as u64
-                | (n_warps as u64) << 8
-                | (dtype as u64) << 16
-                | (root_or_peer as u32 as u64) << 32,
-            b: count,
-            c: 0,
+            a: d.n_channels as u64
+                | (d.n_warps as u64) << 8
+                | (d.dtype as u64) << 16
+                | (d.sym as u64) << 24
+                | (d.root_or_peer as u32 as u64) << 32,
+            b: d.count,
+            c: d.user_tag,
         });
     }
 
@@ -426,6 +465,17 @@ impl Context {
                 channel as u32,
                 0,
             ),
+            Descr::KernelPhase {
+                channel,
+                phase,
+                start_timer,
+            } => (
+                n.kernel_phase[(phase as usize).min(names::KERNEL_PHASES.len() - 1)],
+                OpKind::HostOther,
+                start_timer,
+                channel as u32,
+                phase as u32,
+            ),
             Descr::NetPlugin { id: plugin_id } => {
                 (n.net, OpKind::HostOther, plugin_id as u64, 0, 0)
             }
@@ -491,18 +541,22 @@ impl Context {
                 id,
                 n.algo_proto[c.algo][c.proto],
                 flags,
-                (c.n_channels, c.n_warps, c.dtype, c.root),
-                c.count,
+                Detail::of_coll(&c, c.n_channels, c.n_warps),
             ),
-            Descr::CeColl(c) => {
-                self.detail(id, n.ce_detail, flags, (0, 0, c.dtype, c.root), c.count)
-            }
+            Descr::CeColl(c) => self.detail(id, n.ce_detail, flags, Detail::of_coll(&c, 0, 0)),
             Descr::P2p(p) => self.detail(
                 id,
                 n.p2p_detail,
                 flags,
-                (p.n_channels, 0, p.dtype, p.peer),
-                p.count,
+                Detail {
+                    n_channels: p.n_channels,
+                    n_warps: 0,
+                    dtype: p.dtype,
+                    sym: false,
+                    root_or_peer: p.peer,
+                    count: p.count,
+                    user_tag: p.user_tag,
+                },
             ),
             _ => {}
         }
@@ -613,7 +667,7 @@ pub fn record_state(slot: &Slot, state_code: c_int, b: u64, c: u64) {
     if !slot.open.load(Ordering::Acquire) {
         return;
     }
-    if state_code == state::KERNEL_CH_STOP {
+    if state_code == state::KERNEL_CH_STOP || state_code == state::KERNEL_PHASE_STOP {
         slot.aux.store(b, Ordering::Relaxed);
     }
     let (name, kind, flags) = unpack_meta(slot.meta.load(Ordering::Relaxed));

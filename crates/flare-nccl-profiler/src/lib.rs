@@ -1,8 +1,8 @@
 //! NCCL profiler plugin that records NCCL's events into Flare's in-process tracer.
 //!
 //! Build it as `libnccl-profiler-flare.so` and run with `NCCL_PROFILER_PLUGIN=flare`
-//! (README.md). The library exports `ncclProfiler_v1` to `ncclProfiler_v6`; NCCL takes the
-//! newest it knows, so NCCL 2.23 to 2.30 all find a table. The ABI types are in [`abi`].
+//! (README.md). The library exports `ncclProfiler_v1` to `ncclProfiler_v7`; NCCL takes the
+//! newest it knows, so NCCL 2.23 and later all find a table. The ABI types are in [`abi`].
 //!
 //! # What NCCL calls do
 //!
@@ -36,6 +36,7 @@
 //! | ProxyStep | `nccl:proxy_step` | HostOther | 0 | step | 0 |
 //! | ProxyCtrl | `nccl:proxy_ctrl` | HostOther | 0 | 0 | 0 |
 //! | KernelCh | `nccl:kernel_ch` | HostOther | GPU start timer (ns, v4+) | channel | 0 |
+//! | KernelPhase (v7) | `nccl:initial_sync` / `nccl:compute` / `nccl:final_sync` | HostOther | GPU start timer | channel | phaseId |
 //! | NetPlugin | `nccl:net` | HostOther | plugin event id | 0 | 0 |
 //! | GroupApi | `nccl:group_api` | HostOther | 0 | group depth | graph captured (0/1) |
 //! | CollApi / P2pApi | function | HostOther | bytes | root (-1 for P2P) | graph captured (0/1) |
@@ -51,13 +52,14 @@
 //! Right after a Coll, P2p or CeColl `AsyncBegin`, an `Instant` with the same `id` and
 //! `flags | FLAG_DETAIL` carries the details: name `<ALGO>/<PROTO>` (`RING/SIMPLE`;
 //! `nccl:p2p`, `nccl:ce`), `a` = nChannels | nWarps << 8 | datatype code << 16 |
-//! (root or peer as u32) << 32, `b` = count (elements). Datatype codes are
+//! symmetric kernel (v7 `isSymColl`) << 24 | (root or peer as u32) << 32, `b` = count
+//! (elements), `c` = the call's user tag (v7 `userTag`; 0: untagged). Datatype codes are
 //! `ncclDataType_t`'s (0xFF: unknown, bytes then 0).
 //!
 //! `AsyncState`: `a` = the `ncclProfilerEventState_t` code; `b` = its argument: transSize
 //! (ProxyStep states, v4+; ProxyOp states, v1-v3, with steps in `c`), appendedProxyOps
-//! (ProxyCtrl states), the GPU stop timer (`KernelChStop`, 22). A KernelCh's `AsyncEnd`
-//! repeats the GPU stop timer in `a`.
+//! (ProxyCtrl states), the GPU stop timer (`KernelChStop`, 22; `KernelPhaseStop`, 31). A
+//! KernelCh's or KernelPhase's `AsyncEnd` repeats the GPU stop timer in `a`.
 //!
 //! Also: at `init` (v4+; v1-v3 at the first event naming the communicator) an `Instant`
 //! with `flags = FLAG_NCCL | TYPE_COMM`, name = the communicator's user name, `a` =
@@ -93,6 +95,9 @@ pub const TYPE_DROPS: u16 = 0x21;
 pub const ID_TAG: u64 = 0x4E43 << 48;
 
 // The tables NCCL looks up by name (dlsym), newest first.
+#[allow(non_upper_case_globals)]
+#[no_mangle]
+pub static ncclProfiler_v7: abi::ProfilerV7 = plugin::V7;
 #[allow(non_upper_case_globals)]
 #[no_mangle]
 pub static ncclProfiler_v6: abi::ProfilerV6 = plugin::V6;

@@ -3,9 +3,9 @@
 use crate::abi::event::*;
 
 /// What the plugin records when no variable says otherwise: the operations, their GPU
-/// timing per channel, and the proxy operations (network progress per peer), which is what
-/// diagnosis needs. Proxy steps, proxy control and API events cost more and are opt-in.
-pub const DEFAULT_MASK: u64 = GROUP | COLL | P2P | PROXY_OP | KERNEL_CH | CE_COLL;
+/// timing per channel (and, v7, per kernel phase: sync waits apart from work), and the
+/// proxy operations (network progress per peer), which is what diagnosis needs. Proxy steps, proxy control and API events cost more and are opt-in.
+pub const DEFAULT_MASK: u64 = GROUP | COLL | P2P | PROXY_OP | KERNEL_CH | CE_COLL | KERNEL_PHASE;
 
 /// Event types a profiler API version can carry.
 pub fn supported(version: u8) -> u64 {
@@ -13,11 +13,12 @@ pub fn supported(version: u8) -> u64 {
         1 | 2 => GROUP | COLL | P2P | PROXY_OP | PROXY_STEP | PROXY_CTRL,
         3 | 4 => GROUP | COLL | P2P | PROXY_OP | PROXY_STEP | PROXY_CTRL | KERNEL_CH | NET_PLUGIN,
         5 => (1 << 12) - 1,
-        _ => (1 << 15) - 1,
+        6 => (1 << 15) - 1,
+        _ => (1 << 16) - 1,
     }
 }
 
-const NAMES: [(&str, u64); 15] = [
+const NAMES: [(&str, u64); 16] = [
     ("group", GROUP),
     ("coll", COLL),
     ("p2p", P2P),
@@ -33,6 +34,7 @@ const NAMES: [(&str, u64); 15] = [
     ("cecoll", CE_COLL),
     ("cesync", CE_SYNC),
     ("cebatch", CE_BATCH),
+    ("kernelphase", KERNEL_PHASE),
 ];
 
 /// Parses a mask: a number (decimal, as NCCL's example plugin reads it, or `0x` hex) or
@@ -112,7 +114,8 @@ mod tests {
 
     #[test]
     fn the_mask_comes_from_the_environment_and_the_version() {
-        assert_eq!(from_lookup(env(&[]), 6), Ok(DEFAULT_MASK));
+        assert_eq!(from_lookup(env(&[]), 7), Ok(DEFAULT_MASK));
+        assert_eq!(from_lookup(env(&[]), 6), Ok(DEFAULT_MASK & !KERNEL_PHASE));
         assert_eq!(from_lookup(env(&[]), 1), Ok(GROUP | COLL | P2P | PROXY_OP));
         assert_eq!(
             from_lookup(env(&[("NCCL_PROFILE_EVENT_MASK", "4095")]), 4),

@@ -56,6 +56,14 @@ pub(crate) const ALGOS: [&str; 7] = [
 /// `NCCL_PROTO_*` by code; index `PROTOS.len()` stands for an unknown protocol.
 pub(crate) const PROTOS: [&str; 3] = ["LL", "LL128", "SIMPLE"];
 
+/// v7 kernel phases by `phaseId`; a phase NCCL adds later is `nccl:kernel_phase`.
+pub(crate) const KERNEL_PHASES: [&str; 4] = [
+    "nccl:initial_sync",
+    "nccl:compute",
+    "nccl:final_sync",
+    "nccl:kernel_phase",
+];
+
 fn index_of(table: impl IntoIterator<Item = &'static str>, s: &[u8]) -> Option<usize> {
     table.into_iter().position(|t| t.as_bytes() == s)
 }
@@ -92,6 +100,7 @@ pub(crate) struct Names {
     pub proxy_step: NameId,
     pub proxy_ctrl: NameId,
     pub kernel_ch: NameId,
+    pub kernel_phase: [NameId; KERNEL_PHASES.len()],
     pub net: NameId,
     pub group_api: NameId,
     pub kernel_launch: NameId,
@@ -121,6 +130,7 @@ impl Names {
             proxy_step: intern("nccl:proxy_step"),
             proxy_ctrl: intern("nccl:proxy_ctrl"),
             kernel_ch: intern("nccl:kernel_ch"),
+            kernel_phase: KERNEL_PHASES.map(intern),
             net: intern("nccl:net"),
             group_api: intern("nccl:group_api"),
             kernel_launch: intern("nccl:kernel_launch"),

@@ -190,7 +190,7 @@ unsafe extern "C" fn record_v1(
     })
 }
 
-/// `recordEventState` of v4-v6 (`ncclProfilerEventStateArgs_v4_t` layout).
+/// `recordEventState` of v4-v7 (`ncclProfilerEventStateArgs_v4_t` layout; v7 adds a state).
 unsafe extern "C" fn record_v4(
     handle: *mut c_void,
     state_code: c_int,
@@ -209,7 +209,7 @@ unsafe extern "C" fn record_v4(
                 state::PROXY_CTRL_IDLE..=state::PROXY_CTRL_APPEND_END => unsafe {
                     a.proxy_ctrl.appended_proxy_ops as u32 as u64
                 },
-                state::KERNEL_CH_STOP => unsafe { a.kernel_ch.p_timer },
+                state::KERNEL_CH_STOP | state::KERNEL_PHASE_STOP => unsafe { a.kernel_ch.p_timer },
                 _ => 0,
             },
             None => 0,
@@ -319,6 +319,8 @@ unsafe fn convert_v1(d: &EventDescrV1, n: &Names, b: &Backend) -> Option<Start> 
                 n_warps: c.n_warps,
                 algo: (c.algo as usize).min(names::ALGOS.len()),
                 proto: (c.proto as usize).min(names::PROTOS.len()),
+                sym: false,
+                user_tag: 0,
             })
         }
         event::P2P => {
@@ -331,6 +333,7 @@ unsafe fn convert_v1(d: &EventDescrV1, n: &Names, b: &Backend) -> Option<Start> 
                 dtype: dtype_coded(p.datatype),
                 peer: p.peer,
                 n_channels: 0,
+                user_tag: 0,
             })
         }
         event::PROXY_OP => proxy_op(unsafe { &d.u.proxy_op }),
@@ -376,6 +379,8 @@ unsafe fn coll_named(c: CollV2Fields, n: &Names, b: &Backend) -> (Descr, *const 
             n_warps: c.n_warps,
             algo: names::algo_index(bytes(c.algo)),
             proto: names::proto_index(bytes(c.proto)),
+            sym: false,
+            user_tag: 0,
         }
     };
     (Descr::Coll(d), c.name)
@@ -392,6 +397,7 @@ unsafe fn p2p_v2(p: &P2pDescrV2, n: &Names, b: &Backend) -> (Descr, *const c_cha
             dtype: names::dtype_code(bytes(p.datatype)),
             peer: p.peer,
             n_channels: 0,
+            user_tag: 0,
         }
     };
     (Descr::P2p(d), p.name)
@@ -520,6 +526,8 @@ unsafe fn coll_v4_fields(
             n_warps,
             algo: names::algo_index(bytes(algo)),
             proto: names::proto_index(bytes(proto)),
+            sym: false,
+            user_tag: 0,
         }
     }
 }
@@ -558,6 +566,7 @@ unsafe fn convert_v4(d: &EventDescrV4, n: &Names, b: &Backend) -> Option<Start> 
                 dtype: names::dtype_code(unsafe { bytes(p.datatype) }),
                 peer: p.peer,
                 n_channels: p.n_channels,
+                user_tag: 0,
             })
         }
         event::PROXY_OP => proxy_op(unsafe { &d.u.proxy_op }),
@@ -580,8 +589,8 @@ unsafe fn convert_v4(d: &EventDescrV4, n: &Names, b: &Backend) -> Option<Start> 
     Some(start(t, d.parent_obj, d.rank, descr))
 }
 
-/// v5 and v6 share their first ten union members (same types, same offsets): one body
-/// converts both, v6 adding its CE members.
+/// v5 to v7 share their first ten union members (v7 adds fields at the end of some, read
+/// by name): one body converts them all, v6 and v7 adding their own members.
 macro_rules! convert_v5_like {
     ($d:expr, $n:expr, $b:expr, $($extra:tt)*) => {{
         let d = $d;
@@ -648,6 +657,7 @@ macro_rules! convert_v5_like {
                     dtype: names::dtype_code(unsafe { bytes(p.datatype) }),
                     peer: p.peer,
                     n_channels: p.n_channels,
+                    user_tag: 0,
                 })
             }
             event::PROXY_OP => proxy_op(unsafe { &d.u.proxy_op }),
@@ -681,43 +691,87 @@ unsafe fn convert_v5(d: &EventDescrV5, n: &Names, b: &Backend) -> Option<Start> 
     convert_v5_like!(d, n, b,)
 }
 
+/// A copy-engine collective (v6+).
+///
+/// # Safety
+/// The strings are NULL or NCCL's NUL-terminated names.
+#[allow(clippy::too_many_arguments)]
+unsafe fn ce_coll(
+    seq: u64,
+    func: *const c_char,
+    count: usize,
+    root: c_int,
+    datatype: *const c_char,
+    n: &Names,
+    b: &Backend,
+) -> Descr {
+    let null = std::ptr::null();
+    Descr::CeColl(unsafe {
+        coll_v4_fields(seq, func, count, root, datatype, 0, 0, null, null, n, b)
+    })
+}
+
+fn ce_sync(s: &CeSyncDescr) -> Descr {
+    Descr::CeSync {
+        is_complete: s.is_complete != 0,
+        nranks: s.n_ranks,
+    }
+}
+
+fn ce_batch(s: &CeBatchDescr) -> Descr {
+    Descr::CeBatch {
+        num_ops: s.num_ops,
+        total_bytes: s.total_bytes as u64,
+    }
+}
+
 /// # Safety
 /// `d` is NCCL's descriptor: the member its type names is initialized.
 unsafe fn convert_v6(d: &EventDescrV6, n: &Names, b: &Backend) -> Option<Start> {
     convert_v5_like!(d, n, b,
         event::CE_COLL => {
             let c = unsafe { &d.u.ce_coll };
-            Descr::CeColl(unsafe {
-                coll_v4_fields(
-                    c.seq_number,
-                    c.func,
-                    c.count,
-                    c.root,
-                    c.datatype,
-                    0,
-                    0,
-                    std::ptr::null(),
-                    std::ptr::null(),
-                    n,
-                    b,
-                )
-            })
+            unsafe { ce_coll(c.seq_number, c.func, c.count, c.root, c.datatype, n, b) }
         }
-        event::CE_SYNC => {
-            let s = unsafe { &d.u.ce_coll_sync };
-            Descr::CeSync {
-                is_complete: s.is_complete != 0,
-                nranks: s.n_ranks,
-            }
-        }
-        event::CE_BATCH => {
-            let s = unsafe { &d.u.ce_coll_batch };
-            Descr::CeBatch {
-                num_ops: s.num_ops,
-                total_bytes: s.total_bytes as u64,
-            }
-        }
+        event::CE_SYNC => ce_sync(unsafe { &d.u.ce_coll_sync }),
+        event::CE_BATCH => ce_batch(unsafe { &d.u.ce_coll_batch }),
     )
+}
+
+/// v7: v6's members, the user tag and symmetric-kernel flag added to the operations, and
+/// kernel phases.
+///
+/// # Safety
+/// `d` is NCCL's descriptor: the member its type names is initialized.
+unsafe fn convert_v7(d: &EventDescrV7, n: &Names, b: &Backend) -> Option<Start> {
+    let mut start = convert_v5_like!(d, n, b,
+        event::CE_COLL => {
+            let c = unsafe { &d.u.ce_coll };
+            unsafe { ce_coll(c.seq_number, c.func, c.count, c.root, c.datatype, n, b) }
+        }
+        event::CE_SYNC => ce_sync(unsafe { &d.u.ce_coll_sync }),
+        event::CE_BATCH => ce_batch(unsafe { &d.u.ce_coll_batch }),
+        event::KERNEL_PHASE => {
+            let p = unsafe { &d.u.kernel_phase };
+            Descr::KernelPhase {
+                channel: p.channel_id,
+                phase: p.phase_id,
+                start_timer: p.p_timer,
+            }
+        }
+    )?;
+    // SAFETY (union reads): the member matching the converted type.
+    match &mut start.descr {
+        Descr::Coll(c) => {
+            let v7 = unsafe { &d.u.coll };
+            c.user_tag = v7.user_tag;
+            c.sym = v7.is_sym_coll != 0;
+        }
+        Descr::P2p(p) => p.user_tag = unsafe { d.u.p2p.user_tag },
+        Descr::CeColl(c) => c.user_tag = unsafe { d.u.ce_coll.user_tag },
+        _ => {}
+    }
+    Some(start)
 }
 
 // ---------------------------------------------------------------------------------------
@@ -767,9 +821,9 @@ unsafe extern "C" fn init_v4(
     unsafe { init_common(4, context, mask, comm, logfn) }
 }
 
-/// v5 and v6 share `init`'s signature (commId before the mask).
+/// v5 to v7 share `init`'s signature (commId before the mask).
 #[allow(clippy::too_many_arguments)]
-unsafe fn init_v56(
+unsafe fn init_v5_on(
     version: u8,
     context: *mut *mut c_void,
     comm_id: u64,
@@ -802,7 +856,7 @@ unsafe extern "C" fn init_v5(
     logfn: LogFn,
 ) -> NcclResult {
     unsafe {
-        init_v56(
+        init_v5_on(
             5, context, comm_id, mask, comm_name, n_nodes, nranks, rank, logfn,
         )
     }
@@ -820,8 +874,26 @@ unsafe extern "C" fn init_v6(
     logfn: LogFn,
 ) -> NcclResult {
     unsafe {
-        init_v56(
+        init_v5_on(
             6, context, comm_id, mask, comm_name, n_nodes, nranks, rank, logfn,
+        )
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+unsafe extern "C" fn init_v7(
+    context: *mut *mut c_void,
+    comm_id: u64,
+    mask: *mut c_int,
+    comm_name: *const c_char,
+    n_nodes: c_int,
+    nranks: c_int,
+    rank: c_int,
+    logfn: LogFn,
+) -> NcclResult {
+    unsafe {
+        init_v5_on(
+            7, context, comm_id, mask, comm_name, n_nodes, nranks, rank, logfn,
         )
     }
 }
@@ -856,6 +928,7 @@ start_fn!(start_v3, EventDescrV3, convert_v3);
 start_fn!(start_v4, EventDescrV4, convert_v4);
 start_fn!(start_v5, EventDescrV5, convert_v5);
 start_fn!(start_v6, EventDescrV6, convert_v6);
+start_fn!(start_v7, EventDescrV7, convert_v7);
 
 const NAME: &CStr = c"Flare";
 
@@ -903,6 +976,14 @@ pub(crate) const V6: ProfilerV6 = ProfilerV6 {
     name: NAME.as_ptr(),
     init: init_v6,
     start_event: start_v6,
+    stop_event,
+    record_event_state: record_v4,
+    finalize,
+};
+pub(crate) const V7: ProfilerV7 = ProfilerV7 {
+    name: NAME.as_ptr(),
+    init: init_v7,
+    start_event: start_v7,
     stop_event,
     record_event_state: record_v4,
     finalize,

@@ -27,6 +27,10 @@ const COUNT: usize = 1 << 20;
 const N_STEPS: i32 = 4;
 const CHUNK: i32 = 4096;
 const GPU_T0: u64 = 1_000_000_000;
+/// The user tag v7 callers give every call in the test.
+const USER_TAG: u64 = 0x7A6;
+/// Kernel phases per channel (v7): initial sync, compute, final sync, each 100 ns.
+const PHASES: u8 = 3;
 
 // ---------------------------------------------------------------------------------------
 // Locating the built libraries.
@@ -103,6 +107,7 @@ enum Ev {
     CeColl { seq: u64 },
     CeSync,
     CeBatch,
+    KernelPhase { phase: u8, timer: u64 },
 }
 
 impl Ev {
@@ -123,6 +128,7 @@ impl Ev {
             Ev::CeColl { .. } => event::CE_COLL,
             Ev::CeSync => event::CE_SYNC,
             Ev::CeBatch => event::CE_BATCH,
+            Ev::KernelPhase { .. } => event::KERNEL_PHASE,
         }
     }
 }
@@ -231,7 +237,9 @@ fn args_v4(a: Option<Args>, state: c_int) -> Option<StateArgsV4> {
                 appended_proxy_ops: a.appended,
             }
         }
-        state::KERNEL_CH_STOP => s.kernel_ch = KernelChStateArgs { p_timer: a.timer },
+        state::KERNEL_CH_STOP | state::KERNEL_PHASE_STOP => {
+            s.kernel_ch = KernelChStateArgs { p_timer: a.timer }
+        }
         _ => {
             s.proxy_step = ProxyStepStateArgs {
                 trans_size: a.trans_size,
@@ -269,6 +277,7 @@ struct V3(&'static ProfilerV3);
 struct V4(&'static ProfilerV4);
 struct V5(&'static ProfilerV5);
 struct V6(&'static ProfilerV6);
+struct V7(&'static ProfilerV7);
 
 impl Driver for V1 {
     driver_common!(1, args_v1);
@@ -632,71 +641,199 @@ impl Driver for V5 {
     }
 }
 
-impl Driver for V6 {
-    driver_common!(6, args_v4);
-    unsafe fn init(&self, ctx: *mut *mut c_void, mask: *mut c_int, logfn: LogFn) -> NcclResult {
-        unsafe {
-            (self.0.init)(
-                ctx,
-                HASH,
-                mask,
-                COMM_NAME.as_ptr(),
-                NNODES,
-                NRANKS,
-                COMM_RANK,
-                logfn,
-            )
+/// The v6 descriptor NCCL would fill for `ev`.
+fn descr_v6(ev: Ev, parent: *mut c_void, group: *mut c_void) -> EventDescrV6 {
+    let mut d: EventDescrV6 = zeroed();
+    d.type_ = ev.bit();
+    d.parent_obj = parent;
+    d.rank = COMM_RANK;
+    match ev {
+        Ev::CeColl { seq } => {
+            d.u.ce_coll = CeCollDescr {
+                seq_number: seq,
+                func: c"AllGather".as_ptr(),
+                send_buff: std::ptr::null(),
+                recv_buff: std::ptr::null_mut(),
+                count: COUNT,
+                root: 0,
+                datatype: c"ncclBfloat16".as_ptr(),
+                sync_strategy: c"mc".as_ptr(),
+                intra_batch_sync: 1,
+                batch_size: 4,
+                num_batches: 2,
+                ce_seq_num: 9,
+                stream: std::ptr::null_mut(),
+            }
         }
-    }
-    unsafe fn start_raw(
-        &self,
-        ctx: *mut c_void,
-        ev: Ev,
-        parent: *mut c_void,
-        group: *mut c_void,
-    ) -> (NcclResult, *mut c_void) {
-        let mut d: EventDescrV6 = zeroed();
-        d.type_ = ev.bit();
-        d.parent_obj = parent;
-        d.rank = COMM_RANK;
-        match ev {
-            Ev::CeColl { seq } => {
-                d.u.ce_coll = CeCollDescr {
-                    seq_number: seq,
-                    func: c"AllGather".as_ptr(),
-                    send_buff: std::ptr::null(),
-                    recv_buff: std::ptr::null_mut(),
-                    count: COUNT,
-                    root: 0,
-                    datatype: c"ncclBfloat16".as_ptr(),
-                    sync_strategy: c"mc".as_ptr(),
-                    intra_batch_sync: 1,
-                    batch_size: 4,
-                    num_batches: 2,
-                    ce_seq_num: 9,
-                    stream: std::ptr::null_mut(),
-                }
+        Ev::CeSync => {
+            d.u.ce_coll_sync = CeSyncDescr {
+                is_complete: 1,
+                n_ranks: NRANKS,
             }
-            Ev::CeSync => {
-                d.u.ce_coll_sync = CeSyncDescr {
-                    is_complete: 1,
-                    n_ranks: NRANKS,
-                }
-            }
-            Ev::CeBatch => {
-                d.u.ce_coll_batch = CeBatchDescr {
-                    num_ops: 3,
-                    total_bytes: 3 * COUNT * 2,
-                    use_intra_sync: 0,
-                }
-            }
-            _ => fill_v5_like!(d, ev, group),
         }
-        let mut h = std::ptr::dangling_mut::<c_void>();
-        let r = unsafe { (self.0.start_event)(ctx, &mut h, &mut d) };
-        (r, h)
+        Ev::CeBatch => {
+            d.u.ce_coll_batch = CeBatchDescr {
+                num_ops: 3,
+                total_bytes: 3 * COUNT * 2,
+                use_intra_sync: 0,
+            }
+        }
+        _ => fill_v5_like!(d, ev, group),
     }
+    d
 }
+
+/// The v7 descriptor: v6's, with the user tag on every operation, the operations' new
+/// members, and kernel phases. The members v7 leaves as in v6 are copied byte for byte
+/// (same types at the same offsets).
+fn descr_v7(ev: Ev, parent: *mut c_void, group: *mut c_void) -> EventDescrV7 {
+    let v6 = descr_v6(ev, parent, group);
+    let mut d: EventDescrV7 = zeroed();
+    d.type_ = v6.type_;
+    d.parent_obj = v6.parent_obj;
+    d.rank = v6.rank;
+    // SAFETY: both unions are plain data; v6's is the smaller.
+    unsafe {
+        std::ptr::copy_nonoverlapping(
+            &v6.u as *const DescrUnionV6 as *const u8,
+            &mut d.u as *mut DescrUnionV7 as *mut u8,
+            size_of::<DescrUnionV6>(),
+        )
+    };
+    // SAFETY (union reads): the member `ev` filled.
+    unsafe {
+        match ev {
+            Ev::CollApi => {
+                let c = v6.u.coll_api;
+                d.u.coll_api = CollApiDescrV7 {
+                    func: c.func,
+                    count: c.count,
+                    datatype: c.datatype,
+                    root: c.root,
+                    stream: c.stream,
+                    graph_captured: c.graph_captured,
+                    user_tag: USER_TAG,
+                }
+            }
+            Ev::P2pApi { .. } => {
+                let p = v6.u.p2p_api;
+                d.u.p2p_api = P2pApiDescrV7 {
+                    func: p.func,
+                    count: p.count,
+                    datatype: p.datatype,
+                    stream: p.stream,
+                    graph_captured: p.graph_captured,
+                    user_tag: USER_TAG,
+                }
+            }
+            Ev::Coll { .. } => {
+                let c = v6.u.coll;
+                d.u.coll = CollDescrV7 {
+                    seq_number: c.seq_number,
+                    func: c.func,
+                    send_buff: c.send_buff,
+                    recv_buff: c.recv_buff,
+                    count: c.count,
+                    root: c.root,
+                    datatype: c.datatype,
+                    n_channels: c.n_channels,
+                    n_warps: c.n_warps,
+                    algo: c.algo,
+                    proto: c.proto,
+                    parent_group: c.parent_group,
+                    kernel_variant: c"AllReduce_Sum_f32_RING_SIMPLE".as_ptr(),
+                    is_sym_coll: 1,
+                    user_tag: USER_TAG,
+                }
+            }
+            Ev::P2p { .. } => {
+                let p = v6.u.p2p;
+                d.u.p2p = P2pDescrV7 {
+                    func: p.func,
+                    buff: p.buff,
+                    datatype: p.datatype,
+                    count: p.count,
+                    peer: p.peer,
+                    n_channels: p.n_channels,
+                    parent_group: p.parent_group,
+                    user_tag: USER_TAG,
+                }
+            }
+            Ev::CeColl { .. } => {
+                let c = v6.u.ce_coll;
+                d.u.ce_coll = CeCollDescrV7 {
+                    seq_number: c.seq_number,
+                    func: c.func,
+                    send_buff: c.send_buff,
+                    recv_buff: c.recv_buff,
+                    count: c.count,
+                    root: c.root,
+                    datatype: c.datatype,
+                    sync_strategy: c.sync_strategy,
+                    intra_batch_sync: c.intra_batch_sync,
+                    batch_size: c.batch_size,
+                    num_batches: c.num_batches,
+                    ce_seq_num: c.ce_seq_num,
+                    stream: c.stream,
+                    user_tag: USER_TAG,
+                }
+            }
+            Ev::KernelPhase { phase, timer } => {
+                d.u.kernel_phase = KernelPhaseDescr {
+                    channel_id: 2,
+                    phase_id: phase,
+                    phase_name: [c"initial_sync", c"compute", c"final_sync"][phase as usize]
+                        .as_ptr(),
+                    p_timer: timer,
+                }
+            }
+            _ => {}
+        }
+    }
+    d
+}
+
+macro_rules! driver_v5_on {
+    ($ty:ident, $ver:expr, $descr:ident) => {
+        impl Driver for $ty {
+            driver_common!($ver, args_v4);
+            unsafe fn init(
+                &self,
+                ctx: *mut *mut c_void,
+                mask: *mut c_int,
+                logfn: LogFn,
+            ) -> NcclResult {
+                unsafe {
+                    (self.0.init)(
+                        ctx,
+                        HASH,
+                        mask,
+                        COMM_NAME.as_ptr(),
+                        NNODES,
+                        NRANKS,
+                        COMM_RANK,
+                        logfn,
+                    )
+                }
+            }
+            unsafe fn start_raw(
+                &self,
+                ctx: *mut c_void,
+                ev: Ev,
+                parent: *mut c_void,
+                group: *mut c_void,
+            ) -> (NcclResult, *mut c_void) {
+                let mut d = $descr(ev, parent, group);
+                let mut h = std::ptr::dangling_mut::<c_void>();
+                let r = unsafe { (self.0.start_event)(ctx, &mut h, &mut d) };
+                (r, h)
+            }
+        }
+    };
+}
+
+driver_v5_on!(V6, 6, descr_v6);
+driver_v5_on!(V7, 7, descr_v7);
 
 fn driver(lib: *mut c_void, version: u8) -> Box<dyn Driver> {
     let sym = dlsym(lib, &format!("ncclProfiler_v{version}"));
@@ -708,7 +845,8 @@ fn driver(lib: *mut c_void, version: u8) -> Box<dyn Driver> {
             3 => Box::new(V3(&*(sym as *const ProfilerV3))),
             4 => Box::new(V4(&*(sym as *const ProfilerV4))),
             5 => Box::new(V5(&*(sym as *const ProfilerV5))),
-            _ => Box::new(V6(&*(sym as *const ProfilerV6))),
+            6 => Box::new(V6(&*(sym as *const ProfilerV6))),
+            _ => Box::new(V7(&*(sym as *const ProfilerV7))),
         }
     }
 }
@@ -931,6 +1069,28 @@ fn drive_full(d: &dyn Driver, ctx: *mut c_void) {
             );
         }
         d.end(op);
+        // v7: the kernel's phases on this channel, read from the GPU after it ran.
+        for phase in 0..PHASES {
+            let start = timer + 100 * phase as u64;
+            let h = d.start(
+                ctx,
+                Ev::KernelPhase {
+                    phase,
+                    timer: start,
+                },
+                kch,
+                null,
+            );
+            d.state(
+                h,
+                state::KERNEL_PHASE_STOP,
+                Some(Args {
+                    timer: start + 100,
+                    ..Args::default()
+                }),
+            );
+            d.end(h);
+        }
         if v >= 4 {
             d.state(
                 kch,
@@ -1442,8 +1602,10 @@ fn check_full(version: u8, run: &Run, expect_mask: u64) {
             .expect("detail instant");
         assert_eq!(detail.flags, FLAG_NCCL | FLAG_DETAIL | t(event::COLL));
         assert_eq!(tr.name(NameId(detail.name)), "RING/SIMPLE");
-        assert_eq!(detail.a & 0xFFFF_FFFF, 4 | 8 << 8 | 7 << 16);
+        let sym = if v >= 7 { 1 << 24 } else { 0 };
+        assert_eq!(detail.a & 0xFFFF_FFFF, 4 | 8 << 8 | 7 << 16 | sym);
         assert_eq!(detail.b, COUNT as u64);
+        assert_eq!(detail.c, if v >= 7 { USER_TAG } else { 0 }, "user tag");
     }
 
     // Point-to-point: numbered per peer and direction.
@@ -1467,6 +1629,7 @@ fn check_full(version: u8, run: &Run, expect_mask: u64) {
         .unwrap();
     assert_eq!(tr.name(NameId(peer_detail.name)), "nccl:p2p");
     assert_eq!(peer_detail.a >> 32, 1, "peer");
+    assert_eq!(peer_detail.c, if v >= 7 { USER_TAG } else { 0 }, "user tag");
 
     // Proxy ops: one per transfer plus the PXN one, children of their task.
     let ops = tr.of_type(event::PROXY_OP);
@@ -1565,6 +1728,33 @@ fn check_full(version: u8, run: &Run, expect_mask: u64) {
         assert!(kch.is_empty() && nets.is_empty());
     }
 
+    // Kernel phases (v7): three per channel, under it, each with its GPU start and stop.
+    let phases = tr.of_type(event::KERNEL_PHASE);
+    if v >= 7 {
+        assert_eq!(phases.len() as u64, (NCOLL + 2) * PHASES as u64);
+        let names = ["nccl:initial_sync", "nccl:compute", "nccl:final_sync"];
+        for (i, s) in phases.iter().enumerate() {
+            let phase = i % PHASES as usize;
+            assert_eq!(tr.name(s.name), names[phase]);
+            assert_eq!(tr.parent_type(s), Some(t(event::KERNEL_CH)));
+            assert_eq!(s.args.seq, 2, "channel");
+            assert_eq!(s.args.group_size, phase as u32, "phase id");
+            let j = i as u64 / PHASES as u64;
+            let k = if j < NCOLL { j } else { 100 + (j - NCOLL) };
+            let start = GPU_T0 + k * 1000 + 100 * phase as u64;
+            assert_eq!(s.args.amount, start);
+            assert_eq!(tr.states(s.async_id), vec![(31, start + 100, 0)]);
+            let end = tr
+                .events
+                .iter()
+                .find(|e| e.id == s.async_id && e.tag == Tag::AsyncEnd as u8)
+                .unwrap();
+            assert_eq!(end.a, start + 100);
+        }
+    } else {
+        assert!(phases.is_empty());
+    }
+
     // The proxy control loop.
     let ctrl = tr.of_type(event::PROXY_CTRL);
     assert_eq!(ctrl.len(), 1);
@@ -1635,7 +1825,7 @@ fn check_full(version: u8, run: &Run, expect_mask: u64) {
 #[test]
 fn every_api_version_records_nccls_events_with_names_sizes_and_hierarchy() {
     plugin_path();
-    for version in 1..=6u8 {
+    for version in 1..=7u8 {
         let run = run_child("full", version, &[("NCCL_PROFILE_EVENT_MASK", "all")]);
         check_full(version, &run, mask::supported(version));
         if version >= 4 {
@@ -1652,7 +1842,7 @@ fn every_api_version_records_nccls_events_with_names_sizes_and_hierarchy() {
 
 #[test]
 fn masked_out_event_types_are_not_recorded() {
-    for version in [1u8, 4, 6] {
+    for version in [1u8, 4, 6, 7] {
         let run = run_child(
             "masked",
             version,
@@ -1675,6 +1865,7 @@ fn masked_out_event_types_are_not_recorded() {
             event::COLL_API,
             event::KERNEL_LAUNCH,
             event::CE_COLL,
+            event::KERNEL_PHASE,
         ] {
             assert!(
                 tr.of_type(bit).is_empty(),
@@ -1691,11 +1882,15 @@ fn masked_out_event_types_are_not_recorded() {
 
 #[test]
 fn the_default_mask_is_used_without_variables() {
-    let run = run_child("full", 6, &[]);
+    let run = run_child("full", 7, &[]);
     assert_eq!(run.reports["mask"], mask::DEFAULT_MASK.to_string());
     let tr = Trace::read(&run.dump);
     assert_eq!(tr.of_type(event::COLL).len() as u64, NCOLL);
     assert_eq!(tr.of_type(event::KERNEL_CH).len() as u64, NCOLL + 2);
+    assert_eq!(
+        tr.of_type(event::KERNEL_PHASE).len() as u64,
+        (NCOLL + 2) * PHASES as u64
+    );
     assert!(tr.of_type(event::PROXY_STEP).is_empty());
 }
 
@@ -1782,7 +1977,7 @@ fn the_plugin_speaks_the_c_abi_version_libflare_implements() {
 #[test]
 fn the_library_exports_every_version_under_nccls_names() {
     let lib = dlopen(&plugin_path(), libc::RTLD_NOW | libc::RTLD_LOCAL);
-    for v in 1..=6 {
+    for v in 1..=7 {
         let table = dlsym(lib, &format!("ncclProfiler_v{v}"));
         // SAFETY: every table starts with `const char* name`.
         let name = unsafe { CStr::from_ptr(*(table as *const *const c_char)) };

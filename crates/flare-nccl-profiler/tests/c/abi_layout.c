@@ -1,5 +1,5 @@
 /*
- * Prints the size and offset of every member of NCCL's profiler plugin types (v1 to v6),
+ * Prints the size and offset of every member of NCCL's profiler plugin types (v1 to v7),
  * compiled against NCCL's own headers: tests/abi_layout.rs compares the output with the
  * Rust definitions in src/abi.rs. Build: cc -I <nccl>/plugins/profiler/example/nccl.
  * Every key here has its twin in tests/support/abi_table.rs; keep the two in step.
@@ -373,5 +373,111 @@ int main(void) {
   P("ncclProfiler_v6_t.stopEvent", offsetof(ncclProfiler_v6_t, stopEvent));
   P("ncclProfiler_v6_t.recordEventState", offsetof(ncclProfiler_v6_t, recordEventState));
   P("ncclProfiler_v6_t.finalize", offsetof(ncclProfiler_v6_t, finalize));
+  /* v7 is in NCCL after 2.30: printed only where the headers have it. */
+#ifdef PROFILER_V7_H_
+  P("sizeof ncclProfilerEventDescr_v7_t", sizeof(ncclProfilerEventDescr_v7_t));
+  P("ncclProfilerEventDescr_v7_t.type", offsetof(ncclProfilerEventDescr_v7_t, type));
+  P("ncclProfilerEventDescr_v7_t.parentObj", offsetof(ncclProfilerEventDescr_v7_t, parentObj));
+  P("ncclProfilerEventDescr_v7_t.rank", offsetof(ncclProfilerEventDescr_v7_t, rank));
+  P("sizeof ncclProfilerEventDescr_v7_t.groupApi", sizeof(((ncclProfilerEventDescr_v7_t*)0)->groupApi));
+  P("ncclProfilerEventDescr_v7_t.groupApi.graphCaptured", offsetof(ncclProfilerEventDescr_v7_t, groupApi.graphCaptured));
+  P("ncclProfilerEventDescr_v7_t.groupApi.groupDepth", offsetof(ncclProfilerEventDescr_v7_t, groupApi.groupDepth));
+  P("sizeof ncclProfilerEventDescr_v7_t.collApi", sizeof(((ncclProfilerEventDescr_v7_t*)0)->collApi));
+  P("ncclProfilerEventDescr_v7_t.collApi.func", offsetof(ncclProfilerEventDescr_v7_t, collApi.func));
+  P("ncclProfilerEventDescr_v7_t.collApi.count", offsetof(ncclProfilerEventDescr_v7_t, collApi.count));
+  P("ncclProfilerEventDescr_v7_t.collApi.datatype", offsetof(ncclProfilerEventDescr_v7_t, collApi.datatype));
+  P("ncclProfilerEventDescr_v7_t.collApi.root", offsetof(ncclProfilerEventDescr_v7_t, collApi.root));
+  P("ncclProfilerEventDescr_v7_t.collApi.stream", offsetof(ncclProfilerEventDescr_v7_t, collApi.stream));
+  P("ncclProfilerEventDescr_v7_t.collApi.graphCaptured", offsetof(ncclProfilerEventDescr_v7_t, collApi.graphCaptured));
+  P("ncclProfilerEventDescr_v7_t.collApi.userTag", offsetof(ncclProfilerEventDescr_v7_t, collApi.userTag));
+  P("sizeof ncclProfilerEventDescr_v7_t.p2pApi", sizeof(((ncclProfilerEventDescr_v7_t*)0)->p2pApi));
+  P("ncclProfilerEventDescr_v7_t.p2pApi.func", offsetof(ncclProfilerEventDescr_v7_t, p2pApi.func));
+  P("ncclProfilerEventDescr_v7_t.p2pApi.count", offsetof(ncclProfilerEventDescr_v7_t, p2pApi.count));
+  P("ncclProfilerEventDescr_v7_t.p2pApi.datatype", offsetof(ncclProfilerEventDescr_v7_t, p2pApi.datatype));
+  P("ncclProfilerEventDescr_v7_t.p2pApi.stream", offsetof(ncclProfilerEventDescr_v7_t, p2pApi.stream));
+  P("ncclProfilerEventDescr_v7_t.p2pApi.graphCaptured", offsetof(ncclProfilerEventDescr_v7_t, p2pApi.graphCaptured));
+  P("ncclProfilerEventDescr_v7_t.p2pApi.userTag", offsetof(ncclProfilerEventDescr_v7_t, p2pApi.userTag));
+  P("sizeof ncclProfilerEventDescr_v7_t.kernelLaunch", sizeof(((ncclProfilerEventDescr_v7_t*)0)->kernelLaunch));
+  P("ncclProfilerEventDescr_v7_t.kernelLaunch.stream", offsetof(ncclProfilerEventDescr_v7_t, kernelLaunch.stream));
+  P("sizeof ncclProfilerEventDescr_v7_t.coll", sizeof(((ncclProfilerEventDescr_v7_t*)0)->coll));
+  P("ncclProfilerEventDescr_v7_t.coll.seqNumber", offsetof(ncclProfilerEventDescr_v7_t, coll.seqNumber));
+  P("ncclProfilerEventDescr_v7_t.coll.func", offsetof(ncclProfilerEventDescr_v7_t, coll.func));
+  P("ncclProfilerEventDescr_v7_t.coll.sendBuff", offsetof(ncclProfilerEventDescr_v7_t, coll.sendBuff));
+  P("ncclProfilerEventDescr_v7_t.coll.recvBuff", offsetof(ncclProfilerEventDescr_v7_t, coll.recvBuff));
+  P("ncclProfilerEventDescr_v7_t.coll.count", offsetof(ncclProfilerEventDescr_v7_t, coll.count));
+  P("ncclProfilerEventDescr_v7_t.coll.root", offsetof(ncclProfilerEventDescr_v7_t, coll.root));
+  P("ncclProfilerEventDescr_v7_t.coll.datatype", offsetof(ncclProfilerEventDescr_v7_t, coll.datatype));
+  P("ncclProfilerEventDescr_v7_t.coll.nChannels", offsetof(ncclProfilerEventDescr_v7_t, coll.nChannels));
+  P("ncclProfilerEventDescr_v7_t.coll.nWarps", offsetof(ncclProfilerEventDescr_v7_t, coll.nWarps));
+  P("ncclProfilerEventDescr_v7_t.coll.algo", offsetof(ncclProfilerEventDescr_v7_t, coll.algo));
+  P("ncclProfilerEventDescr_v7_t.coll.proto", offsetof(ncclProfilerEventDescr_v7_t, coll.proto));
+  P("ncclProfilerEventDescr_v7_t.coll.parentGroup", offsetof(ncclProfilerEventDescr_v7_t, coll.parentGroup));
+  P("ncclProfilerEventDescr_v7_t.coll.kernelVariant", offsetof(ncclProfilerEventDescr_v7_t, coll.kernelVariant));
+  P("ncclProfilerEventDescr_v7_t.coll.isSymColl", offsetof(ncclProfilerEventDescr_v7_t, coll.isSymColl));
+  P("ncclProfilerEventDescr_v7_t.coll.userTag", offsetof(ncclProfilerEventDescr_v7_t, coll.userTag));
+  P("sizeof ncclProfilerEventDescr_v7_t.p2p", sizeof(((ncclProfilerEventDescr_v7_t*)0)->p2p));
+  P("ncclProfilerEventDescr_v7_t.p2p.func", offsetof(ncclProfilerEventDescr_v7_t, p2p.func));
+  P("ncclProfilerEventDescr_v7_t.p2p.buff", offsetof(ncclProfilerEventDescr_v7_t, p2p.buff));
+  P("ncclProfilerEventDescr_v7_t.p2p.datatype", offsetof(ncclProfilerEventDescr_v7_t, p2p.datatype));
+  P("ncclProfilerEventDescr_v7_t.p2p.count", offsetof(ncclProfilerEventDescr_v7_t, p2p.count));
+  P("ncclProfilerEventDescr_v7_t.p2p.peer", offsetof(ncclProfilerEventDescr_v7_t, p2p.peer));
+  P("ncclProfilerEventDescr_v7_t.p2p.nChannels", offsetof(ncclProfilerEventDescr_v7_t, p2p.nChannels));
+  P("ncclProfilerEventDescr_v7_t.p2p.parentGroup", offsetof(ncclProfilerEventDescr_v7_t, p2p.parentGroup));
+  P("ncclProfilerEventDescr_v7_t.p2p.userTag", offsetof(ncclProfilerEventDescr_v7_t, p2p.userTag));
+  P("sizeof ncclProfilerEventDescr_v7_t.proxyOp", sizeof(((ncclProfilerEventDescr_v7_t*)0)->proxyOp));
+  P("ncclProfilerEventDescr_v7_t.proxyOp.pid", offsetof(ncclProfilerEventDescr_v7_t, proxyOp.pid));
+  P("ncclProfilerEventDescr_v7_t.proxyOp.channelId", offsetof(ncclProfilerEventDescr_v7_t, proxyOp.channelId));
+  P("ncclProfilerEventDescr_v7_t.proxyOp.peer", offsetof(ncclProfilerEventDescr_v7_t, proxyOp.peer));
+  P("ncclProfilerEventDescr_v7_t.proxyOp.nSteps", offsetof(ncclProfilerEventDescr_v7_t, proxyOp.nSteps));
+  P("ncclProfilerEventDescr_v7_t.proxyOp.chunkSize", offsetof(ncclProfilerEventDescr_v7_t, proxyOp.chunkSize));
+  P("ncclProfilerEventDescr_v7_t.proxyOp.isSend", offsetof(ncclProfilerEventDescr_v7_t, proxyOp.isSend));
+  P("sizeof ncclProfilerEventDescr_v7_t.proxyStep", sizeof(((ncclProfilerEventDescr_v7_t*)0)->proxyStep));
+  P("ncclProfilerEventDescr_v7_t.proxyStep.step", offsetof(ncclProfilerEventDescr_v7_t, proxyStep.step));
+  P("sizeof ncclProfilerEventDescr_v7_t.kernelCh", sizeof(((ncclProfilerEventDescr_v7_t*)0)->kernelCh));
+  P("ncclProfilerEventDescr_v7_t.kernelCh.channelId", offsetof(ncclProfilerEventDescr_v7_t, kernelCh.channelId));
+  P("ncclProfilerEventDescr_v7_t.kernelCh.pTimer", offsetof(ncclProfilerEventDescr_v7_t, kernelCh.pTimer));
+  P("sizeof ncclProfilerEventDescr_v7_t.netPlugin", sizeof(((ncclProfilerEventDescr_v7_t*)0)->netPlugin));
+  P("ncclProfilerEventDescr_v7_t.netPlugin.id", offsetof(ncclProfilerEventDescr_v7_t, netPlugin.id));
+  P("ncclProfilerEventDescr_v7_t.netPlugin.data", offsetof(ncclProfilerEventDescr_v7_t, netPlugin.data));
+  P("sizeof ncclProfilerEventDescr_v7_t.ceColl", sizeof(((ncclProfilerEventDescr_v7_t*)0)->ceColl));
+  P("ncclProfilerEventDescr_v7_t.ceColl.seqNumber", offsetof(ncclProfilerEventDescr_v7_t, ceColl.seqNumber));
+  P("ncclProfilerEventDescr_v7_t.ceColl.func", offsetof(ncclProfilerEventDescr_v7_t, ceColl.func));
+  P("ncclProfilerEventDescr_v7_t.ceColl.sendBuff", offsetof(ncclProfilerEventDescr_v7_t, ceColl.sendBuff));
+  P("ncclProfilerEventDescr_v7_t.ceColl.recvBuff", offsetof(ncclProfilerEventDescr_v7_t, ceColl.recvBuff));
+  P("ncclProfilerEventDescr_v7_t.ceColl.count", offsetof(ncclProfilerEventDescr_v7_t, ceColl.count));
+  P("ncclProfilerEventDescr_v7_t.ceColl.root", offsetof(ncclProfilerEventDescr_v7_t, ceColl.root));
+  P("ncclProfilerEventDescr_v7_t.ceColl.datatype", offsetof(ncclProfilerEventDescr_v7_t, ceColl.datatype));
+  P("ncclProfilerEventDescr_v7_t.ceColl.syncStrategy", offsetof(ncclProfilerEventDescr_v7_t, ceColl.syncStrategy));
+  P("ncclProfilerEventDescr_v7_t.ceColl.intraBatchSync", offsetof(ncclProfilerEventDescr_v7_t, ceColl.intraBatchSync));
+  P("ncclProfilerEventDescr_v7_t.ceColl.batchSize", offsetof(ncclProfilerEventDescr_v7_t, ceColl.batchSize));
+  P("ncclProfilerEventDescr_v7_t.ceColl.numBatches", offsetof(ncclProfilerEventDescr_v7_t, ceColl.numBatches));
+  P("ncclProfilerEventDescr_v7_t.ceColl.ceSeqNum", offsetof(ncclProfilerEventDescr_v7_t, ceColl.ceSeqNum));
+  P("ncclProfilerEventDescr_v7_t.ceColl.stream", offsetof(ncclProfilerEventDescr_v7_t, ceColl.stream));
+  P("ncclProfilerEventDescr_v7_t.ceColl.userTag", offsetof(ncclProfilerEventDescr_v7_t, ceColl.userTag));
+  P("sizeof ncclProfilerEventDescr_v7_t.ceCollSync", sizeof(((ncclProfilerEventDescr_v7_t*)0)->ceCollSync));
+  P("ncclProfilerEventDescr_v7_t.ceCollSync.isComplete", offsetof(ncclProfilerEventDescr_v7_t, ceCollSync.isComplete));
+  P("ncclProfilerEventDescr_v7_t.ceCollSync.nRanks", offsetof(ncclProfilerEventDescr_v7_t, ceCollSync.nRanks));
+  P("sizeof ncclProfilerEventDescr_v7_t.ceCollBatch", sizeof(((ncclProfilerEventDescr_v7_t*)0)->ceCollBatch));
+  P("ncclProfilerEventDescr_v7_t.ceCollBatch.numOps", offsetof(ncclProfilerEventDescr_v7_t, ceCollBatch.numOps));
+  P("ncclProfilerEventDescr_v7_t.ceCollBatch.totalBytes", offsetof(ncclProfilerEventDescr_v7_t, ceCollBatch.totalBytes));
+  P("ncclProfilerEventDescr_v7_t.ceCollBatch.useIntraSync", offsetof(ncclProfilerEventDescr_v7_t, ceCollBatch.useIntraSync));
+  P("sizeof ncclProfilerEventDescr_v7_t.kernelPhase", sizeof(((ncclProfilerEventDescr_v7_t*)0)->kernelPhase));
+  P("ncclProfilerEventDescr_v7_t.kernelPhase.channelId", offsetof(ncclProfilerEventDescr_v7_t, kernelPhase.channelId));
+  P("ncclProfilerEventDescr_v7_t.kernelPhase.phaseId", offsetof(ncclProfilerEventDescr_v7_t, kernelPhase.phaseId));
+  P("ncclProfilerEventDescr_v7_t.kernelPhase.phaseName", offsetof(ncclProfilerEventDescr_v7_t, kernelPhase.phaseName));
+  P("ncclProfilerEventDescr_v7_t.kernelPhase.pTimer", offsetof(ncclProfilerEventDescr_v7_t, kernelPhase.pTimer));
+  P("sizeof ncclProfilerEventStateArgs_v7_t", sizeof(ncclProfilerEventStateArgs_v7_t));
+  P("ncclProfilerEventStateArgs_v7_t.proxyStep.transSize", offsetof(ncclProfilerEventStateArgs_v7_t, proxyStep.transSize));
+  P("ncclProfilerEventStateArgs_v7_t.proxyCtrl.appendedProxyOps", offsetof(ncclProfilerEventStateArgs_v7_t, proxyCtrl.appendedProxyOps));
+  P("ncclProfilerEventStateArgs_v7_t.netPlugin.data", offsetof(ncclProfilerEventStateArgs_v7_t, netPlugin.data));
+  P("ncclProfilerEventStateArgs_v7_t.kernelCh.pTimer", offsetof(ncclProfilerEventStateArgs_v7_t, kernelCh.pTimer));
+  P("sizeof ncclProfiler_v7_t", sizeof(ncclProfiler_v7_t));
+  P("ncclProfiler_v7_t.name", offsetof(ncclProfiler_v7_t, name));
+  P("ncclProfiler_v7_t.init", offsetof(ncclProfiler_v7_t, init));
+  P("ncclProfiler_v7_t.startEvent", offsetof(ncclProfiler_v7_t, startEvent));
+  P("ncclProfiler_v7_t.stopEvent", offsetof(ncclProfiler_v7_t, stopEvent));
+  P("ncclProfiler_v7_t.recordEventState", offsetof(ncclProfiler_v7_t, recordEventState));
+  P("ncclProfiler_v7_t.finalize", offsetof(ncclProfiler_v7_t, finalize));
+#endif
   return 0;
 }

@@ -1390,3 +1390,412 @@ pub fn rust_layout() -> Vec<(&'static str, usize)> {
         ),
     ]
 }
+
+/// v7's keys (printed by the C side only where the headers have v7).
+pub fn rust_layout_v7() -> Vec<(&'static str, usize)> {
+    vec![
+        (
+            "sizeof ncclProfilerEventDescr_v7_t",
+            size_of::<EventDescrV7>(),
+        ),
+        (
+            "ncclProfilerEventDescr_v7_t.type",
+            offset_of!(EventDescrV7, type_),
+        ),
+        (
+            "ncclProfilerEventDescr_v7_t.parentObj",
+            offset_of!(EventDescrV7, parent_obj),
+        ),
+        (
+            "ncclProfilerEventDescr_v7_t.rank",
+            offset_of!(EventDescrV7, rank),
+        ),
+        (
+            "sizeof ncclProfilerEventDescr_v7_t.groupApi",
+            size_of::<GroupApiDescr>(),
+        ),
+        (
+            "ncclProfilerEventDescr_v7_t.groupApi.graphCaptured",
+            offset_of!(EventDescrV7, u) + offset_of!(GroupApiDescr, graph_captured),
+        ),
+        (
+            "ncclProfilerEventDescr_v7_t.groupApi.groupDepth",
+            offset_of!(EventDescrV7, u) + offset_of!(GroupApiDescr, group_depth),
+        ),
+        (
+            "sizeof ncclProfilerEventDescr_v7_t.collApi",
+            size_of::<CollApiDescrV7>(),
+        ),
+        (
+            "ncclProfilerEventDescr_v7_t.collApi.func",
+            offset_of!(EventDescrV7, u) + offset_of!(CollApiDescrV7, func),
+        ),
+        (
+            "ncclProfilerEventDescr_v7_t.collApi.count",
+            offset_of!(EventDescrV7, u) + offset_of!(CollApiDescrV7, count),
+        ),
+        (
+            "ncclProfilerEventDescr_v7_t.collApi.datatype",
+            offset_of!(EventDescrV7, u) + offset_of!(CollApiDescrV7, datatype),
+        ),
+        (
+            "ncclProfilerEventDescr_v7_t.collApi.root",
+            offset_of!(EventDescrV7, u) + offset_of!(CollApiDescrV7, root),
+        ),
+        (
+            "ncclProfilerEventDescr_v7_t.collApi.stream",
+            offset_of!(EventDescrV7, u) + offset_of!(CollApiDescrV7, stream),
+        ),
+        (
+            "ncclProfilerEventDescr_v7_t.collApi.graphCaptured",
+            offset_of!(EventDescrV7, u) + offset_of!(CollApiDescrV7, graph_captured),
+        ),
+        (
+            "ncclProfilerEventDescr_v7_t.collApi.userTag",
+            offset_of!(EventDescrV7, u) + offset_of!(CollApiDescrV7, user_tag),
+        ),
+        (
+            "sizeof ncclProfilerEventDescr_v7_t.p2pApi",
+            size_of::<P2pApiDescrV7>(),
+        ),
+        (
+            "ncclProfilerEventDescr_v7_t.p2pApi.func",
+            offset_of!(EventDescrV7, u) + offset_of!(P2pApiDescrV7, func),
+        ),
+        (
+            "ncclProfilerEventDescr_v7_t.p2pApi.count",
+            offset_of!(EventDescrV7, u) + offset_of!(P2pApiDescrV7, count),
+        ),
+        (
+            "ncclProfilerEventDescr_v7_t.p2pApi.datatype",
+            offset_of!(EventDescrV7, u) + offset_of!(P2pApiDescrV7, datatype),
+        ),
+        (
+            "ncclProfilerEventDescr_v7_t.p2pApi.stream",
+            offset_of!(EventDescrV7, u) + offset_of!(P2pApiDescrV7, stream),
+        ),
+        (
+            "ncclProfilerEventDescr_v7_t.p2pApi.graphCaptured",
+            offset_of!(EventDescrV7, u) + offset_of!(P2pApiDescrV7, graph_captured),
+        ),
+        (
+            "ncclProfilerEventDescr_v7_t.p2pApi.userTag",
+            offset_of!(EventDescrV7, u) + offset_of!(P2pApiDescrV7, user_tag),
+        ),
+        (
+            "sizeof ncclProfilerEventDescr_v7_t.kernelLaunch",
+            size_of::<KernelLaunchDescr>(),
+        ),
+        (
+            "ncclProfilerEventDescr_v7_t.kernelLaunch.stream",
+            offset_of!(EventDescrV7, u) + offset_of!(KernelLaunchDescr, stream),
+        ),
+        (
+            "sizeof ncclProfilerEventDescr_v7_t.coll",
+            size_of::<CollDescrV7>(),
+        ),
+        (
+            "ncclProfilerEventDescr_v7_t.coll.seqNumber",
+            offset_of!(EventDescrV7, u) + offset_of!(CollDescrV7, seq_number),
+        ),
+        (
+            "ncclProfilerEventDescr_v7_t.coll.func",
+            offset_of!(EventDescrV7, u) + offset_of!(CollDescrV7, func),
+        ),
+        (
+            "ncclProfilerEventDescr_v7_t.coll.sendBuff",
+            offset_of!(EventDescrV7, u) + offset_of!(CollDescrV7, send_buff),
+        ),
+        (
+            "ncclProfilerEventDescr_v7_t.coll.recvBuff",
+            offset_of!(EventDescrV7, u) + offset_of!(CollDescrV7, recv_buff),
+        ),
+        (
+            "ncclProfilerEventDescr_v7_t.coll.count",
+            offset_of!(EventDescrV7, u) + offset_of!(CollDescrV7, count),
+        ),
+        (
+            "ncclProfilerEventDescr_v7_t.coll.root",
+            offset_of!(EventDescrV7, u) + offset_of!(CollDescrV7, root),
+        ),
+        (
+            "ncclProfilerEventDescr_v7_t.coll.datatype",
+            offset_of!(EventDescrV7, u) + offset_of!(CollDescrV7, datatype),
+        ),
+        (
+            "ncclProfilerEventDescr_v7_t.coll.nChannels",
+            offset_of!(EventDescrV7, u) + offset_of!(CollDescrV7, n_channels),
+        ),
+        (
+            "ncclProfilerEventDescr_v7_t.coll.nWarps",
+            offset_of!(EventDescrV7, u) + offset_of!(CollDescrV7, n_warps),
+        ),
+        (
+            "ncclProfilerEventDescr_v7_t.coll.algo",
+            offset_of!(EventDescrV7, u) + offset_of!(CollDescrV7, algo),
+        ),
+        (
+            "ncclProfilerEventDescr_v7_t.coll.proto",
+            offset_of!(EventDescrV7, u) + offset_of!(CollDescrV7, proto),
+        ),
+        (
+            "ncclProfilerEventDescr_v7_t.coll.parentGroup",
+            offset_of!(EventDescrV7, u) + offset_of!(CollDescrV7, parent_group),
+        ),
+        (
+            "ncclProfilerEventDescr_v7_t.coll.kernelVariant",
+            offset_of!(EventDescrV7, u) + offset_of!(CollDescrV7, kernel_variant),
+        ),
+        (
+            "ncclProfilerEventDescr_v7_t.coll.isSymColl",
+            offset_of!(EventDescrV7, u) + offset_of!(CollDescrV7, is_sym_coll),
+        ),
+        (
+            "ncclProfilerEventDescr_v7_t.coll.userTag",
+            offset_of!(EventDescrV7, u) + offset_of!(CollDescrV7, user_tag),
+        ),
+        (
+            "sizeof ncclProfilerEventDescr_v7_t.p2p",
+            size_of::<P2pDescrV7>(),
+        ),
+        (
+            "ncclProfilerEventDescr_v7_t.p2p.func",
+            offset_of!(EventDescrV7, u) + offset_of!(P2pDescrV7, func),
+        ),
+        (
+            "ncclProfilerEventDescr_v7_t.p2p.buff",
+            offset_of!(EventDescrV7, u) + offset_of!(P2pDescrV7, buff),
+        ),
+        (
+            "ncclProfilerEventDescr_v7_t.p2p.datatype",
+            offset_of!(EventDescrV7, u) + offset_of!(P2pDescrV7, datatype),
+        ),
+        (
+            "ncclProfilerEventDescr_v7_t.p2p.count",
+            offset_of!(EventDescrV7, u) + offset_of!(P2pDescrV7, count),
+        ),
+        (
+            "ncclProfilerEventDescr_v7_t.p2p.peer",
+            offset_of!(EventDescrV7, u) + offset_of!(P2pDescrV7, peer),
+        ),
+        (
+            "ncclProfilerEventDescr_v7_t.p2p.nChannels",
+            offset_of!(EventDescrV7, u) + offset_of!(P2pDescrV7, n_channels),
+        ),
+        (
+            "ncclProfilerEventDescr_v7_t.p2p.parentGroup",
+            offset_of!(EventDescrV7, u) + offset_of!(P2pDescrV7, parent_group),
+        ),
+        (
+            "ncclProfilerEventDescr_v7_t.p2p.userTag",
+            offset_of!(EventDescrV7, u) + offset_of!(P2pDescrV7, user_tag),
+        ),
+        (
+            "sizeof ncclProfilerEventDescr_v7_t.proxyOp",
+            size_of::<ProxyOpDescr>(),
+        ),
+        (
+            "ncclProfilerEventDescr_v7_t.proxyOp.pid",
+            offset_of!(EventDescrV7, u) + offset_of!(ProxyOpDescr, pid),
+        ),
+        (
+            "ncclProfilerEventDescr_v7_t.proxyOp.channelId",
+            offset_of!(EventDescrV7, u) + offset_of!(ProxyOpDescr, channel_id),
+        ),
+        (
+            "ncclProfilerEventDescr_v7_t.proxyOp.peer",
+            offset_of!(EventDescrV7, u) + offset_of!(ProxyOpDescr, peer),
+        ),
+        (
+            "ncclProfilerEventDescr_v7_t.proxyOp.nSteps",
+            offset_of!(EventDescrV7, u) + offset_of!(ProxyOpDescr, n_steps),
+        ),
+        (
+            "ncclProfilerEventDescr_v7_t.proxyOp.chunkSize",
+            offset_of!(EventDescrV7, u) + offset_of!(ProxyOpDescr, chunk_size),
+        ),
+        (
+            "ncclProfilerEventDescr_v7_t.proxyOp.isSend",
+            offset_of!(EventDescrV7, u) + offset_of!(ProxyOpDescr, is_send),
+        ),
+        (
+            "sizeof ncclProfilerEventDescr_v7_t.proxyStep",
+            size_of::<ProxyStepDescr>(),
+        ),
+        (
+            "ncclProfilerEventDescr_v7_t.proxyStep.step",
+            offset_of!(EventDescrV7, u) + offset_of!(ProxyStepDescr, step),
+        ),
+        (
+            "sizeof ncclProfilerEventDescr_v7_t.kernelCh",
+            size_of::<KernelChDescrV4>(),
+        ),
+        (
+            "ncclProfilerEventDescr_v7_t.kernelCh.channelId",
+            offset_of!(EventDescrV7, u) + offset_of!(KernelChDescrV4, channel_id),
+        ),
+        (
+            "ncclProfilerEventDescr_v7_t.kernelCh.pTimer",
+            offset_of!(EventDescrV7, u) + offset_of!(KernelChDescrV4, p_timer),
+        ),
+        (
+            "sizeof ncclProfilerEventDescr_v7_t.netPlugin",
+            size_of::<NetPluginDescr>(),
+        ),
+        (
+            "ncclProfilerEventDescr_v7_t.netPlugin.id",
+            offset_of!(EventDescrV7, u) + offset_of!(NetPluginDescr, id),
+        ),
+        (
+            "ncclProfilerEventDescr_v7_t.netPlugin.data",
+            offset_of!(EventDescrV7, u) + offset_of!(NetPluginDescr, data),
+        ),
+        (
+            "sizeof ncclProfilerEventDescr_v7_t.ceColl",
+            size_of::<CeCollDescrV7>(),
+        ),
+        (
+            "ncclProfilerEventDescr_v7_t.ceColl.seqNumber",
+            offset_of!(EventDescrV7, u) + offset_of!(CeCollDescrV7, seq_number),
+        ),
+        (
+            "ncclProfilerEventDescr_v7_t.ceColl.func",
+            offset_of!(EventDescrV7, u) + offset_of!(CeCollDescrV7, func),
+        ),
+        (
+            "ncclProfilerEventDescr_v7_t.ceColl.sendBuff",
+            offset_of!(EventDescrV7, u) + offset_of!(CeCollDescrV7, send_buff),
+        ),
+        (
+            "ncclProfilerEventDescr_v7_t.ceColl.recvBuff",
+            offset_of!(EventDescrV7, u) + offset_of!(CeCollDescrV7, recv_buff),
+        ),
+        (
+            "ncclProfilerEventDescr_v7_t.ceColl.count",
+            offset_of!(EventDescrV7, u) + offset_of!(CeCollDescrV7, count),
+        ),
+        (
+            "ncclProfilerEventDescr_v7_t.ceColl.root",
+            offset_of!(EventDescrV7, u) + offset_of!(CeCollDescrV7, root),
+        ),
+        (
+            "ncclProfilerEventDescr_v7_t.ceColl.datatype",
+            offset_of!(EventDescrV7, u) + offset_of!(CeCollDescrV7, datatype),
+        ),
+        (
+            "ncclProfilerEventDescr_v7_t.ceColl.syncStrategy",
+            offset_of!(EventDescrV7, u) + offset_of!(CeCollDescrV7, sync_strategy),
+        ),
+        (
+            "ncclProfilerEventDescr_v7_t.ceColl.intraBatchSync",
+            offset_of!(EventDescrV7, u) + offset_of!(CeCollDescrV7, intra_batch_sync),
+        ),
+        (
+            "ncclProfilerEventDescr_v7_t.ceColl.batchSize",
+            offset_of!(EventDescrV7, u) + offset_of!(CeCollDescrV7, batch_size),
+        ),
+        (
+            "ncclProfilerEventDescr_v7_t.ceColl.numBatches",
+            offset_of!(EventDescrV7, u) + offset_of!(CeCollDescrV7, num_batches),
+        ),
+        (
+            "ncclProfilerEventDescr_v7_t.ceColl.ceSeqNum",
+            offset_of!(EventDescrV7, u) + offset_of!(CeCollDescrV7, ce_seq_num),
+        ),
+        (
+            "ncclProfilerEventDescr_v7_t.ceColl.stream",
+            offset_of!(EventDescrV7, u) + offset_of!(CeCollDescrV7, stream),
+        ),
+        (
+            "ncclProfilerEventDescr_v7_t.ceColl.userTag",
+            offset_of!(EventDescrV7, u) + offset_of!(CeCollDescrV7, user_tag),
+        ),
+        (
+            "sizeof ncclProfilerEventDescr_v7_t.ceCollSync",
+            size_of::<CeSyncDescr>(),
+        ),
+        (
+            "ncclProfilerEventDescr_v7_t.ceCollSync.isComplete",
+            offset_of!(EventDescrV7, u) + offset_of!(CeSyncDescr, is_complete),
+        ),
+        (
+            "ncclProfilerEventDescr_v7_t.ceCollSync.nRanks",
+            offset_of!(EventDescrV7, u) + offset_of!(CeSyncDescr, n_ranks),
+        ),
+        (
+            "sizeof ncclProfilerEventDescr_v7_t.ceCollBatch",
+            size_of::<CeBatchDescr>(),
+        ),
+        (
+            "ncclProfilerEventDescr_v7_t.ceCollBatch.numOps",
+            offset_of!(EventDescrV7, u) + offset_of!(CeBatchDescr, num_ops),
+        ),
+        (
+            "ncclProfilerEventDescr_v7_t.ceCollBatch.totalBytes",
+            offset_of!(EventDescrV7, u) + offset_of!(CeBatchDescr, total_bytes),
+        ),
+        (
+            "ncclProfilerEventDescr_v7_t.ceCollBatch.useIntraSync",
+            offset_of!(EventDescrV7, u) + offset_of!(CeBatchDescr, use_intra_sync),
+        ),
+        (
+            "sizeof ncclProfilerEventDescr_v7_t.kernelPhase",
+            size_of::<KernelPhaseDescr>(),
+        ),
+        (
+            "ncclProfilerEventDescr_v7_t.kernelPhase.channelId",
+            offset_of!(EventDescrV7, u) + offset_of!(KernelPhaseDescr, channel_id),
+        ),
+        (
+            "ncclProfilerEventDescr_v7_t.kernelPhase.phaseId",
+            offset_of!(EventDescrV7, u) + offset_of!(KernelPhaseDescr, phase_id),
+        ),
+        (
+            "ncclProfilerEventDescr_v7_t.kernelPhase.phaseName",
+            offset_of!(EventDescrV7, u) + offset_of!(KernelPhaseDescr, phase_name),
+        ),
+        (
+            "ncclProfilerEventDescr_v7_t.kernelPhase.pTimer",
+            offset_of!(EventDescrV7, u) + offset_of!(KernelPhaseDescr, p_timer),
+        ),
+        (
+            "sizeof ncclProfilerEventStateArgs_v7_t",
+            size_of::<StateArgsV6>(),
+        ),
+        (
+            "ncclProfilerEventStateArgs_v7_t.proxyStep.transSize",
+            offset_of!(ProxyStepStateArgs, trans_size),
+        ),
+        (
+            "ncclProfilerEventStateArgs_v7_t.proxyCtrl.appendedProxyOps",
+            offset_of!(ProxyCtrlStateArgs, appended_proxy_ops),
+        ),
+        (
+            "ncclProfilerEventStateArgs_v7_t.netPlugin.data",
+            offset_of!(NetPluginStateArgs, data),
+        ),
+        (
+            "ncclProfilerEventStateArgs_v7_t.kernelCh.pTimer",
+            offset_of!(KernelChStateArgs, p_timer),
+        ),
+        ("sizeof ncclProfiler_v7_t", size_of::<ProfilerV7>()),
+        ("ncclProfiler_v7_t.name", offset_of!(ProfilerV7, name)),
+        ("ncclProfiler_v7_t.init", offset_of!(ProfilerV7, init)),
+        (
+            "ncclProfiler_v7_t.startEvent",
+            offset_of!(ProfilerV7, start_event),
+        ),
+        (
+            "ncclProfiler_v7_t.stopEvent",
+            offset_of!(ProfilerV7, stop_event),
+        ),
+        (
+            "ncclProfiler_v7_t.recordEventState",
+            offset_of!(ProfilerV7, record_event_state),
+        ),
+        (
+            "ncclProfiler_v7_t.finalize",
+            offset_of!(ProfilerV7, finalize),
+        ),
+    ]
+}
