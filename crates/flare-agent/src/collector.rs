@@ -478,6 +478,8 @@ impl Collector {
                 continue;
             }
             let gpu = s.uses_gpu();
+            // Transfers stopped at the window's end (or at the last drain, if earlier).
+            let stalled = s.stalled_links(win.end(w).min(s.observed_to));
             let i = &s.info;
             let job = jobs
                 .entry(i.job_id.clone())
@@ -486,7 +488,7 @@ impl Collector {
             job.1
                 .entry(i.rank)
                 .or_insert_with(|| RankParts::new(i.rank, i.local_rank, i.pid))
-                .absorb(rw, observed, s.dropped_total, i.pid, gpu);
+                .absorb(rw, observed, s.dropped_total, i.pid, gpu, stalled);
         }
         self.carry_ongoing_hangs(w);
         let mut hangs = take_due(&mut self.hangs, w);

@@ -23,6 +23,7 @@ mod config;
 mod error;
 mod logs;
 mod metrics;
+mod nccl;
 mod procfs;
 mod pusher;
 pub mod replay;

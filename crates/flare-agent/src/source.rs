@@ -1,10 +1,11 @@
 //! One traced process: its mapped tracer file, the span assembler fed from its rings, and
 //! its per-window accumulators.
 
+use crate::nccl::{Ended, NcclTracker};
 use crate::procfs;
 use crate::stacks::RingStack;
 use crate::window::{add_to, OpAcc, RankWindow, Windows};
-use flare_model::{HangRecord, IterationSample, PeerStacks};
+use flare_model::{HangRecord, IterationSample, PeerStacks, StalledLink};
 use flare_tracer::{Assembler, Item, NameId, OpenSpan, ProcessInfo, RingEvent, RingFile, Span};
 use std::collections::hash_map::Entry;
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -98,6 +99,8 @@ pub struct Source {
     gpu: Option<bool>,
     /// The last reading of its CPU time.
     cpu_last: Option<CpuReading>,
+    /// NCCL's transfers and kernels in flight (Flare's NCCL profiler plugin).
+    nccl: NcclTracker,
 }
 
 /// A reading of a process's CPU time and its main thread's run-queue wait.
@@ -129,6 +132,7 @@ impl Source {
             names: HashMap::new(),
             gpu: None,
             cpu_last: None,
+            nccl: NcclTracker::default(),
         }
     }
 
@@ -248,6 +252,11 @@ impl Source {
                     }
                 }
             }
+            if e.event.flags & flare_tracer::nccl::FLAG_NCCL != 0 {
+                if let Some(ended) = self.nccl.feed(&e.event, ts) {
+                    stats.late += self.add_nccl(ended, ctx, future);
+                }
+            }
             items.clear();
             self.asm.feed(e.ring, &e.event, &mut items);
             for item in items.drain(..) {
@@ -310,6 +319,43 @@ impl Source {
             // for free-form series (they would make its size unbounded).
             Item::Counter { .. } | Item::Instant { .. } => 0,
         }
+    }
+
+    /// Counts an NCCL transfer or kernel in the window it ended in; returns 1 when too late.
+    fn add_nccl(&mut self, ended: Ended, ctx: &PollCtx, future: u64) -> u64 {
+        let end = match &ended {
+            Ended::Link { end_unix, .. } | Ended::Kernel { end_unix, .. } => *end_unix,
+        };
+        let w = ctx.windows.index(end);
+        if end < ctx.horizon_unix || end > future || w < ctx.open_from {
+            return 1;
+        }
+        match ended {
+            Ended::Link {
+                key: (group, peer, send),
+                acc,
+                ..
+            } => {
+                let group = self.group_name(group);
+                let rw = self.windows.entry(w).or_default();
+                rw.links.entry((group, peer, send)).or_default().merge(&acc);
+            }
+            Ended::Kernel { group, acc, .. } => {
+                let group = self.group_name(group);
+                let rw = self.windows.entry(w).or_default();
+                rw.kernels.entry(group).or_default().merge(&acc);
+            }
+        }
+        0
+    }
+
+    /// NCCL transfers in flight without progress at `unix_ns`.
+    pub fn stalled_links(&mut self, unix_ns: u64) -> Vec<StalledLink> {
+        let file = self.file.as_ref();
+        let names = &mut self.names;
+        self.nccl.stalled(unix_ns, |id| {
+            (id != NameId::NONE).then(|| resolve(file, names, id))
+        })
     }
 
     fn record_span(&mut self, s: &Span, w: u64, cap: usize) {

@@ -1,7 +1,11 @@
 //! Per-rank, per-window accumulators and their conversion into the wire format.
 
+use crate::nccl::{KernelAcc, LinkAcc};
 use crate::stats::{IntervalUnion, Samples};
-use flare_model::{IterationSample, OpKind, OpStats, RankSummary};
+use flare_model::{
+    IterationSample, KernelStats, LinkStats, NcclProgress, OpKind, OpStats, RankSummary,
+    StalledLink,
+};
 use flare_tracer::NameId;
 use std::collections::HashMap;
 
@@ -172,7 +176,13 @@ pub struct RankWindow {
     pub cpu_ns: Option<u64>,
     /// Time its main thread waited for a CPU in the window, where `/proc` gave it.
     pub runqueue_ns: Option<u64>,
+    /// NCCL transfers per (communicator, peer, send) and kernels per communicator.
+    pub links: HashMap<NcclLinkKey, LinkAcc>,
+    pub kernels: HashMap<Option<String>, KernelAcc>,
 }
+
+/// A rank's NCCL transfers by communicator name, peer and direction (send: true).
+pub type NcclLinkKey = (Option<String>, u32, bool);
 
 impl RankWindow {
     pub fn is_empty(&self) -> bool {
@@ -202,6 +212,9 @@ pub struct RankParts {
     pub gpu: Option<bool>,
     pub cpu_ns: Option<u64>,
     pub runqueue_ns: Option<u64>,
+    pub links: HashMap<NcclLinkKey, LinkAcc>,
+    pub kernels: HashMap<Option<String>, KernelAcc>,
+    pub stalled: Vec<StalledLink>,
 }
 
 impl RankParts {
@@ -220,6 +233,9 @@ impl RankParts {
             gpu: None,
             cpu_ns: None,
             runqueue_ns: None,
+            links: HashMap::new(),
+            kernels: HashMap::new(),
+            stalled: Vec::new(),
         }
     }
 
@@ -231,7 +247,9 @@ impl RankParts {
         dropped_total: u64,
         pid: u32,
         gpu: Option<bool>,
+        stalled: Vec<StalledLink>,
     ) {
+        self.stalled.extend(stalled);
         // Any of its processes on a GPU puts the rank on one.
         self.gpu = match (self.gpu, gpu) {
             (Some(true), _) | (_, Some(true)) => Some(true),
@@ -251,6 +269,12 @@ impl RankParts {
         self.dropped_total += dropped_total;
         self.iterations.extend(w.iterations);
         self.ops.extend(w.ops.into_values());
+        for (k, l) in w.links {
+            self.links.entry(k).or_default().merge(&l);
+        }
+        for (k, acc) in w.kernels {
+            self.kernels.entry(k).or_default().merge(&acc);
+        }
         // The latest process of a rank names it.
         self.pid = self.pid.max(pid);
     }
@@ -278,6 +302,7 @@ impl RankParts {
         });
         self.iterations.sort_by_key(|i| (i.start_unix_ns, i.step));
         let observed_ns = self.observed.total();
+        let nccl = nccl_progress(self.links, self.kernels, self.stalled);
         RankSummary {
             rank: self.rank,
             local_rank: self.local_rank,
@@ -292,8 +317,36 @@ impl RankParts {
             gpu: self.gpu,
             cpu_ns: self.cpu_ns,
             runqueue_ns: self.runqueue_ns,
+            nccl,
         }
     }
+}
+
+/// The rank's NCCL progress in the summary's order (communicator, peer, direction), or
+/// none when the plugin recorded nothing.
+fn nccl_progress(
+    links: HashMap<NcclLinkKey, LinkAcc>,
+    kernels: HashMap<Option<String>, KernelAcc>,
+    stalled: Vec<StalledLink>,
+) -> Option<NcclProgress> {
+    if links.is_empty() && kernels.is_empty() && stalled.is_empty() {
+        return None;
+    }
+    let mut links: Vec<LinkStats> = links
+        .into_iter()
+        .map(|((group, peer, send), acc)| acc.finish(group, peer, send))
+        .collect();
+    links.sort_by(|a, b| (&a.group, a.peer, a.send).cmp(&(&b.group, b.peer, b.send)));
+    let mut kernels: Vec<KernelStats> = kernels
+        .into_iter()
+        .map(|(group, acc)| acc.finish(group))
+        .collect();
+    kernels.sort_by(|a, b| a.group.cmp(&b.group));
+    Some(NcclProgress {
+        links,
+        kernels,
+        stalled,
+    })
 }
 
 #[cfg(test)]

@@ -66,6 +66,7 @@ fn summary(window: u64, names: impl Fn(usize) -> String) -> WindowSummary {
                 gpu: None,
                 cpu_ns: None,
                 runqueue_ns: None,
+                nccl: None,
             },
             RankSummary {
                 rank: 1,
@@ -81,6 +82,7 @@ fn summary(window: u64, names: impl Fn(usize) -> String) -> WindowSummary {
                 gpu: None,
                 cpu_ns: None,
                 runqueue_ns: None,
+                nccl: None,
             },
         ],
         hangs: vec![HangRecord {

@@ -114,6 +114,7 @@ pub fn registry() -> Vec<Box<dyn Detector>> {
     vec![
         Box::new(detectors::hang::HangDetector),
         Box::new(detectors::watchdog::WatchdogDetector),
+        Box::new(detectors::in_collective::InCollectiveDetector),
         Box::new(detectors::iteration::IterationDetector),
         Box::new(detectors::slow_rank::SlowRankDetector),
         Box::new(detectors::graph::GraphDetector),

@@ -123,6 +123,98 @@ pub struct RankSummary {
     /// the CPU because other processes held its cores, not because it slept.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub runqueue_ns: Option<u64>,
+    /// Progress inside NCCL's collectives, where Flare's NCCL profiler plugin recorded it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nccl: Option<NcclProgress>,
+}
+
+/// What Flare's NCCL profiler plugin saw of a rank's collectives in a window: its
+/// transfers per peer (NCCL's proxy ops and, where recorded, their steps), its kernels'
+/// GPU time, and the transfers in flight that stopped progressing.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct NcclProgress {
+    /// One entry per (communicator, peer, direction), transfers that ended in the window.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub links: Vec<LinkStats>,
+    /// One entry per communicator: its kernels on the GPU's clock.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub kernels: Vec<KernelStats>,
+    /// Transfers in flight at the window's end with no progress for a while.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stalled: Vec<StalledLink>,
+}
+
+/// A rank's transfers with one peer in one direction over a window. Times are summed over
+/// the transfers (ns); the state split is there when proxy steps were recorded (`steps` >
+/// 0): sender: own GPU (its kernel had not filled the chunk), peer (no free slot at the
+/// receiver), network (on the wire until sent); receiver: peer (the chunk had not
+/// arrived), flush, own GPU (its kernel had not taken the chunk).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LinkStats {
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub group: Option<String>,
+    /// This rank's and the peer's ranks in the communicator.
+    pub self_rank: u32,
+    pub peer: u32,
+    pub send: bool,
+    /// Proxy ops (one per channel and operation) and their bytes.
+    pub ops: u64,
+    pub bytes: u64,
+    /// Their durations, summed.
+    pub op_ns: u64,
+    /// Steps whose states were timed.
+    #[serde(default)]
+    pub steps: u64,
+    #[serde(default)]
+    pub gpu_wait_ns: u64,
+    #[serde(default)]
+    pub peer_wait_ns: u64,
+    #[serde(default)]
+    pub network_ns: u64,
+    #[serde(default)]
+    pub flush_ns: u64,
+    /// The channel whose transfers took longest in total, and that time.
+    pub slowest_channel: u8,
+    pub slowest_channel_ns: u64,
+    /// Distinct channels used.
+    pub channels: u32,
+}
+
+/// A communicator's kernels on one rank over a window, timed on the GPU (NCCL's kernel
+/// channel events; v7 kernel phases split sync waits from work).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct KernelStats {
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub group: Option<String>,
+    /// Kernel channels timed, and their GPU time summed.
+    pub channels: u64,
+    pub gpu_ns: u64,
+    /// Phases (v7): time in the initial and final syncs (waiting for peers) and computing.
+    #[serde(default)]
+    pub sync_ns: u64,
+    #[serde(default)]
+    pub compute_ns: u64,
+}
+
+/// A transfer in flight at the end of a window that had not progressed for a while: where
+/// it stopped.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StalledLink {
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub group: Option<String>,
+    pub self_rank: u32,
+    pub peer: u32,
+    pub send: bool,
+    pub channel: u8,
+    /// The state of its latest step (`send_gpu_wait`, `send_peer_wait`, `send_network`,
+    /// `recv_peer_wait`, `recv_flush`, `recv_gpu_wait`), absent without proxy steps.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub state: Option<String>,
+    /// Steps finished and steps in the transfer.
+    pub steps_done: u32,
+    pub steps: u32,
+    /// Time since its last progress (ns).
+    pub stalled_ns: u64,
 }
 
 impl RankSummary {

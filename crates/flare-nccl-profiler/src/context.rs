@@ -7,7 +7,7 @@ use crate::names::{self, Names};
 use crate::pool::{pack_meta, unpack_meta, Pool, Slot};
 use crate::{FLAG_DETAIL, FLAG_NCCL, ID_TAG, TYPE_COMM, TYPE_DROPS};
 use flare_model::OpKind;
-use flare_tracer::{clock, Event, NameId, Tag};
+use flare_tracer::{clock, nccl, Event, NameId, Tag};
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::OnceLock;
@@ -451,7 +451,7 @@ impl Context {
                 OpKind::HostOther,
                 (n_steps.max(0) as u64).saturating_mul(chunk_size.max(0) as u64),
                 peer as u32,
-                (channel as u32) << 24 | (n_steps.clamp(0, 0xFF_FFFF) as u32),
+                nccl::ProxyOp::pack_c_hi(channel, is_send, n_steps.max(0) as u32),
             ),
             Descr::ProxyStep { step } => (n.proxy_step, OpKind::HostOther, 0, step as u32, 0),
             Descr::ProxyCtrl => (n.proxy_ctrl, OpKind::HostOther, 0, 0, 0),

@@ -32,7 +32,7 @@
 //! | Group | `nccl:group` | HostOther | 0 | 0 | nranks |
 //! | Coll | function (`AllReduce`) | its op kind | count x datatype size (bytes) | seqNumber | nranks |
 //! | P2p | `Send` / `Recv` | Send / Recv | bytes | number of the op per (peer, direction) | nranks |
-//! | ProxyOp | `nccl:proxy_send` / `nccl:proxy_recv` | HostOther | nSteps x chunkSize | peer | channel << 24 \| nSteps |
+//! | ProxyOp | `nccl:proxy_send` / `nccl:proxy_recv` | HostOther | nSteps x chunkSize | peer | channel << 24 \| send << 23 \| nSteps |
 //! | ProxyStep | `nccl:proxy_step` | HostOther | 0 | step | 0 |
 //! | ProxyCtrl | `nccl:proxy_ctrl` | HostOther | 0 | 0 | 0 |
 //! | KernelCh | `nccl:kernel_ch` | HostOther | GPU start timer (ns, v4+) | channel | 0 |
@@ -81,18 +81,7 @@ mod pool;
 
 pub use backend::FLARE_C_ABI_VERSION;
 
-/// Set on every event this plugin records.
-pub const FLAG_NCCL: u16 = 0x8000;
-/// Set on the detail `Instant` that follows a Coll, P2p or CeColl begin.
-pub const FLAG_DETAIL: u16 = 0x4000;
-/// The low byte of `flags`: the NCCL event type's bit index, or one of the `TYPE_*` below.
-pub const TYPE_MASK: u16 = 0x00FF;
-/// The communicator identity `Instant` recorded at init.
-pub const TYPE_COMM: u16 = 0x20;
-/// The dropped-events `Counter` recorded at finalize.
-pub const TYPE_DROPS: u16 = 0x21;
-/// The top 16 bits of every async id this plugin assigns ("NC").
-pub const ID_TAG: u64 = 0x4E43 << 48;
+pub use flare_tracer::nccl::{FLAG_DETAIL, FLAG_NCCL, ID_TAG, TYPE_COMM, TYPE_DROPS, TYPE_MASK};
 
 // The tables NCCL looks up by name (dlsym), newest first.
 #[allow(non_upper_case_globals)]

@@ -12,9 +12,13 @@ use flare_tracer::{Assembler, Event, Item, NameId, RingFile, Span, Tag};
 use nccl_profiler_flare::abi::*;
 use nccl_profiler_flare::{mask, FLAG_DETAIL, FLAG_NCCL, ID_TAG, TYPE_COMM, TYPE_DROPS, TYPE_MASK};
 use std::collections::HashMap;
-use std::ffi::{c_char, c_int, c_void, CStr, CString};
+use std::ffi::{c_char, c_int, c_void, CStr};
 use std::path::{Path, PathBuf};
 use std::process::Command;
+
+#[path = "support/plugin_lib.rs"]
+mod plugin_lib;
+use plugin_lib::{built, dlopen, dlsym, plugin_path};
 
 const CHILD: &str = "FLARE_NCCL_TEST_CHILD";
 const HASH: u64 = 0x1234_5678_9abc_def0;
@@ -31,59 +35,6 @@ const GPU_T0: u64 = 1_000_000_000;
 const USER_TAG: u64 = 0x7A6;
 /// Kernel phases per channel (v7): initial sync, compute, final sync, each 100 ns.
 const PHASES: u8 = 3;
-
-// ---------------------------------------------------------------------------------------
-// Locating the built libraries.
-
-fn profile_dir() -> PathBuf {
-    let exe = std::env::current_exe().expect("test binary path");
-    exe.parent()
-        .and_then(Path::parent)
-        .expect("target/<profile>")
-        .to_path_buf()
-}
-
-fn built(file: &str) -> PathBuf {
-    let p = profile_dir();
-    [p.join(file), p.join("deps").join(file)]
-        .into_iter()
-        .find(|f| f.exists())
-        .unwrap_or_else(|| panic!("{file} not built under {}", p.display()))
-}
-
-/// `libnccl-profiler-flare.so`, the name NCCL looks for, as a symlink next to cargo's
-/// `libnccl_profiler_flare.so` (created atomically: tests run in parallel).
-fn plugin_path() -> PathBuf {
-    let so = built("libnccl_profiler_flare.so");
-    let link = so.with_file_name("libnccl-profiler-flare.so");
-    if std::fs::read_link(&link).ok().as_deref() != Some(so.as_path()) {
-        let tmp = so.with_file_name(format!(".libnccl-profiler-flare.so.{}", std::process::id()));
-        let _ = std::fs::remove_file(&tmp);
-        std::os::unix::fs::symlink(&so, &tmp).expect("symlink");
-        std::fs::rename(&tmp, &link).expect("rename symlink");
-    }
-    link
-}
-
-fn dlopen(path: &Path, flags: c_int) -> *mut c_void {
-    let c = CString::new(path.to_str().unwrap()).unwrap();
-    // SAFETY: a valid path string.
-    let h = unsafe { libc::dlopen(c.as_ptr(), flags) };
-    if h.is_null() {
-        // SAFETY: dlerror after a failed dlopen.
-        let e = unsafe { CStr::from_ptr(libc::dlerror()) };
-        panic!("dlopen {}: {}", path.display(), e.to_string_lossy());
-    }
-    h
-}
-
-fn dlsym(h: *mut c_void, name: &str) -> *mut c_void {
-    let c = CString::new(name).unwrap();
-    // SAFETY: a handle from dlopen and a valid name.
-    let p = unsafe { libc::dlsym(h, c.as_ptr()) };
-    assert!(!p.is_null(), "symbol {name} not found");
-    p
-}
 
 // ---------------------------------------------------------------------------------------
 // The child: an NCCL stand-in.
@@ -1641,8 +1592,8 @@ fn check_full(version: u8, run: &Run, expect_mask: u64) {
         assert_eq!(s.args.seq, 1, "peer in b");
         assert_eq!(
             s.args.group_size,
-            2 << 24 | N_STEPS as u32,
-            "channel and steps in c"
+            2 << 24 | 1 << 23 | N_STEPS as u32,
+            "channel, send and steps in c"
         );
         let states = tr.states(s.async_id);
         if v <= 3 {

@@ -732,6 +732,7 @@ mod tests {
                     gpu: None,
                     cpu_ns: None,
                     runqueue_ns: None,
+                    nccl: None,
                 })
                 .collect(),
             hangs: vec![],

@@ -173,6 +173,7 @@ fn node_summary(job: &str, node: u32, window: u64, slow_rank: Option<u32>) -> Wi
                     gpu: None,
                     cpu_ns: None,
                     runqueue_ns: None,
+                    nccl: None,
                 }
             })
             .collect(),

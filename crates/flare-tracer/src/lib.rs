@@ -14,6 +14,7 @@
 pub mod clock;
 mod dump;
 pub mod layout;
+pub mod nccl;
 mod producer;
 pub mod reader;
 mod shm;

@@ -5,6 +5,7 @@ pub mod extra_work;
 pub mod graph;
 pub mod hang;
 pub mod imbalance;
+pub mod in_collective;
 pub mod iteration;
 pub mod machine;
 pub mod metrics;

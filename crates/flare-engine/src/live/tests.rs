@@ -111,6 +111,7 @@ fn job(
             gpu: None,
             cpu_ns: None,
             runqueue_ns: None,
+            nccl: None,
         });
     }
     nodes.into_values().collect()
@@ -152,6 +153,7 @@ fn stray_milliseconds_in_a_nearly_idle_window_are_not_a_straggler() {
                     gpu: None,
                     cpu_ns: None,
                     runqueue_ns: None,
+                    nccl: None,
                 }
             })
             .collect();

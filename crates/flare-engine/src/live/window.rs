@@ -70,6 +70,8 @@ pub struct LiveRank {
     pub cpu_ns: f64,
     /// Time its main thread waited for a CPU in the window; NaN when not reported.
     pub runqueue_ns: f64,
+    /// Progress inside NCCL's collectives, where Flare's NCCL plugin recorded it.
+    pub nccl: Option<flare_model::NcclProgress>,
 }
 
 impl LiveRank {
@@ -226,6 +228,7 @@ fn rank_totals(r: &flare_model::RankSummary, node: &str) -> LiveRank {
         sync_busy_ns: r.sync_busy_ns.map_or(f64::NAN, |v| v as f64),
         cpu_ns: r.cpu_ns.map_or(f64::NAN, |v| v as f64),
         runqueue_ns: r.runqueue_ns.map_or(f64::NAN, |v| v as f64),
+        nccl: r.nccl.clone(),
     };
     let mut issue: Vec<(u64, u64)> = Vec::new();
     for o in &r.ops {

@@ -32,6 +32,8 @@ string_enum! {
         FlightRecorder => "flight_recorder",
         /// Live windows: the agents' watchdog hang records.
         Watchdog => "watchdog",
+        /// Live windows: progress inside NCCL's collectives, per rank, peer and channel.
+        InCollective => "in_collective",
         /// The root cause of a failure in the job's logs (`flare logs diagnose`).
         Logs => "logs",
     }

@@ -143,6 +143,20 @@ string_enum! {
         /// One class of a step's time in the current run; baseline: in the baseline run.
         ClassTimeMs => "class_time_ms",
 
+        // Inside NCCL's collectives (Flare's NCCL profiler plugin, live windows).
+        /// Time NCCL's proxy waited for this rank's own GPU (kernel), per step.
+        ProxyGpuWaitUs => "proxy_gpu_wait_us",
+        /// Time this rank's proxy waited for its peers' data, per step.
+        ProxyPeerWaitUs => "proxy_peer_wait_us",
+        /// Time a transfer between two ranks took, per KiB moved.
+        TransferUsPerKib => "transfer_us_per_kib",
+        /// GPU time of a collective kernel's compute phase per channel (v7 kernel phases).
+        KernelComputeUs => "kernel_compute_us",
+        /// Transfers in flight that stopped progressing.
+        StalledTransfers => "stalled_transfers",
+        /// How long they had made no progress.
+        StalledForS => "stalled_for_s",
+
         // Live windows (agent summaries).
         ComputeTime => "compute_time",
         RanksStuck => "ranks_stuck",
@@ -197,6 +211,7 @@ string_enum! {
         Ratio => "x",
         Percent => "%",
         Ms => "ms",
+        Us => "us",
         Seconds => "s",
         /// Robust standard deviations.
         Sd => "sd",
