@@ -2,6 +2,7 @@
 //! windows into [`WindowSummary`]s. Single-threaded and non-blocking: everything slow
 //! (stack captures, pushes) happens on other threads.
 
+use crate::inspector::InspectorOut;
 use crate::source::{Liveness, PollCtx, Source};
 use crate::watchdog::{Capture, CaptureRequest, Captured, Watchdog};
 use crate::window::{RankParts, RankWindow, Windows};
@@ -120,6 +121,9 @@ pub struct Collector {
     capturing: BTreeMap<u64, usize>,
     stats: CollectorStats,
     dir_error: Option<String>,
+    /// NCCL Inspector output (`--inspector-out`), and whether writing it failed already.
+    inspector: Option<InspectorOut>,
+    inspector_failed: bool,
 }
 
 impl Collector {
@@ -145,6 +149,13 @@ impl Collector {
         };
         let anchor = flare_tracer::clock::anchor();
         let horizon_unix = anchor.1.saturating_sub(cfg.backlog.as_nanos() as u64);
+        let inspector = match &cfg.inspector_dir {
+            Some(d) => Some(
+                InspectorOut::new(d, &cfg.node, cfg.job.as_deref())
+                    .map_err(|e| AgentError::io(d, e))?,
+            ),
+            None => None,
+        };
         Ok(Collector {
             watchdog: Watchdog::new(py_spy, cfg.stack_timeout),
             open_from: windows.index(horizon_unix),
@@ -163,6 +174,8 @@ impl Collector {
             capturing: BTreeMap::new(),
             stats: CollectorStats::default(),
             dir_error: None,
+            inspector,
+            inspector_failed: false,
         })
     }
 
@@ -258,6 +271,7 @@ impl Collector {
             grace_ns: self.cfg.grace.as_nanos() as u64,
             max_exact: self.cfg.max_exact_samples,
             horizon_unix: self.horizon_unix,
+            inspector: self.inspector.is_some(),
         };
         let liveness_grace = self.cfg.liveness_grace.as_nanos() as u64;
         let timeout = self.cfg.hang_timeout.as_nanos() as u64;
@@ -274,6 +288,14 @@ impl Collector {
             let d = s.drain(&ctx);
             self.stats.events += d.events;
             self.stats.late += d.late;
+            if let Some(out) = &mut self.inspector {
+                let records = std::mem::take(&mut s.inspector);
+                if let Err(e) = out.write(&records) {
+                    if !std::mem::replace(&mut self.inspector_failed, true) {
+                        tracing::warn!(error = %e, "could not write NCCL Inspector output");
+                    }
+                }
+            }
             s.settle_busy(&ctx);
             s.sample_cpu(&ctx);
             if let Some(how) = dying {
@@ -469,6 +491,13 @@ impl Collector {
     /// Emits window `w`: one summary per job with data in it.
     fn close_window(&mut self, w: u64) -> Vec<WindowSummary> {
         let win = self.windows;
+        if let Some(out) = &mut self.inspector {
+            if let Err(e) = out.write_prometheus() {
+                if !std::mem::replace(&mut self.inspector_failed, true) {
+                    tracing::warn!(error = %e, "could not write NCCL Inspector's Prometheus files");
+                }
+            }
+        }
         // job -> (world size, rank -> parts)
         let mut jobs: BTreeMap<String, (u32, BTreeMap<u32, RankParts>)> = BTreeMap::new();
         for s in &mut self.sources {

@@ -43,6 +43,9 @@ pub struct AgentConfig {
     pub push: Option<PushConfig>,
     /// Write every summary as JSON into this directory.
     pub out_dir: Option<PathBuf>,
+    /// Write NCCL Inspector's JSON lines and Prometheus files here (`--inspector-out`),
+    /// from the events of Flare's NCCL plugin.
+    pub inspector_dir: Option<PathBuf>,
     /// Serve Prometheus metrics here (`/metrics`).
     pub metrics_listen: Option<SocketAddr>,
     /// Op names per rank that get their own metric label; the rest become `other`.
@@ -105,6 +108,7 @@ impl Default for AgentConfig {
             heartbeat: true,
             push: None,
             out_dir: None,
+            inspector_dir: None,
             metrics_listen: None,
             metrics_top_k: 16,
             logs: None,

@@ -21,6 +21,7 @@
 mod collector;
 mod config;
 mod error;
+mod inspector;
 mod logs;
 mod metrics;
 mod nccl;

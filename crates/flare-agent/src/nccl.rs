@@ -117,6 +117,31 @@ impl KernelAcc {
     }
 }
 
+/// A collective or P2P whose kernel channels all stopped on the GPU: what NCCL Inspector
+/// writes one record of.
+#[derive(Clone, Debug, PartialEq)]
+pub struct OpDone {
+    pub group: NameId,
+    /// The NCCL function (`AllReduce`, `Send`) and its kind.
+    pub func: NameId,
+    pub kind: flare_model::OpKind,
+    /// `<ALGO>/<PROTO>` of a collective (NONE for P2P).
+    pub algo_proto: NameId,
+    /// A P2P op's peer (rank in the communicator).
+    pub peer: Option<u32>,
+    pub seq: u32,
+    pub bytes: u64,
+    /// The longest channel's GPU time (ns).
+    pub exec_ns: u64,
+    /// This process's rank in the communicator, its size and nodes (u32::MAX: unknown).
+    pub comm_rank: u32,
+    pub nranks: u32,
+    pub nnodes: u32,
+    pub comm_hash: u64,
+    /// The communicator's user name, where NCCL gave one.
+    pub comm_label: NameId,
+}
+
 /// Something that ended, to be counted in the window of `end_unix`.
 #[derive(Debug, PartialEq)]
 pub enum Ended {
@@ -129,6 +154,10 @@ pub enum Ended {
         group: NameId,
         end_unix: u64,
         acc: KernelAcc,
+    },
+    Op {
+        end_unix: u64,
+        op: OpDone,
     },
 }
 
@@ -155,33 +184,139 @@ struct OpenGpu {
     start: u64,
     /// For a kernel phase: its phase id.
     phase: Option<u64>,
+    /// The collective or P2P it runs for (low 32 bits of its id).
+    parent: u32,
 }
+
+/// A collective or P2P waiting for its kernel channels.
+struct OpenColl {
+    done: OpDone,
+    /// Channels it runs on (from its detail event), and those stopped so far.
+    channels: u32,
+    stopped: u32,
+    /// Whether NCCL stopped it on the host (it does at enqueue, before the kernels).
+    ended: bool,
+}
+
+/// What NCCL said of a communicator at init.
+#[derive(Clone, Copy)]
+struct CommInfo {
+    rank: u32,
+    nranks: u32,
+    nnodes: u32,
+    hash: u64,
+    label: NameId,
+}
+
+/// Operations waiting for their kernels, at most (older ones are forgotten: a job whose
+/// mask leaves kernel channels out never completes one).
+const MAX_OPEN_COLLS: usize = 16_384;
 
 /// One process's NCCL events in flight.
 #[derive(Default)]
 pub struct NcclTracker {
-    /// Communicator name id -> this process's rank in it.
-    comm_rank: HashMap<u32, u32>,
+    /// Communicator name id -> what NCCL said of it at init.
+    comms: HashMap<u32, CommInfo>,
     ops: HashMap<u32, OpenOp>,
     steps: HashMap<u32, OpenStep>,
     gpu: HashMap<u32, OpenGpu>,
+    colls: HashMap<u32, OpenColl>,
 }
 
 impl NcclTracker {
-    /// Folds one event (`unix` is its time); returns what it ended, if anything.
-    pub fn feed(&mut self, ev: &Event, unix: u64) -> Option<Ended> {
+    fn comm_rank(&self, group: NameId) -> u32 {
+        self.comms.get(&group.0).map_or(u32::MAX, |c| c.rank)
+    }
+
+    /// Folds one event (`unix` is its time); pushes what it ended onto `out`.
+    pub fn feed(&mut self, ev: &Event, unix: u64, out: &mut Vec<Ended>) {
+        // A kernel channel's end may also complete the operation it ran for.
+        let kernel_of = (nccl::event_type(ev) == Some(nccl::TYPE_KERNEL_CH)
+            && ev.tag == Tag::AsyncEnd as u8)
+            .then(|| self.gpu.get(&(ev.id as u32)).map(|g| g.parent))
+            .flatten();
+        out.extend(self.apply(ev, unix));
+        if let Some(parent) = kernel_of {
+            out.extend(self.complete(parent, unix));
+        }
+    }
+
+    fn apply(&mut self, ev: &Event, unix: u64) -> Option<Ended> {
         if ev.flags & nccl::FLAG_NCCL == 0 {
             return None;
         }
         if ev.flags == nccl::FLAG_NCCL | nccl::TYPE_COMM {
-            // b: group name id << 32 | rank in the communicator.
-            self.comm_rank.insert((ev.b >> 32) as u32, ev.b as u32);
+            // a: commHash; b: group name id << 32 | rank; c: nranks << 32 | nNodes.
+            let info = CommInfo {
+                rank: ev.b as u32,
+                nranks: (ev.c >> 32) as u32,
+                nnodes: ev.c as u32,
+                hash: ev.a,
+                label: NameId(ev.name),
+            };
+            self.comms.insert((ev.b >> 32) as u32, info);
+            return None;
+        }
+        if ev.flags & nccl::FLAG_DETAIL != 0 {
+            // After a Coll or P2p begin: a = nChannels | ... | peer << 32; name ALGO/PROTO.
+            if let Some(c) = self.colls.get_mut(&(ev.id as u32)) {
+                c.channels = (ev.a & 0xFF) as u32;
+                if c.done.peer.is_some() {
+                    c.done.peer = Some((ev.a >> 32) as u32);
+                } else {
+                    c.done.algo_proto = NameId(ev.name);
+                }
+            }
             return None;
         }
         let ty = nccl::event_type(ev)?;
         let id = ev.id as u32;
         let tag = Tag::from_u8(ev.tag)?;
         match (ty, tag) {
+            (nccl::TYPE_COLL | nccl::TYPE_P2P, Tag::AsyncBegin) => {
+                if self.colls.len() >= MAX_OPEN_COLLS {
+                    self.colls.clear();
+                }
+                let group = nccl::group(ev);
+                let comm = self.comms.get(&group.0).copied();
+                let kind =
+                    flare_model::OpKind::from_u8(ev.kind).unwrap_or(flare_model::OpKind::HostOther);
+                let done = OpDone {
+                    group,
+                    func: NameId(ev.name),
+                    kind,
+                    algo_proto: NameId::NONE,
+                    peer: (ty == nccl::TYPE_P2P).then_some(u32::MAX),
+                    seq: ev.b as u32,
+                    bytes: ev.a,
+                    exec_ns: 0,
+                    comm_rank: comm.map_or(u32::MAX, |c| c.rank),
+                    // The event's size (v4+), else what init said.
+                    nranks: match (ev.c >> 32) as u32 {
+                        0 => comm.map_or(0, |c| c.nranks),
+                        n => n,
+                    },
+                    nnodes: comm.map_or(0, |c| c.nnodes),
+                    comm_hash: comm.map_or(0, |c| c.hash),
+                    comm_label: comm.map_or(NameId::NONE, |c| c.label),
+                };
+                self.colls.insert(
+                    id,
+                    OpenColl {
+                        done,
+                        channels: 0,
+                        stopped: 0,
+                        ended: false,
+                    },
+                );
+                None
+            }
+            (nccl::TYPE_COLL | nccl::TYPE_P2P, Tag::AsyncEnd) => {
+                if let Some(c) = self.colls.get_mut(&id) {
+                    c.ended = true;
+                }
+                self.complete(id, unix)
+            }
             (nccl::TYPE_PROXY_OP, Tag::AsyncBegin) => {
                 self.ops.insert(
                     id,
@@ -208,7 +343,7 @@ impl NcclTracker {
                 let o = self.ops.remove(&id)?;
                 let op_ns = unix.saturating_sub(o.start_unix);
                 let acc = LinkAcc {
-                    self_rank: self.comm_rank.get(&o.group.0).copied().unwrap_or(u32::MAX),
+                    self_rank: self.comm_rank(o.group),
                     ops: 1,
                     bytes: o.op.bytes,
                     op_ns,
@@ -270,6 +405,7 @@ impl NcclTracker {
                         group: nccl::group(ev),
                         start: ev.a,
                         phase: (ty == nccl::TYPE_KERNEL_PHASE).then_some(ev.c >> 32),
+                        parent: nccl::parent(ev),
                     },
                 );
                 None
@@ -281,6 +417,12 @@ impl NcclTracker {
                     return None;
                 }
                 let ns = ev.a - g.start;
+                if g.phase.is_none() {
+                    if let Some(c) = self.colls.get_mut(&g.parent) {
+                        c.stopped += 1;
+                        c.done.exec_ns = c.done.exec_ns.max(ns);
+                    }
+                }
                 let mut acc = KernelAcc::default();
                 match g.phase {
                     None => {
@@ -302,6 +444,19 @@ impl NcclTracker {
         }
     }
 
+    /// The operation `id` if NCCL stopped it and all its channels stopped on the GPU.
+    fn complete(&mut self, id: u32, unix: u64) -> Option<Ended> {
+        let c = self.colls.get(&id)?;
+        if !c.ended || c.channels == 0 || c.stopped < c.channels {
+            return None;
+        }
+        let c = self.colls.remove(&id)?;
+        Some(Ended::Op {
+            end_unix: unix,
+            op: c.done,
+        })
+    }
+
     /// Transfers in flight without progress for [`STALL_NS`] at `now_unix`, longest
     /// stalled first; `name` resolves communicator names.
     pub fn stalled(
@@ -320,7 +475,7 @@ impl NcclTracker {
         v.into_iter()
             .map(|(ns, o)| StalledLink {
                 group: name(o.group),
-                self_rank: self.comm_rank.get(&o.group.0).copied().unwrap_or(u32::MAX),
+                self_rank: self.comm_rank(o.group),
                 peer: o.op.peer,
                 send: o.op.send,
                 channel: o.op.channel,
@@ -365,6 +520,14 @@ mod tests {
 
     const G: u64 = 7 << 32;
 
+    /// Feeds one event that ends at most one thing.
+    fn one(t: &mut NcclTracker, e: &Event, unix: u64) -> Option<Ended> {
+        let mut v = Vec::new();
+        t.feed(e, unix, &mut v);
+        assert!(v.len() <= 1, "{v:?}");
+        v.pop()
+    }
+
     #[test]
     fn steps_split_a_transfer_by_state_and_the_op_ends_in_its_window() {
         let mut t = NcclTracker::default();
@@ -374,7 +537,7 @@ mod tests {
             b: G | 3,
             ..ev(Tag::Instant, 0, 0, 0, 0, 0)
         };
-        assert_eq!(t.feed(&comm, 0), None);
+        assert_eq!(one(&mut t, &comm, 0), None);
         let c_hi = ProxyOp::pack_c_hi(5, true, 2) as u64;
         let op = ev(
             Tag::AsyncBegin,
@@ -384,19 +547,21 @@ mod tests {
             G | 1,
             c_hi << 32,
         );
-        assert_eq!(t.feed(&op, 100), None);
+        assert_eq!(one(&mut t, &op, 100), None);
         for (k, step) in [11u32, 12].into_iter().enumerate() {
             let t0 = 200 + k as u64 * 1000;
-            t.feed(
+            one(
+                &mut t,
                 &ev(Tag::AsyncBegin, nccl::TYPE_PROXY_STEP, step, 0, G, 10),
                 t0,
             );
             let states = [(8, 0), (20, 100), (9, 400)];
             for (code, at) in states {
                 let s = ev(Tag::AsyncState, nccl::TYPE_PROXY_STEP, step, code, G, 0);
-                t.feed(&s, t0 + at);
+                one(&mut t, &s, t0 + at);
             }
-            t.feed(
+            one(
+                &mut t,
                 &ev(Tag::AsyncEnd, nccl::TYPE_PROXY_STEP, step, 0, G, 0),
                 t0 + 900,
             );
@@ -416,7 +581,11 @@ mod tests {
             (1, 5, true, 2, 2)
         );
         assert_eq!(s[0].state.as_deref(), Some("send_network"));
-        let end = t.feed(&ev(Tag::AsyncEnd, nccl::TYPE_PROXY_OP, 10, 0, G, 0), 3_000);
+        let end = one(
+            &mut t,
+            &ev(Tag::AsyncEnd, nccl::TYPE_PROXY_OP, 10, 0, G, 0),
+            3_000,
+        );
         let Some(Ended::Link { key, end_unix, acc }) = end else {
             panic!("{end:?}")
         };
@@ -435,11 +604,16 @@ mod tests {
     #[test]
     fn kernel_channels_and_phases_are_timed_on_the_gpu_clock() {
         let mut t = NcclTracker::default();
-        t.feed(
+        one(
+            &mut t,
             &ev(Tag::AsyncBegin, nccl::TYPE_KERNEL_CH, 1, 5_000, G, 0),
             0,
         );
-        let end = t.feed(&ev(Tag::AsyncEnd, nccl::TYPE_KERNEL_CH, 1, 7_500, G, 0), 9);
+        let end = one(
+            &mut t,
+            &ev(Tag::AsyncEnd, nccl::TYPE_KERNEL_CH, 1, 7_500, G, 0),
+            9,
+        );
         let Some(Ended::Kernel { acc, .. }) = end else {
             panic!()
         };
@@ -453,7 +627,7 @@ mod tests {
                 G,
                 phase << 32,
             );
-            t.feed(&b, 0);
+            one(&mut t, &b, 0);
             let e = ev(
                 Tag::AsyncEnd,
                 nccl::TYPE_KERNEL_PHASE,
@@ -462,20 +636,136 @@ mod tests {
                 G,
                 0,
             );
-            let Some(Ended::Kernel { acc, .. }) = t.feed(&e, 1) else {
+            let Some(Ended::Kernel { acc, .. }) = one(&mut t, &e, 1) else {
                 panic!()
             };
             let expect = if phase == 1 { (0, ns) } else { (ns, 0) };
             assert_eq!((acc.sync_ns, acc.compute_ns), expect);
         }
         // A channel the GPU never stopped says nothing.
-        t.feed(
+        one(
+            &mut t,
             &ev(Tag::AsyncBegin, nccl::TYPE_KERNEL_CH, 9, 5_000, G, 0),
             0,
         );
         assert_eq!(
-            t.feed(&ev(Tag::AsyncEnd, nccl::TYPE_KERNEL_CH, 9, 0, G, 0), 1),
+            one(
+                &mut t,
+                &ev(Tag::AsyncEnd, nccl::TYPE_KERNEL_CH, 9, 0, G, 0),
+                1
+            ),
             None
         );
+    }
+
+    #[test]
+    fn an_operation_completes_when_its_last_kernel_channel_stops() {
+        let mut t = NcclTracker::default();
+        let comm = Event {
+            flags: nccl::FLAG_NCCL | nccl::TYPE_COMM,
+            name: 9,
+            a: 0xabc,
+            b: G | 1,
+            c: 4 << 32 | 2,
+            ..ev(Tag::Instant, 0, 0, 0, 0, 0)
+        };
+        one(&mut t, &comm, 0);
+        let begin = Event {
+            name: 3,
+            kind: flare_model::OpKind::AllReduce as u8,
+            ..ev(
+                Tag::AsyncBegin,
+                nccl::TYPE_COLL,
+                20,
+                1 << 20,
+                G | 17,
+                4 << 32,
+            )
+        };
+        one(&mut t, &begin, 10);
+        // Its detail: two channels, algorithm RING/SIMPLE (name 5).
+        let detail = Event {
+            flags: nccl::FLAG_NCCL | nccl::FLAG_DETAIL | nccl::TYPE_COLL,
+            name: 5,
+            ..ev(Tag::Instant, 0, 20, 2 | 16 << 8, 0, 0)
+        };
+        one(&mut t, &detail, 10);
+        assert_eq!(
+            one(&mut t, &ev(Tag::AsyncEnd, nccl::TYPE_COLL, 20, 0, G, 0), 11),
+            None
+        );
+        for (k, (start, stop)) in [(1_000u64, 4_000u64), (1_100, 3_100)]
+            .into_iter()
+            .enumerate()
+        {
+            let id = 30 + k as u32;
+            one(
+                &mut t,
+                &ev(Tag::AsyncBegin, nccl::TYPE_KERNEL_CH, id, start, G, 20),
+                12,
+            );
+            let mut out = Vec::new();
+            t.feed(
+                &ev(Tag::AsyncEnd, nccl::TYPE_KERNEL_CH, id, stop, G, 0),
+                13,
+                &mut out,
+            );
+            // The channel's own time, then (after the second) the whole operation.
+            assert_eq!(out.len(), 1 + k, "{out:?}");
+        }
+        let mut out = Vec::new();
+        one(
+            &mut t,
+            &ev(Tag::AsyncBegin, nccl::TYPE_KERNEL_CH, 40, 1, G, 20),
+            12,
+        );
+        t.feed(
+            &ev(Tag::AsyncEnd, nccl::TYPE_KERNEL_CH, 40, 2, G, 0),
+            13,
+            &mut out,
+        );
+        assert_eq!(out.len(), 1, "a channel of an operation already complete");
+        // The completed one, checked through a fresh run.
+        let mut t = NcclTracker::default();
+        let mut all = Vec::new();
+        for (e, u) in [(&comm, 0), (&begin, 10), (&detail, 10)] {
+            t.feed(e, u, &mut all);
+        }
+        t.feed(
+            &ev(Tag::AsyncEnd, nccl::TYPE_COLL, 20, 0, G, 0),
+            11,
+            &mut all,
+        );
+        for (id, start, stop) in [(30, 1_000, 4_000), (31, 1_100, 3_100)] {
+            t.feed(
+                &ev(Tag::AsyncBegin, nccl::TYPE_KERNEL_CH, id, start, G, 20),
+                12,
+                &mut all,
+            );
+            t.feed(
+                &ev(Tag::AsyncEnd, nccl::TYPE_KERNEL_CH, id, stop, G, 0),
+                13,
+                &mut all,
+            );
+        }
+        let ops: Vec<&OpDone> = all
+            .iter()
+            .filter_map(|e| match e {
+                Ended::Op { op, .. } => Some(op),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(ops.len(), 1);
+        let o = ops[0];
+        assert_eq!(
+            (o.func, o.algo_proto, o.kind),
+            (NameId(3), NameId(5), flare_model::OpKind::AllReduce)
+        );
+        assert_eq!((o.seq, o.bytes, o.exec_ns), (17, 1 << 20, 3_000));
+        assert_eq!(
+            (o.comm_rank, o.nranks, o.nnodes, o.comm_hash),
+            (1, 4, 2, 0xabc)
+        );
+        assert_eq!((o.comm_label, o.peer), (NameId(9), None));
     }
 }

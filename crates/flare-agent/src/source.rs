@@ -1,7 +1,8 @@
 //! One traced process: its mapped tracer file, the span assembler fed from its rings, and
 //! its per-window accumulators.
 
-use crate::nccl::{Ended, NcclTracker};
+use crate::inspector::InspectorRecord;
+use crate::nccl::{Ended, NcclTracker, OpDone};
 use crate::procfs;
 use crate::stacks::RingStack;
 use crate::window::{add_to, OpAcc, RankWindow, Windows};
@@ -23,6 +24,8 @@ pub struct PollCtx {
     pub max_exact: usize,
     /// Events before this (Unix ns) are not summarised (the agent's backlog horizon).
     pub horizon_unix: u64,
+    /// Whether NCCL operations are kept as Inspector records (`--inspector-out`).
+    pub inspector: bool,
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -101,6 +104,8 @@ pub struct Source {
     cpu_last: Option<CpuReading>,
     /// NCCL's transfers and kernels in flight (Flare's NCCL profiler plugin).
     nccl: NcclTracker,
+    /// NCCL operations completed since the collector last took them (Inspector output).
+    pub inspector: Vec<InspectorRecord>,
 }
 
 /// A reading of a process's CPU time and its main thread's run-queue wait.
@@ -133,6 +138,7 @@ impl Source {
             gpu: None,
             cpu_last: None,
             nccl: NcclTracker::default(),
+            inspector: Vec::new(),
         }
     }
 
@@ -236,6 +242,7 @@ impl Source {
         // Events per window, counted in runs (events come in time order per ring), so
         // the window map is touched once per run rather than once per event.
         let mut run: Option<(u64, u64)> = None;
+        let mut ended = Vec::new();
         for e in &events {
             stats.events += 1;
             let ts = self.info.to_unix_ns(e.event.ts_ns);
@@ -253,8 +260,9 @@ impl Source {
                 }
             }
             if e.event.flags & flare_tracer::nccl::FLAG_NCCL != 0 {
-                if let Some(ended) = self.nccl.feed(&e.event, ts) {
-                    stats.late += self.add_nccl(ended, ctx, future);
+                self.nccl.feed(&e.event, ts, &mut ended);
+                for done in ended.drain(..) {
+                    stats.late += self.add_nccl(done, ctx, future);
                 }
             }
             items.clear();
@@ -323,8 +331,16 @@ impl Source {
 
     /// Counts an NCCL transfer or kernel in the window it ended in; returns 1 when too late.
     fn add_nccl(&mut self, ended: Ended, ctx: &PollCtx, future: u64) -> u64 {
-        let end = match &ended {
-            Ended::Link { end_unix, .. } | Ended::Kernel { end_unix, .. } => *end_unix,
+        let end = match ended {
+            Ended::Link { end_unix, .. } | Ended::Kernel { end_unix, .. } => end_unix,
+            // Inspector records go out per operation, whatever the window.
+            Ended::Op { end_unix, op } => {
+                if ctx.inspector {
+                    let record = self.inspector_record(&op, end_unix);
+                    self.inspector.push(record);
+                }
+                return 0;
+            }
         };
         let w = ctx.windows.index(end);
         if end < ctx.horizon_unix || end > future || w < ctx.open_from {
@@ -345,8 +361,30 @@ impl Source {
                 let rw = self.windows.entry(w).or_default();
                 rw.kernels.entry(group).or_default().merge(&acc);
             }
+            Ended::Op { .. } => {}
         }
         0
+    }
+
+    fn inspector_record(&mut self, op: &OpDone, end_unix: u64) -> InspectorRecord {
+        let named = |s: &mut Self, id: NameId| (id != NameId::NONE).then(|| s.name(id));
+        InspectorRecord {
+            rank: self.info.rank,
+            pid: self.info.pid,
+            comm_hash: op.comm_hash,
+            comm_name: named(self, op.comm_label),
+            comm_rank: op.comm_rank,
+            nranks: op.nranks,
+            nnodes: op.nnodes,
+            func: self.name(op.func),
+            kind: op.kind,
+            algo_proto: named(self, op.algo_proto),
+            peer: op.peer,
+            seq: op.seq,
+            bytes: op.bytes,
+            exec_ns: op.exec_ns,
+            dump_unix_us: end_unix / 1_000,
+        }
     }
 
     /// NCCL transfers in flight without progress at `unix_ns`.

@@ -38,6 +38,11 @@ pub struct AgentArgs {
     /// Also write every summary as JSON into this directory.
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
+    /// Write NCCL Inspector's output here from the events of Flare's NCCL plugin: per
+    /// process `<host>-pid<pid>.log` (JSON lines, one per collective or P2P operation) and
+    /// per rank `nccl_inspector_metrics_rank<R>.prom` (Prometheus textfile).
+    #[arg(long, value_name = "DIR")]
+    pub inspector_out: Option<PathBuf>,
     /// Prometheus metrics address (`/metrics`); "off" disables it.
     #[arg(long, default_value = flare_agent::DEFAULT_METRICS_LISTEN, value_parser = listen_addr)]
     pub metrics_listen: Listen,
@@ -103,6 +108,7 @@ pub fn run(args: AgentArgs) -> Result<ExitCode> {
         hang_timeout: args.hang_timeout,
         py_spy: args.py_spy,
         out_dir: args.out,
+        inspector_dir: args.inspector_out,
         push,
         // A one-shot run neither serves metrics nor claims the files: producers that
         // exit later should clean up after themselves.

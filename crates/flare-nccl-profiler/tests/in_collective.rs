@@ -11,7 +11,7 @@
 mod plugin_lib;
 
 use flare_engine::live::{analyze_window, LiveConfig, LiveWindow};
-use flare_model::{Component, DetectorId, FindingKind, WindowSummary};
+use flare_model::{Component, DetectorId, FindingKind, OpKind, WindowSummary};
 use nccl_profiler_flare::abi::*;
 use plugin_lib::{dlopen, dlsym, plugin_path};
 use std::ffi::{c_int, c_void};
@@ -216,7 +216,8 @@ fn child(scenario: &str, rank: u32) {
                 count: (STEPS * CHUNK / 4) as usize,
                 root: 0,
                 datatype: c"ncclFloat32".as_ptr(),
-                n_channels: 2,
+                // One kernel channel per call below.
+                n_channels: 1,
                 n_warps: 16,
                 algo: c"RING".as_ptr(),
                 proto: c"SIMPLE".as_ptr(),
@@ -319,6 +320,9 @@ struct Outcome {
     findings: Vec<flare_model::Finding>,
     raw_bytes: u64,
     wire_bytes: u64,
+    /// What the agent wrote as NCCL Inspector output, read back by Flare's importer.
+    inspector: flare_model::Trace,
+    prom: String,
 }
 
 fn run(scenario: &str) -> Outcome {
@@ -356,7 +360,9 @@ fn run(scenario: &str) -> Outcome {
 }
 
 fn summaries_to_findings(dumps: &Path, job: &str) -> Outcome {
+    let inspector_dir = dumps.with_file_name("inspector");
     let cfg = flare_agent::AgentConfig {
+        inspector_dir: Some(inspector_dir.clone()),
         shm_dir: dumps.to_path_buf(),
         job: Some(job.to_string()),
         node: "node-0".into(),
@@ -408,10 +414,17 @@ fn summaries_to_findings(dumps: &Path, job: &str) -> Outcome {
                     .any(|c| c.detector == DetectorId::InCollective)
         })
         .collect();
+    let opts = flare_import::nccl_inspector::NcclOptions::default();
+    let inspector = flare_import::nccl_inspector::read_inspector_dir(&inspector_dir, &opts)
+        .expect("Flare's importer reads the agent's Inspector output");
+    let prom = std::fs::read_to_string(inspector_dir.join("nccl_inspector_metrics_rank0.prom"))
+        .expect("rank 0's Prometheus file");
     Outcome {
         findings,
         raw_bytes,
         wire_bytes,
+        inspector,
+        prom,
     }
 }
 
@@ -449,6 +462,26 @@ fn the_engine_names_what_happened_inside_the_collective() {
             "{scenario}: {} bytes of NCCL progress for {} bytes of events",
             out.wire_bytes,
             out.raw_bytes
+        );
+        // Inspector's output: every rank's calls, each lasting its kernel's GPU time.
+        assert_eq!(out.inspector.ranks.len(), N as usize, "{scenario}");
+        for r in &out.inspector.ranks {
+            let calls: Vec<_> = r
+                .ops
+                .iter()
+                .filter(|o| o.kind == OpKind::AllReduce)
+                .collect();
+            assert_eq!(calls.len(), OPS as usize, "{scenario}: rank {}", r.rank);
+            assert!(
+                calls.iter().all(|o| o.end_ns - o.start_ns == 2_000_000),
+                "{scenario}"
+            );
+        }
+        assert!(
+            out.prom.contains("nccl_collective_exec_time_microseconds{")
+                && out.prom.contains("collective=\"AllReduce\""),
+            "{}",
+            out.prom
         );
         let found = out.findings;
         match expect {
