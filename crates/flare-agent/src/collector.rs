@@ -509,15 +509,18 @@ impl Collector {
             let gpu = s.uses_gpu();
             // Transfers stopped at the window's end (or at the last drain, if earlier).
             let stalled = s.stalled_links(win.end(w).min(s.observed_to));
+            let comms = s.memberships();
             let i = &s.info;
             let job = jobs
                 .entry(i.job_id.clone())
                 .or_insert_with(|| (0, BTreeMap::new()));
             job.0 = job.0.max(i.world_size);
-            job.1
+            let parts = job
+                .1
                 .entry(i.rank)
-                .or_insert_with(|| RankParts::new(i.rank, i.local_rank, i.pid))
-                .absorb(rw, observed, s.dropped_total, i.pid, gpu, stalled);
+                .or_insert_with(|| RankParts::new(i.rank, i.local_rank, i.pid));
+            parts.absorb(rw, observed, s.dropped_total, i.pid, gpu);
+            parts.add_nccl_state(stalled, comms);
         }
         self.carry_ongoing_hangs(w);
         let mut hangs = take_due(&mut self.hangs, w);

@@ -164,6 +164,10 @@ pub enum Ended {
 struct OpenOp {
     group: NameId,
     op: ProxyOp,
+    /// The collective or P2P it moves data for (low 32 bits of its id).
+    parent: u32,
+    /// Bytes its finished steps moved (their last transfer size).
+    moved: u64,
     start_unix: u64,
     last_progress_unix: u64,
     steps_done: u32,
@@ -176,6 +180,8 @@ struct OpenStep {
     op: u32,
     state: Option<StepState>,
     since_unix: u64,
+    /// The largest transfer size its states reported (v4+).
+    bytes: u64,
 }
 
 struct OpenGpu {
@@ -323,6 +329,8 @@ impl NcclTracker {
                     OpenOp {
                         group: nccl::group(ev),
                         op: ProxyOp::unpack(ev),
+                        parent: nccl::parent(ev),
+                        moved: 0,
                         start_unix: unix,
                         last_progress_unix: unix,
                         steps_done: 0,
@@ -345,7 +353,9 @@ impl NcclTracker {
                 let acc = LinkAcc {
                     self_rank: self.comm_rank(o.group),
                     ops: 1,
-                    bytes: o.op.bytes,
+                    // What the steps moved; without step sizes, steps x chunk size (the
+                    // most the op could move).
+                    bytes: if o.moved > 0 { o.moved } else { o.op.bytes },
                     op_ns,
                     steps: o.steps,
                     state_ns: o.state_ns,
@@ -368,12 +378,14 @@ impl NcclTracker {
                         op,
                         state: None,
                         since_unix: unix,
+                        bytes: 0,
                     },
                 );
                 None
             }
             (nccl::TYPE_PROXY_STEP, Tag::AsyncState) => {
                 let st = self.steps.get_mut(&id)?;
+                st.bytes = st.bytes.max(ev.b);
                 let prev = std::mem::replace(&mut st.state, StepState::from_code(ev.a));
                 let since = std::mem::replace(&mut st.since_unix, unix);
                 let op = st.op;
@@ -394,6 +406,7 @@ impl NcclTracker {
                     }
                     o.steps += 1;
                     o.steps_done += 1;
+                    o.moved += st.bytes;
                     o.last_progress_unix = unix;
                 }
                 None
@@ -442,6 +455,37 @@ impl NcclTracker {
             }
             _ => None,
         }
+    }
+
+    /// For an async span of the plugin's (a kernel channel, proxy op or step): the
+    /// collective or P2P it runs for, while that one waits for its kernels: (function,
+    /// kind, communicator).
+    pub fn collective_of(&self, async_id: u64) -> Option<(NameId, flare_model::OpKind, NameId)> {
+        if async_id & !((1 << 48) - 1) != nccl::ID_TAG {
+            return None;
+        }
+        let id = async_id as u32;
+        let parent = if let Some(g) = self.gpu.get(&id) {
+            g.parent
+        } else if let Some(o) = self.ops.get(&id) {
+            o.parent
+        } else {
+            self.ops.get(&self.steps.get(&id)?.op)?.parent
+        };
+        let c = &self.colls.get(&parent)?.done;
+        Some((c.func, c.kind, c.group))
+    }
+
+    /// The communicators this process belongs to, with its rank in each: (name id, rank,
+    /// size).
+    pub fn memberships(&self) -> Vec<(NameId, u32, u32)> {
+        let mut v: Vec<(NameId, u32, u32)> = self
+            .comms
+            .iter()
+            .map(|(g, c)| (NameId(*g), c.rank, c.nranks))
+            .collect();
+        v.sort_by_key(|m| m.0 .0);
+        v
     }
 
     /// The operation `id` if NCCL stopped it and all its channels stopped on the GPU.
@@ -557,7 +601,8 @@ mod tests {
             );
             let states = [(8, 0), (20, 100), (9, 400)];
             for (code, at) in states {
-                let s = ev(Tag::AsyncState, nccl::TYPE_PROXY_STEP, step, code, G, 0);
+                // b: the transfer size so far.
+                let s = ev(Tag::AsyncState, nccl::TYPE_PROXY_STEP, step, code, 2048, 0);
                 one(&mut t, &s, t0 + at);
             }
             one(
@@ -767,5 +812,27 @@ mod tests {
             (1, 4, 2, 0xabc)
         );
         assert_eq!((o.comm_label, o.peer), (NameId(9), None));
+    }
+
+    #[test]
+    fn a_stuck_channel_op_or_step_is_reported_as_its_collective() {
+        let mut t = NcclTracker::default();
+        let begin = Event {
+            name: 3,
+            kind: flare_model::OpKind::AllGather as u8,
+            ..ev(Tag::AsyncBegin, nccl::TYPE_COLL, 20, 1 << 20, G | 5, 0)
+        };
+        one(&mut t, &begin, 0);
+        one(&mut t, &ev(Tag::AsyncEnd, nccl::TYPE_COLL, 20, 0, G, 0), 1);
+        one(&mut t, &ev(Tag::AsyncBegin, nccl::TYPE_KERNEL_CH, 30, 9, G, 20), 2);
+        one(&mut t, &ev(Tag::AsyncBegin, nccl::TYPE_PROXY_OP, 31, 0, G, 20), 2);
+        one(&mut t, &ev(Tag::AsyncBegin, nccl::TYPE_PROXY_STEP, 32, 0, G, 31), 2);
+        let expect = Some((NameId(3), flare_model::OpKind::AllGather, NameId(7)));
+        for id in [30u64, 31, 32] {
+            assert_eq!(t.collective_of(nccl::ID_TAG | id), expect, "span {id}");
+        }
+        // Not the plugin's, or not known: none.
+        assert_eq!(t.collective_of(30), None);
+        assert_eq!(t.collective_of(nccl::ID_TAG | 99), None);
     }
 }

@@ -6,7 +6,7 @@ use crate::nccl::{Ended, NcclTracker, OpDone};
 use crate::procfs;
 use crate::stacks::RingStack;
 use crate::window::{add_to, OpAcc, RankWindow, Windows};
-use flare_model::{HangRecord, IterationSample, PeerStacks, StalledLink};
+use flare_model::{CommMembership, HangRecord, IterationSample, PeerStacks, StalledLink};
 use flare_tracer::{Assembler, Item, NameId, OpenSpan, ProcessInfo, RingEvent, RingFile, Span};
 use std::collections::hash_map::Entry;
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -387,6 +387,19 @@ impl Source {
         }
     }
 
+    /// The communicators this process belongs to (as its NCCL plugin said at init).
+    pub fn memberships(&mut self) -> Vec<CommMembership> {
+        self.nccl
+            .memberships()
+            .into_iter()
+            .map(|(g, rank, size)| CommMembership {
+                group: self.group_name(g),
+                rank,
+                size,
+            })
+            .collect()
+    }
+
     /// NCCL transfers in flight without progress at `unix_ns`.
     pub fn stalled_links(&mut self, unix_ns: u64) -> Vec<StalledLink> {
         let file = self.file.as_ref();
@@ -560,10 +573,12 @@ impl Source {
             .asm
             .open_spans()
             .into_iter()
-            .filter(|o| o.kind == kind && self.fired.contains(&span_key(o)))
+            .filter(|o| self.fired.contains(&span_key(o)))
             .collect();
-        open.iter()
-            .any(|o| self.name(o.name) == name && self.group_name(o.args.group).as_deref() == group)
+        open.iter().any(|o| {
+            let (n, k, g) = self.reported_as(o);
+            k == kind && n == name && g.as_deref() == group
+        })
     }
 
     /// A thread that exited inside a span left it open; that is not a hang.
@@ -619,14 +634,26 @@ impl Source {
         d
     }
 
+    /// What the watchdog reports a stalled span as: its own name, kind and communicator,
+    /// except for the NCCL plugin's kernel channels, proxy ops and steps, which are parts
+    /// of a collective: the collective they run for (a rank inside a collective waits for
+    /// its peers; the part that stalled is for the in-collective progress to say).
+    fn reported_as(&mut self, o: &OpenSpan) -> (String, flare_model::OpKind, Option<String>) {
+        if let Some((func, kind, group)) = self.nccl.collective_of(o.async_id) {
+            return (self.name(func), kind, self.group_name(group));
+        }
+        (self.name(o.name), o.kind, self.group_name(o.args.group))
+    }
+
     /// A hang record for a stalled span (stacks are filled in by the capture).
     pub fn hang_record(&mut self, o: &OpenSpan, now_mono: u64) -> HangRecord {
+        let (op, kind, group) = self.reported_as(o);
         HangRecord {
             rank: self.info.rank,
             pid: self.info.pid,
-            op: self.name(o.name),
-            kind: o.kind,
-            group: self.group_name(o.args.group),
+            op,
+            kind,
+            group,
             in_flight_ns: now_mono.saturating_sub(o.start_ns),
             detected_unix_ns: self.info.to_unix_ns(now_mono),
             stacks: Vec::new(),

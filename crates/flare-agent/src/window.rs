@@ -3,8 +3,8 @@
 use crate::nccl::{KernelAcc, LinkAcc};
 use crate::stats::{IntervalUnion, Samples};
 use flare_model::{
-    IterationSample, KernelStats, LinkStats, NcclProgress, OpKind, OpStats, RankSummary,
-    StalledLink,
+    CommMembership, IterationSample, KernelStats, LinkStats, NcclProgress, OpKind, OpStats,
+    RankSummary, StalledLink,
 };
 use flare_tracer::NameId;
 use std::collections::HashMap;
@@ -215,6 +215,7 @@ pub struct RankParts {
     pub links: HashMap<NcclLinkKey, LinkAcc>,
     pub kernels: HashMap<Option<String>, KernelAcc>,
     pub stalled: Vec<StalledLink>,
+    pub comms: Vec<CommMembership>,
 }
 
 impl RankParts {
@@ -236,6 +237,18 @@ impl RankParts {
             links: HashMap::new(),
             kernels: HashMap::new(),
             stalled: Vec::new(),
+            comms: Vec::new(),
+        }
+    }
+
+    /// What a process's NCCL plugin state says at the window's end: its stalled transfers
+    /// and its communicators.
+    pub fn add_nccl_state(&mut self, stalled: Vec<StalledLink>, comms: Vec<CommMembership>) {
+        self.stalled.extend(stalled);
+        for c in comms {
+            if !self.comms.contains(&c) {
+                self.comms.push(c);
+            }
         }
     }
 
@@ -247,9 +260,7 @@ impl RankParts {
         dropped_total: u64,
         pid: u32,
         gpu: Option<bool>,
-        stalled: Vec<StalledLink>,
     ) {
-        self.stalled.extend(stalled);
         // Any of its processes on a GPU puts the rank on one.
         self.gpu = match (self.gpu, gpu) {
             (Some(true), _) | (_, Some(true)) => Some(true),
@@ -302,7 +313,7 @@ impl RankParts {
         });
         self.iterations.sort_by_key(|i| (i.start_unix_ns, i.step));
         let observed_ns = self.observed.total();
-        let nccl = nccl_progress(self.links, self.kernels, self.stalled);
+        let nccl = nccl_progress(self.links, self.kernels, self.stalled, self.comms);
         RankSummary {
             rank: self.rank,
             local_rank: self.local_rank,
@@ -328,8 +339,9 @@ fn nccl_progress(
     links: HashMap<NcclLinkKey, LinkAcc>,
     kernels: HashMap<Option<String>, KernelAcc>,
     stalled: Vec<StalledLink>,
+    comms: Vec<CommMembership>,
 ) -> Option<NcclProgress> {
-    if links.is_empty() && kernels.is_empty() && stalled.is_empty() {
+    if links.is_empty() && kernels.is_empty() && stalled.is_empty() && comms.is_empty() {
         return None;
     }
     let mut links: Vec<LinkStats> = links
@@ -346,6 +358,7 @@ fn nccl_progress(
         links,
         kernels,
         stalled,
+        comms,
     })
 }
 

@@ -30,9 +30,9 @@ pub use machine::{Machine, MachineMetric, MachineMetrics, MetricSeries};
 pub use op::{Op, OpKind};
 pub use parallel::{Dim, ParallelConfig, RankCoords};
 pub use summary::{
-    HangRecord, IterationSample, KernelStats, LinkStats, LogExcerpt, LogExcerptLine,
-    LogProgressLine, NcclProgress, OpStats, PeerStacks, RankSummary, StalledLink, TemplateCount,
-    ThreadStack, WindowSummary,
+    CommMembership, HangRecord, IterationSample, KernelStats, LinkStats, LogExcerpt,
+    LogExcerptLine, LogProgressLine, NcclProgress, OpStats, PeerStacks, RankSummary, StalledLink,
+    TemplateCount, ThreadStack, WindowSummary,
 };
 pub use topology::{ClusterTopology, GpuLoc, PathElement};
 pub use trace::{iterations_with_ops, IterationSpan, JobInfo, RankTrace, Trace, TraceMeta, Window};

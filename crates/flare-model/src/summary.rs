@@ -142,11 +142,26 @@ pub struct NcclProgress {
     /// Transfers in flight at the window's end with no progress for a while.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub stalled: Vec<StalledLink>,
+    /// The communicators the rank belongs to and its rank in each (as NCCL said at init):
+    /// who a peer is, even in a window where that peer moved nothing.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub comms: Vec<CommMembership>,
+}
+
+/// A rank's place in one communicator.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CommMembership {
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub group: Option<String>,
+    /// Its rank in the communicator, and the communicator's size.
+    pub rank: u32,
+    pub size: u32,
 }
 
 /// A rank's transfers with one peer in one direction over a window. Times are summed over
-/// the transfers (ns); the state split is there when proxy steps were recorded (`steps` >
-/// 0): sender: own GPU (its kernel had not filled the chunk), peer (no free slot at the
+/// the transfers (ns); bytes are what their steps moved when proxy steps were recorded,
+/// else steps x chunk size (the most they could move). The state split is there when proxy
+/// steps were recorded (`steps` > 0): sender: own GPU (its kernel had not filled the chunk), peer (no free slot at the
 /// receiver), network (on the wire until sent); receiver: peer (the chunk had not
 /// arrived), flush, own GPU (its kernel had not taken the chunk).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -242,13 +242,16 @@ pub fn analyze_window(
                 .filter(|s| s.detector == DetectorId::Iteration),
         );
     }
+    // Stuck ranks: the watchdog's hang, or where the in-collective progress stopped (the
+    // two merge when they name the same rank).
     let hung = findings
         .iter()
-        .any(|f| f.detector == DetectorId::Watchdog && f.severity == Severity::Critical);
+        .any(|f| f.kind == FindingKind::Hang && f.severity == Severity::Critical);
     if hung {
         // A stuck job's totals measure the hang, not the ranks' speed.
+        // Other hang findings (where inside the collective progress stopped) stay.
         let before = findings.len();
-        findings.retain(|f| f.detector == DetectorId::Watchdog);
+        findings.retain(|f| f.detector == DetectorId::Watchdog || f.kind == FindingKind::Hang);
         if findings.len() < before {
             notes.push(
                 "other findings withheld: ranks are stuck (see the hang finding), so their times measure the hang".into(),

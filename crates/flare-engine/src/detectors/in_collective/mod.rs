@@ -97,6 +97,10 @@ impl<'a> Comms<'a> {
 
     fn add(&mut self, r: &'a LiveRank) {
         let Some(p) = &r.nccl else { return };
+        for m in &p.comms {
+            let comm = self.by_group.entry(m.group.as_deref()).or_default();
+            comm.members.insert(m.rank, r.rank);
+        }
         for l in &p.links {
             let comm = self.by_group.entry(l.group.as_deref()).or_default();
             if l.self_rank != u32::MAX {

@@ -4,8 +4,8 @@
 use crate::live::{analyze_window, LiveConfig, LiveDiagnosis, LiveWindow};
 use flare_model::summary::SUMMARY_VERSION;
 use flare_model::{
-    Component, DetectorId, Finding, FindingKind, LinkStats, NcclProgress, RankSummary, StalledLink,
-    WindowSummary,
+    CommMembership, Component, DetectorId, Finding, FindingKind, HangRecord, LinkStats,
+    NcclProgress, OpKind, RankSummary, StalledLink, WindowSummary,
 };
 
 const N: u32 = 4;
@@ -67,20 +67,43 @@ fn window(
     stalled: &[(u32, StalledLink)],
     silent: &[u32],
 ) -> LiveWindow {
+    LiveWindow::from_summaries(&[summary(step, steps, stalled, silent)])
+}
+
+/// The window's one summary; a silent rank still says which communicators it is in.
+fn summary(
+    step: impl Fn(u32, u32) -> Step,
+    steps: u64,
+    stalled: &[(u32, StalledLink)],
+    silent: &[u32],
+) -> WindowSummary {
     let ranks = (0..N)
         .map(|r| {
             let (next, prev) = ((r + 1) % N, (r + N - 1) % N);
-            let nccl = (!silent.contains(&r)).then(|| NcclProgress {
-                links: vec![
-                    link(r, next, true, step(r, next), steps),
-                    link(r, prev, false, step(prev, r), steps),
-                ],
-                kernels: vec![],
-                stalled: stalled
-                    .iter()
-                    .filter(|(o, _)| *o == r)
-                    .map(|(_, s)| s.clone())
-                    .collect(),
+            let comms = vec![CommMembership {
+                group: Some("tp".into()),
+                rank: r,
+                size: N,
+            }];
+            let nccl = Some(if silent.contains(&r) {
+                NcclProgress {
+                    comms,
+                    ..NcclProgress::default()
+                }
+            } else {
+                NcclProgress {
+                    links: vec![
+                        link(r, next, true, step(r, next), steps),
+                        link(r, prev, false, step(prev, r), steps),
+                    ],
+                    kernels: vec![],
+                    stalled: stalled
+                        .iter()
+                        .filter(|(o, _)| *o == r)
+                        .map(|(_, s)| s.clone())
+                        .collect(),
+                    comms,
+                }
             });
             RankSummary {
                 rank: r,
@@ -100,7 +123,7 @@ fn window(
             }
         })
         .collect();
-    LiveWindow::from_summaries(&[WindowSummary {
+    WindowSummary {
         version: SUMMARY_VERSION,
         job_id: "j".into(),
         node: "n0".into(),
@@ -113,7 +136,7 @@ fn window(
         hangs: vec![],
         peer_stacks: vec![],
         logs: None,
-    }])
+    }
 }
 
 fn stalled(me: u32, peer: u32, send: bool, state: Option<&str>) -> StalledLink {
@@ -315,8 +338,55 @@ fn a_rank_starved_by_a_late_peer_is_not_called_slow() {
 }
 
 #[test]
+fn a_rank_that_moved_nothing_is_named_by_its_membership() {
+    // Measured on an H200: rank 1 never joins; its summary holds no transfer, only the
+    // communicators it belongs to. The watchdog's record of rank 0 stuck in the
+    // collective does not hide where progress stopped.
+    let mut s = summary(
+        |_, _| NORMAL,
+        STEPS,
+        &[(0, stalled(0, 1, true, Some("send_peer_wait")))],
+        &[1],
+    );
+    s.hangs.push(HangRecord {
+        rank: 0,
+        pid: 100,
+        op: "AllReduce".into(),
+        kind: OpKind::AllReduce,
+        group: Some("tp".into()),
+        in_flight_ns: 30_000_000_000,
+        detected_unix_ns: 1,
+        stacks: vec![],
+        stack_source: "none".into(),
+    });
+    let d = run(&LiveWindow::from_summaries(&[s]));
+    let f = mine(&d);
+    assert_eq!(f.len(), 1, "{:#?}", d.findings);
+    assert_eq!(f[0].kind, FindingKind::Hang);
+    assert_eq!(f[0].culprits[0].rank, Some(1), "{}", f[0].summary);
+    assert!(
+        f[0].summary.contains("rank 1: rank 0 waits for it"),
+        "{}",
+        f[0].summary
+    );
+    // The watchdog named the same rank (rank 0 waits in a collective rank 1 never
+    // joined): merged into this finding.
+    assert!(
+        f[0].corroborated_by
+            .iter()
+            .any(|c| c.detector == DetectorId::Watchdog),
+        "{:#?}",
+        d.findings
+    );
+}
+
+#[test]
 fn without_the_plugin_it_says_what_to_load() {
-    let w = window(|_, _| NORMAL, STEPS, &[], &[0, 1, 2, 3]);
+    let mut s = summary(|_, _| NORMAL, STEPS, &[], &[]);
+    for r in &mut s.ranks {
+        r.nccl = None;
+    }
+    let w = LiveWindow::from_summaries(&[s]);
     let d = run(&w);
     let reason = d
         .skipped
