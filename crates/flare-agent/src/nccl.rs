@@ -824,9 +824,14 @@ mod tests {
         };
         one(&mut t, &begin, 0);
         one(&mut t, &ev(Tag::AsyncEnd, nccl::TYPE_COLL, 20, 0, G, 0), 1);
-        one(&mut t, &ev(Tag::AsyncBegin, nccl::TYPE_KERNEL_CH, 30, 9, G, 20), 2);
-        one(&mut t, &ev(Tag::AsyncBegin, nccl::TYPE_PROXY_OP, 31, 0, G, 20), 2);
-        one(&mut t, &ev(Tag::AsyncBegin, nccl::TYPE_PROXY_STEP, 32, 0, G, 31), 2);
+        // A kernel channel and a proxy op of the collective (20), a step of the op (31).
+        for (ty, id, parent) in [
+            (nccl::TYPE_KERNEL_CH, 30, 20),
+            (nccl::TYPE_PROXY_OP, 31, 20),
+            (nccl::TYPE_PROXY_STEP, 32, 31),
+        ] {
+            one(&mut t, &ev(Tag::AsyncBegin, ty, id, 9, G, parent), 2);
+        }
         let expect = Some((NameId(3), flare_model::OpKind::AllGather, NameId(7)));
         for id in [30u64, 31, 32] {
             assert_eq!(t.collective_of(nccl::ID_TAG | id), expect, "span {id}");

@@ -68,7 +68,9 @@ fn step(p: &Plugin, i: i32) {
     d.u.proxy_step = ProxyStepDescr { step: i };
     let mut h = std::ptr::null_mut();
     let mut args = StateArgsV7 {
-        proxy_step: ProxyStepStateArgs { trans_size: 1 << 19 },
+        proxy_step: ProxyStepStateArgs {
+            trans_size: 1 << 19,
+        },
     };
     // SAFETY: the context and handles the plugin gave, NCCL's call order.
     unsafe {
