@@ -10,7 +10,6 @@ Usage: python3 nccl_live_job.py PLUGIN_SO SHM_DIR [HANG_SECONDS]
 """
 
 import os
-import socket
 import sys
 import time
 
@@ -18,27 +17,24 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
+# Two ranks on however many GPUs there are: the same set-up as the plugin check.
+from nccl_plugin_job import free_port, setup
+
 
 def worker(rank, world, port, plugin, shm, hang_s):
-    os.environ.update(
-        MASTER_ADDR="127.0.0.1",
-        MASTER_PORT=str(port),
-        RANK=str(rank),
-        WORLD_SIZE=str(world),
-        LOCAL_RANK=str(rank),
-        NCCL_SOCKET_IFNAME="lo",
-        NCCL_IB_DISABLE="1",
-        NCCL_PROFILER_PLUGIN=plugin,
-        FLARE_NCCL_EVENT_MASK="default,proxystep",
-        FLARE_JOB_ID="gpu-live",
-        FLARE_SHM_DIR=shm,
-        FLARE_RING_EVENTS=str(1 << 18),
-        FLARE_MAX_THREADS="16",
+    setup(
+        rank,
+        world,
+        port,
+        dict(
+            NCCL_PROFILER_PLUGIN=plugin,
+            FLARE_NCCL_EVENT_MASK="default,proxystep",
+            FLARE_JOB_ID="gpu-live",
+            FLARE_SHM_DIR=shm,
+            FLARE_RING_EVENTS=str(1 << 18),
+            FLARE_MAX_THREADS="16",
+        ),
     )
-    if torch.cuda.device_count() < world:
-        os.environ["NCCL_HOSTID"] = f"flare-gpu-check-{rank}"
-    torch.cuda.set_device(rank % torch.cuda.device_count())
-    dist.init_process_group("nccl", rank=rank, world_size=world, device_id=torch.device("cuda", rank % torch.cuda.device_count()))
     x = torch.ones((1 << 20) // 4, device="cuda")
     for _ in range(40):
         dist.all_reduce(x)
@@ -62,9 +58,7 @@ def worker(rank, world, port, plugin, shm, hang_s):
 def main():
     plugin, shm = os.path.abspath(sys.argv[1]), sys.argv[2]
     hang_s = float(sys.argv[3]) if len(sys.argv) > 3 else 15
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     ctx = mp.get_context("spawn")
     procs = [ctx.Process(target=worker, args=(r, 2, port, plugin, shm, hang_s)) for r in range(2)]
     for p in procs:

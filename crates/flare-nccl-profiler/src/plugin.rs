@@ -844,59 +844,32 @@ unsafe fn init_v5_on(
     unsafe { init_common(version, context, mask, comm, logfn) }
 }
 
-#[allow(clippy::too_many_arguments)]
-unsafe extern "C" fn init_v5(
-    context: *mut *mut c_void,
-    comm_id: u64,
-    mask: *mut c_int,
-    comm_name: *const c_char,
-    n_nodes: c_int,
-    nranks: c_int,
-    rank: c_int,
-    logfn: LogFn,
-) -> NcclResult {
-    unsafe {
-        init_v5_on(
-            5, context, comm_id, mask, comm_name, n_nodes, nranks, rank, logfn,
-        )
-    }
+/// Generates the `init` of a version from v5 on (one signature since v5).
+macro_rules! init_fn {
+    ($name:ident, $version:expr) => {
+        #[allow(clippy::too_many_arguments)]
+        unsafe extern "C" fn $name(
+            context: *mut *mut c_void,
+            comm_id: u64,
+            mask: *mut c_int,
+            comm_name: *const c_char,
+            n_nodes: c_int,
+            nranks: c_int,
+            rank: c_int,
+            logfn: LogFn,
+        ) -> NcclResult {
+            unsafe {
+                init_v5_on(
+                    $version, context, comm_id, mask, comm_name, n_nodes, nranks, rank, logfn,
+                )
+            }
+        }
+    };
 }
 
-#[allow(clippy::too_many_arguments)]
-unsafe extern "C" fn init_v6(
-    context: *mut *mut c_void,
-    comm_id: u64,
-    mask: *mut c_int,
-    comm_name: *const c_char,
-    n_nodes: c_int,
-    nranks: c_int,
-    rank: c_int,
-    logfn: LogFn,
-) -> NcclResult {
-    unsafe {
-        init_v5_on(
-            6, context, comm_id, mask, comm_name, n_nodes, nranks, rank, logfn,
-        )
-    }
-}
-
-#[allow(clippy::too_many_arguments)]
-unsafe extern "C" fn init_v7(
-    context: *mut *mut c_void,
-    comm_id: u64,
-    mask: *mut c_int,
-    comm_name: *const c_char,
-    n_nodes: c_int,
-    nranks: c_int,
-    rank: c_int,
-    logfn: LogFn,
-) -> NcclResult {
-    unsafe {
-        init_v5_on(
-            7, context, comm_id, mask, comm_name, n_nodes, nranks, rank, logfn,
-        )
-    }
-}
+init_fn!(init_v5, 5);
+init_fn!(init_v6, 6);
+init_fn!(init_v7, 7);
 
 /// Generates a version's `startEvent`: reads the type (its width differs by version)
 /// before anything else, then converts.

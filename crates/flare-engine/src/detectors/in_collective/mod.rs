@@ -21,7 +21,7 @@ mod tests;
 
 use crate::live::{LiveRank, LiveWindow};
 use crate::{Analysis, Detector, EngineConfig, Outcome};
-use flare_model::{DetectorId, LinkStats};
+use flare_model::{Component, Culprit, DetectorId, LinkStats};
 use std::collections::BTreeMap;
 
 /// How far above its baseline a path or a rank must be to be named.
@@ -133,6 +133,23 @@ impl Comm<'_> {
     /// A member's job rank, if it reported.
     pub fn job_rank(&self, comm_rank: u32) -> Option<u32> {
         self.members.get(&comm_rank).copied()
+    }
+
+    /// `rank R` (its rank in the job), or `member M of the communicator` when no summary
+    /// said which rank it is.
+    pub fn who(&self, member: u32) -> String {
+        self.job_rank(member).map_or_else(
+            || format!("member {member} of the communicator"),
+            |r| format!("rank {r}"),
+        )
+    }
+
+    /// A culprit for a member: placed at its rank in the job when known.
+    pub fn culprit(&self, a: &Analysis, component: Component, member: u32) -> Culprit {
+        match self.job_rank(member) {
+            Some(r) => a.ctx.rank_culprit(component, r),
+            None => Culprit::new(component),
+        }
     }
 }
 

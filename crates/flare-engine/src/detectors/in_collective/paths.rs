@@ -134,14 +134,6 @@ fn slow_paths(a: &Analysis, group: Option<&str>, comm: &Comm) -> Vec<Finding> {
     out
 }
 
-/// `rank R` (job rank) or `member M of the communicator` when it did not report.
-fn who(comm: &Comm, member: u32) -> String {
-    comm.job_rank(member).map_or_else(
-        || format!("member {member} of the communicator"),
-        |r| format!("rank {r}"),
-    )
-}
-
 fn link_finding(a: &Analysis, group: Option<&str>, comm: &Comm, p: &Path, base: f64) -> Finding {
     let ratio = p.cost / base;
     let what = if p.network {
@@ -149,14 +141,11 @@ fn link_finding(a: &Analysis, group: Option<&str>, comm: &Comm, p: &Path, base: 
     } else {
         "in all"
     };
-    let mut culprit = match comm.job_rank(p.src) {
-        Some(r) => a.ctx.rank_culprit(Component::Link, r),
-        None => flare_model::Culprit::new(Component::Link),
-    };
+    let mut culprit = comm.culprit(a, Component::Link, p.src);
     culprit.element = Some(format!(
         "{} -> {}, channel {}",
-        who(comm, p.src),
-        who(comm, p.dst),
+        comm.who(p.src),
+        comm.who(p.dst),
         p.channel
     ));
     Finding {
@@ -164,8 +153,8 @@ fn link_finding(a: &Analysis, group: Option<&str>, comm: &Comm, p: &Path, base: 
         severity: Severity::Warning,
         summary: format!(
             "transfers from {} to {} in {} take {:.1} us per KiB {what}, {ratio:.1}x the paths that share neither rank ({:.1} us), slowest on channel {}: the path between the two is slow while both ranks' other paths are not",
-            who(comm, p.src),
-            who(comm, p.dst),
+            comm.who(p.src),
+            comm.who(p.dst),
             comm_name(group),
             p.cost / 1e3,
             base / 1e3,
@@ -212,16 +201,13 @@ fn nic_finding(
     let mut bases: Vec<f64> = touching.iter().map(|&i| slow[&i]).collect();
     let (cost, base) = (median(&mut costs), median(&mut bases));
     let ratio = cost / base;
-    let culprit = match comm.job_rank(member) {
-        Some(r) => a.ctx.rank_culprit(Component::Nic, r),
-        None => flare_model::Culprit::new(Component::Nic),
-    };
+    let culprit = comm.culprit(a, Component::Nic, member);
     Finding {
         kind: FindingKind::SlowLink,
         severity: Severity::Warning,
         summary: format!(
             "every transfer into and out of {} in {} is slow ({} paths, {:.1} us per KiB, {ratio:.1}x the paths elsewhere): its NIC or the link from it to the switch",
-            who(comm, member),
+            comm.who(member),
             comm_name(group),
             touching.len(),
             cost / 1e3,

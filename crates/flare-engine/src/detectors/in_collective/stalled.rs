@@ -10,8 +10,7 @@ use super::{comm_name, Comm, Comms};
 use crate::live::{plural, rank_list};
 use crate::Analysis;
 use flare_model::{
-    Component, Culprit, DetectorId, Evidence, EvidenceKey, Finding, FindingKind, Severity,
-    StalledLink, Unit,
+    Component, DetectorId, Evidence, EvidenceKey, Finding, FindingKind, Severity, StalledLink, Unit,
 };
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -135,10 +134,7 @@ fn stopped(a: &Analysis, group: Option<&str>, comm: &Comm) -> Option<Finding> {
             )
         };
         parts.push(format!("{name}: {who_waits}{why}"));
-        let mut c = match comm.job_rank(m) {
-            Some(r) => a.ctx.rank_culprit(component, r),
-            None => Culprit::new(component),
-        };
+        let mut c = comm.culprit(a, component, m);
         c.element = Some(format!(
             "{}, channel{} {}",
             comm_name(group),
