@@ -214,9 +214,9 @@ struct CommInfo {
     label: NameId,
 }
 
-/// Operations waiting for their kernels, at most (older ones are forgotten: a job whose
-/// mask leaves kernel channels out never completes one).
-const MAX_OPEN_COLLS: usize = 16_384;
+/// Entries in flight per kind, at most: past it they are forgotten (a job whose mask leaves
+/// kernel channels out never completes an operation; ends can be lost).
+const MAX_IN_FLIGHT: usize = 16_384;
 
 /// One process's NCCL events in flight.
 #[derive(Default)]
@@ -280,7 +280,7 @@ impl NcclTracker {
         let tag = Tag::from_u8(ev.tag)?;
         match (ty, tag) {
             (nccl::TYPE_COLL | nccl::TYPE_P2P, Tag::AsyncBegin) => {
-                if self.colls.len() >= MAX_OPEN_COLLS {
+                if self.colls.len() >= MAX_IN_FLIGHT {
                     self.colls.clear();
                 }
                 let group = nccl::group(ev);
@@ -324,6 +324,9 @@ impl NcclTracker {
                 self.complete(id, unix)
             }
             (nccl::TYPE_PROXY_OP, Tag::AsyncBegin) => {
+                if self.ops.len() >= MAX_IN_FLIGHT {
+                    self.ops.clear();
+                }
                 self.ops.insert(
                     id,
                     OpenOp {
@@ -372,6 +375,9 @@ impl NcclTracker {
                 if let Some(o) = self.ops.get_mut(&op) {
                     o.last_progress_unix = unix;
                 }
+                if self.steps.len() >= MAX_IN_FLIGHT {
+                    self.steps.clear();
+                }
                 self.steps.insert(
                     id,
                     OpenStep {
@@ -412,6 +418,9 @@ impl NcclTracker {
                 None
             }
             (nccl::TYPE_KERNEL_CH | nccl::TYPE_KERNEL_PHASE, Tag::AsyncBegin) => {
+                if self.gpu.len() >= MAX_IN_FLIGHT {
+                    self.gpu.clear();
+                }
                 self.gpu.insert(
                     id,
                     OpenGpu {
@@ -455,6 +464,15 @@ impl NcclTracker {
             }
             _ => None,
         }
+    }
+
+    /// Forgets everything in flight (after the ring dropped events: their ends may be
+    /// among the lost). Communicators are kept.
+    pub fn forget_in_flight(&mut self) {
+        self.ops.clear();
+        self.steps.clear();
+        self.gpu.clear();
+        self.colls.clear();
     }
 
     /// For an async span of the plugin's (a kernel channel, proxy op or step): the
@@ -839,5 +857,28 @@ mod tests {
         // Not the plugin's, or not known: none.
         assert_eq!(t.collective_of(30), None);
         assert_eq!(t.collective_of(nccl::ID_TAG | 99), None);
+    }
+
+    #[test]
+    fn after_lost_events_nothing_in_flight_is_called_stalled() {
+        let mut t = NcclTracker::default();
+        one(
+            &mut t,
+            &ev(Tag::AsyncBegin, nccl::TYPE_PROXY_OP, 10, 0, G | 1, 0),
+            0,
+        );
+        assert_eq!(t.stalled(STALL_NS * 2, |_| None).len(), 1);
+        // Its end may have been among the events the ring dropped.
+        t.forget_in_flight();
+        assert!(t.stalled(STALL_NS * 2, |_| None).is_empty());
+        // An end whose begin was forgotten is ignored.
+        assert_eq!(
+            one(
+                &mut t,
+                &ev(Tag::AsyncEnd, nccl::TYPE_PROXY_OP, 10, 0, G, 0),
+                5
+            ),
+            None
+        );
     }
 }

@@ -212,7 +212,14 @@ impl Source {
                 *known = tid;
             }
         }
-        self.dropped_total = file.drops().total();
+        let dropped = file.drops().total();
+        if dropped > self.dropped_total {
+            // The ring lost events: an NCCL transfer in flight may have lost its end, and
+            // would look stalled forever. What is in flight now is forgotten; what starts
+            // after this drain is tracked again.
+            self.nccl.forget_in_flight();
+        }
+        self.dropped_total = dropped;
         let mut events = std::mem::take(&mut self.events);
         events.clear();
         let n = file.drain(&mut events);
