@@ -40,6 +40,13 @@ struct Path {
 }
 
 fn paths(comm: &Comm) -> Vec<Path> {
+    // Network time where every sender timed its steps; whole transfers otherwise (the two
+    // do not compare).
+    let network = comm
+        .sides
+        .iter()
+        .filter(|s| s.link.send)
+        .all(|s| s.link.steps > 0);
     let mut by: BTreeMap<(u32, u32), Path> = BTreeMap::new();
     for s in comm
         .sides
@@ -51,7 +58,6 @@ fn paths(comm: &Comm) -> Vec<Path> {
             continue;
         }
         let kib = l.bytes as f64 / 1024.0;
-        let network = l.steps > 0;
         let ns = if network { l.network_ns } else { l.op_ns } as f64;
         by.insert(
             (l.self_rank, l.peer),
