@@ -89,10 +89,7 @@ fn stopped(a: &Analysis, group: Option<&str>, comm: &Comm) -> Option<Finding> {
     let mut parts = Vec::new();
     let mut culprits = Vec::new();
     for &m in stopped.iter().take(4) {
-        let name = comm.job_rank(m).map_or_else(
-            || format!("member {m} of the communicator"),
-            |r| format!("rank {r}"),
-        );
+        let name = comm.who(m);
         let waiting: Vec<&&StalledLink> = waited
             .get(&m)
             .map(|v| v.iter().collect())
