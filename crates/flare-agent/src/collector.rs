@@ -614,7 +614,16 @@ impl Collector {
     /// Drops closed files whose windows have all been emitted.
     fn forget_finished_sources(&mut self) {
         let (open_from, win) = (self.open_from, self.windows);
-        self.sources
-            .retain(|s| s.is_open() || s.has_windows_from(open_from, win));
+        let inspector = &mut self.inspector;
+        self.sources.retain(|s| {
+            let keep = s.is_open() || s.has_windows_from(open_from, win);
+            if !keep {
+                // Its process is gone: its Inspector log gets no more lines.
+                if let Some(out) = inspector.as_mut() {
+                    out.close(s.info.pid);
+                }
+            }
+            keep
+        });
     }
 }

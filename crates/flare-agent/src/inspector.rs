@@ -220,6 +220,14 @@ impl InspectorOut {
         Ok(())
     }
 
+    /// Closes a process's log (it exited): an agent that outlives many jobs keeps no file
+    /// open for processes that are gone.
+    pub fn close(&mut self, pid: u32) {
+        if let Some(mut f) = self.logs.remove(&pid) {
+            let _ = f.flush();
+        }
+    }
+
     /// Rewrites each rank's Prometheus file with the buckets since the last call (written
     /// to a temporary file and renamed, so a collector never reads half a file).
     pub fn write_prometheus(&mut self) -> std::io::Result<()> {
@@ -370,6 +378,13 @@ mod tests {
         .unwrap();
         let log = std::fs::read_to_string(dir.path().join("node7-pid4242.log")).unwrap();
         assert_eq!(log.lines().count(), 2);
+        // Closed when its process is gone; a later line (a reused pid) appends.
+        out.close(4242);
+        assert!(out.logs.is_empty());
+        out.write(&[record("AllReduce", OpKind::AllReduce, None)])
+            .unwrap();
+        let log = std::fs::read_to_string(dir.path().join("node7-pid4242.log")).unwrap();
+        assert_eq!(log.lines().count(), 3);
         out.write_prometheus().unwrap();
         let prom =
             std::fs::read_to_string(dir.path().join("nccl_inspector_metrics_rank5.prom")).unwrap();
