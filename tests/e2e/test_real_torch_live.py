@@ -162,11 +162,12 @@ def warnings(doc):
 
 
 def table(windows):
-    """One line per window, for failure messages."""
+    """One line per window, for failure messages; each warning's summary under it."""
     rows = []
     for w, d in windows:
         ws = [(f["kind"], [c.get("rank") for c in f["culprits"]][:3]) for f in warnings(d)]
         rows.append(f"{w} {d['verdict']} {ws}")
+        rows.extend(f"    {f['summary']}" for f in warnings(d))
     return "\n".join(rows)
 
 
