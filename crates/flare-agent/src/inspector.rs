@@ -175,6 +175,10 @@ impl InspectorOut {
     /// Appends the records' JSON lines to their processes' logs and adds them to the
     /// Prometheus buckets.
     pub fn write(&mut self, records: &[InspectorRecord]) -> std::io::Result<()> {
+        if records.is_empty() {
+            // Called every poll: nothing to flush then.
+            return Ok(());
+        }
         for r in records {
             let f = match self.logs.entry(r.pid) {
                 std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),

@@ -218,6 +218,14 @@ struct CommInfo {
 /// kernel channels out never completes an operation; ends can be lost).
 const MAX_IN_FLIGHT: usize = 16_384;
 
+/// Inserts into a map of things in flight, forgetting them all first when it is full.
+fn insert_bounded<V>(m: &mut HashMap<u32, V>, id: u32, v: V) {
+    if m.len() >= MAX_IN_FLIGHT {
+        m.clear();
+    }
+    m.insert(id, v);
+}
+
 /// One process's NCCL events in flight.
 #[derive(Default)]
 pub struct NcclTracker {
@@ -280,9 +288,6 @@ impl NcclTracker {
         let tag = Tag::from_u8(ev.tag)?;
         match (ty, tag) {
             (nccl::TYPE_COLL | nccl::TYPE_P2P, Tag::AsyncBegin) => {
-                if self.colls.len() >= MAX_IN_FLIGHT {
-                    self.colls.clear();
-                }
                 let group = nccl::group(ev);
                 let comm = self.comms.get(&group.0).copied();
                 let kind =
@@ -306,7 +311,8 @@ impl NcclTracker {
                     comm_hash: comm.map_or(0, |c| c.hash),
                     comm_label: comm.map_or(NameId::NONE, |c| c.label),
                 };
-                self.colls.insert(
+                insert_bounded(
+                    &mut self.colls,
                     id,
                     OpenColl {
                         done,
@@ -324,10 +330,8 @@ impl NcclTracker {
                 self.complete(id, unix)
             }
             (nccl::TYPE_PROXY_OP, Tag::AsyncBegin) => {
-                if self.ops.len() >= MAX_IN_FLIGHT {
-                    self.ops.clear();
-                }
-                self.ops.insert(
+                insert_bounded(
+                    &mut self.ops,
                     id,
                     OpenOp {
                         group: nccl::group(ev),
@@ -375,10 +379,8 @@ impl NcclTracker {
                 if let Some(o) = self.ops.get_mut(&op) {
                     o.last_progress_unix = unix;
                 }
-                if self.steps.len() >= MAX_IN_FLIGHT {
-                    self.steps.clear();
-                }
-                self.steps.insert(
+                insert_bounded(
+                    &mut self.steps,
                     id,
                     OpenStep {
                         op,
@@ -418,10 +420,8 @@ impl NcclTracker {
                 None
             }
             (nccl::TYPE_KERNEL_CH | nccl::TYPE_KERNEL_PHASE, Tag::AsyncBegin) => {
-                if self.gpu.len() >= MAX_IN_FLIGHT {
-                    self.gpu.clear();
-                }
-                self.gpu.insert(
+                insert_bounded(
+                    &mut self.gpu,
                     id,
                     OpenGpu {
                         group: nccl::group(ev),

@@ -821,29 +821,6 @@ unsafe extern "C" fn init_v4(
     unsafe { init_common(4, context, mask, comm, logfn) }
 }
 
-/// v5 to v7 share `init`'s signature (commId before the mask).
-#[allow(clippy::too_many_arguments)]
-unsafe fn init_v5_on(
-    version: u8,
-    context: *mut *mut c_void,
-    comm_id: u64,
-    mask: *mut c_int,
-    comm_name: *const c_char,
-    n_nodes: c_int,
-    nranks: c_int,
-    rank: c_int,
-    logfn: LogFn,
-) -> NcclResult {
-    let comm = CommInit {
-        comm_hash: Some(comm_id),
-        comm_name,
-        n_nodes,
-        nranks,
-        rank,
-    };
-    unsafe { init_common(version, context, mask, comm, logfn) }
-}
-
 /// Generates the `init` of a version from v5 on (one signature since v5).
 macro_rules! init_fn {
     ($name:ident, $version:expr) => {
@@ -858,11 +835,14 @@ macro_rules! init_fn {
             rank: c_int,
             logfn: LogFn,
         ) -> NcclResult {
-            unsafe {
-                init_v5_on(
-                    $version, context, comm_id, mask, comm_name, n_nodes, nranks, rank, logfn,
-                )
-            }
+            let comm = CommInit {
+                comm_hash: Some(comm_id),
+                comm_name,
+                n_nodes,
+                nranks,
+                rank,
+            };
+            unsafe { init_common($version, context, mask, comm, logfn) }
         }
     };
 }
