@@ -521,6 +521,9 @@ impl Collector {
                 .or_insert_with(|| RankParts::new(i.rank, i.local_rank, i.pid));
             parts.absorb(rw, observed, s.dropped_total, i.pid, gpu);
             parts.add_nccl_state(stalled, comms);
+            if let Some(r) = s.startup.for_window() {
+                parts.add_startup(r);
+            }
         }
         self.carry_ongoing_hangs(w);
         let mut hangs = take_due(&mut self.hangs, w);

@@ -30,6 +30,7 @@ mod pusher;
 pub mod replay;
 mod source;
 pub mod stacks;
+mod startup;
 mod stats;
 mod watchdog;
 mod window;

@@ -5,6 +5,7 @@ use crate::inspector::InspectorRecord;
 use crate::nccl::{Ended, NcclTracker, OpDone};
 use crate::procfs;
 use crate::stacks::RingStack;
+use crate::startup::StartupTracker;
 use crate::window::{add_to, OpAcc, RankWindow, Windows};
 use flare_model::{CommMembership, HangRecord, IterationSample, PeerStacks, StalledLink};
 use flare_tracer::{Assembler, Item, NameId, OpenSpan, ProcessInfo, RingEvent, RingFile, Span};
@@ -106,6 +107,8 @@ pub struct Source {
     nccl: NcclTracker,
     /// NCCL operations completed since the collector last took them (Inspector output).
     pub inspector: Vec<InspectorRecord>,
+    /// The process's start-up phases.
+    pub startup: StartupTracker,
 }
 
 /// A reading of a process's CPU time and its main thread's run-queue wait.
@@ -139,6 +142,7 @@ impl Source {
             cpu_last: None,
             nccl: NcclTracker::default(),
             inspector: Vec::new(),
+            startup: StartupTracker::default(),
         }
     }
 
@@ -253,6 +257,14 @@ impl Source {
         for e in &events {
             stats.events += 1;
             let ts = self.info.to_unix_ns(e.event.ts_ns);
+            if let Some(phase) = flare_tracer::startup::phase_of(&e.event) {
+                // Not an op, and never late: kept whole, whatever window its times fall
+                // in (the launch phase starts before the tracer did).
+                let (file, names) = (self.file.as_ref(), &mut self.names);
+                self.startup
+                    .feed(&e.event, phase, ts, |id| resolve(file, names, id));
+                continue;
+            }
             let w = ctx.windows.index(ts);
             if w < ctx.open_from || ts < ctx.horizon_unix || ts > future {
                 stats.late += 1;

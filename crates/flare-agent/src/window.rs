@@ -4,7 +4,7 @@ use crate::nccl::{KernelAcc, LinkAcc};
 use crate::stats::{IntervalUnion, Samples};
 use flare_model::{
     CommMembership, IterationSample, KernelStats, LinkStats, NcclProgress, OpKind, OpStats,
-    RankSummary, StalledLink,
+    RankSummary, StalledLink, StartupRecord,
 };
 use flare_tracer::NameId;
 use std::collections::HashMap;
@@ -216,6 +216,7 @@ pub struct RankParts {
     pub kernels: HashMap<Option<String>, KernelAcc>,
     pub stalled: Vec<StalledLink>,
     pub comms: Vec<CommMembership>,
+    pub startup: Option<StartupRecord>,
 }
 
 impl RankParts {
@@ -238,6 +239,20 @@ impl RankParts {
             kernels: HashMap::new(),
             stalled: Vec::new(),
             comms: Vec::new(),
+            startup: None,
+        }
+    }
+
+    /// A process's start-up record; of a rank's several processes (a restart), the one
+    /// that started last.
+    pub fn add_startup(&mut self, r: StartupRecord) {
+        let start = |r: &StartupRecord| r.phases.first().map(|p| p.start_unix_ns);
+        if self
+            .startup
+            .as_ref()
+            .is_none_or(|old| start(&r) >= start(old))
+        {
+            self.startup = Some(r);
         }
     }
 
@@ -329,6 +344,7 @@ impl RankParts {
             cpu_ns: self.cpu_ns,
             runqueue_ns: self.runqueue_ns,
             nccl,
+            startup: self.startup,
         }
     }
 }

@@ -67,6 +67,7 @@ fn summary(window: u64, names: impl Fn(usize) -> String) -> WindowSummary {
                 cpu_ns: None,
                 runqueue_ns: None,
                 nccl: None,
+                startup: None,
             },
             RankSummary {
                 rank: 1,
@@ -83,6 +84,7 @@ fn summary(window: u64, names: impl Fn(usize) -> String) -> WindowSummary {
                 cpu_ns: None,
                 runqueue_ns: None,
                 nccl: None,
+                startup: None,
             },
         ],
         hangs: vec![HangRecord {

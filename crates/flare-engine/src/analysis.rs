@@ -16,6 +16,9 @@ pub struct Analysis<'a> {
     /// The live window being diagnosed, when the digests come from agent summaries (its
     /// watchdog records are read directly).
     pub live: Option<&'a crate::live::LiveWindow>,
+    /// The ranks' start-up phases, when the live window (or one shortly before) carries
+    /// them.
+    pub startup: Option<&'a crate::detectors::startup::StartupView>,
     /// Per-rank metrics, computed on first use (several detectors and the diagnosis read
     /// them).
     metrics: std::sync::OnceLock<Vec<crate::detectors::metrics::RankMetrics>>,
@@ -102,6 +105,7 @@ impl<'a> Analysis<'a> {
             iteration_ns,
             machine: None,
             live: None,
+            startup: None,
             metrics: std::sync::OnceLock::new(),
             replica_loads: std::sync::OnceLock::new(),
             transfers: std::sync::OnceLock::new(),

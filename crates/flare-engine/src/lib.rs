@@ -50,6 +50,7 @@ pub struct EngineConfig {
     pub slow_path: detectors::slow_path::SlowPathConfig,
     pub imbalance: detectors::imbalance::ImbalanceConfig,
     pub extra_work: detectors::extra_work::ExtraWorkConfig,
+    pub startup: detectors::startup::StartupConfig,
 }
 
 impl EngineConfig {
@@ -78,6 +79,7 @@ impl Default for EngineConfig {
             slow_path: Default::default(),
             imbalance: Default::default(),
             extra_work: Default::default(),
+            startup: Default::default(),
         }
     }
 }
@@ -125,6 +127,7 @@ pub fn registry() -> Vec<Box<dyn Detector>> {
         Box::new(detectors::imbalance::StageImbalanceDetector),
         Box::new(detectors::imbalance::SequenceImbalanceDetector),
         Box::new(detectors::extra_work::ExtraWorkDetector),
+        Box::new(detectors::startup::StartupDetector),
     ]
 }
 

@@ -15,6 +15,7 @@ pub mod machine;
 pub mod ndtimeline;
 pub mod op;
 pub mod parallel;
+pub mod startup;
 pub mod summary;
 pub mod topology;
 pub mod trace;
@@ -29,6 +30,7 @@ pub use finding::{
 pub use machine::{Machine, MachineMetric, MachineMetrics, MetricSeries};
 pub use op::{Op, OpKind};
 pub use parallel::{Dim, ParallelConfig, RankCoords};
+pub use startup::{StartupPhase, StartupPhaseRecord, StartupRecord};
 pub use summary::{
     CommMembership, HangRecord, IterationSample, KernelStats, LinkStats, LogExcerpt,
     LogExcerptLine, LogProgressLine, NcclProgress, OpStats, PeerStacks, RankSummary, StalledLink,

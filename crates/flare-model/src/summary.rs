@@ -126,6 +126,10 @@ pub struct RankSummary {
     /// Progress inside NCCL's collectives, where Flare's NCCL profiler plugin recorded it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nccl: Option<NcclProgress>,
+    /// The rank's start-up so far, sent while it is in progress and for a few windows
+    /// after it ended (so that every rank's record meets the others' in some window).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub startup: Option<crate::StartupRecord>,
 }
 
 /// What Flare's NCCL profiler plugin saw of a rank's collectives in a window: its

@@ -20,7 +20,7 @@
 
 // Linked for its exported `flare_*` C functions (see the module docs).
 use flare as _;
-use flare_model::OpKind;
+use flare_model::{OpKind, StartupPhase};
 use flare_tracer::{
     Assembler, Config, Event, Item, NameId, OpenSpan, RingFile, SpanArgs, Tag, TracerError,
 };
@@ -511,6 +511,92 @@ fn counter(name_id: u32, value: &Bound<'_, PyAny>) -> PyResult<()> {
     Ok(())
 }
 
+/// The start-up phase named `phase` (one of `STARTUP_PHASES`).
+fn startup_phase(phase: &str) -> PyResult<StartupPhase> {
+    StartupPhase::parse(phase).ok_or_else(|| {
+        PyValueError::new_err(format!(
+            "unknown start-up phase {phase:?}; expected one of: {}",
+            StartupPhase::ALL
+                .iter()
+                .map(|p| p.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ))
+    })
+}
+
+fn record_startup(tag: Tag, phase: StartupPhase, name_id: u32, id: u64, ts_ns: u64) {
+    flare_tracer::record(&flare_tracer::startup::event(
+        tag,
+        phase,
+        NameId(name_id),
+        id,
+        ts_ns,
+    ));
+}
+
+/// Opens start-up phase `phase` now (`name_id`: the program's name for a `custom` one)
+/// and returns the id that `startup_end` takes.
+#[pyfunction]
+#[pyo3(signature = (phase, name_id = 0))]
+fn startup_begin(phase: &str, name_id: u32) -> PyResult<u64> {
+    let phase = startup_phase(phase)?;
+    let id = next_async_id();
+    if recording() {
+        record_startup(
+            Tag::AsyncBegin,
+            phase,
+            name_id,
+            id,
+            flare_tracer::clock::now_ns(),
+        );
+    }
+    Ok(id)
+}
+
+/// Closes start-up phase `id` now (from any thread).
+#[pyfunction]
+#[pyo3(signature = (phase, id, name_id = 0))]
+fn startup_end(phase: &str, id: u64, name_id: u32) -> PyResult<()> {
+    let phase = startup_phase(phase)?;
+    if recording() {
+        record_startup(
+            Tag::AsyncEnd,
+            phase,
+            name_id,
+            id,
+            flare_tracer::clock::now_ns(),
+        );
+    }
+    Ok(())
+}
+
+/// Records a whole start-up phase after the fact, from `start_ns` to `end_ns`
+/// (`CLOCK_MONOTONIC`, as `now_ns`).
+#[pyfunction]
+#[pyo3(signature = (phase, start_ns, end_ns, name_id = 0))]
+fn startup_span(phase: &str, start_ns: u64, end_ns: u64, name_id: u32) -> PyResult<()> {
+    let phase = startup_phase(phase)?;
+    if end_ns < start_ns {
+        return Err(PyValueError::new_err(format!(
+            "a start-up phase cannot end ({end_ns}) before it starts ({start_ns})"
+        )));
+    }
+    if recording() {
+        let id = next_async_id();
+        record_startup(Tag::AsyncBegin, phase, name_id, id, start_ns);
+        record_startup(Tag::AsyncEnd, phase, name_id, id, end_ns);
+    }
+    Ok(())
+}
+
+/// When this process started, on the clock of `now_ns`; `None` where `/proc` does not
+/// say.
+#[pyfunction]
+fn process_start_ns() -> Option<u64> {
+    flare_tracer::clock::process_start_ns()
+}
+
 /// `CLOCK_MONOTONIC` nanoseconds: the clock of every recorded event.
 #[pyfunction]
 fn now_ns() -> u64 {
@@ -577,6 +663,8 @@ struct Snapshot {
     threads: Vec<(u32, u32, String)>,
     unmatched_ends: u64,
     unclosed_begins: u64,
+    /// Start-up phases: (phase, custom name, start, end), in start order.
+    startup: Vec<(StartupPhase, Option<String>, u64, Option<u64>)>,
 }
 
 impl Snapshot {
@@ -586,9 +674,23 @@ impl Snapshot {
         let n = file.drain(&mut events);
         let mut asm = Assembler::new();
         let mut items = Vec::with_capacity(n);
+        let mut startup = Vec::new();
+        let mut open_phases: HashMap<u64, usize> = HashMap::new();
         for e in &events {
+            // Start-up phases are not spans of the program's work: read apart.
+            if let Some(phase) = flare_tracer::startup::phase_of(&e.event) {
+                if e.event.tag == Tag::AsyncBegin as u8 {
+                    let name = (e.event.name != 0).then(|| file.name_or(NameId(e.event.name)));
+                    open_phases.insert(e.event.id, startup.len());
+                    startup.push((phase, name, e.event.ts_ns, None));
+                } else if let Some(i) = open_phases.remove(&e.event.id) {
+                    startup[i].3 = Some(e.event.ts_ns);
+                }
+                continue;
+            }
             asm.feed(e.ring, &e.event, &mut items);
         }
+        startup.sort_by_key(|p| p.2);
         let open = asm.open_spans();
         // Every name an item refers to, resolved once.
         let mut names = HashMap::new();
@@ -639,6 +741,7 @@ impl Snapshot {
             threads,
             unmatched_ends: asm.unmatched_ends,
             unclosed_begins: asm.unclosed_begins,
+            startup,
         })
     }
 
@@ -716,6 +819,15 @@ impl Snapshot {
                 }
             }
         }
+        let startup = PyList::empty(py);
+        for (phase, name, start, end) in &self.startup {
+            let d = PyDict::new(py);
+            d.set_item("phase", phase.as_str())?;
+            d.set_item("name", name)?;
+            d.set_item("start_ns", start)?;
+            d.set_item("end_ns", end)?;
+            startup.append(d)?;
+        }
         let open = PyList::empty(py);
         for o in &self.open {
             let d = PyDict::new(py);
@@ -753,6 +865,7 @@ impl Snapshot {
         out.set_item("counters", counters)?;
         out.set_item("instants", instants)?;
         out.set_item("open_spans", open)?;
+        out.set_item("startup", startup)?;
         out.set_item("threads", threads)?;
         out.set_item("drops", drops)?;
         out.set_item("unmatched_ends", self.unmatched_ends)?;
@@ -793,6 +906,10 @@ fn native_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(step, m)?)?;
     m.add_function(wrap_pyfunction!(counter, m)?)?;
     m.add_function(wrap_pyfunction!(now_ns, m)?)?;
+    m.add_function(wrap_pyfunction!(startup_begin, m)?)?;
+    m.add_function(wrap_pyfunction!(startup_end, m)?)?;
+    m.add_function(wrap_pyfunction!(startup_span, m)?)?;
+    m.add_function(wrap_pyfunction!(process_start_ns, m)?)?;
     m.add_function(wrap_pyfunction!(stats, m)?)?;
     m.add_function(wrap_pyfunction!(ring_path, m)?)?;
     m.add_function(wrap_pyfunction!(shutdown, m)?)?;
@@ -804,6 +921,8 @@ fn native_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
         kinds.set_item(k.as_str(), k as u8)?;
     }
     m.add("KINDS", kinds)?;
+    let phases: Vec<&str> = StartupPhase::ALL.iter().map(|p| p.as_str()).collect();
+    m.add("STARTUP_PHASES", phases)?;
     m.add("DEFAULT_SHM_DIR", flare_tracer::DEFAULT_SHM_DIR)?;
     Ok(())
 }

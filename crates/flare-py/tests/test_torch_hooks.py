@@ -177,7 +177,7 @@ def test_init_does_not_import_torch_and_hooks_it_when_the_program_does(child):
     assert before == [["gc"], False]
     if has_torch:
         # Importing it later installs the torch hooks then.
-        assert after == ["gc", "dataloader", "cuda_sync", "distributed"], after
+        assert after == ["gc", "startup", "dataloader", "cuda_sync", "distributed"], after
     else:
         assert after == ["gc"]
 

@@ -733,6 +733,7 @@ mod tests {
                     cpu_ns: None,
                     runqueue_ns: None,
                     nccl: None,
+                    startup: None,
                 })
                 .collect(),
             hangs: vec![],

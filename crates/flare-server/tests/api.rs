@@ -174,6 +174,7 @@ fn node_summary(job: &str, node: u32, window: u64, slow_rank: Option<u32>) -> Wi
                     cpu_ns: None,
                     runqueue_ns: None,
                     nccl: None,
+                    startup: None,
                 }
             })
             .collect(),

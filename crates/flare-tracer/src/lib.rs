@@ -19,6 +19,7 @@ mod producer;
 pub mod reader;
 mod shm;
 pub mod spans;
+pub mod startup;
 mod writer;
 
 pub use layout::{Event, NameId, SpanArgs, Tag};

@@ -11,6 +11,7 @@ pub mod machine;
 pub mod metrics;
 pub mod slow_path;
 pub mod slow_rank;
+pub mod startup;
 pub mod topology;
 pub mod watchdog;
 

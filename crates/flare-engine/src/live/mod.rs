@@ -131,7 +131,7 @@ pub fn name_by_continuity(
     }
     let mut lower = cfg.clone();
     lower.engine.slow_rank.min_z *= CONTINUITY_Z_FRACTION;
-    let relaxed = |w: &LiveWindow| run(&[w], w, &lower).0.findings;
+    let relaxed = |w: &LiveWindow| run(&[w], w, None, &lower).0.findings;
     let now = relaxed(current);
     let warned = |rank: u32| {
         d.findings.iter().any(|f| {
@@ -217,7 +217,14 @@ pub fn analyze_window(
     windows.push(current);
     // The window itself, for what the ranks do now; with the earlier ones, for the
     // series of iteration times (a rank slow only in an earlier window was reported then).
-    let (now, input_notes) = run(&windows[windows.len() - 1..], current, cfg);
+    // Start-up is read over every window at hand: ranks' records meet in a few windows.
+    let startup = crate::detectors::startup::StartupView::from_windows(&windows);
+    let (now, input_notes) = run(
+        &windows[windows.len() - 1..],
+        current,
+        startup.as_ref(),
+        cfg,
+    );
     let mut notes = current.notes.clone();
     notes.extend(input_notes);
     let mut findings: Vec<Finding> = now
@@ -228,7 +235,7 @@ pub fn analyze_window(
     let mut skipped = now.skipped;
     let localizer_ran = now.localizer_ran;
     if windows.len() > 1 {
-        let (series, _) = run(&windows, current, cfg);
+        let (series, _) = run(&windows, current, None, cfg);
         let this = current.window as u32;
         findings.extend(series.findings.into_iter().filter(|f| {
             f.detector == DetectorId::Iteration
@@ -346,11 +353,13 @@ fn untraced_wait_finding(u: &UntracedWait, current: &LiveWindow) -> Finding {
 fn run(
     windows: &[&LiveWindow],
     current: &LiveWindow,
+    startup: Option<&crate::detectors::startup::StartupView>,
     cfg: &LiveConfig,
 ) -> (crate::Diagnosis, Vec<String>) {
     let input = input::build(windows, cfg);
     let mut a = Analysis::new(&input.ctx, input.digests.iter().collect());
     a.live = Some(current);
+    a.startup = startup;
     let d = run_detectors(&a, &cfg.engine);
     (d, input.notes)
 }

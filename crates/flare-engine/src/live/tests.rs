@@ -112,6 +112,7 @@ fn job(
             cpu_ns: None,
             runqueue_ns: None,
             nccl: None,
+            startup: None,
         });
     }
     nodes.into_values().collect()
@@ -154,6 +155,7 @@ fn stray_milliseconds_in_a_nearly_idle_window_are_not_a_straggler() {
                     cpu_ns: None,
                     runqueue_ns: None,
                     nccl: None,
+                    startup: None,
                 }
             })
             .collect();

@@ -21,6 +21,8 @@ pub struct LiveWindow {
     pub peer_stacks: Vec<(PeerStacks, String)>,
     /// Duplicates and dropped events.
     pub notes: Vec<String>,
+    /// The window's end (Unix ns; 0 when no summary said).
+    pub end_unix_ns: u64,
 }
 
 /// One rank's totals over a window, ns unless said otherwise.
@@ -72,9 +74,36 @@ pub struct LiveRank {
     pub runqueue_ns: f64,
     /// Progress inside NCCL's collectives, where Flare's NCCL plugin recorded it.
     pub nccl: Option<flare_model::NcclProgress>,
+    /// Its start-up so far, while the agent sends it.
+    pub startup: Option<flare_model::StartupRecord>,
 }
 
 impl LiveRank {
+    /// A rank that reported nothing, on host "n0" (for tests).
+    #[cfg(test)]
+    pub(crate) fn blank(rank: u32) -> LiveRank {
+        rank_totals(
+            &flare_model::RankSummary {
+                rank,
+                local_rank: rank,
+                pid: 0,
+                iterations: vec![],
+                ops: vec![],
+                busy_ns: 0,
+                sync_busy_ns: None,
+                observed_ns: 0,
+                events: 0,
+                dropped_total: 0,
+                gpu: None,
+                cpu_ns: None,
+                runqueue_ns: None,
+                nccl: None,
+                startup: None,
+            },
+            "n0",
+        )
+    }
+
     pub fn host_total(&self) -> f64 {
         self.host_ns.iter().sum()
     }
@@ -176,6 +205,7 @@ impl LiveWindow {
             hangs,
             peer_stacks,
             notes,
+            end_unix_ns: summaries.iter().map(|s| s.end_unix_ns).max().unwrap_or(0),
         }
     }
 
@@ -229,6 +259,7 @@ fn rank_totals(r: &flare_model::RankSummary, node: &str) -> LiveRank {
         cpu_ns: r.cpu_ns.map_or(f64::NAN, |v| v as f64),
         runqueue_ns: r.runqueue_ns.map_or(f64::NAN, |v| v as f64),
         nccl: r.nccl.clone(),
+        startup: r.startup.clone(),
     };
     let mut issue: Vec<(u64, u64)> = Vec::new();
     for o in &r.ops {

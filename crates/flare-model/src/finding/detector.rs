@@ -36,6 +36,8 @@ string_enum! {
         InCollective => "in_collective",
         /// The root cause of a failure in the job's logs (`flare logs diagnose`).
         Logs => "logs",
+        /// Start-up phases per rank: where start-up time goes, who delays the start.
+        Startup => "startup",
     }
 }
 

@@ -157,6 +157,17 @@ string_enum! {
         /// How long they had made no progress.
         StalledForS => "stalled_for_s",
 
+        // Start-up phases.
+        /// How long after the typical rank a rank entered a phase the ranks meet in.
+        StartupLateS => "startup_late_s",
+        /// Time the other ranks spent waiting for it there, in GPU-seconds.
+        StartupWaitGpuS => "startup_wait_gpu_s",
+        /// A rank's time in one start-up phase (or before its first phase, or untraced
+        /// between phases); baseline: the other ranks' median.
+        StartupPhaseS => "startup_phase_s",
+        /// Start-up from the process's launch to the end of the first step.
+        StartupTotalS => "startup_total_s",
+
         // Live windows (agent summaries).
         ComputeTime => "compute_time",
         RanksStuck => "ranks_stuck",

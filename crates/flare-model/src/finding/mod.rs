@@ -61,6 +61,10 @@ string_enum! {
         JobFailure => "job_failure",
         /// A run slower than another of the same job (`flare compare`): what changed.
         Regression => "regression",
+        /// A rank (or node) that kept the others waiting at start-up.
+        SlowStartup => "slow_startup",
+        /// Where a job's start-up time went, phase by phase (information).
+        Startup => "startup",
     }
 }
 

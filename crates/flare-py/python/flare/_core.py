@@ -29,7 +29,7 @@ from typing import (
     overload,
 )
 
-from . import _native
+from . import _native, _startup
 
 F = TypeVar("F", bound=Callable[..., Any])
 T = TypeVar("T")
@@ -293,6 +293,8 @@ def step(n: Optional[int] = None) -> int:
             n = _next_step
         _native.step(n)
         _next_step = n + 1
+    if _startup.active():
+        _startup.on_step()
     return n
 
 
@@ -314,6 +316,7 @@ def init(
     dataloader: bool = True,
     cuda_sync: bool = True,
     distributed: bool = True,
+    startup: bool = True,
     shutdown_at_exit: bool = True,
 ) -> str:
     """Starts tracing this process and returns the path of its ring file.
@@ -328,8 +331,9 @@ def init(
     Hooks installed (each can be turned off): ``gc`` spans for garbage collections,
     ``dataloader`` spans for each batch of ``torch.utils.data.DataLoader``, ``cuda_sync``
     host spans for ``torch.cuda.synchronize``, ``distributed`` spans for the
-    ``torch.distributed`` collectives and P2P calls. The torch hooks are installed only
-    when torch is importable. With ``shutdown_at_exit``, :func:`shutdown` runs at
+    ``torch.distributed`` collectives and P2P calls, ``startup`` phases from the process's
+    launch to its first step (see :func:`startup_phase`). The torch hooks are installed
+    only when torch is importable. With ``shutdown_at_exit``, :func:`shutdown` runs at
     interpreter exit.
 
     Raises ``ValueError`` for a bad configuration (naming the variable or argument),
@@ -357,7 +361,11 @@ def init(
             _atexit_registered = True
         from . import _hooks
 
-        _hooks.install(gc=gc, dataloader=dataloader, cuda_sync=cuda_sync, distributed=distributed)
+        _startup.enable(startup)
+        _startup.record_launch()
+        _hooks.install(
+            gc=gc, dataloader=dataloader, cuda_sync=cuda_sync, distributed=distributed, startup=startup
+        )
         return path
 
 
@@ -386,6 +394,17 @@ def stats() -> Dict[str, Any]:
     no agent, or one that fell behind), ``dropped_no_ring`` (more threads than rings),
     ``dropped``, ``rings_in_use``, ``initialized``, ``recording``."""
     return _native.stats()
+
+
+def startup_phase(name: str) -> "_startup.Phase":
+    """A start-up phase the program marks: ``with flare.startup_phase("model_build"):``
+    or as a decorator. Flare records launch, ``import torch``, ``init_process_group``,
+    checkpoint loads, DDP's constructor, the first batch and the first step by itself;
+    mark what else a rank does before its first step (building the model, tokenizing),
+    so that a rank that is late to the start is explained, not only named. Names Flare
+    knows (``model_build``, ``checkpoint_load``, ...) are its phases; others are
+    recorded under their own name. Does nothing after the first step."""
+    return _startup.phase(name)
 
 
 def now_ns() -> int:

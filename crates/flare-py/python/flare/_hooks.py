@@ -31,7 +31,7 @@ import threading
 import warnings
 from typing import Any, Callable, Dict, List, NamedTuple, Optional, Tuple
 
-from . import _native
+from . import _native, _startup
 from ._core import KINDS, InstrumentedIterator, span
 
 _lock = threading.Lock()
@@ -41,7 +41,7 @@ _installed: Dict[str, Callable[[], None]] = {}
 _WRAPPED = "__flare_wrapped__"
 
 
-def install(*, gc: bool, dataloader: bool, cuda_sync: bool, distributed: bool) -> None:
+def install(*, gc: bool, dataloader: bool, cuda_sync: bool, distributed: bool, startup: bool = False) -> None:
     """Installs the requested hooks that are not installed yet. The torch hooks wait for
     the program to import torch: importing it for a program that does not use it (a
     numpy or JAX job) would cost every process seconds and hundreds of megabytes."""
@@ -49,20 +49,27 @@ def install(*, gc: bool, dataloader: bool, cuda_sync: bool, distributed: bool) -
     with _lock:
         if gc and "gc" not in _installed:
             _installed["gc"] = _install_gc()
-        if not (dataloader or cuda_sync or distributed):
+        if not (dataloader or cuda_sync or distributed or startup):
             return
         if "torch" not in sys.modules:
             if _watcher is None and importlib.util.find_spec("torch") is not None:
                 _watcher = _TorchImportWatcher(
-                    lambda: install(gc=False, dataloader=dataloader, cuda_sync=cuda_sync, distributed=distributed)
+                    lambda: install(
+                        gc=False, dataloader=dataloader, cuda_sync=cuda_sync, distributed=distributed, startup=startup
+                    ),
+                    timed=startup,
                 )
                 sys.meta_path.insert(0, _watcher)
             return
         torch = _import_torch()
         if torch is None:
             return
+        if startup and "startup" not in _installed:
+            undo = _install_startup(torch)
+            if undo is not None:
+                _installed["startup"] = undo
         if dataloader and "dataloader" not in _installed:
-            undo = _install_dataloader(torch)
+            undo = _install_dataloader(torch, first_batch=startup)
             if undo is not None:
                 _installed["dataloader"] = undo
         if cuda_sync and "cuda_sync" not in _installed:
@@ -90,8 +97,10 @@ class _TorchImportWatcher:
     """A one-shot import finder: when the program imports ``torch``, it lets the other
     finders find it, and calls ``on_import`` once the module has run."""
 
-    def __init__(self, on_import: Callable[[], None]) -> None:
+    def __init__(self, on_import: Callable[[], None], timed: bool = False) -> None:
         self._on_import: Optional[Callable[[], None]] = on_import
+        # Whether torch's import is a start-up phase (``import_torch``).
+        self._timed = timed
 
     def cancel(self) -> None:
         self._on_import = None
@@ -109,8 +118,15 @@ class _TorchImportWatcher:
         if exec_module is None:
             return spec
 
+        timed = self._timed and _startup.active()
+
         def exec_then_hook(module: Any) -> None:
-            exec_module(module)
+            span_id = _native.startup_begin("import_torch") if timed else None
+            try:
+                exec_module(module)
+            finally:
+                if span_id is not None:
+                    _native.startup_end("import_torch", span_id)
             try:
                 on_import()
             except Exception as e:  # tracing must never break the program's import
@@ -199,7 +215,7 @@ def _install_gc() -> Callable[[], None]:
 # --- DataLoader -------------------------------------------------------------------------
 
 
-def _install_dataloader(torch: Any) -> Optional[Callable[[], None]]:
+def _install_dataloader(torch: Any, first_batch: bool = False) -> Optional[Callable[[], None]]:
     try:
         loader_cls = torch.utils.data.DataLoader
     except AttributeError:
@@ -211,10 +227,63 @@ def _install_dataloader(torch: Any) -> Optional[Callable[[], None]]:
 
     @functools.wraps(original)
     def __iter__(self: Any) -> Any:
-        return InstrumentedIterator(original(self), batch)
+        it = InstrumentedIterator(original(self), batch)
+        if first_batch and _startup.take_first_batch():
+            return _startup.FirstBatchIterator(it)
+        return it
 
     setattr(__iter__, _WRAPPED, True)
     return _replace(loader_cls, "__iter__", __iter__)
+
+
+# --- start-up phases ----------------------------------------------------------------------
+
+
+def _phase_wrapper(phase: str, original: Callable[..., Any], only_in_startup: bool) -> Callable[..., Any]:
+    """``original`` with each call recorded as start-up phase ``phase`` (while start-up
+    lasts, when ``only_in_startup``)."""
+
+    @functools.wraps(original)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        if only_in_startup and not _startup.active():
+            return original(*args, **kwargs)
+        span_id = _native.startup_begin(phase)
+        try:
+            return original(*args, **kwargs)
+        finally:
+            _native.startup_end(phase, span_id)
+
+    setattr(wrapper, _WRAPPED, True)
+    return wrapper
+
+
+def _install_startup(torch: Any) -> Optional[Callable[[], None]]:
+    """``init_process_group`` (every call: a job initializes once), and before the first
+    step ``torch.load`` and ``torch.distributed.checkpoint.load`` (checkpoint loads)."""
+    undos: List[Callable[[], None]] = []
+    dist = getattr(torch, "distributed", None)
+    c10d = getattr(dist, "distributed_c10d", None)
+    targets = [
+        ("init_process_group", "init_process_group", [dist, c10d], False),
+        ("load", "checkpoint_load", [torch], True),
+    ]
+    for attr, phase, owners, only_in_startup in targets:
+        owners = [o for o in owners if o is not None]
+        original = next((getattr(o, attr, None) for o in owners if getattr(o, attr, None) is not None), None)
+        if original is None or getattr(original, _WRAPPED, False):
+            continue
+        wrapper = _phase_wrapper(phase, original, only_in_startup)
+        for owner in owners:
+            if getattr(owner, attr, None) is original:
+                undos.append(_replace(owner, attr, wrapper))
+    # Distributed checkpoints: only where the program already imported the module (importing
+    # it here would cost every job its import).
+    dcp = sys.modules.get("torch.distributed.checkpoint")
+    for attr in ("load", "load_state_dict"):
+        original = getattr(dcp, attr, None) if dcp is not None else None
+        if original is not None and not getattr(original, _WRAPPED, False):
+            undos.append(_replace(dcp, attr, _phase_wrapper("checkpoint_load", original, True)))
+    return _undo_all(undos) if undos else None
 
 
 # --- torch.cuda.synchronize ---------------------------------------------------------------
@@ -569,7 +638,13 @@ def _install_ddp(torch: Any, d: _Distributed) -> Optional[Callable[[], None]]:
 
     @functools.wraps(original_init)
     def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
-        original_init(self, *args, **kwargs)
+        # Its constructor broadcasts rank 0's parameters: a start-up phase the ranks meet in.
+        span_id = _native.startup_begin("model_wrap") if _startup.active() else None
+        try:
+            original_init(self, *args, **kwargs)
+        finally:
+            if span_id is not None:
+                _native.startup_end("model_wrap", span_id)
 
         def first_forward(module: Any, inputs: Any) -> None:
             handle.remove()

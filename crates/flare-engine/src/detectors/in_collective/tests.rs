@@ -120,6 +120,7 @@ fn summary(
                 cpu_ns: None,
                 runqueue_ns: None,
                 nccl,
+                startup: None,
             }
         })
         .collect();
