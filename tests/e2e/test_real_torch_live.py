@@ -56,7 +56,7 @@ class Live:
         self.tmp = tmp
         self.procs = []
 
-    def start(self, fault, seconds, model="ddp"):
+    def start(self, fault, seconds, model="ddp", worker=WORKER, extra_env=None, agent_args=()):
         shm = self.tmp / "shm"
         shm.mkdir()
         server = self.spawn(
@@ -70,14 +70,14 @@ class Live:
         self.spawn(
             [FLARE, "agent", "--shm-dir", shm, "--node", "node0", "--server", self.url,
              "--token", TOKEN, "--window", f"{WINDOW_S}s", "--poll", "50ms",
-             "--hang-timeout", f"{HANG_TIMEOUT_S}s"],
+             "--hang-timeout", f"{HANG_TIMEOUT_S}s", *agent_args],
             "agent",
         )
         env = dict(os.environ, FLARE_SHM_DIR=str(shm), SLOW_RANK=str(SLOW if fault != "none" else -1),
-                   FAULT=fault, SECS=str(seconds), OMP_NUM_THREADS="1", MODEL=model)
+                   FAULT=fault, SECS=str(seconds), OMP_NUM_THREADS="1", MODEL=model, **(extra_env or {}))
         # torchrun as a user runs it, from the interpreter's environment.
         cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "4",
-               "--master-port", str(free_port()), WORKER]
+               "--master-port", str(free_port()), worker]
         self.job = self.spawn(cmd, "job", env=env, stderr=subprocess.STDOUT, new_session=True)
         self.started = time.time()
 

@@ -1,15 +1,19 @@
 //! A process's start-up phases (events flagged `flare_tracer::startup::FLAG_STARTUP`),
 //! kept apart from the window's ops: the launch phase is written at `flare.init` with
 //! its start in the past, and a rank's start-up spans many windows. The rank's record is
-//! sent while a phase is open and for [`LINGER_WINDOWS`] windows after it last changed,
-//! so that the records of ranks that meet in a phase meet in some window's summaries.
+//! sent with every window while its start-up lasts (a rank busy in work no phase marks is
+//! still starting; a program that never steps stops being sent after
+//! [`MAX_QUIET_WINDOWS`] without change), and for [`LINGER_WINDOWS`] windows after its
+//! first step, so that every rank's record meets the others' in some window.
 
 use flare_model::{StartupPhase, StartupPhaseRecord, StartupRecord};
 use flare_tracer::{Event, NameId, Tag};
 use std::collections::HashMap;
 
-/// Windows a record is still sent after it last changed.
+/// Windows a complete record is still sent after it last changed.
 pub const LINGER_WINDOWS: u32 = 3;
+/// Windows an incomplete record with no phase open is sent without changing.
+pub const MAX_QUIET_WINDOWS: u32 = 60;
 /// Phases kept per process: a program that marks a phase per batch forever would
 /// otherwise grow its record (and every summary) without bound.
 pub const MAX_PHASES: usize = 64;
@@ -67,8 +71,8 @@ impl StartupTracker {
         }
     }
 
-    /// The record to send with a window that closes now, if it is to be sent: while a
-    /// phase is open, and for [`LINGER_WINDOWS`] windows after the last change.
+    /// The record to send with a window that closes now, if it is to be sent (see the
+    /// module's comment).
     pub fn for_window(&mut self) -> Option<StartupRecord> {
         if self.record.phases.is_empty() {
             return None;
@@ -78,7 +82,12 @@ impl StartupTracker {
         } else {
             self.windows_since_change = self.windows_since_change.saturating_add(1);
         }
-        if self.open.is_empty() && self.windows_since_change >= LINGER_WINDOWS {
+        let quiet_limit = if self.record.complete {
+            LINGER_WINDOWS
+        } else {
+            MAX_QUIET_WINDOWS
+        };
+        if self.open.is_empty() && self.windows_since_change >= quiet_limit {
             return None;
         }
         let mut r = self.record.clone();
@@ -141,12 +150,14 @@ mod tests {
     }
 
     #[test]
-    fn a_settled_record_lingers_a_few_windows_and_an_open_phase_keeps_it_sent() {
+    fn a_record_is_sent_while_start_up_lasts_and_a_few_windows_after() {
         let mut t = StartupTracker::default();
         feed(&mut t, Tag::AsyncBegin, StartupPhase::Launch, 1, 100);
         feed(&mut t, Tag::AsyncEnd, StartupPhase::Launch, 1, 200);
-        let sent: Vec<bool> = (0..6).map(|_| t.for_window().is_some()).collect();
-        assert_eq!(sent, vec![true, true, true, false, false, false]);
+        // Between phases (work nothing marks): still starting, sent until it is clearly
+        // not a start-up any more.
+        let sent = (0..100).take_while(|_| t.for_window().is_some()).count();
+        assert_eq!(sent, MAX_QUIET_WINDOWS as usize);
         // A phase that stays open (a rank waiting in the rendezvous) is sent every window.
         feed(
             &mut t,
@@ -155,7 +166,19 @@ mod tests {
             2,
             300,
         );
-        assert!((0..10).all(|_| t.for_window().is_some()));
+        assert!((0..100).all(|_| t.for_window().is_some()));
+        feed(
+            &mut t,
+            Tag::AsyncEnd,
+            StartupPhase::InitProcessGroup,
+            2,
+            400,
+        );
+        feed(&mut t, Tag::AsyncBegin, StartupPhase::FirstStep, 3, 500);
+        feed(&mut t, Tag::AsyncEnd, StartupPhase::FirstStep, 3, 600);
+        // Complete: a few windows more.
+        let sent: Vec<bool> = (0..6).map(|_| t.for_window().is_some()).collect();
+        assert_eq!(sent, vec![true, true, true, false, false, false]);
     }
 
     #[test]

@@ -14,6 +14,7 @@
 //! Every importer returns typed errors naming the file, the place in it and what was
 //! expected; none panics on bad input, and whatever an import does not keep is counted.
 
+pub mod agent_summaries;
 pub mod flight_recorder;
 pub mod kineto;
 pub mod limits;

@@ -29,6 +29,8 @@ pub enum Format {
     NcclInspector,
     /// Dumps of NCCL's example profiler plugin (Chrome trace `b`/`e` events).
     NcclProfiler,
+    /// Flare's node agents' window summaries (`flare agent --out DIR`).
+    AgentSummaries,
 }
 
 /// How [`open`] reads its input.
@@ -59,6 +61,8 @@ impl Default for OpenOptions {
 pub enum Opened {
     Trace(Box<Trace>),
     FlightRecorder(Box<FrJob>),
+    /// Window summaries, in window order: the live engine's input.
+    AgentSummaries(Vec<flare_model::WindowSummary>),
 }
 
 /// Why [`open`] failed: the input was refused, or the importer of the format it tried
@@ -100,6 +104,13 @@ pub enum OpenError {
         how: String,
         #[source]
         source: Box<InspectorError>,
+    },
+    #[error("reading agent window summaries in {path} ({how})")]
+    AgentSummaries {
+        path: String,
+        how: String,
+        #[source]
+        source: Box<crate::agent_summaries::SummaryError>,
     },
     #[error("reading NCCL profiler dumps in {path} ({how})")]
     NcclProfiler {
@@ -169,6 +180,17 @@ pub fn open(paths: &[PathBuf], opts: &OpenOptions) -> Result<Opened, OpenError> 
         }
         .map(|t| Opened::Trace(Box::new(t)))
         .map_err(|source| OpenError::NcclProfiler {
+            path: shown,
+            how,
+            source: Box::new(source),
+        }),
+        Format::AgentSummaries => if one_dir {
+            crate::agent_summaries::read_dir(path, limits)
+        } else {
+            crate::agent_summaries::read_files(paths, limits)
+        }
+        .map(Opened::AgentSummaries)
+        .map_err(|source| OpenError::AgentSummaries {
             path: shown,
             how,
             source: Box::new(source),

@@ -32,9 +32,9 @@ fn first_file(dir: &Path) -> Option<PathBuf> {
     files.into_iter().next()
 }
 
-/// Recognises NCCL Inspector logs and NCCL profiler dumps from their first bytes (of the
-/// file, or of the first file in a directory).
-pub fn sniff_nccl(path: &Path) -> Option<Format> {
+/// Recognises NCCL Inspector logs, NCCL profiler dumps and agent window summaries from
+/// their first bytes (of the file, or of the first file in a directory).
+pub fn sniff_head(path: &Path) -> Option<Format> {
     let file = if path.is_dir() {
         first_file(path)?
     } else {
@@ -45,15 +45,27 @@ pub fn sniff_nccl(path: &Path) -> Option<Format> {
         Some(Format::NcclInspector)
     } else if crate::nccl_profiler::sniff(&head) {
         Some(Format::NcclProfiler)
+    } else if crate::agent_summaries::sniff(&head) {
+        Some(Format::AgentSummaries)
     } else {
         None
     }
 }
 
+/// Why [`sniff_head`] picked a format.
+fn sniffed(f: Format) -> &'static str {
+    match f {
+        Format::NcclInspector => "the first file starts like an NCCL Inspector log",
+        Format::AgentSummaries => "the first file starts like a Flare agent's window summary",
+        _ => "the first file starts like an NCCL profiler dump",
+    }
+}
+
 /// The format of `paths` (one file or directory, or several per-rank files): the native
 /// format by its magic bytes (a file, or a directory holding `trace.flare`), then Flight
-/// Recorder dumps, NCCL Inspector logs and NCCL profiler dumps by their first bytes, else
-/// Kineto JSON. Several paths are Kineto files unless the first is an NCCL log or dump.
+/// Recorder dumps, NCCL Inspector logs, NCCL profiler dumps and agent window summaries by
+/// their first bytes, else Kineto JSON. Several paths are Kineto files unless the first is
+/// one of those.
 pub fn detect(paths: &[PathBuf]) -> Detected {
     let d = |format, why: &str| Detected {
         format,
@@ -63,11 +75,8 @@ pub fn detect(paths: &[PathBuf]) -> Detected {
         return d(Format::Kineto, "no paths");
     };
     if paths.len() > 1 {
-        return match sniff_nccl(p) {
-            Some(f @ Format::NcclInspector) => {
-                d(f, "the first file starts like an NCCL Inspector log")
-            }
-            Some(f) => d(f, "the first file starts like an NCCL profiler dump"),
+        return match sniff_head(p) {
+            Some(f) => d(f, sniffed(f)),
             None => d(
                 Format::Kineto,
                 "several files: read as Kineto traces, one per rank",
@@ -88,9 +97,8 @@ pub fn detect(paths: &[PathBuf]) -> Detected {
             "the first bytes are those of a Flight Recorder dump",
         );
     }
-    match sniff_nccl(p) {
-        Some(f @ Format::NcclInspector) => d(f, "the first file starts like an NCCL Inspector log"),
-        Some(f) => d(f, "the first file starts like an NCCL profiler dump"),
+    match sniff_head(p) {
+        Some(f) => d(f, sniffed(f)),
         None => d(
             Format::Kineto,
             "not a Flare trace, Flight Recorder dump or NCCL log: read as Kineto JSON",

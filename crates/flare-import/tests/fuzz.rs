@@ -53,6 +53,16 @@ fn valid_prometheus() -> &'static [u8] {
     ]}}"#
 }
 
+/// A window summary as `flare agent --out` writes it, with a rank's start-up record.
+fn valid_summary() -> &'static [u8] {
+    br#"{"version":1,"job_id":"j","node":"n0","window":5,"window_ns":2000000000,
+      "start_unix_ns":10000000000,"end_unix_ns":12000000000,"world_size":2,"ranks":[
+      {"rank":1,"local_rank":1,"pid":42,"iterations":[{"step":3,"start_unix_ns":10000000000,"duration_ns":5000000}],
+       "ops":[],"busy_ns":100,"observed_ns":2000000000,"events":10,"dropped_total":0,
+       "startup":{"phases":[{"phase":"launch","start_unix_ns":9000000000,"end_unix_ns":9500000000},
+                            {"phase":"custom","name":"tokenize","start_unix_ns":9500000000}],"complete":false}}]}"#
+}
+
 fn valid_native() -> &'static [u8] {
     static V: OnceLock<Vec<u8>> = OnceLock::new();
     V.get_or_init(|| {
@@ -187,6 +197,14 @@ proptest! {
     }
 
     #[test]
+    fn summary_reader_survives_mutated_summaries(edits in prop::collection::vec(arb_edit(), 1..6)) {
+        let data = apply(valid_summary(), &edits);
+        if let Err(e) = flare_import::agent_summaries::parse("fuzz-w5.json", &data) {
+            prop_assert!(e.to_string().contains("fuzz-w5.json"), "{}", e);
+        }
+    }
+
+    #[test]
     fn native_reader_survives_mutated_files(edits in prop::collection::vec(arb_edit(), 1..6)) {
         let data = apply(valid_native(), &edits);
         let _ = read_native(&data[..], "fuzz.flare");
@@ -258,4 +276,12 @@ fn the_cpu_side_seed_reads_its_collectives() {
         read_kineto_bytes("rank2.json", valid_cpu_kineto(), &KinetoOptions::default()).unwrap();
     assert!(t.meta.cpu_compute);
     assert!(stats.cpu_collectives > 0, "{stats:?}");
+}
+
+#[test]
+fn the_summary_seed_reads_its_start_up_record() {
+    let s = flare_import::agent_summaries::parse("w5.json", valid_summary()).unwrap();
+    let r = s.ranks[0].startup.as_ref().unwrap();
+    assert_eq!(r.phases.len(), 2);
+    assert_eq!(r.phases[1].label(), "tokenize");
 }

@@ -50,6 +50,7 @@ fn open_err(paths: &[PathBuf], opts: &OpenOptions) -> OpenError {
         Ok(Opened::FlightRecorder(j)) => {
             panic!("expected an error, read {} dumps", j.dumps.len())
         }
+        Ok(Opened::AgentSummaries(s)) => panic!("expected an error, read {} summaries", s.len()),
         Err(e) => e,
     }
 }
@@ -58,6 +59,7 @@ fn trace_of(o: Opened) -> flare_model::Trace {
     match o {
         Opened::Trace(t) => *t,
         Opened::FlightRecorder(_) => panic!("expected a timeline, got Flight Recorder dumps"),
+        Opened::AgentSummaries(_) => panic!("expected a timeline, got agent summaries"),
     }
 }
 
@@ -115,13 +117,13 @@ fn flight_recorder_dumps_are_a_job_not_a_trace() {
     assert_eq!(detected(std::slice::from_ref(&one)), Format::FlightRecorder);
     match open(&[dir], &auto()).unwrap() {
         Opened::FlightRecorder(job) => assert_eq!(job.dumps.len(), 16),
-        Opened::Trace(_) => panic!("Flight Recorder dumps read as a timeline"),
+        _ => panic!("Flight Recorder dumps read as something else"),
     }
     match open(&[one], &auto()).unwrap() {
         Opened::FlightRecorder(job) => {
             assert_eq!(job.dumps.keys().copied().collect::<Vec<_>>(), [3])
         }
-        Opened::Trace(_) => panic!("a Flight Recorder dump read as a timeline"),
+        _ => panic!("a Flight Recorder dump read as something else"),
     }
 }
 
@@ -154,6 +156,34 @@ fn nccl_inspector_and_profiler_fixtures_are_recognised() {
         };
         trace_of(open(&files, &given).unwrap());
     }
+}
+
+#[test]
+fn agent_summaries_are_recognised_read_in_window_order_and_bad_ones_named() {
+    let dir = temp_dir("open-summaries");
+    let summary = |w: u64| {
+        format!(
+            r#"{{"version":1,"job_id":"j","node":"n0","window":{w},"window_ns":2000000000,"start_unix_ns":0,"end_unix_ns":1,"world_size":2,"ranks":[]}}"#
+        )
+    };
+    std::fs::write(dir.join("j-n0-w8.json"), summary(8)).unwrap();
+    std::fs::write(dir.join("j-n0-w7.json"), summary(7)).unwrap();
+    assert_eq!(detected(std::slice::from_ref(&dir)), Format::AgentSummaries);
+    match open(std::slice::from_ref(&dir), &auto()).unwrap() {
+        Opened::AgentSummaries(s) => {
+            assert_eq!(s.iter().map(|s| s.window).collect::<Vec<_>>(), [7, 8])
+        }
+        _ => panic!("agent summaries read as something else"),
+    }
+    std::fs::write(
+        dir.join("j-n0-w9.json"),
+        summary(9).replace("\"ranks\":[]", "\"ranks\":7"),
+    )
+    .unwrap();
+    let e = open_err(std::slice::from_ref(&dir), &auto());
+    let msg = chain(&e);
+    assert!(msg.contains("j-n0-w9.json: line 1, column"), "{msg}");
+    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
@@ -435,7 +465,7 @@ fn directories_over_the_file_limit_are_refused() {
     assert!(msg.contains("more than 3 files to read"), "{msg}");
     match open(std::slice::from_ref(&fr), &auto()).unwrap() {
         Opened::FlightRecorder(job) => assert_eq!(job.dumps.len(), 5),
-        Opened::Trace(_) => panic!("dumps read as a timeline"),
+        _ => panic!("dumps read as something else"),
     }
     std::fs::remove_dir_all(&fr).unwrap();
 

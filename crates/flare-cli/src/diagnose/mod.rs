@@ -33,6 +33,9 @@ pub enum Format {
     NcclInspector,
     /// Dumps of NCCL's example profiler plugin (Chrome trace `b`/`e` events).
     NcclProfiler,
+    /// Flare agents' window summaries (`flare agent --out DIR`), diagnosed window by
+    /// window as the server would.
+    AgentSummaries,
 }
 
 impl From<Format> for flare_import::Format {
@@ -44,6 +47,7 @@ impl From<Format> for flare_import::Format {
             Format::FlightRecorder => flare_import::Format::FlightRecorder,
             Format::NcclInspector => flare_import::Format::NcclInspector,
             Format::NcclProfiler => flare_import::Format::NcclProfiler,
+            Format::AgentSummaries => flare_import::Format::AgentSummaries,
         }
     }
 }
@@ -51,7 +55,9 @@ impl From<Format> for flare_import::Format {
 #[derive(Args)]
 pub struct DiagnoseArgs {
     /// A .flare file, a directory holding trace.flare, a directory of Kineto traces, or
-    /// one or more Kineto trace files (one per rank) of the same job.
+    /// one or more Kineto trace files (one per rank) of the same job; Flight Recorder
+    /// dumps, NCCL Inspector logs or profiler dumps, or a Flare agent's window summaries
+    /// (`flare agent --out DIR`) of one job.
     #[arg(required = true)]
     pub paths: Vec<PathBuf>,
     #[arg(long, value_enum, default_value_t = Format::Auto)]
@@ -120,6 +126,10 @@ pub fn load(paths: &[PathBuf], format: Format) -> Result<Trace> {
             "{}: Flight Recorder dumps hold no timeline; expected a trace",
             paths[0].display()
         ),
+        Opened::AgentSummaries(_) => bail!(
+            "{}: agent window summaries hold no timeline (flare diagnose reads them); expected a trace",
+            paths[0].display()
+        ),
     }
 }
 
@@ -148,6 +158,56 @@ fn run_flight_recorder(a: &DiagnoseArgs, job: FrJob, load_ms: f64) -> Result<Exi
         if doc.findings().is_empty() {
             println!("\nNo divergence: every process group's ranks reached the same collectives.");
         }
+        for (i, f) in doc.findings().iter().enumerate() {
+            print!("{}", crate::present::finding_text(i + 1, f));
+        }
+        for n in &doc.notes {
+            println!("\n(note: {n})");
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Agent window summaries (`flare agent --out DIR`): the live engine replayed over them
+/// window by window, one document for the job.
+fn run_agent_summaries(
+    a: &DiagnoseArgs,
+    summaries: Vec<flare_model::WindowSummary>,
+    load_ms: f64,
+) -> Result<ExitCode> {
+    let path = &a.paths[0];
+    let jobs: std::collections::BTreeSet<&str> =
+        summaries.iter().map(|s| s.job_id.as_str()).collect();
+    if jobs.len() > 1 {
+        bail!(
+            "{}: window summaries of {} jobs ({}); give one job's files (the agent names them <job>-<node>-w<window>.json)",
+            path.display(),
+            jobs.len(),
+            jobs.iter().take(8).copied().collect::<Vec<_>>().join(", ")
+        );
+    }
+    let job_id = jobs.first().copied().unwrap_or_default().to_string();
+    let t1 = Instant::now();
+    let cfg = flare_engine::live::LiveConfig::default();
+    let windows = flare_engine::live::replay::replay(&summaries, &cfg);
+    let doc = flare_engine::live::replay::document(&job_id, &summaries, &windows);
+    let ms = t1.elapsed().as_secs_f64() * 1e3;
+    eprintln!(
+        "read {} window summaries in {load_ms:.0} ms, diagnosed {} windows in {ms:.0} ms",
+        summaries.len(),
+        windows.len()
+    );
+    let doc = with_logs(a, doc, "the agent summaries")?;
+    if a.json {
+        println!("{}", doc.to_json());
+    } else {
+        println!(
+            "Flare diagnosis of job {job_id} from {} ({} windows, {} ranks with data): {}",
+            path.display(),
+            windows.len(),
+            doc.job.ranks_with_data,
+            doc.verdict().as_str()
+        );
         for (i, f) in doc.findings().iter().enumerate() {
             print!("{}", crate::present::finding_text(i + 1, f));
         }
@@ -272,13 +332,20 @@ pub fn run(a: DiagnoseArgs) -> Result<ExitCode> {
                     );
                     let trace = match flare_import::open(&a.paths, &opts)? {
                         Opened::Trace(t) => *t,
-                        Opened::FlightRecorder(_) => bail!("{shown}: not a native trace"),
+                        Opened::FlightRecorder(_) | Opened::AgentSummaries(_) => {
+                            bail!("{shown}: not a native trace")
+                        }
                     };
                     whole(&a, trace, window, machine.as_ref(), t0, &sp)
                 }
             }
         }
         Ok(Chunked::Whole(Opened::Trace(t))) => whole(&a, *t, window, machine.as_ref(), t0, &sp),
+        Ok(Chunked::Whole(Opened::AgentSummaries(summaries))) => {
+            sp.finish_and_clear();
+            let load_ms = t0.elapsed().as_secs_f64() * 1e3;
+            return run_agent_summaries(&a, summaries, load_ms);
+        }
         Ok(Chunked::Whole(Opened::FlightRecorder(job))) => {
             sp.finish_and_clear();
             let load_ms = t0.elapsed().as_secs_f64() * 1e3;

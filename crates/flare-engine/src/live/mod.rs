@@ -12,6 +12,7 @@
 
 mod cpu;
 mod input;
+pub mod replay;
 #[cfg(test)]
 mod tests;
 mod window;

@@ -1038,3 +1038,35 @@ fn extra_cpu_work_the_traced_time_does_not_show_leaves_the_window_unjudged() {
         d.findings
     );
 }
+
+#[test]
+fn replayed_summaries_give_one_document_with_each_finding_once() {
+    // Three windows of a job whose rank 5 is 20% slower, summaries in no order.
+    let mut all: Vec<WindowSummary> = Vec::new();
+    for w in [9u64, 7, 8] {
+        for mut s in job(8, |r| if r == 5 { 1.2 } else { 1.0 }, |_| 0.0) {
+            s.window = w;
+            all.push(s);
+        }
+    }
+    let windows = replay::replay(&all, &LiveConfig::default());
+    assert_eq!(
+        windows.iter().map(|w| w.window).collect::<Vec<_>>(),
+        [7, 8, 9]
+    );
+    let doc = replay::document("job", &all, &windows);
+    let slow: Vec<&Finding> = doc
+        .findings()
+        .iter()
+        .filter(|f| f.severity > Severity::Info)
+        .collect();
+    assert_eq!(slow.len(), 1, "{:#?}", doc.findings());
+    assert_eq!(slow[0].culprits[0].rank, Some(5));
+    assert_eq!(slow[0].iterations, [7, 8, 9]);
+    assert_eq!(doc.history.len(), 3);
+    assert_eq!(
+        (doc.job.world_size, doc.job.ranks_with_data, doc.job.nodes),
+        (8, 8, Some(2))
+    );
+    assert_eq!(doc.job.windows_analysed, Some(3));
+}

@@ -59,6 +59,15 @@ fn secs(ns: f64) -> f64 {
     ns / 1e9
 }
 
+/// A duration for a person: seconds, or milliseconds under a tenth of a second.
+fn duration(ns: f64) -> String {
+    if ns >= 0.1e9 {
+        format!("{:.1} s", secs(ns))
+    } else {
+        format!("{:.0} ms", ns / 1e6)
+    }
+}
+
 /// One finding per late rank, or per node whose every rank was late to the same phase.
 fn late_findings(v: &StartupView, cfg: &StartupConfig) -> Vec<Finding> {
     let lates = late_ranks(v, cfg);
@@ -130,9 +139,11 @@ fn late_finding(node: Option<&str>, ls: &[&Late]) -> Finding {
     };
     let (why, action) = explain(&worst.cause, node.or(worst.node.as_deref()));
     let summary = format!(
-        "{who} {when}: {waiting} rank{} waited for it ({:.0} GPU-seconds so far); {why}",
+        "{who} {when}: {waiting} rank{} {} for it ({:.0} GPU-seconds{}); {why}",
         plural(waiting),
+        if worst.arrived { "waited" } else { "wait" },
         secs(waited),
+        if worst.arrived { "" } else { " so far" },
     );
     let mut evidence = vec![
         Evidence::new(
@@ -323,8 +334,7 @@ fn breakdown_finding(b: &Breakdown, ranks: usize, waited: bool) -> Finding {
     let parts: Vec<String> = b
         .phases
         .iter()
-        .filter(|p| p.median_ns >= 0.05e9 || p.phase.is_none())
-        .map(|p| format!("{} {:.1} s", p.label, secs(p.median_ns)))
+        .map(|p| format!("{} {}", p.label, duration(p.median_ns)))
         .collect();
     let gpu_hours = secs(b.total_median_ns) * ranks as f64 / 3600.0;
     // Time in the phases ranks meet in is mostly waiting when a rank was late: the

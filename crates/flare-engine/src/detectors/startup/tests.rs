@@ -34,6 +34,7 @@ fn view(ranks: Vec<(u32, &str, StartupRecord)>, world: u32, now_s: f64) -> Start
             .collect(),
         world_size: world,
         now_unix_ns: T0 + (now_s * 1e9) as u64,
+        without_record: vec![],
     }
 }
 

@@ -16,6 +16,9 @@ pub struct StartupView {
     pub world_size: u32,
     /// The end of the window diagnosed (Unix ns): how long an open phase has lasted.
     pub now_unix_ns: u64,
+    /// Ranks that reported data in the windows without a start-up record (traced with
+    /// start-up off, or by an older package): not judged.
+    pub without_record: Vec<u32>,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -50,7 +53,13 @@ impl StartupView {
                 }
             }
         }
+        let without_record: std::collections::BTreeSet<u32> = windows
+            .iter()
+            .flat_map(|w| w.with_data().map(|r| r.rank))
+            .filter(|r| !ranks.contains_key(r))
+            .collect();
         Some(StartupView {
+            without_record: without_record.into_iter().collect(),
             ranks: ranks.into_values().collect(),
             world_size: windows.iter().map(|w| w.world_size).max().unwrap_or(0),
             now_unix_ns: current.end_unix_ns,
@@ -64,10 +73,13 @@ impl StartupView {
             .map(|i| &self.ranks[i])
     }
 
-    /// The ranks expected: the whole job where its size is known.
+    /// The ranks expected: the whole job where its size is known, but for ranks that
+    /// report without a record.
     pub fn expected(&self) -> Vec<u32> {
         let known = self.ranks.iter().map(|r| r.rank + 1).max().unwrap_or(0);
-        (0..self.world_size.max(known)).collect()
+        (0..self.world_size.max(known))
+            .filter(|r| self.without_record.binary_search(r).is_err())
+            .collect()
     }
 
     /// Whether every expected rank finished its first step.
