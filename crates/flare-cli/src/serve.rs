@@ -2,6 +2,7 @@
 
 use anyhow::{bail, Result};
 use clap::Args;
+use flare_model::Severity;
 use flare_server::{ServerConfig, DEFAULT_MAX_BODY_BYTES};
 use std::io::Write;
 use std::net::SocketAddr;
@@ -23,6 +24,27 @@ pub struct ServeArgs {
     /// Largest request body accepted, in bytes; also bounds a summary once decompressed.
     #[arg(long, default_value_t = DEFAULT_MAX_BODY_BYTES)]
     pub max_body_bytes: usize,
+    /// Where alerts go when a finding opens, escalates or resolves: `slack=URL` (a
+    /// Slack-compatible incoming webhook), `json=URL` or a bare URL (the alert event as
+    /// JSON). Repeatable.
+    #[arg(long = "alert-webhook", value_name = "[slack=|json=]URL")]
+    pub alert_webhooks: Vec<flare_server::alerts::Webhook>,
+    /// Findings below this severity never alert.
+    #[arg(long, value_enum, default_value_t = AlertSeverity::Warning)]
+    pub alert_min_severity: AlertSeverity,
+    /// Consecutive windows a finding must be seen in before its alert opens (critical
+    /// findings, hangs and failures, page at once).
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..))]
+    pub alert_after_windows: u32,
+    /// Consecutive windows without it before an open alert resolves.
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..))]
+    pub resolve_after_windows: u32,
+}
+
+#[derive(Copy, Clone, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum AlertSeverity {
+    Warning,
+    Critical,
 }
 
 pub fn run(args: ServeArgs) -> Result<ExitCode> {
@@ -41,10 +63,17 @@ pub fn run(args: ServeArgs) -> Result<ExitCode> {
     }
     flare_server::init_logging();
     let cfg = ServerConfig {
-        listen: args.listen,
-        db: args.db,
-        token,
+        webhooks: args.alert_webhooks,
+        alert_rules: flare_server::alerts::AlertRules {
+            min_severity: match args.alert_min_severity {
+                AlertSeverity::Warning => Severity::Warning,
+                AlertSeverity::Critical => Severity::Critical,
+            },
+            open_after: args.alert_after_windows,
+            resolve_after: args.resolve_after_windows,
+        },
         max_body_bytes: args.max_body_bytes,
+        ..ServerConfig::new(args.listen, args.db, token)
     };
     flare_server::run_blocking(
         cfg,

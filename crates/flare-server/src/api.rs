@@ -1,5 +1,6 @@
 //! HTTP routes: authentication, ingest, and the read API.
 
+use crate::alerts::Notifier;
 use crate::ingest::{self, Encoding, IngestError};
 use crate::store::{Store, StoreError};
 use crate::ServerConfig;
@@ -9,7 +10,7 @@ use axum::extract::{DefaultBodyLimit, Path, Query, Request, State};
 use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode, Uri};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::{get, post, put};
 use axum::{Json, Router};
 use flare_model::FindingsDocument;
 use serde_json::{json, Value};
@@ -28,6 +29,8 @@ pub(crate) struct AppState {
     store: Arc<Mutex<Store>>,
     token: Arc<[u8]>,
     max_body_bytes: usize,
+    /// Sends alert events to the webhooks; none without webhooks.
+    notifier: Option<Arc<Notifier>>,
 }
 
 impl AppState {
@@ -36,6 +39,8 @@ impl AppState {
             store: Arc::new(Mutex::new(store)),
             token: cfg.token.as_bytes().into(),
             max_body_bytes: cfg.max_body_bytes,
+            notifier: (!cfg.webhooks.is_empty())
+                .then(|| Arc::new(Notifier::start(cfg.webhooks.clone()))),
         }
     }
 
@@ -64,6 +69,11 @@ pub(crate) fn router(state: AppState) -> Router {
         .route("/api/v1/summaries", post(post_summary))
         .route("/api/jobs", get(list_jobs))
         .route("/api/jobs/{id}/findings", get(job_findings))
+        .route(
+            "/api/jobs/{id}/silence",
+            put(silence_job).delete(unsilence_job),
+        )
+        .route("/api/alerts", get(list_alerts))
         .route_layer(middleware::from_fn_with_state(state.clone(), require_token));
     Router::new()
         .route("/healthz", get(healthz))
@@ -231,8 +241,12 @@ async fn post_summary(
         %node,
         ranks,
         findings = done.findings,
+        alerts = done.alerts.len(),
         "summary stored and window analysed"
     );
+    if let Some(n) = &state.notifier {
+        n.send(done.alerts);
+    }
     Ok(Json(json!({
         "job_id": done.job_id,
         "window": done.window,
@@ -299,6 +313,87 @@ async fn job_findings(
         ));
     };
     Ok(Json(d.document(&job_id, window, windows_analysed, history)))
+}
+
+#[derive(serde::Deserialize)]
+struct AlertsQuery {
+    job: Option<String>,
+    limit: Option<usize>,
+}
+
+/// The latest alert events, newest first (`?job=ID`, `?limit=N`, at most 1,000).
+async fn list_alerts(
+    State(state): State<AppState>,
+    query: Result<Query<AlertsQuery>, QueryRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let Query(q) = query.map_err(|r| {
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            format!("bad query ({}); expected ?job=ID&limit=N", r.body_text()),
+        )
+    })?;
+    let limit = q.limit.unwrap_or(100).min(1000);
+    let events = state
+        .with_store(move |s| s.alert_events(q.job.as_deref(), limit))
+        .await?;
+    Ok(Json(json!(events)))
+}
+
+#[derive(serde::Deserialize)]
+struct SilenceRequest {
+    /// For how long, in seconds.
+    for_s: u64,
+    #[serde(default)]
+    reason: String,
+}
+
+/// Silences a job's alerts for `for_s` seconds: transitions are still recorded (and
+/// listed), no webhook is called.
+async fn silence_job(
+    State(state): State<AppState>,
+    Path(job_id): Path<String>,
+    body: Result<Json<SilenceRequest>, axum::extract::rejection::JsonRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let Json(req) = body.map_err(|r| {
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            format!(
+                "{}; expected {{\"for_s\": seconds, \"reason\": \"...\"}}",
+                r.body_text()
+            ),
+        )
+    })?;
+    if req.for_s == 0 || req.for_s > 366 * 24 * 3600 {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "for_s must be between 1 and 31,622,400 (a year)",
+        ));
+    }
+    let until = unix_ns().saturating_add(req.for_s.saturating_mul(1_000_000_000));
+    let (id, reason) = (job_id.clone(), req.reason.clone());
+    let known = state
+        .with_store(move |s| s.silence(&id, until, &reason))
+        .await?;
+    if !known {
+        return Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            format!("unknown job {job_id:?}"),
+        ));
+    }
+    Ok(Json(
+        json!({ "job_id": job_id, "until_unix_ns": until, "reason": req.reason }),
+    ))
+}
+
+async fn unsilence_job(
+    State(state): State<AppState>,
+    Path(job_id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let id = job_id.clone();
+    let had = state.with_store(move |s| s.unsilence(&id)).await?;
+    Ok(Json(
+        json!({ "job_id": job_id, "silenced": false, "was_silenced": had }),
+    ))
 }
 
 #[cfg(test)]

@@ -7,6 +7,7 @@
 //! same JSON shape as `flare diagnose --json`. Summaries may carry an excerpt of the
 //! node's log files (`flare agent --logs`): the server keeps each job's, follows them
 //! with a log collector and merges the logs' verdict into the window's findings (`logs`).
+//! Findings that persist open alerts, sent to webhooks (`alerts`).
 //!
 //! Endpoints (all but `/healthz` need `Authorization: Bearer <token>`):
 //!
@@ -15,10 +16,14 @@
 //! | `POST` | `/api/v1/summaries` | one summary, JSON, plain or `Content-Encoding: zstd` |
 //! | `GET` | `/api/jobs` | every job with its latest window's finding count |
 //! | `GET` | `/api/jobs/{id}/findings[?window=N]` | one window's diagnosis and the history |
+//! | `GET` | `/api/alerts[?job=ID&limit=N]` | the latest alert events, newest first |
+//! | `PUT` | `/api/jobs/{id}/silence` | `{"for_s": N, "reason": "..."}`: no webhook calls for the job |
+//! | `DELETE` | `/api/jobs/{id}/silence` | lifts the silence |
 //! | `GET` | `/healthz` | liveness |
 //!
 //! Errors are JSON objects `{"error": "..."}` with the HTTP status saying which kind.
 
+pub mod alerts;
 mod api;
 mod ingest;
 mod logs;
@@ -47,6 +52,10 @@ pub struct ServerConfig {
     pub token: String,
     /// Largest request body accepted, and largest summary once decompressed (413 above).
     pub max_body_bytes: usize,
+    /// Where alert events go (none: alerts are recorded and listed, not sent).
+    pub webhooks: Vec<alerts::Webhook>,
+    /// When a finding opens, escalates and resolves an alert.
+    pub alert_rules: alerts::AlertRules,
 }
 
 impl ServerConfig {
@@ -56,6 +65,8 @@ impl ServerConfig {
             db,
             token,
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
+            webhooks: Vec::new(),
+            alert_rules: alerts::AlertRules::default(),
         }
     }
 }
@@ -93,13 +104,30 @@ impl Server {
         if cfg.token.trim().is_empty() {
             return Err(ServerError::Config("the token must not be empty".into()));
         }
+        if let Some(h) = cfg
+            .webhooks
+            .iter()
+            .find(|h| h.url.starts_with("https://") && !cfg!(feature = "tls"))
+        {
+            return Err(ServerError::Config(format!(
+                "webhook {}: https needs the server built with the `tls` feature (cargo build --features flare-server/tls)",
+                h.url
+            )));
+        }
         if cfg.max_body_bytes == 0 {
             return Err(ServerError::Config(
                 "max_body_bytes must be greater than 0".into(),
             ));
         }
         let path = cfg.db.clone();
-        let store = tokio::task::spawn_blocking(move || store::Store::open(&path)).await??;
+        let rules = cfg.alert_rules.clone();
+        let store = tokio::task::spawn_blocking(move || {
+            store::Store::open(&path).map(|mut s| {
+                s.set_alert_rules(rules);
+                s
+            })
+        })
+        .await??;
         let listener = TcpListener::bind(cfg.listen)
             .await
             .map_err(|source| ServerError::Bind {

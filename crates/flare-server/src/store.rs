@@ -224,11 +224,13 @@ impl WindowDiagnosis {
 }
 
 /// What an ingest did.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Ingested {
     pub job_id: String,
     pub window: u64,
     pub findings: usize,
+    /// Alert events to send (not silenced).
+    pub alerts: Vec<crate::alerts::AlertEvent>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -251,6 +253,7 @@ pub struct Store {
     windows: LiveWindowCache,
     live: LiveConfig,
     logs: crate::logs::Logs,
+    alert_rules: crate::alerts::AlertRules,
 }
 
 impl Store {
@@ -288,8 +291,9 @@ impl Store {
             });
         }
         conn.execute_batch(&format!(
-            "BEGIN; {SCHEMA} {} PRAGMA user_version={SCHEMA_VERSION}; COMMIT;",
-            crate::logs::SCHEMA
+            "BEGIN; {SCHEMA} {} {} PRAGMA user_version={SCHEMA_VERSION}; COMMIT;",
+            crate::logs::SCHEMA,
+            crate::alerts::SCHEMA
         ))
         .map_err(open_err)?;
         Ok(Store {
@@ -298,6 +302,7 @@ impl Store {
             windows: LiveWindowCache::new(CACHE_WINDOW_RANKS, |w| w.ranks.len()),
             live: LiveConfig::default(),
             logs: crate::logs::Logs::default(),
+            alert_rules: crate::alerts::AlertRules::default(),
         })
     }
 
@@ -359,11 +364,64 @@ impl Store {
         let n = diagnosis.findings.len();
         self.store_diagnosis(&key.0, key.1, &diagnosis, now_ns)?;
         self.cache.put(key.clone(), summaries);
+        let conn = &self.conn;
+        let alerts = crate::alerts::evaluate(
+            conn,
+            &key.0,
+            key.1,
+            &diagnosis.findings,
+            &self.alert_rules,
+            now_ns,
+            |w| match read_diagnosis(conn, &key.0, w) {
+                Ok(d) => Ok(d.map(|d| d.findings)),
+                // A diagnosis that no longer parses counts as a window without data.
+                Err(StoreError::CorruptDiagnosis { .. }) => Ok(None),
+                Err(e) => Err(e),
+            },
+        )?;
         Ok(Ingested {
             job_id: key.0,
             window: key.1,
             findings: n,
+            alerts,
         })
+    }
+
+    /// The rules alerts follow (the default until set).
+    pub fn set_alert_rules(&mut self, rules: crate::alerts::AlertRules) {
+        self.alert_rules = rules;
+    }
+
+    /// The latest alert events, newest first, of one job or of all.
+    pub fn alert_events(
+        &self,
+        job_id: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<crate::alerts::AlertEvent>, StoreError> {
+        crate::alerts::events(&self.conn, job_id, limit)
+    }
+
+    /// Silences a job's alerts until `until` (Unix ns); false when the job is unknown.
+    pub fn silence(&self, job_id: &str, until: u64, reason: &str) -> Result<bool, StoreError> {
+        if !self.job_exists(job_id)? {
+            return Ok(false);
+        }
+        crate::alerts::set_silence(&self.conn, job_id, until, reason)?;
+        Ok(true)
+    }
+
+    /// Lifts a job's silence; false when it had none.
+    pub fn unsilence(&self, job_id: &str) -> Result<bool, StoreError> {
+        crate::alerts::clear_silence(&self.conn, job_id)
+    }
+
+    fn job_exists(&self, job_id: &str) -> Result<bool, StoreError> {
+        Ok(self
+            .conn
+            .prepare_cached("SELECT 1 FROM jobs WHERE job_id = ?1")?
+            .query_row(params![job_id], |_| Ok(()))
+            .optional()?
+            .is_some())
     }
 
     /// Brings the job's `windows` (those before the one analysed that the live analysis

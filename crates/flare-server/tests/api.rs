@@ -3,6 +3,7 @@
 
 use flare_model::summary::SUMMARY_VERSION;
 use flare_model::{IterationSample, OpKind, OpStats, RankSummary, WindowSummary};
+use flare_server::alerts::Webhook;
 use flare_server::{run_blocking, ServerConfig};
 use serde_json::Value;
 use std::net::SocketAddr;
@@ -22,12 +23,17 @@ struct TestServer {
 
 impl TestServer {
     fn start(db: &Path) -> TestServer {
+        TestServer::start_with(db, vec![])
+    }
+
+    fn start_with(db: &Path, webhooks: Vec<Webhook>) -> TestServer {
         let mut cfg = ServerConfig::new(
             "127.0.0.1:0".parse().unwrap(),
             db.to_path_buf(),
             TOKEN.into(),
         );
         cfg.max_body_bytes = MAX_BODY;
+        cfg.webhooks = webhooks;
         let (addr_tx, addr_rx) = mpsc::channel();
         let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
         let thread = std::thread::spawn(move || {
@@ -391,4 +397,200 @@ fn a_healthy_window_is_healthy_and_partial_windows_list_missing_ranks() {
     assert_eq!(doc["job"]["ranks_with_data"], 8);
     assert_eq!(doc["findings"], serde_json::json!([]));
     assert_eq!(doc["healthy"], true);
+}
+
+/// A webhook receiver: a plain HTTP/1.1 listener on 127.0.0.1:0 that answers 200 and
+/// keeps each request's path and body.
+struct Receiver {
+    addr: SocketAddr,
+    got: std::sync::Arc<std::sync::Mutex<Vec<(String, Value)>>>,
+}
+
+impl Receiver {
+    fn start() -> Receiver {
+        use std::io::{BufRead, BufReader, Read, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let got = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let keep = got.clone();
+        std::thread::spawn(move || {
+            for conn in listener.incoming() {
+                let Ok(mut conn) = conn else { continue };
+                let mut reader = BufReader::new(conn.try_clone().unwrap());
+                let mut line = String::new();
+                reader.read_line(&mut line).unwrap();
+                let path = line.split_whitespace().nth(1).unwrap_or("").to_string();
+                let mut len = 0;
+                loop {
+                    let mut h = String::new();
+                    reader.read_line(&mut h).unwrap();
+                    if h.trim().is_empty() {
+                        break;
+                    }
+                    if let Some((k, v)) = h.split_once(':') {
+                        if k.eq_ignore_ascii_case("content-length") {
+                            len = v.trim().parse().unwrap();
+                        }
+                    }
+                }
+                let mut body = vec![0; len];
+                reader.read_exact(&mut body).unwrap();
+                keep.lock()
+                    .unwrap()
+                    .push((path, serde_json::from_slice(&body).unwrap()));
+                conn.write_all(
+                    b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+                )
+                .unwrap();
+            }
+        });
+        Receiver { addr, got }
+    }
+
+    fn hook(&self, spec: &str, path: &str) -> Webhook {
+        format!("{spec}http://{}{path}", self.addr).parse().unwrap()
+    }
+
+    /// What arrived at `path`, once `n` requests did there (or after 10 s).
+    fn wait(&self, path: &str, n: usize) -> Vec<Value> {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            let got: Vec<Value> = self
+                .got
+                .lock()
+                .unwrap()
+                .iter()
+                .filter(|(p, _)| p == path)
+                .map(|(_, v)| v.clone())
+                .collect();
+            if got.len() >= n || std::time::Instant::now() > deadline {
+                return got;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+}
+
+fn put_silence(s: &TestServer, job: &str, body: &str) -> (u16, Value) {
+    reply(
+        client()
+            .put(s.url(&format!("/api/jobs/{job}/silence")))
+            .header("Authorization", format!("Bearer {TOKEN}"))
+            .header("Content-Type", "application/json")
+            .send(body.as_bytes())
+            .unwrap(),
+    )
+}
+
+/// Posts both nodes' summaries of windows `windows`, rank 5 slow in `slow`.
+fn post_windows(s: &TestServer, job: &str, windows: std::ops::Range<u64>, slow: &[u64]) {
+    for w in windows {
+        for node in 0..2 {
+            let summary = node_summary(job, node, w, slow.contains(&w).then_some(5));
+            let (status, v) = post(s, Some(TOKEN), Some("zstd"), &zstd_json(&summary));
+            assert_eq!(status, 200, "{v}");
+        }
+    }
+}
+
+fn about_rank(e: &Value, rank: u64) -> bool {
+    e["culprits"]
+        .as_array()
+        .is_some_and(|c| c.iter().any(|c| c["rank"].as_u64() == Some(rank)))
+}
+
+#[test]
+fn a_persistent_finding_pages_once_resolves_once_and_a_silenced_job_pages_nobody() {
+    let dir = tempfile::tempdir().unwrap();
+    let r = Receiver::start();
+    let s = TestServer::start_with(
+        &dir.path().join("flare.db"),
+        vec![r.hook("json=", "/hook"), r.hook("slack=", "/slack")],
+    );
+    // Window 1 healthy, 2 a one-window blip of rank 5, 3 healthy, 4-7 rank 5 slow, 8-11
+    // healthy; window 12 completes window 11.
+    post_windows(&s, "train", 1..13, &[2, 4, 5, 6, 7]);
+    // A summary posted again changes nothing.
+    post_windows(&s, "train", 6..7, &[6]);
+    let json = r.wait("/hook", 2);
+    let rank5: Vec<(&str, u64)> = json
+        .iter()
+        .filter(|e| about_rank(e, 5))
+        .map(|e| (e["event"].as_str().unwrap(), e["window"].as_u64().unwrap()))
+        .collect();
+    // Opened with its second window running (5), resolved with its second window
+    // without (9): the blip of window 2 paged nobody.
+    assert_eq!(rank5, [("opened", 5), ("resolved", 9)], "{json:#?}");
+    assert!(
+        json.iter().all(|e| e["culprits"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|c| c["rank"].as_u64().is_none_or(|r| r == 5))),
+        "only rank 5 is named: {json:#?}"
+    );
+    let opened = json
+        .iter()
+        .find(|e| e["event"] == "opened" && about_rank(e, 5))
+        .unwrap();
+    assert_eq!(
+        (opened["job_id"].as_str(), opened["severity"].as_str()),
+        (Some("train"), Some("warning"))
+    );
+    assert!(opened["action"].as_str().is_some_and(|a| !a.is_empty()));
+    let slack = r.wait("/slack", json.len());
+    assert_eq!(slack.len(), json.len());
+    assert!(
+        slack.iter().any(|m| m["text"]
+            .as_str()
+            .is_some_and(|t| t.starts_with("[WARNING] Flare: job train") && t.contains("rank 5"))),
+        "{slack:#?}"
+    );
+    // The API lists them, newest first.
+    let (status, listed) = get(&s, "/api/alerts?job=train", Some(TOKEN));
+    assert_eq!(status, 200);
+    let listed: Vec<&str> = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| about_rank(e, 5))
+        .map(|e| e["event"].as_str().unwrap())
+        .collect();
+    assert_eq!(listed, ["resolved", "opened"]);
+
+    // A silenced job: the alert is recorded, no webhook is called.
+    post_windows(&s, "quiet", 1..2, &[]);
+    assert_eq!(
+        put_silence(&s, "quiet", r#"{"for_s": 3600, "reason": "maintenance"}"#).0,
+        200
+    );
+    assert_eq!(put_silence(&s, "nope", r#"{"for_s": 60}"#).0, 404);
+    assert_eq!(put_silence(&s, "quiet", r#"{"for_s": 0}"#).0, 400);
+    post_windows(&s, "quiet", 2..6, &[2, 3, 4, 5]);
+    let (_, listed) = get(&s, "/api/alerts?job=quiet", Some(TOKEN));
+    let quiet: Vec<&Value> = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| about_rank(e, 5))
+        .collect();
+    assert_eq!(quiet.len(), 1, "{listed:#?}");
+    assert_eq!(
+        (quiet[0]["event"].as_str(), quiet[0]["silenced"].as_bool()),
+        (Some("opened"), Some(true))
+    );
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert!(
+        r.wait("/hook", 0).iter().all(|e| e["job_id"] == "train"),
+        "a silenced job paged"
+    );
+    s.stop();
+}
+
+#[test]
+fn webhooks_are_checked_at_start() {
+    assert!("ftp://x".parse::<Webhook>().is_err());
+    assert!("slack=localhost:80".parse::<Webhook>().is_err());
+    let h: Webhook = "slack=http://127.0.0.1:9/x".parse().unwrap();
+    assert_eq!(h.url, "http://127.0.0.1:9/x");
 }
