@@ -2,7 +2,8 @@
 # The whole test suite: formatting, lints, and every test of the workspace.
 # Installs what it needs itself, idempotently: a Python venv under target/ with the
 # pinned tools (maturin, pytest, numpy, py-spy, jsonschema) and Flare's Python package
-# (scripts/python-env.sh).
+# (scripts/python-env.sh), and Debian's chromium and chromium-driver
+# (scripts/browser-env.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ ! -d ../shared/data ]; then
@@ -14,5 +15,7 @@ cargo test --workspace --release
 # The Python package, and the end-to-end test of a live job (server + agent + 8 traced
 # processes), which runs the `flare` binary that `cargo test --release` just built.
 bash scripts/python-env.sh >/dev/null
+# Debian's Chromium and ChromeDriver, for the dashboard's browser test.
+bash scripts/browser-env.sh >/dev/null
 FLARE_BIN="${CARGO_TARGET_DIR:-target}/release/flare" FLARE_E2E_REQUIRED=1 \
   target/flare-venv/bin/python -m pytest -q -p no:cacheprovider crates/flare-py/tests tests/e2e

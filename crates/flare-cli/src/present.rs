@@ -318,8 +318,10 @@ pub fn report_html(
             values,
             unit: "%".into(),
             highlight_rows,
+            column_label: "iteration".into(),
         },
         document: doc,
+        step: flare_report::Step::Iteration,
     };
     flare_report::render_html(&input)
 }

@@ -59,6 +59,7 @@ pub fn run(a: WhatIfArgs) -> Result<ExitCode> {
             values: h.values.iter().flatten().copied().collect(),
             unit: "x".into(),
             highlight_rows: vec![],
+            column_label: "DP rank".into(),
         };
         std::fs::write(svg, flare_report::heatmap_svg(&heat))
             .with_context(|| format!("writing {}", svg.display()))?;

@@ -176,6 +176,7 @@ fn build(per_rank: bool, document: &mut FindingsDocument) -> ReportInput<'_> {
         .collect();
     document.rank_breakdown = breakdown;
     ReportInput {
+        step: flare_report::Step::Iteration,
         title: "Flare diagnosis — sim-1024 (TP8 x PP4 x DP32)".into(),
         subtitle: format!(
             "simulator (seed 7) · 1,024 ranks on 128 nodes · iterations 0–{} · diagnosed in 1.8 s",
@@ -191,6 +192,7 @@ fn build(per_rank: bool, document: &mut FindingsDocument) -> ReportInput<'_> {
             values,
             unit: "%".into(),
             highlight_rows,
+            column_label: "iteration".into(),
         },
         document,
     }

@@ -200,9 +200,14 @@ pub fn heatmap_svg(h: &Heatmap) -> String {
         let (c0, c1) = cbins[dc];
         let rn = bin_name(h, r0, r1);
         let cn = if c1 - c0 == 1 {
-            format!("iteration {}", h.columns[c0])
+            format!("{} {}", h.column_word(), h.columns[c0])
         } else {
-            format!("iterations {} … {}", h.columns[c0], h.columns[c1 - 1])
+            format!(
+                "{}s {} … {}",
+                h.column_word(),
+                h.columns[c0],
+                h.columns[c1 - 1]
+            )
         };
         let val = if v.is_finite() {
             with_unit(v, &h.unit)
@@ -410,7 +415,8 @@ pub fn heatmap_svg(h: &Heatmap) -> String {
     s.push_str("</g>");
     let _ = write!(
         s,
-        r##"<text x="{x}" y="{y}" text-anchor="middle" fill="#3f3f46" font-size="12">iteration</text>"##,
+        r##"<text x="{x}" y="{y}" text-anchor="middle" fill="#3f3f46" font-size="12">{word}</text>"##,
+        word = h.column_word(),
         x = c(left + plot_w / 2.0),
         y = c(yb + 30.0)
     );
@@ -498,6 +504,7 @@ mod tests {
             values: (0..rows * cols).map(|i| f(i / cols, i % cols)).collect(),
             unit: "%".into(),
             highlight_rows: vec![],
+            column_label: "iteration".into(),
         }
     }
 
@@ -534,6 +541,7 @@ mod tests {
             values: vec![],
             unit: String::new(),
             highlight_rows: vec![3],
+            column_label: "iteration".into(),
         };
         assert!(heatmap_svg(&empty).contains("No data"));
     }

@@ -26,7 +26,9 @@
 //!         values: vec![0.1, 0.3, f64::NAN, 0.2, 0.0, 38.0],
 //!         unit: "%".into(),
 //!         highlight_rows: vec![1],
+//!         column_label: "iteration".into(),
 //!     },
+//!     step: flare_report::Step::Iteration,
 //!     document: &document,
 //! };
 //! let html = render_html(&input);
@@ -42,8 +44,8 @@ mod line_chart;
 mod util;
 
 pub use heatmap::heatmap_svg;
-pub use html::render_html;
-pub use line_chart::line_chart_svg;
+pub use html::{render_html, render_sections, STYLE};
+pub use line_chart::{line_chart_svg, line_chart_svg_of};
 pub use util::escape;
 
 /// Everything the report shows.
@@ -59,10 +61,32 @@ pub struct ReportInput<'a> {
     pub flagged_iterations: Vec<u32>,
     /// The per-rank heatmap.
     pub heatmap: Heatmap,
+    /// What the columns and points are: a trace's iterations, or a live job's windows.
+    pub step: Step,
     /// What the engine concluded: the verdict, the findings (shown most severe, then most
     /// confident, first), skipped detectors, and the per-rank time breakdown (the section
     /// is left out when it is empty).
     pub document: &'a flare_model::FindingsDocument,
+}
+
+/// What the report's timeline is made of.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Step {
+    /// A trace's training iterations.
+    #[default]
+    Iteration,
+    /// A live job's time windows (each the mean of the iterations in it).
+    Window,
+}
+
+impl Step {
+    /// The word for one step.
+    pub fn word(self) -> &'static str {
+        match self {
+            Step::Iteration => "iteration",
+            Step::Window => "window",
+        }
+    }
 }
 
 /// A matrix of one metric per row (rank or group of ranks) and column (iteration).
@@ -74,7 +98,7 @@ pub struct Heatmap {
     pub row_label: String,
     /// Row names. For large jobs the caller may pass aggregated rows (`ranks 0-7`).
     pub rows: Vec<String>,
-    /// Column names: iteration numbers as strings.
+    /// Column names: iteration (or window) numbers as strings.
     pub columns: Vec<String>,
     /// Row-major `rows.len() x columns.len()` values; NaN (or a missing value) means no data.
     pub values: Vec<f64>,
@@ -82,6 +106,20 @@ pub struct Heatmap {
     pub unit: String,
     /// Indices into `rows` of rows that contain a culprit; they are outlined and labelled.
     pub highlight_rows: Vec<usize>,
+    /// What a column is (`iteration`, `window`, `DP rank`): the x axis's title and the
+    /// tooltips' word; empty means `iteration`.
+    pub column_label: String,
+}
+
+impl Heatmap {
+    /// The word for one column.
+    pub fn column_word(&self) -> &str {
+        if self.column_label.is_empty() {
+            "iteration"
+        } else {
+            &self.column_label
+        }
+    }
 }
 
 #[cfg(test)]

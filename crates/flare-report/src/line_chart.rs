@@ -27,13 +27,24 @@ const FLAG: &str = "#dc2626";
 /// beyond that only flagged points do). Non-finite values break the line. `y_label` is
 /// escaped. An empty series gives a small SVG saying there is no data.
 pub fn line_chart_svg(points: &[(u32, f64)], flagged: &[u32], y_label: &str) -> String {
+    line_chart_svg_of(points, flagged, y_label, crate::Step::Iteration)
+}
+
+/// [`line_chart_svg`] over `step`s (a live job's windows, say).
+pub fn line_chart_svg_of(
+    points: &[(u32, f64)],
+    flagged: &[u32],
+    y_label: &str,
+    step: crate::Step,
+) -> String {
+    let word = step.word();
     let y_label_e = escape(y_label);
     let mut pts: Vec<(u32, f64)> = points.to_vec();
     pts.sort_by_key(|p| p.0);
     let finite: Vec<f64> = pts.iter().map(|p| p.1).filter(|v| v.is_finite()).collect();
     if pts.is_empty() || finite.is_empty() {
         return format!(
-            r##"<svg xmlns="http://www.w3.org/2000/svg" class="chart line-chart" viewBox="0 0 {W} 80" width="{W}" height="80" role="img" aria-label="{y_label_e}: no data"><rect x="0.5" y="0.5" width="{w}" height="79" fill="#fafafa" stroke="#ddd"/><text x="{cx}" y="45" text-anchor="middle" font-size="14" fill="#666">No iteration data</text></svg>"##,
+            r##"<svg xmlns="http://www.w3.org/2000/svg" class="chart line-chart" viewBox="0 0 {W} 80" width="{W}" height="80" role="img" aria-label="{y_label_e}: no data"><rect x="0.5" y="0.5" width="{w}" height="79" fill="#fafafa" stroke="#ddd"/><text x="{cx}" y="45" text-anchor="middle" font-size="14" fill="#666">No {word} data</text></svg>"##,
             w = W - 1.0,
             cx = W / 2.0
         );
@@ -61,7 +72,7 @@ pub fn line_chart_svg(points: &[(u32, f64)], flagged: &[u32], y_label: &str) -> 
     let mut s = String::with_capacity(8192 + pts.len() * 96);
     let _ = write!(
         s,
-        r#"<svg xmlns="http://www.w3.org/2000/svg" class="chart line-chart" viewBox="0 0 {W} {H}" width="{W}" height="{H}" role="img" aria-label="{y_label_e} per iteration" font-family="system-ui, -apple-system, Segoe UI, Roboto, sans-serif" font-size="11">"#
+        r#"<svg xmlns="http://www.w3.org/2000/svg" class="chart line-chart" viewBox="0 0 {W} {H}" width="{W}" height="{H}" role="img" aria-label="{y_label_e} per {word}" font-family="system-ui, -apple-system, Segoe UI, Roboto, sans-serif" font-size="11">"#
     );
     let _ = write!(
         s,
@@ -100,7 +111,7 @@ pub fn line_chart_svg(points: &[(u32, f64)], flagged: &[u32], y_label: &str) -> 
     // Axis titles.
     let _ = write!(
         s,
-        r##"<text x="{x}" y="{y}" text-anchor="middle" fill="#3f3f46" font-size="12">iteration</text>"##,
+        r##"<text x="{x}" y="{y}" text-anchor="middle" fill="#3f3f46" font-size="12">{word}</text>"##,
         x = ML + pw / 2.0,
         y = H - 8.0
     );
@@ -122,7 +133,7 @@ pub fn line_chart_svg(points: &[(u32, f64)], flagged: &[u32], y_label: &str) -> 
         for &f in &flagged_set {
             let _ = write!(
                 s,
-                r#"<rect x="{x}" y="{MT}" width="{w}" height="{ph}" fill="{FLAG}" fill-opacity="0.12"><title>iteration {f}: flagged</title></rect>"#,
+                r#"<rect x="{x}" y="{MT}" width="{w}" height="{ph}" fill="{FLAG}" fill-opacity="0.12"><title>{word} {f}: flagged</title></rect>"#,
                 x = c(xp(f as f64) - bw / 2.0),
                 w = c(bw)
             );
@@ -190,7 +201,7 @@ pub fn line_chart_svg(points: &[(u32, f64)], flagged: &[u32], y_label: &str) -> 
         };
         let _ = write!(
             s,
-            r#"<circle cx="{x}" cy="{y}" r="{r}" {style}><title>iteration {i}: {val}{flag}</title></circle>"#,
+            r#"<circle cx="{x}" cy="{y}" r="{r}" {style}><title>{word} {i}: {val}{flag}</title></circle>"#,
             x = c(xp(i as f64)),
             y = c(yp(v)),
             val = escape(&fmt_num(v)),
@@ -211,7 +222,7 @@ pub fn line_chart_svg(points: &[(u32, f64)], flagged: &[u32], y_label: &str) -> 
         let fx = ML + pw - 150.0;
         let _ = write!(
             s,
-            r##"<circle cx="{fx}" cy="14" r="4" fill="{FLAG}"/><text x="{tx}" y="14" dy="0.32em">flagged iterations ({n})</text>"##,
+            r##"<circle cx="{fx}" cy="14" r="4" fill="{FLAG}"/><text x="{tx}" y="14" dy="0.32em">flagged {word}s ({n})</text>"##,
             tx = fx + 9.0,
             n = flagged_set.len()
         );

@@ -86,6 +86,7 @@ fn small_heatmap() -> Heatmap {
         values: (0..20).map(|i| (i % 7) as f64).collect(),
         unit: "%".into(),
         highlight_rows: vec![1],
+        column_label: "iteration".into(),
     }
 }
 
@@ -106,6 +107,7 @@ fn rank_time(rank: u32) -> RankTime {
 
 fn input(document: &FindingsDocument) -> ReportInput<'_> {
     ReportInput {
+        step: crate::Step::Iteration,
         title: "Flare diagnosis — test (TP2 x PP1 x DP2)".into(),
         subtitle: "simulator · 4 ranks · 5 iterations · 0.1 s".into(),
         iteration_times_ms: (0..5).map(|i| (i, 100.0 + i as f64)).collect(),
@@ -189,6 +191,7 @@ fn everything_from_traces_is_escaped() {
 #[test]
 fn empty_inputs_render_a_healthy_report() {
     let inp = ReportInput {
+        step: crate::Step::Iteration,
         title: String::new(),
         subtitle: String::new(),
         iteration_times_ms: vec![],
@@ -294,6 +297,7 @@ fn thousand_rank_report_stays_small() {
             .collect(),
         unit: "%".into(),
         highlight_rows: vec![139],
+        column_label: "iteration".into(),
     };
     let html = render_html(&inp);
     check_balanced(&html).unwrap();

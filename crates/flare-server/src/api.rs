@@ -1,6 +1,7 @@
 //! HTTP routes: authentication, ingest, and the read API.
 
 use crate::alerts::Notifier;
+use crate::dashboard;
 use crate::ingest::{self, Encoding, IngestError};
 use crate::store::{Store, StoreError};
 use crate::ServerConfig;
@@ -20,6 +21,8 @@ use tracing::{debug, error, warn};
 
 /// Windows of history the findings document carries.
 const HISTORY_WINDOWS: usize = 50;
+/// Windows the dashboard's charts show.
+const DASHBOARD_WINDOWS: usize = 120;
 /// Longest a request may take, body upload included: a client that trickles its body
 /// must not hold a connection and its buffer forever.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
@@ -74,9 +77,15 @@ pub(crate) fn router(state: AppState) -> Router {
             put(silence_job).delete(unsilence_job),
         )
         .route("/api/alerts", get(list_alerts))
+        .route("/api/ui/jobs", get(ui_jobs))
+        .route("/api/ui/jobs/{id}", get(ui_job))
         .route_layer(middleware::from_fn_with_state(state.clone(), require_token));
     Router::new()
         .route("/healthz", get(healthz))
+        .route("/", get(dashboard::page))
+        .route("/jobs/{id}", get(dashboard::page))
+        .route("/ui/app.js", get(dashboard::app_js))
+        .route("/ui/style.css", get(dashboard::style_css))
         .merge(authed)
         .fallback(no_route)
         .method_not_allowed_fallback(wrong_method)
@@ -277,42 +286,97 @@ async fn job_findings(
     })?;
     let id = job_id.clone();
     let found = state
-        .with_store(move |s| {
-            if s.job(&id)?.is_none() {
-                return Ok(None);
+        .with_store(move |s| find_document(s, &id, q.window))
+        .await?;
+    Ok(Json(found.document(&job_id)?))
+}
+
+/// A job's findings document at a window (the default: its latest analysed one).
+enum Found {
+    UnknownJob,
+    NoWindow(Option<u64>),
+    Document(Box<FindingsDocument>),
+}
+
+impl Found {
+    fn document(self, job_id: &str) -> Result<FindingsDocument, ApiError> {
+        match self {
+            Found::Document(d) => Ok(*d),
+            Found::UnknownJob => Err(ApiError::new(
+                StatusCode::NOT_FOUND,
+                format!("unknown job {job_id:?}"),
+            )),
+            Found::NoWindow(w) => Err(ApiError::new(
+                StatusCode::NOT_FOUND,
+                match w {
+                    Some(w) => format!("job {job_id:?} has no analysed window {w}"),
+                    None => format!("job {job_id:?} has no analysed window yet"),
+                },
+            )),
+        }
+    }
+}
+
+fn find_document(s: &mut Store, id: &str, window: Option<u64>) -> Result<Found, StoreError> {
+    if s.job(id)?.is_none() {
+        return Ok(Found::UnknownJob);
+    }
+    let window = match window {
+        Some(w) => Some(w),
+        None => s.default_window(id)?,
+    };
+    let diagnosis = match window {
+        Some(w) => s.diagnosis(id, w)?,
+        None => None,
+    };
+    let (Some(w), Some(d)) = (window, diagnosis) else {
+        return Ok(Found::NoWindow(window));
+    };
+    Ok(Found::Document(Box::new(d.document(
+        id,
+        w,
+        s.windows_analysed(id)?,
+        s.history(id, HISTORY_WINDOWS)?,
+    ))))
+}
+
+/// The dashboard's jobs table.
+async fn ui_jobs(State(state): State<AppState>) -> Result<Response, ApiError> {
+    let jobs = state
+        .with_store(|s| {
+            let mut out = Vec::new();
+            for row in s.jobs()? {
+                let doc = match find_document(s, &row.job_id, None)? {
+                    Found::Document(d) => Some(*d),
+                    _ => None,
+                };
+                out.push((row, doc));
             }
-            let window = match q.window {
-                Some(w) => Some(w),
-                None => s.default_window(&id)?,
-            };
-            let diagnosis = match window {
-                Some(w) => s.diagnosis(&id, w)?,
-                None => None,
-            };
-            Ok(Some((
-                window,
-                diagnosis,
-                s.windows_analysed(&id)?,
-                s.history(&id, HISTORY_WINDOWS)?,
-            )))
+            Ok(out)
         })
         .await?;
-    let Some((window, diagnosis, windows_analysed, history)) = found else {
-        return Err(ApiError::new(
-            StatusCode::NOT_FOUND,
-            format!("unknown job {job_id:?}"),
-        ));
-    };
-    let (Some(window), Some(d)) = (window, diagnosis) else {
-        return Err(ApiError::new(
-            StatusCode::NOT_FOUND,
-            match window {
-                Some(w) => format!("job {job_id:?} has no analysed window {w}"),
-                None => format!("job {job_id:?} has no analysed window yet"),
-            },
-        ));
-    };
-    Ok(Json(d.document(&job_id, window, windows_analysed, history)))
+    Ok(dashboard::html(dashboard::jobs_fragment(&jobs, unix_ns())))
+}
+
+/// The dashboard's page of one job.
+async fn ui_job(
+    State(state): State<AppState>,
+    Path(job_id): Path<String>,
+) -> Result<Response, ApiError> {
+    let id = job_id.clone();
+    let (found, timeline, alerts) = state
+        .with_store(move |s| {
+            Ok((
+                find_document(s, &id, None)?,
+                s.timeline(&id, DASHBOARD_WINDOWS)?,
+                s.alert_events(Some(&id), 200)?,
+            ))
+        })
+        .await?;
+    let doc = found.document(&job_id)?;
+    Ok(dashboard::html(dashboard::job_fragment(
+        &job_id, &doc, &timeline, &alerts,
+    )))
 }
 
 #[derive(serde::Deserialize)]

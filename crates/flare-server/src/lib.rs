@@ -9,7 +9,7 @@
 //! with a log collector and merges the logs' verdict into the window's findings (`logs`).
 //! Findings that persist open alerts, sent to webhooks (`alerts`).
 //!
-//! Endpoints (all but `/healthz` need `Authorization: Bearer <token>`):
+//! Endpoints (all under `/api` need `Authorization: Bearer <token>`):
 //!
 //! | method | path | what |
 //! |---|---|---|
@@ -20,11 +20,14 @@
 //! | `PUT` | `/api/jobs/{id}/silence` | `{"for_s": N, "reason": "..."}`: no webhook calls for the job |
 //! | `DELETE` | `/api/jobs/{id}/silence` | lifts the silence |
 //! | `GET` | `/healthz` | liveness |
+//! | `GET` | `/`, `/jobs/{id}` | the dashboard (no token: it asks for one; see `dashboard`) |
+//! | `GET` | `/api/ui/jobs`, `/api/ui/jobs/{id}` | the dashboard's content, HTML |
 //!
 //! Errors are JSON objects `{"error": "..."}` with the HTTP status saying which kind.
 
 pub mod alerts;
 mod api;
+mod dashboard;
 mod ingest;
 mod logs;
 pub mod store;
@@ -110,7 +113,7 @@ impl Server {
             .find(|h| h.url.starts_with("https://") && !cfg!(feature = "tls"))
         {
             return Err(ServerError::Config(format!(
-                "webhook {}: https needs the server built with the `tls` feature (cargo build --features flare-server/tls)",
+                "webhook {}: https needs the server built with the `tls` feature (cargo build --release -p flare-cli --features flare-server/tls)",
                 h.url
             )));
         }

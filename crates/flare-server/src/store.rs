@@ -122,6 +122,54 @@ pub struct WindowDiagnosis {
     /// large job's nodes are still posting.
     pub missing: Vec<(u32, u32)>,
     pub analysed_unix_ns: u64,
+    /// The window's figures for the dashboard's charts (absent from older servers' rows).
+    #[serde(default)]
+    pub figures: WindowFigures,
+}
+
+/// What the dashboard charts of one window.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct WindowFigures {
+    /// The median rank's mean iteration time in the window, ms.
+    pub iteration_ms: Option<f64>,
+    /// Per rank that stepped in the window (ascending), its time outside collectives per
+    /// second observed over the median rank's, minus one, in percent: who the others
+    /// wait for.
+    pub rank_excess_pct: Vec<(u32, f32)>,
+}
+
+impl WindowFigures {
+    pub fn of(w: &LiveWindow) -> WindowFigures {
+        let mut its: Vec<f64> = w
+            .ranks
+            .iter()
+            .map(|r| r.iteration_ns)
+            .filter(|v| v.is_finite())
+            .collect();
+        its.sort_by(f64::total_cmp);
+        // Ranks that stepped in the window: a window where ranks start or stop compares
+        // start-up and shutdown, not speed.
+        let share: Vec<(u32, f64)> = w
+            .with_data()
+            .filter(|r| r.iterations > 0)
+            .map(|r| (r.rank, r.own_ns() / r.observed_ns))
+            .filter(|(_, s)| s.is_finite())
+            .collect();
+        let mut sorted: Vec<f64> = share.iter().map(|s| s.1).collect();
+        sorted.sort_by(f64::total_cmp);
+        let median = sorted.get(sorted.len() / 2).copied().unwrap_or(0.0);
+        WindowFigures {
+            iteration_ms: its.get(its.len() / 2).map(|v| v / 1e6),
+            rank_excess_pct: if median > 0.0 {
+                share
+                    .iter()
+                    .map(|&(r, s)| (r, ((s / median - 1.0) * 100.0) as f32))
+                    .collect()
+            } else {
+                vec![]
+            },
+        }
+    }
 }
 
 impl WindowDiagnosis {
@@ -150,6 +198,7 @@ impl WindowDiagnosis {
             nodes: window.len(),
             missing,
             analysed_unix_ns: now_ns,
+            figures: WindowFigures::default(),
         }
     }
 
@@ -355,8 +404,10 @@ impl Store {
             previous.as_ref().map(|p| p.findings.as_slice()),
             &self.live,
         );
+        let figures = WindowFigures::of(&current);
         self.windows.put(key.clone(), current);
         let mut diagnosis = WindowDiagnosis::new(&summaries, live, now_ns);
+        diagnosis.figures = figures;
         if let Some(logs) = self.logs.verdict_for(&key.0, key.1) {
             let totals = crate::logs::totals(&self.conn, &key.0)?;
             diagnosis.merge_logs(logs, totals);
@@ -385,6 +436,25 @@ impl Store {
             findings: n,
             alerts,
         })
+    }
+
+    /// The job's latest `limit` analysed windows, oldest first, each with its diagnosis
+    /// (for the dashboard's charts).
+    pub fn timeline(
+        &self,
+        job_id: &str,
+        limit: usize,
+    ) -> Result<Vec<(u64, WindowDiagnosis)>, StoreError> {
+        let mut out = Vec::new();
+        for h in self.history(job_id, limit)? {
+            match read_diagnosis(&self.conn, job_id, h.window) {
+                Ok(Some(d)) => out.push((h.window, d)),
+                Ok(None) | Err(StoreError::CorruptDiagnosis { .. }) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        out.sort_by_key(|w| w.0);
+        Ok(out)
     }
 
     /// The rules alerts follow (the default until set).

@@ -1,0 +1,245 @@
+//! The dashboard's content, rendered on the server: the jobs table, and a job's page
+//! from the offline report's components. Pure: the API gathers what they show.
+
+use crate::alerts::{AlertEvent, Transition};
+use crate::store::{JobRow, WindowDiagnosis};
+use flare_model::{FindingKind, FindingsDocument, Severity, Verdict};
+use flare_report::{escape, render_sections, Heatmap, ReportInput, Step};
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write;
+
+/// Rows of the heatmap before ranks are binned by the chart itself.
+const HEATMAP_RANKS: usize = 4096;
+
+/// A path segment with everything but unreserved characters percent-encoded.
+pub(crate) fn path_segment(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
+            out.push(b as char);
+        } else {
+            let _ = write!(out, "%{b:02X}");
+        }
+    }
+    out
+}
+
+/// A job's health at a glance: its latest window's verdict and worst finding.
+fn health(doc: Option<&FindingsDocument>) -> (&'static str, &'static str) {
+    let Some(doc) = doc else {
+        return ("pending", "no window analysed yet");
+    };
+    let worst = doc.findings().iter().map(|f| f.severity).max();
+    match (doc.verdict(), worst) {
+        (_, Some(Severity::Critical)) => ("critical", "critical"),
+        (Verdict::Unhealthy, _) => ("warning", "warning"),
+        (Verdict::Inconclusive, _) => ("inconclusive", "inconclusive"),
+        (Verdict::Healthy, _) => ("healthy", "healthy"),
+    }
+}
+
+/// The jobs table: each job with its latest window's health.
+pub(crate) fn jobs_fragment(jobs: &[(JobRow, Option<FindingsDocument>)], now_ns: u64) -> String {
+    let mut s = String::from("<section id=\"jobs\">\n<h2>Jobs</h2>\n");
+    if jobs.is_empty() {
+        s.push_str("<p class=\"note\">No job has reported yet: start `flare agent --server ...` on the job's nodes.</p>\n</section>\n");
+        return s;
+    }
+    s.push_str(
+        "<table class=\"jobs\">\n<thead><tr><th>Job</th><th>Health</th><th>Top finding</th>\
+         <th class=\"num\">Ranks</th><th class=\"num\">Nodes</th><th class=\"num\">Last window</th>\
+         <th class=\"num\">Last seen</th></tr></thead>\n<tbody>\n",
+    );
+    for (row, doc) in jobs {
+        let (class, label) = health(doc.as_ref());
+        let top = doc
+            .as_ref()
+            .and_then(|d| d.findings().first())
+            .filter(|f| f.severity > Severity::Info)
+            .map(|f| escape(&f.summary))
+            .unwrap_or_default();
+        let ago = now_ns.saturating_sub(row.last_seen_unix_ns) / 1_000_000_000;
+        let _ = writeln!(
+            s,
+            "<tr><td><a href=\"/jobs/{}\">{}</a></td><td><span class=\"health {class}\">{label}</span></td>\
+             <td>{top}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>\
+             <td class=\"num\">{ago} s ago</td></tr>",
+            escape(&path_segment(&row.job_id)),
+            escape(&row.job_id),
+            row.ranks_seen,
+            row.nodes,
+            row.last_window,
+        );
+    }
+    s.push_str("</tbody>\n</table>\n</section>\n");
+    s
+}
+
+/// A job's page: its alerts, then the report's sections over its latest windows.
+pub(crate) fn job_fragment(
+    job_id: &str,
+    doc: &FindingsDocument,
+    timeline: &[(u64, WindowDiagnosis)],
+    alerts: &[AlertEvent],
+) -> String {
+    let mut s = String::new();
+    let (class, label) = health(Some(doc));
+    let _ = writeln!(
+        s,
+        "<section id=\"job\">\n<h2>{} <span class=\"health {class}\">{label}</span></h2>\n<p class=\"note\">{}</p>\n</section>",
+        escape(job_id),
+        escape(&format!(
+            "window {} · {} of {} ranks with data · {} node(s) · {} windows analysed",
+            doc.job.window.unwrap_or(0),
+            doc.job.ranks_with_data,
+            doc.job.world_size,
+            doc.job.nodes.unwrap_or(0),
+            doc.job.windows_analysed.unwrap_or(0),
+        ))
+    );
+    write_alerts(&mut s, alerts);
+    let input = ReportInput {
+        title: job_id.to_string(),
+        subtitle: String::new(),
+        iteration_times_ms: timeline
+            .iter()
+            .filter_map(|(w, d)| d.figures.iteration_ms.map(|ms| (*w as u32, ms)))
+            .collect(),
+        flagged_iterations: timeline
+            .iter()
+            .filter(|(_, d)| {
+                d.findings.iter().any(|f| {
+                    matches!(
+                        f.kind,
+                        FindingKind::IterationSpike | FindingKind::IterationSlowdown
+                    ) && f.severity > Severity::Info
+                })
+            })
+            .map(|(w, _)| *w as u32)
+            .collect(),
+        heatmap: heatmap(doc, timeline),
+        document: doc,
+        step: Step::Window,
+    };
+    s.push_str(&render_sections(&input));
+    s
+}
+
+/// Per rank and window: its time outside collectives over the median rank's.
+fn heatmap(doc: &FindingsDocument, timeline: &[(u64, WindowDiagnosis)]) -> Heatmap {
+    let ranks: BTreeSet<u32> = timeline
+        .iter()
+        .flat_map(|(_, d)| d.figures.rank_excess_pct.iter().map(|r| r.0))
+        .take(HEATMAP_RANKS)
+        .collect();
+    let index: BTreeMap<u32, usize> = ranks.iter().enumerate().map(|(i, &r)| (r, i)).collect();
+    let mut values = vec![f64::NAN; ranks.len() * timeline.len()];
+    for (col, (_, d)) in timeline.iter().enumerate() {
+        for &(rank, pct) in &d.figures.rank_excess_pct {
+            if let Some(&row) = index.get(&rank) {
+                values[row * timeline.len() + col] = pct as f64;
+            }
+        }
+    }
+    let culprits: BTreeSet<u32> = doc
+        .findings()
+        .iter()
+        .filter(|f| f.severity > Severity::Info)
+        .flat_map(|f| f.culprits.iter().filter_map(|c| c.rank))
+        .collect();
+    Heatmap {
+        title: "Time outside collectives over the median rank's, per rank and window (%)".into(),
+        row_label: "rank".into(),
+        rows: ranks.iter().map(|r| r.to_string()).collect(),
+        columns: timeline.iter().map(|(w, _)| w.to_string()).collect(),
+        values,
+        unit: "%".into(),
+        highlight_rows: ranks
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| culprits.contains(r))
+            .map(|(i, _)| i)
+            .collect(),
+        column_label: "window".into(),
+    }
+}
+
+fn write_alerts(s: &mut String, alerts: &[AlertEvent]) {
+    s.push_str("<section id=\"alerts\">\n<h2>Alerts</h2>\n");
+    // Open: an alert whose latest event is not its resolution.
+    let mut latest: BTreeMap<&str, &AlertEvent> = BTreeMap::new();
+    for e in alerts {
+        // Newest first: the first event seen per alert is its latest.
+        latest.entry(e.alert_key.as_str()).or_insert(e);
+    }
+    let open: Vec<&&AlertEvent> = latest
+        .values()
+        .filter(|e| e.event != Transition::Resolved)
+        .collect();
+    if open.is_empty() {
+        s.push_str("<p class=\"note\">No alert open.</p>\n");
+    } else {
+        s.push_str("<ul class=\"alerts\">\n");
+        for e in open {
+            let _ = writeln!(
+                s,
+                "<li><span class=\"badge sev-{}\">{}</span> {} <span class=\"pos\">(open since window {}{})</span></li>",
+                e.severity,
+                e.severity,
+                escape(&e.summary),
+                e.opened_window.unwrap_or(e.window),
+                if e.silenced { ", silenced" } else { "" }
+            );
+        }
+        s.push_str("</ul>\n");
+    }
+    s.push_str("</section>\n");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use flare_model::JobSummary;
+
+    #[test]
+    fn path_segments_encode_everything_but_unreserved() {
+        assert_eq!(path_segment("job-1_a.b~c"), "job-1_a.b~c");
+        assert_eq!(path_segment("a/b c<\"'>"), "a%2Fb%20c%3C%22%27%3E");
+    }
+
+    #[test]
+    fn job_ids_cannot_inject_markup() {
+        let id = "<img src=x onerror=alert(1)>\"'";
+        let row = JobRow {
+            job_id: id.into(),
+            world_size: 2,
+            nodes: 1,
+            ranks_seen: 2,
+            first_window: 1,
+            last_window: 2,
+            last_seen_unix_ns: 0,
+            latest_analysed_window: Some(2),
+            open_findings: 0,
+        };
+        let html = jobs_fragment(&[(row, None)], 0);
+        assert!(!html.contains("<img"), "{html}");
+        assert!(
+            html.contains("&lt;img src=x onerror=alert(1)&gt;"),
+            "{html}"
+        );
+        assert!(
+            html.contains("href=\"/jobs/%3Cimg%20src%3Dx%20onerror%3Dalert%281%29%3E%22%27\""),
+            "{html}"
+        );
+        let doc = FindingsDocument::new(
+            JobSummary {
+                id: id.into(),
+                ..JobSummary::default()
+            },
+            vec![],
+            true,
+        );
+        let page = job_fragment(id, &doc, &[], &[]);
+        assert!(!page.contains("<img"), "{page}");
+    }
+}

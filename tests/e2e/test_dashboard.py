@@ -1,0 +1,184 @@
+"""The dashboard end to end, in a real browser: Debian's Chromium, headless, driven over
+WebDriver (chromedriver; scripts/browser-env.sh installs both), against the real server
+fed by the real agent tracing an 8-process job (worker.py: rank 5 does more work).
+
+- the job's page names the culprit, with its evidence and action, and updates itself as
+  windows arrive (the page is never reloaded);
+- the jobs list shows the job and its health;
+- job ids, node names and op names cannot inject markup or script.
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import time
+import urllib.parse
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from live_helpers import free_port
+from test_live_job import FLARE, SLOW_RANK, TOKEN, procs, start_job  # noqa: F401 (procs: a fixture)
+
+CHROMIUM = shutil.which("chromium")
+CHROMEDRIVER = shutil.which("chromedriver")
+
+pytestmark = [
+    pytest.mark.skipif(
+        not FLARE.exists() and os.environ.get("FLARE_E2E_REQUIRED") != "1",
+        reason=f"{FLARE} not built (cargo build --release -p flare-cli)",
+    ),
+    pytest.mark.skipif(
+        (CHROMIUM is None or CHROMEDRIVER is None) and os.environ.get("FLARE_E2E_REQUIRED") != "1",
+        reason="chromium and chromedriver not installed (bash scripts/browser-env.sh)",
+    ),
+]
+
+
+class Browser:
+    """A headless Chromium session over WebDriver's HTTP protocol (stdlib only)."""
+
+    def __init__(self, tmp):
+        port = free_port()
+        self.driver = subprocess.Popen(
+            [CHROMEDRIVER, f"--port={port}"],
+            stdout=open(tmp / "chromedriver.log", "w"), stderr=subprocess.STDOUT,
+        )
+        self.base = f"http://127.0.0.1:{port}"
+        deadline = time.time() + 20
+        while True:
+            try:
+                if self._call("GET", "/status")["ready"]:
+                    break
+            except OSError:
+                pass
+            assert time.time() < deadline, "chromedriver did not start"
+            time.sleep(0.1)
+        caps = {"capabilities": {"alwaysMatch": {
+            "browserName": "chrome",
+            "goog:chromeOptions": {
+                "binary": CHROMIUM,
+                "args": ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                         f"--user-data-dir={tmp / 'chromium-profile'}"],
+            },
+        }}}
+        self.session = self._call("POST", "/session", caps)["sessionId"]
+
+    def _call(self, method, path, body=None):
+        data = None if body is None else json.dumps(body).encode()
+        req = urllib.request.Request(self.base + path, data=data, method=method,
+                                     headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=60) as r:
+            return json.loads(r.read())["value"]
+
+    def go(self, url):
+        self._call("POST", f"/session/{self.session}/url", {"url": url})
+
+    def js(self, script, *args):
+        return self._call("POST", f"/session/{self.session}/execute/sync", {"script": script, "args": list(args)})
+
+    def wait(self, script, what, timeout=40):
+        """Evaluates `script` until it returns something truthy; returns that."""
+        deadline = time.time() + timeout
+        while True:
+            v = self.js(script)
+            if v:
+                return v
+            assert time.time() < deadline, f"timed out waiting for {what}: {self.js('return document.body.innerText')[:3000]}"
+            time.sleep(0.5)
+
+    def quit(self):
+        try:
+            self._call("DELETE", f"/session/{self.session}")
+        finally:
+            self.driver.terminate()
+            self.driver.wait(timeout=10)
+
+
+@pytest.fixture
+def browser(tmp_path):
+    b = Browser(tmp_path)
+    yield b
+    b.quit()
+
+
+def text_of(selector):
+    return f"const e = document.querySelector({json.dumps(selector)}); return e ? e.innerText : null;"
+
+
+def test_the_job_page_names_the_culprit_and_updates_itself(tmp_path, procs, browser):  # noqa: F811
+    url, workers = start_job(tmp_path, procs, slow_rank=SLOW_RANK, seconds=16)
+    browser.go(f"{url}/jobs/e2e#token={TOKEN}")
+    # The token left the address bar (kept for the tab).
+    assert "token" not in browser.js("return location.href")
+    first = browser.wait(text_of("#job"), "the job's first content")
+    browser.js("window.flareMarker = 'still the same page';")
+    findings = browser.wait(
+        f"const t = document.querySelector('#findings'); return t && t.innerText.includes('rank {SLOW_RANK}') ? t.innerText : null;",
+        f"rank {SLOW_RANK} named on the page",
+    )
+    # Its decisive evidence and its action are shown with it.
+    assert "Recommended action" in findings or "Action" in findings, findings
+    # Updated in place: the same page, refreshed several times, showing newer windows.
+    assert browser.js("return window.flareMarker") == "still the same page"
+    assert int(browser.js("return document.getElementById('content').dataset.refreshes")) >= 2
+    assert browser.js(text_of("#job")) != first
+    assert browser.js("return document.querySelectorAll('#iterations svg, #heatmap svg').length") == 2
+    # The jobs list: the job, its health, a link to its page.
+    browser.go(f"{url}/")
+    row = browser.wait(text_of("table.jobs tbody"), "the jobs table")
+    assert "e2e" in row
+    health = browser.js("return document.querySelector('table.jobs .health').className")
+    assert any(h in health for h in ("warning", "critical")), health
+    assert browser.js("return document.querySelector('table.jobs a').getAttribute('href')") == "/jobs/e2e"
+    for w in workers:
+        w.wait(timeout=60)
+
+
+def test_agent_strings_cannot_inject_markup_or_script(tmp_path, procs, browser):  # noqa: F811
+    server = subprocess.Popen(
+        [str(FLARE), "serve", "--listen", "127.0.0.1:0", "--db", str(tmp_path / "flare.db"), "--token", TOKEN],
+        stdout=subprocess.PIPE, stderr=open(tmp_path / "server.log", "w"), text=True,
+    )
+    procs.append(server)
+    url = server.stdout.readline().strip().removeprefix("listening on ")
+    job = "<img src=x onerror=\"window.pwned=1\">'\""
+    op = "<script>window.pwned=2</script>"
+    node = "<marquee onstart=window.pwned=3>n</marquee>"
+    ms = 1_000_000
+    for window in (1, 2, 3):
+        summary = {
+            "version": 1, "job_id": job, "node": node, "window": window, "window_ns": 2000 * ms,
+            "start_unix_ns": window * 2000 * ms, "end_unix_ns": (window + 1) * 2000 * ms, "world_size": 4,
+            "ranks": [{
+                "rank": r, "local_rank": r, "pid": 100 + r,
+                "iterations": [{"step": window * 10 + i, "start_unix_ns": window * 2000 * ms + i * 100 * ms,
+                                "duration_ns": 100 * ms} for i in range(10)],
+                "ops": [
+                    {"name": op, "kind": "compute", "count": 10, "total_ns": (60 if r == 3 else 40) * 10 * ms,
+                     "p50_ns": 0, "p99_ns": 0, "max_ns": 0},
+                    {"name": "allreduce", "kind": "all_reduce", "group": op, "count": 10,
+                     "total_ns": (40 if r == 3 else 60) * 10 * ms,
+                     "p50_ns": 0, "p99_ns": 0, "max_ns": 0},
+                ],
+                "busy_ns": 1000 * ms, "observed_ns": 1000 * ms, "events": 40, "dropped_total": 0,
+            } for r in range(4)],
+        }
+        req = urllib.request.Request(f"{url}/api/v1/summaries", data=json.dumps(summary).encode(), method="POST",
+                                     headers={"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=10) as r:
+            assert r.status == 200
+    browser.go(f"{url}/#token={TOKEN}")
+    shown = browser.wait(text_of("table.jobs tbody a"), "the job's link")
+    assert shown == job
+    browser.js("document.querySelector('table.jobs a').click();")
+    browser.wait(text_of("#job h2"), "the job's page")
+    assert browser.js("return location.pathname") == "/jobs/" + urllib.parse.quote(job, safe="")
+    browser.wait(f"const t = document.querySelector('#findings'); return t && t.innerText.includes('rank 3');",
+                 "the slow rank named")
+    page = browser.js("return document.getElementById('content').innerHTML")
+    assert browser.js("return window.pwned === undefined")
+    assert browser.js("return document.querySelectorAll('#content img, #content script, #content marquee').length") == 0
+    assert "&lt;script&gt;" in page or op not in page, page[:2000]
