@@ -194,7 +194,8 @@ pub fn parse_duration(input: &str) -> Result<Duration, AgentError> {
         "ns" => 1e-9,
         "m" | "min" => 60.0,
         "h" => 3600.0,
-        _ => return Err(err("unknown unit (use ns, us, ms, s, m, h)")),
+        "d" | "day" | "days" => 86_400.0,
+        _ => return Err(err("unknown unit (use ns, us, ms, s, m, h, d)")),
     };
     let secs = value * scale;
     if !secs.is_finite() || secs > 1e9 {

@@ -58,6 +58,8 @@ enum Command {
     Logs(logs::LogsArgs),
     /// Run the ingest server: node agents post window summaries, it diagnoses each window and serves the findings.
     Serve(serve::ServeArgs),
+    /// Copy the server's database while it runs (a consistent snapshot into a new file).
+    Backup(serve::BackupArgs),
 }
 
 fn main() -> ExitCode {
@@ -73,6 +75,7 @@ fn main() -> ExitCode {
         Command::Train(a) => train::run(a),
         Command::Agent(a) => agent::run(a),
         Command::Serve(a) => serve::run(a),
+        Command::Backup(a) => serve::run_backup(a),
         Command::Logs(a) => logs::run(a),
     };
     match result {

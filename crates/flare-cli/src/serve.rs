@@ -8,6 +8,7 @@ use std::io::Write;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
 
 #[derive(Args)]
 pub struct ServeArgs {
@@ -39,6 +40,74 @@ pub struct ServeArgs {
     /// Consecutive windows without it before an open alert resolves.
     #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..))]
     pub resolve_after_windows: u32,
+    /// Delete jobs not heard from for this long (`30d`, `12h`); by default nothing is
+    /// deleted. Checked every minute.
+    #[arg(long, value_name = "AGE", value_parser = duration)]
+    pub retain: Option<Duration>,
+    /// Keep at most this much of stored summaries (`20GiB`, `500MiB`, bytes): the oldest
+    /// windows' summaries go first (their diagnoses stay).
+    #[arg(long, value_name = "SIZE", value_parser = bytes)]
+    pub retain_summary_bytes: Option<u64>,
+}
+
+/// `flare backup`: a consistent copy of the server's database, taken while it runs.
+#[derive(Args)]
+pub struct BackupArgs {
+    /// The server's SQLite database.
+    #[arg(long, default_value = "flare-server.db")]
+    pub db: PathBuf,
+    /// The copy to write (a new file).
+    #[arg(long)]
+    pub out: PathBuf,
+}
+
+pub fn run_backup(args: BackupArgs) -> Result<ExitCode> {
+    let t = std::time::Instant::now();
+    let size = flare_server::retention::backup(&args.db, &args.out)?;
+    println!(
+        "copied {} to {} ({size} bytes) in {:.1} s",
+        args.db.display(),
+        args.out.display(),
+        t.elapsed().as_secs_f64()
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+fn duration(s: &str) -> Result<Duration, String> {
+    flare_agent::parse_duration(s).map_err(|e| e.to_string())
+}
+
+/// A size: a number of bytes, or with a unit (KiB, MiB, GiB, TiB; KB, MB, GB, TB).
+fn bytes(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let v: f64 = num
+        .parse()
+        .map_err(|_| format!("{s:?}: expected a size like 20GiB, 500MB or 1048576"))?;
+    let scale = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1.0,
+        "kib" | "k" => 1024.0,
+        "mib" | "m" => 1024.0 * 1024.0,
+        "gib" | "g" => 1024.0 * 1024.0 * 1024.0,
+        "tib" | "t" => 1024.0f64.powi(4),
+        "kb" => 1e3,
+        "mb" => 1e6,
+        "gb" => 1e9,
+        "tb" => 1e12,
+        u => {
+            return Err(format!(
+                "{s:?}: unknown unit {u:?} (B, KiB, MiB, GiB, TiB, KB, MB, GB, TB)"
+            ))
+        }
+    };
+    let b = v * scale;
+    if !b.is_finite() || b < 1.0 || b > u64::MAX as f64 {
+        return Err(format!("{s:?}: out of range"));
+    }
+    Ok(b as u64)
 }
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -73,6 +142,12 @@ pub fn run(args: ServeArgs) -> Result<ExitCode> {
             resolve_after: args.resolve_after_windows,
         },
         max_body_bytes: args.max_body_bytes,
+        retention: flare_server::retention::Retention {
+            max_age_ns: args
+                .retain
+                .map(|d| d.as_nanos().min(u64::MAX as u128) as u64),
+            max_summary_bytes: args.retain_summary_bytes,
+        },
         ..ServerConfig::new(args.listen, args.db, token)
     };
     flare_server::run_blocking(

@@ -47,6 +47,14 @@ impl AppState {
         }
     }
 
+    /// One retention pass.
+    pub(crate) async fn prune(
+        &self,
+        policy: crate::retention::Retention,
+    ) -> Result<crate::retention::Pruned, ApiError> {
+        self.with_store(move |s| s.prune(policy, unix_ns())).await
+    }
+
     /// Runs `f` on the store on a blocking thread.
     async fn with_store<R, F>(&self, f: F) -> Result<R, ApiError>
     where
@@ -110,6 +118,9 @@ impl ApiError {
     }
     fn internal(message: String) -> Self {
         ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, message)
+    }
+    pub(crate) fn message(&self) -> &str {
+        &self.message
     }
 }
 

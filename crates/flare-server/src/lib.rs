@@ -30,6 +30,7 @@ mod api;
 mod dashboard;
 mod ingest;
 mod logs;
+pub mod retention;
 pub mod store;
 
 pub use ingest::IngestError;
@@ -59,6 +60,8 @@ pub struct ServerConfig {
     pub webhooks: Vec<alerts::Webhook>,
     /// When a finding opens, escalates and resolves an alert.
     pub alert_rules: alerts::AlertRules,
+    /// What the database keeps (nothing is deleted by default).
+    pub retention: retention::Retention,
 }
 
 impl ServerConfig {
@@ -70,6 +73,7 @@ impl ServerConfig {
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
             webhooks: Vec::new(),
             alert_rules: alerts::AlertRules::default(),
+            retention: retention::Retention::default(),
         }
     }
 }
@@ -99,7 +103,12 @@ pub struct Server {
     listener: TcpListener,
     addr: SocketAddr,
     router: axum::Router,
+    state: api::AppState,
+    retention: retention::Retention,
 }
+
+/// How often retention runs.
+const PRUNE_EVERY: std::time::Duration = std::time::Duration::from_secs(60);
 
 impl Server {
     /// Opens (or creates) the database and binds the listening socket.
@@ -142,11 +151,14 @@ impl Server {
             source,
         })?;
         info!(%addr, db = %cfg.db.display(), "flare server bound");
-        let router = api::router(api::AppState::new(store, &cfg));
+        let state = api::AppState::new(store, &cfg);
+        let router = api::router(state.clone());
         Ok(Server {
             listener,
             addr,
             router,
+            state,
+            retention: cfg.retention,
         })
     }
 
@@ -161,6 +173,25 @@ impl Server {
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> Result<(), ServerError> {
         info!(addr = %self.addr, "serving");
+        if self.retention != retention::Retention::default() {
+            let (state, policy) = (self.state.clone(), self.retention);
+            tokio::spawn(async move {
+                let mut every = tokio::time::interval(PRUNE_EVERY);
+                loop {
+                    every.tick().await;
+                    match state.prune(policy).await {
+                        Ok(p) if p.jobs + p.summaries > 0 => info!(
+                            jobs = p.jobs,
+                            summaries = p.summaries,
+                            bytes = p.bytes,
+                            "retention deleted old data"
+                        ),
+                        Ok(_) => {}
+                        Err(e) => tracing::error!("retention failed: {}", e.message()),
+                    }
+                }
+            });
+        }
         axum::serve(self.listener, self.router)
             .with_graceful_shutdown(shutdown)
             .await

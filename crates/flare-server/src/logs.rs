@@ -221,6 +221,11 @@ impl Logs {
         Ok(())
     }
 
+    /// Stops following a job (its rows were deleted).
+    pub fn forget(&mut self, job_id: &str) {
+        self.jobs.remove(job_id);
+    }
+
     fn insert(&mut self, job_id: String, job: JobLogs) {
         if self.jobs.len() >= MAX_JOBS_FOLLOWED {
             if let Some(oldest) = self

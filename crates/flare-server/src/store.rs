@@ -81,6 +81,8 @@ pub enum StoreError {
     },
     #[error("database {path} cannot use write-ahead logging (journal_mode is {mode:?}); put it on a local file system")]
     NoWal { path: PathBuf, mode: String },
+    #[error("backup {path}: {why}")]
+    Backup { path: PathBuf, why: String },
     #[error("database error: {0}")]
     Sqlite(#[from] rusqlite::Error),
     #[error(
@@ -340,9 +342,10 @@ impl Store {
             });
         }
         conn.execute_batch(&format!(
-            "BEGIN; {SCHEMA} {} {} PRAGMA user_version={SCHEMA_VERSION}; COMMIT;",
+            "BEGIN; {SCHEMA} {} {} {} PRAGMA user_version={SCHEMA_VERSION}; COMMIT;",
             crate::logs::SCHEMA,
-            crate::alerts::SCHEMA
+            crate::alerts::SCHEMA,
+            crate::retention::SCHEMA
         ))
         .map_err(open_err)?;
         Ok(Store {
@@ -455,6 +458,21 @@ impl Store {
         }
         out.sort_by_key(|w| w.0);
         Ok(out)
+    }
+
+    /// One retention pass (see [`crate::retention`]); the deleted jobs leave the caches.
+    pub fn prune(
+        &mut self,
+        policy: crate::retention::Retention,
+        now_ns: u64,
+    ) -> Result<crate::retention::Pruned, StoreError> {
+        let (gone, pruned) = crate::retention::prune(&self.conn, policy, now_ns)?;
+        for job in &gone {
+            self.cache.forget_job(job);
+            self.windows.forget_job(job);
+            self.logs.forget(job);
+        }
+        Ok(pruned)
     }
 
     /// The rules alerts follow (the default until set).
@@ -787,6 +805,20 @@ impl<V> Lru<V> {
         let (_, v) = self.entries.remove(key)?;
         self.weight -= (self.weigh)(&v);
         Some(v)
+    }
+
+    /// Drops every entry of a job.
+    fn forget_job(&mut self, job_id: &str) {
+        let weigh = self.weigh;
+        let mut freed = 0;
+        self.entries.retain(|k, (_, v)| {
+            let keep = k.0 != job_id;
+            if !keep {
+                freed += weigh(v);
+            }
+            keep
+        });
+        self.weight -= freed;
     }
 
     /// The value, without marking it used.

@@ -594,3 +594,118 @@ fn webhooks_are_checked_at_start() {
     let h: Webhook = "slack=http://127.0.0.1:9/x".parse().unwrap();
     assert_eq!(h.url, "http://127.0.0.1:9/x");
 }
+
+#[test]
+fn retention_deletes_quiet_jobs_whole_and_trims_summaries_to_size() {
+    use flare_server::retention::Retention;
+    use flare_server::store::Store;
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = Store::open(&dir.path().join("flare.db")).unwrap();
+    let s = 1_000_000_000u64;
+    let mut t = 1_000 * s;
+    let mut body_bytes = 0;
+    for job in ["quiet", "busy"] {
+        if job == "busy" {
+            // Heard from an hour after the quiet one went quiet.
+            t += 3_600 * s;
+        }
+        for w in 1..=4 {
+            for node in 0..2 {
+                let summary = node_summary(job, node, w, Some(5));
+                let z = zstd_json(&summary);
+                body_bytes = z.len() as u64;
+                store.ingest(summary, z, t).unwrap();
+                t += s;
+            }
+        }
+    }
+    // Jobs quiet for 30 minutes: the first one goes, whole.
+    let p = store
+        .prune(
+            Retention {
+                max_age_ns: Some(1_800 * s),
+                max_summary_bytes: None,
+            },
+            t,
+        )
+        .unwrap();
+    assert_eq!((p.jobs, p.summaries), (1, 8));
+    let jobs: Vec<String> = store
+        .jobs()
+        .unwrap()
+        .into_iter()
+        .map(|j| j.job_id)
+        .collect();
+    assert_eq!(jobs, ["busy"]);
+    assert!(store.history("quiet", 50).unwrap().is_empty());
+    assert!(store.alert_events(Some("quiet"), 10).unwrap().is_empty());
+    // Room for about three summaries: the oldest windows' go, their diagnoses stay.
+    let p = store
+        .prune(
+            Retention {
+                max_age_ns: None,
+                max_summary_bytes: Some(3 * body_bytes + body_bytes / 2),
+            },
+            t,
+        )
+        .unwrap();
+    assert_eq!(p.summaries, 5, "{p:?}");
+    assert_eq!(store.history("busy", 50).unwrap().len(), 4);
+    // Nothing to do a second time.
+    let again = store
+        .prune(
+            Retention {
+                max_age_ns: Some(1_800 * s),
+                max_summary_bytes: Some(3 * body_bytes + body_bytes / 2),
+            },
+            t,
+        )
+        .unwrap();
+    assert_eq!((again.jobs, again.summaries), (0, 0));
+    // The job goes on: a new window is stored and analysed as before.
+    let mut found = 0;
+    for node in 0..2 {
+        let next = node_summary("busy", node, 5, Some(5));
+        let z = zstd_json(&next);
+        found = store.ingest(next, z, t).unwrap().findings;
+    }
+    assert!(found >= 1);
+}
+
+#[test]
+fn a_backup_taken_while_the_server_runs_opens_with_everything() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("flare.db");
+    let s = TestServer::start(&db);
+    for w in 1..=3 {
+        for node in 0..2 {
+            let (status, v) = post(
+                &s,
+                Some(TOKEN),
+                Some("zstd"),
+                &zstd_json(&node_summary("job", node, w, Some(2))),
+            );
+            assert_eq!(status, 200, "{v}");
+        }
+    }
+    let out = dir.path().join("copy.db");
+    let size = flare_server::retention::backup(&db, &out).unwrap();
+    assert!(size > 0);
+    // The server is still running and writing.
+    let (status, _) = post(
+        &s,
+        Some(TOKEN),
+        None,
+        &serde_json::to_vec(&node_summary("job", 0, 4, Some(2))).unwrap(),
+    );
+    assert_eq!(status, 200);
+    let copy = flare_server::store::Store::open(&out).unwrap();
+    let jobs = copy.jobs().unwrap();
+    assert_eq!(jobs.len(), 1);
+    assert_eq!(jobs[0].last_window, 3);
+    assert_eq!(copy.history("job", 10).unwrap().len(), 3);
+    // An existing file is never overwritten.
+    let e = flare_server::retention::backup(&db, &out).unwrap_err();
+    assert!(e.to_string().contains("exists already"), "{e}");
+    s.stop();
+}
