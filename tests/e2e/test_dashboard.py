@@ -5,7 +5,8 @@ fed by the real agent tracing an 8-process job (worker.py: rank 5 does more work
 - the job's page names the culprit, with its evidence and action, and updates itself as
   windows arrive (the page is never reloaded);
 - the jobs list shows the job and its health;
-- job ids, node names and op names cannot inject markup or script.
+- job ids, node names, op names and stack frames cannot inject markup or script; a
+  hang's stacks are merged into a flame graph with the odd rank out in red.
 """
 
 import json
@@ -182,3 +183,29 @@ def test_agent_strings_cannot_inject_markup_or_script(tmp_path, procs, browser):
     assert browser.js("return window.pwned === undefined")
     assert browser.js("return document.querySelectorAll('#content img, #content script, #content marquee').length") == 0
     assert "&lt;script&gt;" in page or op not in page, page[:2000]
+
+    # A hang: ranks 0-2 stuck in the all-reduce, rank 3 elsewhere; the stacks the agent
+    # took are merged into a flame graph, rank 3's path in red, frame names inert.
+    def thread(frames):
+        return [{"thread": "MainThread", "frames": frames}]
+    stuck = ["all_reduce (dist.py:10)", op, "train (train.py:40)", "<module> (train.py:99)"]
+    summary["window"] = 4
+    summary["hangs"] = [{"rank": r, "pid": 100 + r, "op": "allreduce", "kind": "all_reduce", "in_flight_ns": 9_000 * ms,
+                         "detected_unix_ns": 9 * 2000 * ms, "stacks": thread(stuck), "stack_source": "py-spy"}
+                        for r in range(3)]
+    summary["peer_stacks"] = [{"rank": 3, "pid": 103, "captured_unix_ns": 9 * 2000 * ms, "stack_source": "py-spy",
+                               "stacks": thread(["read (io.py:5)", "load_batch <img src=x onerror=window.pwned=4>",
+                                                 "train (train.py:40)", "<module> (train.py:99)"])}]
+    req = urllib.request.Request(f"{url}/api/v1/summaries", data=json.dumps(summary).encode(), method="POST",
+                                 headers={"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=10) as r:
+        assert r.status == 200
+    browser.wait("return document.querySelector('#stacks svg.flame') !== null", "the merged stacks")
+    titles = browser.js("return Array.from(document.querySelectorAll('#stacks rect title')).map(t => t.textContent)")
+    assert any(t.startswith("<module> (train.py:99) — ranks 0–3 (4 of 4)") for t in titles), titles
+    odd = browser.js("""return Array.from(document.querySelectorAll('#stacks rect'))
+        .filter(r => r.querySelector('title').textContent.startsWith('load_batch'))
+        .map(r => r.getAttribute('fill'))""")
+    assert odd == ["#dc2626"], odd
+    assert browser.js("return window.pwned === undefined")
+    assert browser.js("return document.querySelectorAll('#content img, #content script, #content marquee').length") == 0

@@ -333,3 +333,14 @@ pub struct ThreadStack {
     pub thread: String,
     pub frames: Vec<String>,
 }
+
+impl ThreadStack {
+    /// A process's main thread among its captured threads (Python's `MainThread`, the
+    /// native view's `main`), else its first thread with frames.
+    pub fn main_of(stacks: &[ThreadStack]) -> Option<&ThreadStack> {
+        stacks
+            .iter()
+            .find(|t| t.thread.contains("MainThread") || t.thread == "main")
+            .or_else(|| stacks.iter().find(|t| !t.frames.is_empty()))
+    }
+}

@@ -38,11 +38,13 @@
 
 #![warn(missing_docs)]
 
+mod flame;
 mod heatmap;
 mod html;
 mod line_chart;
 mod util;
 
+pub use flame::{flame_svg, RankStack};
 pub use heatmap::heatmap_svg;
 pub use html::{render_html, render_sections, STYLE};
 pub use line_chart::{line_chart_svg, line_chart_svg_of};

@@ -375,18 +375,24 @@ async fn ui_job(
     Path(job_id): Path<String>,
 ) -> Result<Response, ApiError> {
     let id = job_id.clone();
-    let (found, timeline, alerts) = state
+    let (found, timeline, alerts, stacks) = state
         .with_store(move |s| {
+            let found = find_document(s, &id, None)?;
+            let stacks = match &found {
+                Found::Document(d) => s.stacks(&id, d.job.window.unwrap_or(0))?,
+                _ => vec![],
+            };
             Ok((
-                find_document(s, &id, None)?,
+                found,
                 s.timeline(&id, DASHBOARD_WINDOWS)?,
                 s.alert_events(Some(&id), 200)?,
+                stacks,
             ))
         })
         .await?;
     let doc = found.document(&job_id)?;
     Ok(dashboard::html(dashboard::job_fragment(
-        &job_id, &doc, &timeline, &alerts,
+        &job_id, &doc, &timeline, &alerts, &stacks,
     )))
 }
 

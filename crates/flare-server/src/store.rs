@@ -475,6 +475,33 @@ impl Store {
         Ok(pruned)
     }
 
+    /// The main-thread stacks the agents captured in a window, one per rank (the stuck
+    /// ranks', and those of the ranks beside them), outermost frame first.
+    pub fn stacks(
+        &self,
+        job_id: &str,
+        window: u64,
+    ) -> Result<Vec<flare_report::RankStack>, StoreError> {
+        let mut out: std::collections::BTreeMap<u32, Vec<String>> = Default::default();
+        for s in load_window(&self.conn, job_id, window)? {
+            let captured = s
+                .hangs
+                .iter()
+                .map(|h| (h.rank, &h.stacks))
+                .chain(s.peer_stacks.iter().map(|p| (p.rank, &p.stacks)));
+            for (rank, stacks) in captured {
+                if let Some(t) = flare_model::ThreadStack::main_of(stacks) {
+                    out.entry(rank)
+                        .or_insert_with(|| t.frames.iter().rev().cloned().collect());
+                }
+            }
+        }
+        Ok(out
+            .into_iter()
+            .map(|(rank, frames)| flare_report::RankStack { rank, frames })
+            .collect())
+    }
+
     /// The rules alerts follow (the default until set).
     pub fn set_alert_rules(&mut self, rules: crate::alerts::AlertRules) {
         self.alert_rules = rules;

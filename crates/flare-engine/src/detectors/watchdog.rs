@@ -158,10 +158,7 @@ fn hang_evidence(g: &HangGroup, present: usize) -> Vec<Evidence> {
 /// The innermost frames of the most telling thread: the main thread when named, else the
 /// first one captured.
 fn top_frames(stacks: &[ThreadStack], n: usize) -> Option<(&str, String)> {
-    let t = stacks
-        .iter()
-        .find(|t| t.thread.contains("MainThread") || t.thread == "main")
-        .or_else(|| stacks.iter().find(|t| !t.frames.is_empty()))?;
+    let t = ThreadStack::main_of(stacks)?;
     if t.frames.is_empty() {
         return None;
     }

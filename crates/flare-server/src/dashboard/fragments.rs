@@ -4,7 +4,7 @@
 use crate::alerts::{AlertEvent, Transition};
 use crate::store::{JobRow, WindowDiagnosis};
 use flare_model::{FindingKind, FindingsDocument, Severity, Verdict};
-use flare_report::{escape, render_sections, Heatmap, ReportInput, Step};
+use flare_report::{escape, flame_svg, render_sections, Heatmap, RankStack, ReportInput, Step};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write;
 
@@ -81,6 +81,7 @@ pub(crate) fn job_fragment(
     doc: &FindingsDocument,
     timeline: &[(u64, WindowDiagnosis)],
     alerts: &[AlertEvent],
+    stacks: &[RankStack],
 ) -> String {
     let mut s = String::new();
     let (class, label) = health(Some(doc));
@@ -98,6 +99,18 @@ pub(crate) fn job_fragment(
         ))
     );
     write_alerts(&mut s, alerts);
+    if !stacks.is_empty() {
+        let _ = writeln!(
+            s,
+            "<section id=\"stacks\">\n<h2>Stacks</h2>\n<p class=\"note\">{}</p>\n<div class=\"chart-wrap\">{}</div>\n</section>",
+            escape(&format!(
+                "The main thread of the {} ranks the agents captured in window {} (stuck, and beside the stuck ones), merged: frames that ranks share are one box, as wide as its ranks; the ranks whose stack leaves the common path are red. Hover a box for its ranks.",
+                stacks.len(),
+                doc.job.window.unwrap_or(0)
+            )),
+            flame_svg(stacks)
+        );
+    }
     let input = ReportInput {
         title: job_id.to_string(),
         subtitle: String::new(),
@@ -239,7 +252,7 @@ mod tests {
             vec![],
             true,
         );
-        let page = job_fragment(id, &doc, &[], &[]);
+        let page = job_fragment(id, &doc, &[], &[], &[]);
         assert!(!page.contains("<img"), "{page}");
     }
 }
