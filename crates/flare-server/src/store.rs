@@ -9,7 +9,7 @@
 use crate::ingest;
 use flare_engine::live::{diagnose_window, LiveConfig, LiveDiagnosis, LiveWindow};
 use flare_model::{
-    Finding, FindingKind, FindingsDocument, JobSummary, SkippedDetector, WindowHistory,
+    Finding, FindingKind, FindingsDocument, JobSummary, RankTime, SkippedDetector, WindowHistory,
     WindowSummary,
 };
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
@@ -138,6 +138,37 @@ pub struct WindowFigures {
     /// second observed over the median rank's, minus one, in percent: who the others
     /// wait for.
     pub rank_excess_pct: Vec<(u32, f32)>,
+    /// The ranks with the most idle and exposed communication time (at most
+    /// [`BREAKDOWN_RANKS`]), their window split into traced work, communication and
+    /// idle time.
+    #[serde(default)]
+    pub breakdown: Vec<RankTime>,
+}
+
+/// Ranks a window's breakdown keeps (the document's, as for traces).
+const BREAKDOWN_RANKS: usize = 20;
+
+/// A rank's window as the breakdown table shows it. Summaries hold totals, not spans: the
+/// communication that overlapped work is at least what work and communication add up to
+/// beyond the time any span was open, and only that much is counted as overlapped.
+fn rank_time(r: &flare_engine::live::LiveRank) -> RankTime {
+    let ms = |ns: f64| if ns.is_finite() { ns / 1e6 } else { 0.0 };
+    let work = r.compute_ns + r.host_total();
+    let comm = r.in_sync_ns();
+    let busy = if r.busy_ns > 0.0 {
+        r.busy_ns
+    } else {
+        work + comm
+    };
+    let overlap = (work + comm - busy).max(0.0).min(comm);
+    RankTime {
+        rank: r.rank,
+        window_ms: ms(r.observed_ns),
+        compute_ms: ms(work),
+        communication_ms: ms(comm),
+        exposed_communication_ms: ms(comm - overlap),
+        idle_ms: ms((r.observed_ns - busy).max(0.0)),
+    }
 }
 
 impl WindowFigures {
@@ -160,7 +191,15 @@ impl WindowFigures {
         let mut sorted: Vec<f64> = share.iter().map(|s| s.1).collect();
         sorted.sort_by(f64::total_cmp);
         let median = sorted.get(sorted.len() / 2).copied().unwrap_or(0.0);
+        let mut breakdown: Vec<RankTime> = w.with_data().map(rank_time).collect();
+        breakdown.sort_by(|a, b| {
+            (b.idle_ms + b.exposed_communication_ms)
+                .total_cmp(&(a.idle_ms + a.exposed_communication_ms))
+                .then(a.rank.cmp(&b.rank))
+        });
+        breakdown.truncate(BREAKDOWN_RANKS);
         WindowFigures {
+            breakdown,
             iteration_ms: its.get(its.len() / 2).map(|v| v / 1e6),
             rank_excess_pct: if median > 0.0 {
                 share
@@ -256,6 +295,7 @@ impl WindowDiagnosis {
             ..JobSummary::default()
         };
         let mut doc = FindingsDocument::new(job, self.findings.clone(), self.conclusive);
+        doc.rank_breakdown = self.figures.breakdown.clone();
         doc.notes = self.notes.clone();
         doc.skipped_detectors = self.skipped.clone();
         doc.history = history;

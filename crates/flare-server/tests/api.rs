@@ -320,6 +320,17 @@ fn finds_the_slow_rank_lists_the_job_and_survives_a_restart() {
         assert_eq!(f["severity"], "warning");
         assert_eq!(f["culprits"][0]["rank"], 6);
         assert_eq!(f["culprits"][0]["element"], "host-1");
+        // Each rank's window split up: its peers wait for rank 6 in the all-reduce, so
+        // it spends the least time communicating.
+        let b = doc["rank_breakdown"].as_array().unwrap();
+        assert_eq!(b.len(), 8, "{doc:#}");
+        let exposed = |x: &Value| x["exposed_communication_ms"].as_f64().unwrap();
+        let least = b
+            .iter()
+            .min_by(|x, y| exposed(x).total_cmp(&exposed(y)))
+            .unwrap();
+        assert_eq!(least["rank"], 6, "{b:#?}");
+        assert!(b.iter().all(|x| x["window_ms"].as_f64().unwrap() > 0.0));
         let history = doc["history"].as_array().unwrap();
         assert_eq!(history.len(), 2);
         assert_eq!(history[0]["window"], 100);
