@@ -78,6 +78,34 @@ class Child:
         assert len(lines) == 1, f"expected one result line\n{proc.stdout}\n{proc.stderr}"
         return json.loads(lines[0][len(RESULT):])
 
+    def gloo_ranks(self, script: str, run_id: str, world: int = 2) -> list:
+        """Runs `script` as `world` ranks of a real torch.distributed job (the script
+        reads RANK, WORLD_SIZE and INIT, a tcp:// rendezvous), each dumping its ring to
+        rank<R>.ring; returns the rings, read in this process."""
+        import socket
+
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        procs = []
+        for rank in range(world):
+            env = dict(self.env)
+            env.update(
+                RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(world), TORCHELASTIC_RUN_ID=run_id,
+                INIT=f"tcp://127.0.0.1:{port}", FLARE_DUMP=str(self.tmp / f"rank{rank}.ring"),
+                TMP=str(self.tmp),
+            )
+            procs.append(subprocess.Popen(
+                [sys.executable, "-c", textwrap.dedent(script)], env=env, cwd=self.tmp,
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            ))
+        for p in procs:
+            out, err = p.communicate(timeout=300)
+            assert p.returncode == 0, f"{out}\n{err}"
+        from flare import _native
+
+        return [_native.read_ring(str(self.tmp / f"rank{r}.ring")) for r in range(world)]
+
     def read_dump(self) -> Dict[str, Any]:
         """The dump the child wrote at shutdown, read in this (never traced) process."""
         from flare import _native

@@ -4,10 +4,6 @@ with real PyTorch (two Gloo ranks), the phases Flare records by itself."""
 from __future__ import annotations
 
 import importlib.util
-import socket
-import subprocess
-import sys
-import textwrap
 
 import pytest
 
@@ -109,29 +105,7 @@ flare.shutdown()
 
 @pytest.mark.skipif(not HAS_TORCH, reason="PyTorch is not installed")
 def test_real_torch_start_up_phases(child):
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    procs = []
-    for rank in range(2):
-        env = dict(child.env)
-        env.update(
-            RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE="2", TORCHELASTIC_RUN_ID="startup-test",
-            INIT=f"tcp://127.0.0.1:{port}", FLARE_DUMP=str(child.tmp / f"rank{rank}.ring"),
-            TMP=str(child.tmp),
-        )
-        procs.append(subprocess.Popen(
-            [sys.executable, "-c", textwrap.dedent(REAL_SCRIPT)], env=env, cwd=child.tmp,
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        ))
-    for p in procs:
-        out, err = p.communicate(timeout=300)
-        assert p.returncode == 0, f"{out}\n{err}"
-
-    from flare import _native
-
-    for r in range(2):
-        ring = _native.read_ring(str(child.tmp / f"rank{r}.ring"))
+    for ring in child.gloo_ranks(REAL_SCRIPT, "startup-test"):
         got = [p["phase"] for p in ring["startup"]]
         assert got == [
             "launch", "init_process_group", "checkpoint_load", "model_wrap", "first_batch", "first_step",

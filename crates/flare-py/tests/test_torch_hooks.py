@@ -4,10 +4,6 @@ when it is installed, against real PyTorch (gloo, two processes on this host).""
 from __future__ import annotations
 
 import importlib.util
-import socket
-import subprocess
-import sys
-import textwrap
 
 import pytest
 
@@ -261,27 +257,7 @@ flare.shutdown()
 
 @pytest.mark.skipif(not HAS_TORCH, reason="PyTorch is not installed")
 def test_real_torch_two_ranks_with_gloo(child):
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    procs = []
-    for rank in range(2):
-        env = dict(child.env)
-        env.update(
-            RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE="2", TORCHELASTIC_RUN_ID="gloo-test",
-            INIT=f"tcp://127.0.0.1:{port}", FLARE_DUMP=str(child.tmp / f"rank{rank}.ring"),
-        )
-        procs.append(subprocess.Popen(
-            [sys.executable, "-c", textwrap.dedent(REAL_SCRIPT)], env=env, cwd=child.tmp,
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        ))
-    for p in procs:
-        out, err = p.communicate(timeout=300)
-        assert p.returncode == 0, f"{out}\n{err}"
-
-    from flare import _native
-
-    rings = [_native.read_ring(str(child.tmp / f"rank{r}.ring")) for r in range(2)]
+    rings = child.gloo_ranks(REAL_SCRIPT, "gloo-test")
     for r, ring in enumerate(rings):
         assert ring["info"]["rank"] == r and ring["info"]["job_id"] == "gloo-test"
         ars = spans_named(ring, "all_reduce")
