@@ -15,6 +15,7 @@ mod present;
 mod serve;
 mod sim;
 mod sim_logs;
+mod timeline;
 mod train;
 mod whatif;
 
@@ -60,6 +61,9 @@ enum Command {
     Serve(serve::ServeArgs),
     /// Copy the server's database while it runs (a consistent snapshot into a new file).
     Backup(serve::BackupArgs),
+    /// Write a trace as one Perfetto-readable timeline: every rank on one clock, grouped by
+    /// parallel group, launches linked to their ops, the diagnosis's culprits marked.
+    Timeline(timeline::TimelineArgs),
 }
 
 fn main() -> ExitCode {
@@ -76,6 +80,7 @@ fn main() -> ExitCode {
         Command::Agent(a) => agent::run(a),
         Command::Serve(a) => serve::run(a),
         Command::Backup(a) => serve::run_backup(a),
+        Command::Timeline(a) => timeline::run(a),
         Command::Logs(a) => logs::run(a),
     };
     match result {

@@ -524,3 +524,147 @@ fn committed_model_is_reproduced_by_flare_train() {
     assert!(status.status.success());
     assert_ne!(std::fs::read(&other).unwrap(), trained);
 }
+
+#[test]
+fn timeline_writes_every_rank_on_one_clock_grouped_with_the_culprit_marked() {
+    let dir = tmp("timeline");
+    let st = flare()
+        .args([
+            "sim",
+            "--fault",
+            "slow_gpu",
+            "--tp",
+            "2",
+            "--pp",
+            "2",
+            "--dp",
+            "2",
+            "--iterations",
+            "4",
+            "--out",
+        ])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert!(
+        st.status.success(),
+        "{}",
+        String::from_utf8_lossy(&st.stderr)
+    );
+    let truth: Value =
+        serde_json::from_slice(&std::fs::read(dir.join("truth.json")).unwrap()).unwrap();
+    let culprit = truth["culprits"][0]["rank"]
+        .as_u64()
+        .expect("the simulator names its culprit");
+    let out = dir.join("timeline.json");
+    let st = flare()
+        .arg("timeline")
+        .arg(&dir)
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(
+        st.status.success(),
+        "{}",
+        String::from_utf8_lossy(&st.stderr)
+    );
+    let doc: Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+    let ev = doc["traceEvents"].as_array().unwrap();
+    let named = |name: &str| -> Vec<&Value> { ev.iter().filter(|e| e["name"] == name).collect() };
+    // A process per rank, ordered by stage, then data-parallel rank, then tensor-parallel rank.
+    let procs = named("process_name");
+    assert_eq!(procs.len(), 8);
+    let mut by_index: Vec<(u64, String)> = named("process_sort_index")
+        .iter()
+        .map(|e| {
+            let pid = e["pid"].as_u64().unwrap();
+            let name = procs.iter().find(|p| p["pid"] == pid).unwrap()["args"]["name"]
+                .as_str()
+                .unwrap();
+            (e["args"]["sort_index"].as_u64().unwrap(), name.to_string())
+        })
+        .collect();
+    by_index.sort();
+    assert!(
+        by_index[0].1.starts_with("rank 0 · stage 0 · dp 0 · tp 0"),
+        "{by_index:?}"
+    );
+    assert!(
+        by_index[4].1.contains("stage 1 · dp 0 · tp 0"),
+        "{by_index:?}"
+    );
+    // The culprit's process and ops are marked, no one else's.
+    let marked: Vec<u64> = procs
+        .iter()
+        .filter(|p| p["args"]["name"].as_str().unwrap().contains("culprit"))
+        .map(|p| p["pid"].as_u64().unwrap())
+        .collect();
+    assert_eq!(marked, [culprit], "{procs:?}");
+    let ops: Vec<&Value> = ev
+        .iter()
+        .filter(|e| e["ph"] == "X" && e["cat"] != "launch" && e["cat"] != "iteration")
+        .collect();
+    assert!(ops
+        .iter()
+        .all(|e| (e["args"]["culprit"] == true) == (e["pid"] == culprit)));
+    // One clock from zero; every flow starts and ends once.
+    assert!(ev.iter().filter_map(|e| e["ts"].as_f64()).all(|t| t >= 0.0));
+    assert!(ops.iter().all(|e| e["dur"].as_f64().unwrap() >= 0.0));
+    let ids = |ph: &str| -> Vec<u64> {
+        let mut v: Vec<u64> = ev
+            .iter()
+            .filter(|e| e["ph"] == ph)
+            .map(|e| e["id"].as_u64().unwrap())
+            .collect();
+        v.sort();
+        v
+    };
+    assert_eq!(ids("s"), ids("f"));
+    assert!(!ids("s").is_empty());
+    // Tracks: compute, communication and host per rank; the stdout counts match.
+    assert!(ops.iter().any(|e| e["tid"] == 1) && ops.iter().any(|e| e["tid"] == 2));
+    let said = String::from_utf8_lossy(&st.stdout);
+    assert!(
+        said.contains(&format!("8 ranks, {} ops", ops.len())),
+        "{said}"
+    );
+
+    // Some iterations only.
+    let st = flare()
+        .arg("timeline")
+        .arg(&dir)
+        .args([
+            "--iterations",
+            "1-2",
+            "--no-flows",
+            "--no-diagnosis",
+            "--out",
+        ])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(
+        st.status.success(),
+        "{}",
+        String::from_utf8_lossy(&st.stderr)
+    );
+    let doc: Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+    let ev = doc["traceEvents"].as_array().unwrap();
+    let its: std::collections::BTreeSet<u64> = ev
+        .iter()
+        .filter(|e| e["ph"] == "X" && e["cat"] != "iteration")
+        .map(|e| e["args"]["iteration"].as_u64().unwrap())
+        .collect();
+    assert_eq!(its.into_iter().collect::<Vec<_>>(), [1, 2]);
+    assert!(ev.iter().all(|e| e["ph"] != "s"));
+    let st = flare()
+        .arg("timeline")
+        .arg(&dir)
+        .args(["--iterations", "3-1", "--out"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(!st.status.success());
+    assert!(String::from_utf8_lossy(&st.stderr).contains("expected A-B"));
+}

@@ -26,6 +26,7 @@ pub mod open;
 pub mod prometheus;
 pub mod sniff;
 pub mod text_logs;
+pub mod timeline;
 mod varint;
 
 pub use limits::{LimitError, Limits};
