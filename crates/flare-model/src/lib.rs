@@ -24,8 +24,8 @@ pub use comm::{CommId, Communicator, GroupKind};
 pub use finding::{
     CascadeGroup, Comparison, Component, Corroboration, Culprit, DetectorId, Direction, Evidence,
     EvidenceKey, FailureCategory, FailureDetail, Finding, FindingKind, FindingsDocument, JobStage,
-    JobSummary, LineRole, LogLine, LogSignature, RankMetrics, RankTime, RunProfile, Severity,
-    SkippedDetector, TimeClassChange, TimeClassKind, Unit, Verdict, WindowHistory,
+    JobSummary, LineRole, LogLine, LogSignature, RankMetrics, RankTime, RunProfile, SequenceChange,
+    Severity, SkippedDetector, TimeClassChange, TimeClassKind, Unit, Verdict, WindowHistory,
 };
 pub use machine::{Machine, MachineMetric, MachineMetrics, MetricSeries};
 pub use op::{Op, OpKind};

@@ -5,9 +5,11 @@
 //! changes say, as findings of kind `regression`.
 
 mod profile;
+mod sequence;
 mod verdict;
 
 pub use profile::profile;
+pub use sequence::sequence_change;
 pub use verdict::{regression_findings, CompareConfig};
 
 use flare_model::{Comparison, RunProfile, TimeClassChange, Trace};
@@ -58,6 +60,7 @@ pub fn compare(baseline: &Trace, current: &Trace, sources: (&str, &str)) -> Comp
         baseline: run(&b, sources.0),
         current: run(&c, sources.1),
         classes,
+        sequence: sequence_change(baseline, current),
     }
 }
 

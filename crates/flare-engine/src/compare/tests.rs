@@ -230,3 +230,57 @@ fn a_persistent_change_within_one_run_is_found_and_split_there() {
     // A steady run has none.
     assert!(onset(&run(16, 4, 10, 0)).is_none());
 }
+
+#[test]
+fn a_new_cheap_code_path_is_named_though_the_step_did_not_change() {
+    let base = run(6, 4, 10, 0);
+    // The same run, but each rank logs metrics (0.05 ms) after its dataloader span.
+    let mut cur = run(6, 4, 10, 0);
+    cur.names.push("log_metrics".into());
+    for r in cur.ranks.iter_mut() {
+        let extra: Vec<Op> = r
+            .ops
+            .iter()
+            .filter(|o| o.name == 2)
+            .map(|o| {
+                op(
+                    OpKind::HostOther,
+                    3,
+                    o.iteration,
+                    Op::NO_COMM,
+                    0,
+                    o.end_ns,
+                    o.end_ns + 50_000,
+                )
+            })
+            .collect();
+        r.ops.extend(extra);
+        r.ops.sort_by_key(|o| o.start_ns);
+    }
+    let same = compare(&base, &run(6, 4, 10, 0), ("a", "b"));
+    let s = same.sequence.as_ref().unwrap();
+    assert_eq!((s.divergence_bits, s.appeared.len()), (0.0, 0));
+    assert!(regression_findings(&same, &CompareConfig::default()).is_empty());
+
+    let c = compare(&base, &cur, ("a", "b"));
+    let s = c.sequence.as_ref().unwrap();
+    assert_eq!(s.appeared, ["log_metrics"]);
+    assert!(s.disappeared.is_empty());
+    assert!(s.divergence_bits > 0.05 && s.divergence_bits < 1.0, "{s:?}");
+    let f = regression_findings(&c, &CompareConfig::default());
+    // The step barely moved: the only finding is the sequence's, an info.
+    assert_eq!(f.len(), 1, "{f:#?}");
+    assert_eq!(
+        (f[0].kind, f[0].severity),
+        (FindingKind::Regression, Severity::Info)
+    );
+    assert!(
+        f[0].summary.contains("1 op appear (log_metrics"),
+        "{}",
+        f[0].summary
+    );
+
+    // And the other way round: it disappears.
+    let back = compare(&cur, &base, ("b", "a"));
+    assert_eq!(back.sequence.as_ref().unwrap().disappeared, ["log_metrics"]);
+}

@@ -12,6 +12,9 @@ pub struct CompareConfig {
     pub min_change: f64,
     /// Ops per step this much more (or less) often count as a different amount of work.
     pub count_change: f64,
+    /// The runs' op orders differ when their pair distributions diverge this much (bits),
+    /// even with the same op names.
+    pub min_divergence_bits: f64,
 }
 
 impl Default for CompareConfig {
@@ -19,6 +22,7 @@ impl Default for CompareConfig {
         CompareConfig {
             min_change: 0.02,
             count_change: 0.05,
+            min_divergence_bits: 0.2,
         }
     }
 }
@@ -30,6 +34,111 @@ const SHOWN: usize = 4;
 /// slower, an `info` when faster), or none when the step changed by less than
 /// `cfg.min_change`.
 pub fn regression_findings(c: &Comparison, cfg: &CompareConfig) -> Vec<Finding> {
+    let mut out = step_findings(c, cfg);
+    out.extend(sequence_finding(c, cfg));
+    out
+}
+
+/// The `info` saying the order of ops changed (ops appear, disappear, or run in another
+/// order), whatever it cost: a new code path, noticed while it is still cheap.
+fn sequence_finding(c: &Comparison, cfg: &CompareConfig) -> Option<Finding> {
+    let s = c.sequence.as_ref()?;
+    let renamed = !s.appeared.is_empty() || !s.disappeared.is_empty();
+    if !renamed && s.divergence_bits < cfg.min_divergence_bits {
+        return None;
+    }
+    // Classes are named with their shapes, the sequence's ops without.
+    let cost = |names: &[String]| -> f64 {
+        c.classes
+            .iter()
+            .filter(|r| {
+                names
+                    .iter()
+                    .any(|n| r.class == *n || r.class.starts_with(&format!("{n} [")))
+            })
+            .map(|r| r.current_ms.max(r.baseline_ms))
+            .sum()
+    };
+    let list = |names: &[String]| -> String {
+        let mut shown: Vec<&str> = names.iter().take(6).map(String::as_str).collect();
+        if names.len() > 6 {
+            shown.push("...");
+        }
+        shown.join(", ")
+    };
+    let mut parts = Vec::new();
+    if !s.appeared.is_empty() {
+        parts.push(format!(
+            "{} op{} appear ({}; {:.2} ms per step)",
+            s.appeared.len(),
+            if s.appeared.len() == 1 { "" } else { "s" },
+            list(&s.appeared),
+            cost(&s.appeared)
+        ));
+    }
+    if !s.disappeared.is_empty() {
+        parts.push(format!(
+            "{} disappear ({})",
+            s.disappeared.len(),
+            list(&s.disappeared)
+        ));
+    }
+    if parts.is_empty() {
+        parts.push("the same ops run in another order".into());
+    }
+    let mut evidence = vec![Evidence::new(
+        EvidenceKey::SequenceDivergenceBits,
+        s.divergence_bits,
+        Some(0.0),
+        Unit::Bits,
+        format!(
+            "Jensen-Shannon divergence of the runs' consecutive op pairs (entropy {:.2} bits against {:.2})",
+            s.current_entropy_bits, s.baseline_entropy_bits
+        ),
+    )
+    .decisive()];
+    if !s.appeared.is_empty() {
+        evidence.push(Evidence::new(
+            EvidenceKey::OpsAppeared,
+            s.appeared.len() as f64,
+            Some(0.0),
+            Unit::None,
+            format!("ops the baseline never ran: {}", list(&s.appeared)),
+        ));
+    }
+    if !s.disappeared.is_empty() {
+        evidence.push(Evidence::new(
+            EvidenceKey::OpsDisappeared,
+            s.disappeared.len() as f64,
+            Some(0.0),
+            Unit::None,
+            format!(
+                "ops the current run no longer runs: {}",
+                list(&s.disappeared)
+            ),
+        ));
+    }
+    Some(Finding {
+        kind: FindingKind::Regression,
+        severity: Severity::Info,
+        summary: format!(
+            "the op sequence changed ({:.2} bits): {}",
+            s.divergence_bits,
+            parts.join("; ")
+        ),
+        confidence: s.divergence_bits.max(if renamed { 0.9 } else { 0.0 }).min(0.99),
+        culprits: vec![],
+        evidence,
+        action: "a code path changed between the runs: find what calls the new ops (torch.profiler with with_stack=True, or the diff of the code and its flags); cheap now, it is where a regression that grows starts".into(),
+        iterations: vec![],
+        detector: DetectorId::Compare,
+        corroborated_by: vec![],
+        failure: None,
+    })
+}
+
+/// The `regression` finding of the step's change (see [`regression_findings`]).
+fn step_findings(c: &Comparison, cfg: &CompareConfig) -> Vec<Finding> {
     let (before, after) = (c.baseline.step_ms, c.current.step_ms);
     if !(before > 0.0 && after > 0.0) {
         return vec![];

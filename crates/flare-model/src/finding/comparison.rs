@@ -67,4 +67,23 @@ pub struct Comparison {
     pub baseline: RunProfile,
     pub current: RunProfile,
     pub classes: Vec<TimeClassChange>,
+    /// How the order of ops changed, whatever their time (absent from older documents).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sequence: Option<SequenceChange>,
+}
+
+/// The runs' op sequences compared (after DistAD's runtime entropy): the distribution of
+/// consecutive op pairs on a rank, so that a new code path shows even when its ops cost
+/// next to nothing.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct SequenceChange {
+    /// Jensen-Shannon divergence between the two runs' distributions of consecutive op
+    /// pairs, in bits: 0 for the same sequences, 1 for sequences with no pair in common.
+    pub divergence_bits: f64,
+    /// Entropy of each run's distribution of op pairs, in bits.
+    pub baseline_entropy_bits: f64,
+    pub current_entropy_bits: f64,
+    /// Ops the current run runs and the baseline never did, and the reverse, by name.
+    pub appeared: Vec<String>,
+    pub disappeared: Vec<String>,
 }

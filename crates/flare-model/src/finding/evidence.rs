@@ -142,6 +142,12 @@ string_enum! {
         StepTimeMs => "step_time_ms",
         /// One class of a step's time in the current run; baseline: in the baseline run.
         ClassTimeMs => "class_time_ms",
+        /// Jensen-Shannon divergence of the runs' consecutive-op-pair distributions.
+        SequenceDivergenceBits => "sequence_divergence_bits",
+        /// Op names the current run runs and the baseline never did.
+        OpsAppeared => "ops_appeared",
+        /// Op names the baseline ran and the current run never does.
+        OpsDisappeared => "ops_disappeared",
 
         // Inside NCCL's collectives (Flare's NCCL profiler plugin, live windows).
         /// Time NCCL's proxy waited for this rank's own GPU (kernel), per step.
@@ -224,6 +230,8 @@ string_enum! {
         Ms => "ms",
         Us => "us",
         Seconds => "s",
+        /// Information, in bits.
+        Bits => "bits",
         /// Robust standard deviations.
         Sd => "sd",
         MsPerIteration => "ms/iteration",
