@@ -110,7 +110,10 @@ def text_of(selector):
 
 
 def test_the_job_page_names_the_culprit_and_updates_itself(tmp_path, procs, browser):  # noqa: F811
-    url, workers = start_job(tmp_path, procs, slow_rank=SLOW_RANK, seconds=16)
+    # Long enough for the checks below to end while it still runs (the jobs list shows
+    # the latest window's health, and a finished job's last window holds a fraction of a
+    # step).
+    url, workers = start_job(tmp_path, procs, slow_rank=SLOW_RANK, seconds=30)
     browser.go(f"{url}/jobs/e2e#token={TOKEN}")
     # The token left the address bar (kept for the tab).
     assert "token" not in browser.js("return location.href")
@@ -131,8 +134,12 @@ def test_the_job_page_names_the_culprit_and_updates_itself(tmp_path, procs, brow
     browser.go(f"{url}/")
     row = browser.wait(text_of("table.jobs tbody"), "the jobs table")
     assert "e2e" in row
-    health = browser.js("return document.querySelector('table.jobs .health').className")
-    assert any(h in health for h in ("warning", "critical")), health
+    health = browser.wait(
+        "const h = document.querySelector('table.jobs .health');"
+        " return h && /warning|critical/.test(h.className) ? h.className : null;",
+        "the job's health shown as a warning",
+    )
+    assert f"rank {SLOW_RANK}" in browser.js(text_of("table.jobs tbody")), health
     assert browser.js("return document.querySelector('table.jobs a').getAttribute('href')") == "/jobs/e2e"
     for w in workers:
         w.wait(timeout=60)
