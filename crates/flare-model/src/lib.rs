@@ -22,10 +22,11 @@ pub mod trace;
 
 pub use comm::{CommId, Communicator, GroupKind};
 pub use finding::{
-    CascadeGroup, Comparison, Component, Corroboration, Culprit, DetectorId, Direction, Evidence,
-    EvidenceKey, FailureCategory, FailureDetail, Finding, FindingKind, FindingsDocument, JobStage,
-    JobSummary, LineRole, LogLine, LogSignature, RankMetrics, RankTime, RunProfile, SequenceChange,
-    Severity, SkippedDetector, TimeClassChange, TimeClassKind, Unit, Verdict, WindowHistory,
+    distinct_kinds, CascadeGroup, Comparison, Component, Corroboration, Culprit, DetectorId,
+    Direction, Evidence, EvidenceKey, FailureCategory, FailureDetail, Finding, FindingKind,
+    FindingsDocument, JobStage, JobSummary, LineRole, LogLine, LogSignature, RankMetrics, RankTime,
+    RunProfile, SequenceChange, Severity, SkippedDetector, TimeClassChange, TimeClassKind, Unit,
+    Verdict, WindowHistory,
 };
 pub use machine::{Machine, MachineMetric, MachineMetrics, MetricSeries};
 pub use op::{Op, OpKind};

@@ -297,7 +297,7 @@ async fn job_findings(
     })?;
     let id = job_id.clone();
     let found = state
-        .with_store(move |s| find_document(s, &id, q.window))
+        .with_store(move |s| find_document(s, &id, q.window, HISTORY_WINDOWS))
         .await?;
     Ok(Json(found.document(&job_id)?))
 }
@@ -328,7 +328,13 @@ impl Found {
     }
 }
 
-fn find_document(s: &mut Store, id: &str, window: Option<u64>) -> Result<Found, StoreError> {
+/// `history`: windows of history the document carries (the dashboard shows none).
+fn find_document(
+    s: &mut Store,
+    id: &str,
+    window: Option<u64>,
+    history: usize,
+) -> Result<Found, StoreError> {
     if s.job(id)?.is_none() {
         return Ok(Found::UnknownJob);
     }
@@ -347,7 +353,7 @@ fn find_document(s: &mut Store, id: &str, window: Option<u64>) -> Result<Found, 
         id,
         w,
         s.windows_analysed(id)?,
-        s.history(id, HISTORY_WINDOWS)?,
+        s.history(id, history)?,
     ))))
 }
 
@@ -357,7 +363,7 @@ async fn ui_jobs(State(state): State<AppState>) -> Result<Response, ApiError> {
         .with_store(|s| {
             let mut out = Vec::new();
             for row in s.jobs()? {
-                let doc = match find_document(s, &row.job_id, None)? {
+                let doc = match find_document(s, &row.job_id, None, 0)? {
                     Found::Document(d) => Some(*d),
                     _ => None,
                 };
@@ -377,7 +383,7 @@ async fn ui_job(
     let id = job_id.clone();
     let (found, timeline, alerts, stacks) = state
         .with_store(move |s| {
-            let found = find_document(s, &id, None)?;
+            let found = find_document(s, &id, None, 0)?;
             let stacks = match &found {
                 Found::Document(d) => s.stacks(&id, d.job.window.unwrap_or(0))?,
                 _ => vec![],

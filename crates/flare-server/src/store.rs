@@ -304,13 +304,7 @@ impl WindowDiagnosis {
 
     /// Distinct finding kinds, most important first.
     pub fn kinds(&self) -> Vec<FindingKind> {
-        let mut out: Vec<FindingKind> = Vec::new();
-        for f in &self.findings {
-            if !out.contains(&f.kind) {
-                out.push(f.kind);
-            }
-        }
-        out
+        flare_model::distinct_kinds(&self.findings)
     }
 }
 
@@ -488,15 +482,22 @@ impl Store {
         job_id: &str,
         limit: usize,
     ) -> Result<Vec<(u64, WindowDiagnosis)>, StoreError> {
-        let mut out = Vec::new();
-        for h in self.history(job_id, limit)? {
-            match read_diagnosis(&self.conn, job_id, h.window) {
-                Ok(Some(d)) => out.push((h.window, d)),
-                Ok(None) | Err(StoreError::CorruptDiagnosis { .. }) => {}
-                Err(e) => return Err(e),
-            }
-        }
-        out.sort_by_key(|w| w.0);
+        // One query for the rows; a diagnosis that no longer parses is left out.
+        let rows: Vec<(i64, String)> = self
+            .conn
+            .prepare_cached(
+                "SELECT window_index, diagnosis FROM findings WHERE job_id = ?1
+                 ORDER BY window_index DESC LIMIT ?2",
+            )?
+            .query_map(params![job_id, limit as i64], |r| {
+                Ok((r.get(0)?, r.get(1)?))
+            })?
+            .collect::<Result<_, _>>()?;
+        let mut out: Vec<(u64, WindowDiagnosis)> = rows
+            .into_iter()
+            .filter_map(|(w, d)| Some((w as u64, serde_json::from_str(&d).ok()?)))
+            .collect();
+        out.reverse();
         Ok(out)
     }
 
@@ -523,7 +524,18 @@ impl Store {
         window: u64,
     ) -> Result<Vec<flare_report::RankStack>, StoreError> {
         let mut out: std::collections::BTreeMap<u32, Vec<String>> = Default::default();
-        for s in load_window(&self.conn, job_id, window)? {
+        // The window's decoded summaries when ingest still holds them: a page refreshing
+        // every 2 s must not decode them again each time.
+        let key = (job_id.to_string(), window);
+        let loaded;
+        let summaries = match self.cache.peek(&key) {
+            Some(v) => v,
+            None => {
+                loaded = load_window(&self.conn, job_id, window)?;
+                &loaded
+            }
+        };
+        for s in summaries {
             let captured = s
                 .hangs
                 .iter()

@@ -3,10 +3,7 @@
 //! arrive, and summed up in one findings document.
 
 use super::{diagnose_window, LiveConfig, LiveDiagnosis, LiveWindow};
-use flare_model::{
-    Culprit, DetectorId, Finding, FindingKind, FindingsDocument, JobSummary, WindowHistory,
-    WindowSummary,
-};
+use flare_model::{Finding, FindingsDocument, JobSummary, WindowHistory, WindowSummary};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// One window's diagnosis.
@@ -40,23 +37,6 @@ pub fn replay(summaries: &[WindowSummary], cfg: &LiveConfig) -> Vec<ReplayedWind
     out
 }
 
-/// What makes two windows' findings the same finding: who found it, what, about whom
-/// (a rank, or the host or element where no rank is named: a window may know a rank's
-/// host that an earlier one did not).
-type FindingKey = (DetectorId, FindingKind, Vec<(Option<u32>, Option<String>)>);
-
-fn key(f: &Finding) -> FindingKey {
-    let who = f
-        .culprits
-        .iter()
-        .map(|c: &Culprit| match c.rank {
-            Some(r) => (Some(r), None),
-            None => (None, c.host.clone().or_else(|| c.element.clone())),
-        })
-        .collect();
-    (f.detector, f.kind, who)
-}
-
 /// The job's document: each finding once, as the last window that reported it said it,
 /// with the windows it was reported in as its iterations; the windows' history; the last
 /// window's notes; the job conclusive when any window was.
@@ -65,11 +45,12 @@ pub fn document(
     summaries: &[WindowSummary],
     windows: &[ReplayedWindow],
 ) -> FindingsDocument {
-    let mut merged: BTreeMap<FindingKey, Finding> = BTreeMap::new();
-    let mut order: Vec<FindingKey> = Vec::new();
+    let mut merged: BTreeMap<String, Finding> = BTreeMap::new();
+    let mut order: Vec<String> = Vec::new();
     for w in windows {
         for f in &w.diagnosis.findings {
-            let k = key(f);
+            // The same finding from window to window: its subject.
+            let k = f.subject_key();
             let mut f = f.clone();
             let mut seen_in = merged
                 .remove(&k)
@@ -119,18 +100,10 @@ pub fn document(
         .unwrap_or_default();
     doc.history = windows
         .iter()
-        .map(|w| {
-            let mut kinds: Vec<FindingKind> = Vec::new();
-            for f in &w.diagnosis.findings {
-                if !kinds.contains(&f.kind) {
-                    kinds.push(f.kind);
-                }
-            }
-            WindowHistory {
-                window: w.window,
-                findings: w.diagnosis.findings.len() as u64,
-                kinds,
-            }
+        .map(|w| WindowHistory {
+            window: w.window,
+            findings: w.diagnosis.findings.len() as u64,
+            kinds: flare_model::distinct_kinds(&w.diagnosis.findings),
         })
         .collect();
     doc

@@ -223,7 +223,36 @@ pub struct Finding {
     pub failure: Option<Box<FailureDetail>>,
 }
 
+/// The kinds of `findings`, each once, in their order (most important first when the
+/// findings are).
+pub fn distinct_kinds(findings: &[Finding]) -> Vec<FindingKind> {
+    let mut out: Vec<FindingKind> = Vec::new();
+    for f in findings {
+        if !out.contains(&f.kind) {
+            out.push(f.kind);
+        }
+    }
+    out
+}
+
 impl Finding {
+    /// What a finding is about, the same from one window to the next however its wording
+    /// and numbers change: its detector, kind and culprits (each by rank, else host, else
+    /// element, else component), e.g. `slow_rank/slow_gpu/rank 5`.
+    pub fn subject_key(&self) -> String {
+        let who: Vec<String> = self
+            .culprits
+            .iter()
+            .map(|c| match (c.rank, &c.host, &c.element) {
+                (Some(r), _, _) => format!("rank {r}"),
+                (None, Some(h), _) => format!("host {h}"),
+                (None, None, Some(e)) => e.clone(),
+                (None, None, None) => c.component.as_str().to_string(),
+            })
+            .collect();
+        format!("{}/{}/{}", self.detector, self.kind, who.join(","))
+    }
+
     /// Fewest pieces of evidence marked decisive, when the finding has that many.
     pub const MIN_DECISIVE: usize = 3;
     /// Most pieces of evidence marked decisive.

@@ -9,7 +9,7 @@ mod notify;
 pub mod rules;
 
 pub use notify::{Notifier, NotifyStats};
-pub use rules::{alert_key, AlertRules, AlertState, Transition};
+pub use rules::{AlertRules, AlertState, Transition};
 
 use crate::store::StoreError;
 use flare_model::{Culprit, DetectorId, Finding, FindingKind, Severity};

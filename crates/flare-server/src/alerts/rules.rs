@@ -1,7 +1,7 @@
 //! When a finding pages someone: the alert state machine, pure.
 //!
 //! An alert is one finding followed over windows: same detector, kind and culprits (see
-//! [`alert_key`]). It **opens** when its finding is in [`AlertRules::open_after`]
+//! [`Finding::subject_key`]). It **opens** when its finding is in [`AlertRules::open_after`]
 //! consecutive complete windows (a critical one, a hang, at once), **escalates** when its
 //! severity rises, and **resolves** after [`AlertRules::resolve_after`] consecutive
 //! windows without it. So one noisy window pages nobody, and a finding that flickers
@@ -58,22 +58,6 @@ pub enum Transition {
     Resolved,
 }
 
-/// The key of the alert a finding belongs to: its detector, kind and culprits (ranks,
-/// else hosts or elements).
-pub fn alert_key(f: &Finding) -> String {
-    let who: Vec<String> = f
-        .culprits
-        .iter()
-        .map(|c| match (c.rank, &c.host, &c.element) {
-            (Some(r), _, _) => format!("rank {r}"),
-            (None, Some(h), _) => format!("host {h}"),
-            (None, None, Some(e)) => e.clone(),
-            (None, None, None) => c.component.as_str().to_string(),
-        })
-        .collect();
-    format!("{}/{}/{}", f.detector, f.kind, who.join(","))
-}
-
 /// An alert that changed: its key, what happened, and its state then.
 pub type Change = (String, Transition, AlertState);
 
@@ -87,7 +71,7 @@ pub fn advance(
 ) -> Vec<Change> {
     let mut present: BTreeMap<String, &Finding> = BTreeMap::new();
     for f in findings.iter().filter(|f| f.severity >= rules.min_severity) {
-        let k = alert_key(f);
+        let k = f.subject_key();
         // Two findings with one key: the more severe stands for both.
         if present.get(&k).is_none_or(|p| f.severity > p.severity) {
             present.insert(k, f);
@@ -155,7 +139,7 @@ pub fn open_criticals(
 ) -> Vec<Change> {
     let mut out = Vec::new();
     for f in findings.iter().filter(|f| f.severity == Severity::Critical) {
-        let k = alert_key(f);
+        let k = f.subject_key();
         match states.get_mut(&k) {
             Some(s) if s.open => {
                 if f.severity > s.severity {
@@ -289,7 +273,7 @@ mod tests {
                 .collect();
                 let want: Vec<(String, Transition)> = expected
                     .iter()
-                    .map(|&(r, t)| (alert_key(&finding(r, Warning)), t))
+                    .map(|&(r, t)| (finding(r, Warning).subject_key(), t))
                     .collect();
                 assert_eq!(got, want, "{}: window {i}", case.name);
             }
@@ -307,7 +291,7 @@ mod tests {
         assert_eq!(got.len(), 1);
         assert_eq!(
             (&got[0].0, got[0].1),
-            (&alert_key(&hang[0]), Transition::Opened)
+            (&hang[0].subject_key(), Transition::Opened)
         );
         assert_eq!(got[0].2.opened_window, Some(3));
         assert!(open_criticals(&mut states, 3, &hang).is_empty());
@@ -318,7 +302,7 @@ mod tests {
     #[test]
     fn keys_name_detector_kind_and_culprits() {
         assert_eq!(
-            alert_key(&finding(5, Severity::Warning)),
+            finding(5, Severity::Warning).subject_key(),
             "slow_rank/slow_gpu/rank 5"
         );
     }
