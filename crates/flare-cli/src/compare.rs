@@ -82,7 +82,7 @@ pub fn run(a: CompareArgs) -> Result<ExitCode> {
             )
         }
     };
-    let comparison = compare(&b, &c, (&sources.0, &sources.1));
+    let mut comparison = compare(&b, &c, (&sources.0, &sources.1));
     if comparison.baseline.rank_iterations == 0 || comparison.current.rank_iterations == 0 {
         anyhow::bail!(
             "{}: no op with a duration in any iteration; nothing to compare",
@@ -93,7 +93,7 @@ pub fn run(a: CompareArgs) -> Result<ExitCode> {
             }
         );
     }
-    let findings = regression_findings(&comparison, &CompareConfig::default());
+    let findings = regression_findings(&mut comparison, &CompareConfig::default());
     let job = JobSummary {
         id: c.job.job_id.clone(),
         source: c.meta.source.clone(),

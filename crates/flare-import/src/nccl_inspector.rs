@@ -793,6 +793,7 @@ pub(crate) fn assemble(
             missing_ranks,
             cpu_compute: false,
             notes: Vec::new(),
+            host_calls: Default::default(),
         },
         job: JobInfo {
             job_id,

@@ -29,7 +29,8 @@ fn nccl_data_has_collectives_with_process_group_metadata() {
             + stats.profiler_steps
             + stats.host_ops
             + stats.nested_host_spans
-            + stats.launch_calls,
+            + stats.launch_calls
+            + stats.runtime_host_calls,
     );
     assert_eq!(
         stats.launch_calls,
@@ -37,6 +38,25 @@ fn nccl_data_has_collectives_with_process_group_metadata() {
         "cudaLaunchKernel and cudaLaunchKernelExC"
     );
 
+    // The runtime calls the ops do not show: syncs and memory management.
+    let calls: std::collections::BTreeMap<(flare_model::HostCallKind, &str), u64> = trace
+        .meta
+        .host_calls
+        .counts
+        .iter()
+        .fold(Default::default(), |mut m, c| {
+            *m.entry((c.kind, c.name.as_str())).or_default() += c.count;
+            m
+        });
+    use flare_model::HostCallKind::Synchronize;
+    assert_eq!(
+        calls.into_iter().collect::<Vec<_>>(),
+        [
+            ((Synchronize, "cudaDeviceSynchronize"), 1),
+            ((Synchronize, "cudaEventSynchronize"), 24)
+        ]
+    );
+    assert_eq!(stats.runtime_host_calls, 25);
     assert_eq!(trace.job.world_size, 2);
     assert_eq!(trace.meta.missing_ranks, vec![1]);
     assert_eq!(trace.meta.source, "kineto");

@@ -128,6 +128,7 @@ fn arb_trace() -> impl Strategy<Value = Trace> {
                         missing_ranks,
                         cpu_compute: false,
                         notes: Vec::new(),
+                        host_calls: Default::default(),
                     },
                     job: JobInfo {
                         job_id,

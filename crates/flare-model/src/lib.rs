@@ -11,6 +11,7 @@ mod string_enum;
 pub mod comm;
 pub mod finding;
 pub mod flight_recorder;
+pub mod host_calls;
 pub mod machine;
 pub mod ndtimeline;
 pub mod op;
@@ -24,10 +25,11 @@ pub use comm::{CommId, Communicator, GroupKind};
 pub use finding::{
     distinct_kinds, CascadeGroup, Comparison, Component, Corroboration, Culprit, DetectorId,
     Direction, Evidence, EvidenceKey, FailureCategory, FailureDetail, Finding, FindingKind,
-    FindingsDocument, JobStage, JobSummary, LineRole, LogLine, LogSignature, RankMetrics, RankTime,
-    RunProfile, SequenceChange, Severity, SkippedDetector, TimeClassChange, TimeClassKind, Unit,
-    Verdict, WindowHistory,
+    FindingsDocument, HostCallRate, JobStage, JobSummary, LineRole, LogLine, LogSignature,
+    RankMetrics, RankTime, RegressionCause, RunProfile, SequenceChange, Severity, SkippedDetector,
+    TimeClassChange, TimeClassKind, Unit, Verdict, WindowHistory,
 };
+pub use host_calls::{CallSites, HostCallCount, HostCallKind, HostCalls};
 pub use machine::{Machine, MachineMetric, MachineMetrics, MetricSeries};
 pub use op::{Op, OpKind};
 pub use parallel::{Dim, ParallelConfig, RankCoords};

@@ -2,6 +2,7 @@
 //! communicators. Importers produce it; the engine reads it.
 
 use crate::comm::Communicator;
+use crate::host_calls::HostCalls;
 use crate::op::Op;
 use crate::parallel::ParallelConfig;
 use crate::topology::ClusterTopology;
@@ -36,6 +37,10 @@ pub struct TraceMeta {
     /// kinds it skipped that bear on it, groups it had to guess).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
+    /// Host calls the ops do not show (syncs, memory calls, GEMM shapes), where the source
+    /// records them.
+    #[serde(default, skip_serializing_if = "HostCalls::is_empty")]
+    pub host_calls: HostCalls,
 }
 
 /// One iteration on one rank.
@@ -183,8 +188,10 @@ impl Window {
 impl Trace {
     /// The part of the trace inside `w`: ops and iteration spans of those iterations.
     pub fn window(&self, w: Window) -> Trace {
+        let mut meta = self.meta.clone();
+        meta.host_calls.retain_iterations(|i| w.contains(i));
         Trace {
-            meta: self.meta.clone(),
+            meta,
             job: self.job.clone(),
             communicators: self.communicators.clone(),
             names: self.names.clone(),

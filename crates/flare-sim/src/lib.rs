@@ -532,6 +532,7 @@ pub fn simulate_streaming(
             missing_ranks: vec![],
             cpu_compute: false,
             notes: Vec::new(),
+            host_calls: Default::default(),
         },
         job: JobInfo {
             job_id: format!("sim-{}-{}-s{}", world, cfg.fault.name(), cfg.seed),

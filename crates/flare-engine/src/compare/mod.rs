@@ -4,6 +4,7 @@
 //! so that the classes' changes add up to the change of the step; then what the largest
 //! changes say, as findings of kind `regression`.
 
+mod causes;
 mod profile;
 mod sequence;
 mod verdict;
@@ -12,7 +13,9 @@ pub use profile::profile;
 pub use sequence::sequence_change;
 pub use verdict::{regression_findings, CompareConfig};
 
-use flare_model::{Comparison, RunProfile, TimeClassChange, Trace};
+use flare_model::{
+    Comparison, HostCallKind, HostCallRate, OpKind, RunProfile, TimeClassChange, Trace,
+};
 use std::collections::BTreeMap;
 
 /// `current` against `baseline`, classes most changed first. `sources` name the inputs.
@@ -26,6 +29,8 @@ pub fn compare(baseline: &Trace, current: &Trace, sources: (&str, &str)) -> Comp
                 class: key.1.clone(),
                 baseline_ms: 0.0,
                 current_ms: 0.0,
+                baseline_sd_ms: 0.0,
+                current_sd_ms: 0.0,
                 baseline_count: 0.0,
                 current_count: 0.0,
                 baseline_rate: None,
@@ -34,10 +39,12 @@ pub fn compare(baseline: &Trace, current: &Trace, sources: (&str, &str)) -> Comp
             let per_step = |x: f64| x / p.rank_iterations.max(1) as f64;
             if is_current {
                 row.current_ms = per_step(t.ns) / 1e6;
+                row.current_sd_ms = t.sd_ns(p.rank_iterations) / 1e6;
                 row.current_count = per_step(t.count as f64);
                 row.current_rate = t.rate(key.0);
             } else {
                 row.baseline_ms = per_step(t.ns) / 1e6;
+                row.baseline_sd_ms = t.sd_ns(p.rank_iterations) / 1e6;
                 row.baseline_count = per_step(t.count as f64);
                 row.baseline_rate = t.rate(key.0);
             }
@@ -50,18 +57,68 @@ pub fn compare(baseline: &Trace, current: &Trace, sources: (&str, &str)) -> Comp
             .total_cmp(&x.delta_ms().abs())
             .then_with(|| x.class.cmp(&y.class))
     });
-    let run = |p: &profile::Profile, source: &str| RunProfile {
+    let run = |p: &profile::Profile, t: &Trace, source: &str| RunProfile {
         source: source.to_string(),
         ranks: p.ranks,
         rank_iterations: p.rank_iterations,
         step_ms: p.span_ns / p.rank_iterations.max(1) as f64 / 1e6,
+        step_sd_ms: p.span_sd_ns() / 1e6,
+        cpu_compute: t.meta.cpu_compute,
+        host_calls: host_call_rates(t, p.rank_iterations),
+        gc_sites: gc_sites(t),
     };
     Comparison {
-        baseline: run(&b, sources.0),
-        current: run(&c, sources.1),
+        baseline: run(&b, baseline, sources.0),
+        current: run(&c, current, sources.1),
         classes,
         sequence: sequence_change(baseline, current),
+        causes: vec![],
     }
+}
+
+/// The trace's host calls per step of a rank, by kind, name and type.
+fn host_call_rates(t: &Trace, rank_iterations: u64) -> Vec<HostCallRate> {
+    let mut sums: BTreeMap<(HostCallKind, &str, Option<&str>), (u64, i64)> = BTreeMap::new();
+    for c in &t.meta.host_calls.counts {
+        let e = sums
+            .entry((c.kind, c.name.as_str(), c.dtype.as_deref()))
+            .or_default();
+        e.0 += c.count;
+        e.1 += c.ns;
+    }
+    let n = rank_iterations.max(1) as f64;
+    sums.into_iter()
+        .map(|((kind, name, dtype), (count, ns))| HostCallRate {
+            kind,
+            name: name.to_string(),
+            dtype: dtype.map(str::to_string),
+            per_step: count as f64 / n,
+            ms_per_step: ns as f64 / 1e6 / n,
+            sites: t.meta.host_calls.sites_of(name).to_vec(),
+        })
+        .collect()
+}
+
+/// Where the trace's GC pauses happened (the sites of its GC ops' names), most first.
+fn gc_sites(t: &Trace) -> Vec<(String, u64)> {
+    let mut names: Vec<u32> = t
+        .ranks
+        .iter()
+        .flat_map(|r| r.ops.iter())
+        .filter(|o| o.kind == OpKind::GarbageCollection)
+        .map(|o| o.name)
+        .collect();
+    names.sort_unstable();
+    names.dedup();
+    let mut sites: BTreeMap<&str, u64> = BTreeMap::new();
+    for n in names {
+        for (site, k) in t.meta.host_calls.sites_of(t.name(n)) {
+            *sites.entry(site.as_str()).or_default() += k;
+        }
+    }
+    let mut out: Vec<(String, u64)> = sites.into_iter().map(|(s, k)| (s.to_string(), k)).collect();
+    out.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    out
 }
 
 /// Where a persistent change of the step began within one run: the first and last

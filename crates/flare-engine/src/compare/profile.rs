@@ -12,6 +12,9 @@ use std::collections::{BTreeMap, HashMap};
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct ClassTime {
     pub ns: f64,
+    /// Its time in each (rank, iteration), summed squared: its spread from one step to
+    /// the next, the noise a change of it is judged against.
+    pub sq_ns: f64,
     pub count: u64,
     /// FLOPs (compute) or bus bytes (communication: bytes x the collective's bus factor)
     /// of its ops that carry them, and the time those ops ran (compute: their durations;
@@ -21,6 +24,16 @@ pub struct ClassTime {
 }
 
 impl ClassTime {
+    /// The standard deviation of its time per step over `n` (rank, iteration) pairs, ns.
+    pub fn sd_ns(&self, n: u64) -> f64 {
+        let n = n as f64;
+        if n < 2.0 {
+            return 0.0;
+        }
+        let mean = self.ns / n;
+        ((self.sq_ns - n * mean * mean) / (n - 1.0)).max(0.0).sqrt()
+    }
+
     /// TFLOPS for compute, bus GB/s for communication; `None` without amounts.
     pub fn rate(&self, kind: TimeClassKind) -> Option<f64> {
         (self.amount > 0.0 && self.amount_ns > 0.0).then(|| {
@@ -40,6 +53,8 @@ pub struct Profile {
     pub rank_iterations: u64,
     /// The iterations' spans, summed: the classes' times add up to it.
     pub span_ns: f64,
+    /// The iterations' spans, summed squared (for their spread).
+    pub span_sq_ns: f64,
     pub classes: BTreeMap<(TimeClassKind, String), ClassTime>,
 }
 
@@ -127,8 +142,30 @@ fn size_words(bytes: u64) -> String {
     }
 }
 
+impl Profile {
+    /// The standard deviation of a rank's step, ns.
+    pub fn span_sd_ns(&self) -> f64 {
+        let n = self.rank_iterations as f64;
+        if n < 2.0 {
+            return 0.0;
+        }
+        let mean = self.span_ns / n;
+        ((self.span_sq_ns - n * mean * mean) / (n - 1.0))
+            .max(0.0)
+            .sqrt()
+    }
+}
+
 /// The run's classes of time (see the module).
 pub fn profile(trace: &Trace) -> Profile {
+    // What ran at a moment, by priority. On a GPU the compute is the device's and a host
+    // phase the CPU's, so compute comes first; in a CPU-only trace the CPU ops inside a
+    // host phase (a DataLoader's `__getitem__`, an optimizer's updates) are its work.
+    let (compute, comm, host) = if trace.meta.cpu_compute {
+        (1, 2, 0)
+    } else {
+        (0, 1, 2)
+    };
     // When each collective instance's last member arrived: before it, a member waits.
     let mut last_arrival: HashMap<(u32, u32), i64> = HashMap::new();
     for r in &trace.ranks {
@@ -149,6 +186,9 @@ pub fn profile(trace: &Trace) -> Profile {
         ..Profile::default()
     };
     let mut pieces: BTreeMap<u32, Vec<Piece>> = BTreeMap::new();
+    // One iteration's time per class, and the classes it touched.
+    let mut step_time: Vec<f64> = Vec::new();
+    let mut touched: Vec<usize> = Vec::new();
     for r in &trace.ranks {
         pieces.values_mut().for_each(Vec::clear);
         for o in &r.ops {
@@ -170,7 +210,7 @@ pub fn profile(trace: &Trace) -> Profile {
                     t.amount += o.amount as f64;
                     t.amount_ns += (end - o.start_ns) as f64;
                 }
-                v.push(piece(0, c));
+                v.push(piece(compute, c));
             } else if o.kind.is_sync() {
                 let c = classes.transfer(o.kind, o.amount);
                 classes.time[c].count += 1;
@@ -192,24 +232,32 @@ pub fn profile(trace: &Trace) -> Profile {
                 if last > o.start_ns {
                     v.push(Piece {
                         end: last,
-                        ..piece(1, waiting)
+                        ..piece(comm, waiting)
                     });
                 }
                 if end > last {
                     v.push(Piece {
                         start: last,
-                        ..piece(1, c)
+                        ..piece(comm, c)
                     });
                 }
             } else if o.kind.is_host() {
                 let c = classes.host(o.kind);
                 classes.time[c].count += 1;
-                v.push(piece(2, c));
+                v.push(piece(host, c));
             }
         }
         for v in pieces.values().filter(|v| !v.is_empty()) {
             out.rank_iterations += 1;
-            out.span_ns += sweep(v, untraced, &mut classes.time);
+            step_time.resize(classes.time.len(), 0.0);
+            let span = sweep(v, untraced, &mut step_time, &mut touched);
+            for c in touched.drain(..) {
+                let t = std::mem::take(&mut step_time[c]);
+                classes.time[c].ns += t;
+                classes.time[c].sq_ns += t * t;
+            }
+            out.span_ns += span;
+            out.span_sq_ns += span * span;
         }
     }
     for (key, t) in classes.keys.into_iter().zip(classes.time) {
@@ -220,8 +268,15 @@ pub fn profile(trace: &Trace) -> Profile {
     out
 }
 
-/// Adds one iteration's time to its classes (see the module); returns its span.
-fn sweep(pieces: &[Piece], untraced: usize, time: &mut [ClassTime]) -> f64 {
+/// Adds one iteration's time to its classes in `time` (see the module), listing in
+/// `touched` the classes it added to; returns its span.
+fn sweep(pieces: &[Piece], untraced: usize, time: &mut [f64], touched: &mut Vec<usize>) -> f64 {
+    let mut add = |c: usize, dt: f64| {
+        if time[c] == 0.0 {
+            touched.push(c);
+        }
+        time[c] += dt;
+    };
     let mut events: Vec<(i64, bool, usize)> = Vec::with_capacity(pieces.len() * 2);
     for (i, p) in pieces.iter().enumerate() {
         events.push((p.start, true, i));
@@ -239,10 +294,10 @@ fn sweep(pieces: &[Piece], untraced: usize, time: &mut [ClassTime]) -> f64 {
                 Some(top) => {
                     let share = dt / top.len() as f64;
                     for &k in top {
-                        time[pieces[k].class].ns += share;
+                        add(pieces[k].class, share);
                     }
                 }
-                None => time[untraced].ns += dt,
+                None => add(untraced, dt),
             }
             prev = t;
         }

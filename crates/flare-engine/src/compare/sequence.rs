@@ -22,7 +22,13 @@ fn pairs(t: &Trace) -> (BTreeMap<(String, String), u64>, BTreeSet<String>) {
     let mut out: BTreeMap<(String, String), u64> = BTreeMap::new();
     let mut names = BTreeSet::new();
     for r in &t.ranks {
-        let mut ops: Vec<(i64, u32)> = r.ops.iter().map(|o| (o.start_ns, o.name)).collect();
+        // A GC pause comes where allocations happen to cross a threshold: not a code path.
+        let mut ops: Vec<(i64, u32)> = r
+            .ops
+            .iter()
+            .filter(|o| o.kind != flare_model::OpKind::GarbageCollection)
+            .map(|o| (o.start_ns, o.name))
+            .collect();
         ops.sort_unstable();
         for w in ops.windows(2) {
             let key = (

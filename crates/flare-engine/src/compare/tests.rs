@@ -164,8 +164,8 @@ fn the_classes_partition_the_step_and_their_changes_add_up() {
 fn the_verdict_names_the_class_that_carries_the_change() {
     let cfg = CompareConfig::default();
     // More gemms per step: a new code path, not slower kernels.
-    let c = compare(&run(3, 4, 10, 0), &run(3, 6, 10, 0), ("a", "b"));
-    let f = regression_findings(&c, &cfg);
+    let mut c = compare(&run(3, 4, 10, 0), &run(3, 6, 10, 0), ("a", "b"));
+    let f = regression_findings(&mut c, &cfg);
     assert_eq!(f.len(), 1, "{f:#?}");
     assert_eq!(
         (f[0].kind, f[0].severity),
@@ -183,8 +183,8 @@ fn the_verdict_names_the_class_that_carries_the_change() {
     );
     assert!(f[0].action.contains("runs more often"), "{}", f[0].action);
     // As many gemms, each slower: the kernels, not the code path.
-    let c = compare(&run(3, 4, 10, 0), &run(3, 4, 13, 0), ("a", "b"));
-    let f = regression_findings(&c, &cfg);
+    let mut c = compare(&run(3, 4, 10, 0), &run(3, 4, 13, 0), ("a", "b"));
+    let f = regression_findings(&mut c, &cfg);
     assert!(
         f[0].action.contains("as often but slower"),
         "{}",
@@ -196,15 +196,18 @@ fn the_verdict_names_the_class_that_carries_the_change() {
         "{gemm}"
     );
     // Ranks arriving later at the collective: waiting, for `flare diagnose`.
-    let c = compare(&run(3, 4, 10, 0), &run(3, 4, 10, 12), ("a", "b"));
-    let f = regression_findings(&c, &cfg);
+    let mut c = compare(&run(3, 4, 10, 0), &run(3, 4, 10, 12), ("a", "b"));
+    let f = regression_findings(&mut c, &cfg);
     assert!(f[0].summary.contains("waiting"), "{}", f[0].summary);
     assert!(f[0].action.contains("flare diagnose"), "{}", f[0].action);
     // Faster: an info. The same: nothing.
-    let c = compare(&run(3, 6, 10, 0), &run(3, 4, 10, 0), ("a", "b"));
-    assert_eq!(regression_findings(&c, &cfg)[0].severity, Severity::Info);
-    let c = compare(&run(3, 4, 10, 0), &run(3, 4, 10, 0), ("a", "b"));
-    assert!(regression_findings(&c, &cfg).is_empty());
+    let mut c = compare(&run(3, 6, 10, 0), &run(3, 4, 10, 0), ("a", "b"));
+    assert_eq!(
+        regression_findings(&mut c, &cfg)[0].severity,
+        Severity::Info
+    );
+    let mut c = compare(&run(3, 4, 10, 0), &run(3, 4, 10, 0), ("a", "b"));
+    assert!(regression_findings(&mut c, &cfg).is_empty());
 }
 
 #[test]
@@ -257,17 +260,17 @@ fn a_new_cheap_code_path_is_named_though_the_step_did_not_change() {
         r.ops.extend(extra);
         r.ops.sort_by_key(|o| o.start_ns);
     }
-    let same = compare(&base, &run(6, 4, 10, 0), ("a", "b"));
+    let mut same = compare(&base, &run(6, 4, 10, 0), ("a", "b"));
     let s = same.sequence.as_ref().unwrap();
     assert_eq!((s.divergence_bits, s.appeared.len()), (0.0, 0));
-    assert!(regression_findings(&same, &CompareConfig::default()).is_empty());
+    assert!(regression_findings(&mut same, &CompareConfig::default()).is_empty());
 
-    let c = compare(&base, &cur, ("a", "b"));
+    let mut c = compare(&base, &cur, ("a", "b"));
     let s = c.sequence.as_ref().unwrap();
     assert_eq!(s.appeared, ["log_metrics"]);
     assert!(s.disappeared.is_empty());
     assert!(s.divergence_bits > 0.05 && s.divergence_bits < 1.0, "{s:?}");
-    let f = regression_findings(&c, &CompareConfig::default());
+    let f = regression_findings(&mut c, &CompareConfig::default());
     // The step barely moved: the only finding is the sequence's, an info.
     assert_eq!(f.len(), 1, "{f:#?}");
     assert_eq!(

@@ -15,6 +15,11 @@ pub struct CompareConfig {
     /// The runs' op orders differ when their pair distributions diverge this much (bits),
     /// even with the same op names.
     pub min_divergence_bits: f64,
+    /// A change of the step must also be this many standard errors of the difference of
+    /// the runs' mean steps: two runs of the same job differ by noise.
+    pub min_change_se: f64,
+    /// A cause read from time must change by at least this share of the baseline's step.
+    pub min_cause_share: f64,
 }
 
 impl Default for CompareConfig {
@@ -23,6 +28,8 @@ impl Default for CompareConfig {
             min_change: 0.02,
             count_change: 0.05,
             min_divergence_bits: 0.2,
+            min_change_se: 3.0,
+            min_cause_share: 0.01,
         }
     }
 }
@@ -30,13 +37,25 @@ impl Default for CompareConfig {
 /// Classes listed as evidence.
 const SHOWN: usize = 4;
 
-/// The finding of kind `regression` for a comparison (a warning when the current run is
-/// slower, an `info` when faster), or none when the step changed by less than
-/// `cfg.min_change`.
-pub fn regression_findings(c: &Comparison, cfg: &CompareConfig) -> Vec<Finding> {
+/// The findings of kind `regression` for a comparison: the step's change (a warning when
+/// the current run is slower, an `info` when faster; none when it changed by less than
+/// `cfg.min_change` or within the noise), each cause the evidence names (recorded in
+/// `c.causes`), and a change of the op sequence.
+pub fn regression_findings(c: &mut Comparison, cfg: &CompareConfig) -> Vec<Finding> {
     let mut out = step_findings(c, cfg);
+    let causes = super::causes::named_causes(c, cfg);
+    c.causes = causes.iter().map(|(cause, _)| *cause).collect();
+    out.extend(causes.into_iter().map(|(_, f)| f));
     out.extend(sequence_finding(c, cfg));
     out
+}
+
+/// The standard error of the difference of the runs' mean steps, ms.
+fn step_se(c: &Comparison) -> f64 {
+    let var = |r: &flare_model::RunProfile| {
+        r.step_sd_ms * r.step_sd_ms / (r.rank_iterations.max(1) as f64)
+    };
+    (var(&c.baseline) + var(&c.current)).sqrt()
 }
 
 /// The `info` saying the order of ops changed (ops appear, disappear, or run in another
@@ -144,7 +163,8 @@ fn step_findings(c: &Comparison, cfg: &CompareConfig) -> Vec<Finding> {
         return vec![];
     }
     let delta = after - before;
-    if (delta / before).abs() < cfg.min_change {
+    let se = step_se(c);
+    if (delta / before).abs() < cfg.min_change || delta.abs() < cfg.min_change_se * se {
         return vec![];
     }
     let slower = delta > 0.0;
@@ -170,6 +190,18 @@ fn step_findings(c: &Comparison, cfg: &CompareConfig) -> Vec<Finding> {
         ),
     )
     .decisive()];
+    if se > 0.0 {
+        evidence.push(Evidence::new(
+            EvidenceKey::StepChangeSe,
+            delta.abs() / se,
+            Some(cfg.min_change_se),
+            Unit::None,
+            format!(
+                "the change over the noise: steps vary by {:.2} ms (sd) in the baseline and {:.2} in the current run",
+                c.baseline.step_sd_ms, c.current.step_sd_ms
+            ),
+        ));
+    }
     for (i, r) in movers.iter().enumerate() {
         evidence.push(
             Evidence::new(

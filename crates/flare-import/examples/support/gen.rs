@@ -201,6 +201,7 @@ pub fn build(ranks: u32, iterations: u32) -> Trace {
             missing_ranks: vec![],
             cpu_compute: false,
             notes: Vec::new(),
+            host_calls: Default::default(),
         },
         job: JobInfo {
             job_id: "speed".into(),

@@ -6,10 +6,10 @@ use super::parse::{KernelRec, NcclArgs, ParsedFile, PgConfig, StepRec};
 use super::{KinetoError, KinetoImportStats, KinetoOptions, MAX_WORLD_SIZE};
 use flare_model::trace::NameTable;
 use flare_model::{
-    ClusterTopology, Communicator, GroupKind, IterationSpan, JobInfo, Op, OpKind, RankTrace, Trace,
-    TraceMeta,
+    CallSites, ClusterTopology, Communicator, GroupKind, HostCallCount, HostCallKind, HostCalls,
+    IterationSpan, JobInfo, Op, OpKind, RankTrace, Trace, TraceMeta,
 };
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::Path;
 
 /// Identity of a communicator across files: its process group name and members.
@@ -119,6 +119,7 @@ pub(super) fn assemble(
             missing_ranks,
             cpu_compute,
             notes: Vec::new(),
+            host_calls: Default::default(),
         },
         job: JobInfo {
             job_id,
@@ -133,7 +134,69 @@ pub(super) fn assemble(
     };
     let mut trace = trace;
     trace.meta.notes = stats.notes();
+    trace.meta.host_calls = host_calls(&files);
     Ok((trace, stats))
+}
+
+/// The files' host calls, counted per name and iteration (each file's own steps say
+/// which), and where they were made, summed over the files.
+fn host_calls(files: &[ParsedFile]) -> HostCalls {
+    // (kind, name, iteration, dtype) -> (calls, ns)
+    type Key<'a> = (HostCallKind, &'a str, u32, Option<&'a str>);
+    let mut counts: BTreeMap<Key, (u64, i64)> = BTreeMap::new();
+    let mut sites: BTreeMap<&str, BTreeMap<&str, u64>> = BTreeMap::new();
+    for f in files {
+        let mut steps = f.steps.clone();
+        steps.sort_by_key(|s| s.start);
+        let index = StepIndex { steps: &steps };
+        for c in &f.host_calls {
+            let key = (
+                c.kind,
+                c.name.as_str(),
+                index.iteration_at(c.start),
+                c.dtype.as_deref(),
+            );
+            let e = counts.entry(key).or_default();
+            e.0 += 1;
+            e.1 += c.end - c.start;
+        }
+        for s in &f.call_sites {
+            let into = sites.entry(s.name.as_str()).or_default();
+            for (site, n) in &s.sites {
+                *into.entry(site.as_str()).or_default() += n;
+            }
+        }
+    }
+    HostCalls {
+        counts: counts
+            .into_iter()
+            .map(
+                |((kind, name, iteration, dtype), (count, ns))| HostCallCount {
+                    kind,
+                    name: name.to_string(),
+                    iteration,
+                    count,
+                    ns,
+                    dtype: dtype.map(str::to_string),
+                },
+            )
+            .collect(),
+        sites: sites
+            .into_iter()
+            .map(|(name, by_site)| {
+                let mut sites: Vec<(String, u64)> = by_site
+                    .into_iter()
+                    .map(|(s, n)| (s.to_string(), n))
+                    .collect();
+                sites.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+                sites.truncate(5);
+                CallSites {
+                    name: name.to_string(),
+                    sites,
+                }
+            })
+            .collect(),
+    }
 }
 
 /// Each file's rank (from `distributedInfo.rank`, else the file name) and the world size
@@ -402,6 +465,7 @@ fn add_file_stats(stats: &mut KinetoImportStats, f: &ParsedFile) {
     stats.kernels_without_duration += f.stats.kernels_without_duration;
     stats.profiler_steps += f.stats.profiler_steps;
     stats.launch_calls += f.stats.launches;
+    stats.runtime_host_calls += f.stats.runtime_host_calls;
     stats.nccl_args_from_param_comms += f.stats.args_from_param_comms;
     stats.other_comm_kernels += f.stats.other_comm_kernels;
     stats.other_comm_kernels_unknown += f.stats.other_comm_kernels_unknown;

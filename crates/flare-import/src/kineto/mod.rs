@@ -44,6 +44,7 @@
 mod assemble;
 mod comm;
 mod cpu_side;
+mod host_calls;
 mod names;
 mod parse;
 mod write;
@@ -102,6 +103,9 @@ pub struct KinetoImportStats {
     pub profiler_steps: u64,
     /// Kernel launch calls (`cudaLaunchKernel`, ...) read for issue times.
     pub launch_calls: u64,
+    /// Runtime and driver calls read as host calls (syncs, memory management; see
+    /// `TraceMeta::host_calls`).
+    pub runtime_host_calls: u64,
     /// Communication kernels outside NCCL (DeepEP, NVSHMEM, MSCCL++) read as sync ops.
     pub other_comm_kernels: u64,
     /// Communication kernels outside NCCL whose collective their name does not tell

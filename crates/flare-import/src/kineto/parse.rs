@@ -7,10 +7,11 @@
 //! to nanoseconds exactly, in decimal, so `12.345` is 12,345 ns and never 12,344.
 
 use super::comm::{self, CommEvent};
+use super::host_calls::{self, CallRec, HostCallRecords};
 use super::names::{self, RankList};
 use super::KinetoError;
 use flare_model::trace::NameTable;
-use flare_model::OpKind;
+use flare_model::{CallSites, HostCallKind, OpKind};
 use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
 use serde_json::value::RawValue;
@@ -476,6 +477,8 @@ pub struct FileStats {
     pub nccl_kernels: u64,
     pub kernels_without_duration: u64,
     pub launches: u64,
+    /// Runtime calls and `cuda_sync` events read as host calls.
+    pub runtime_host_calls: u64,
     /// NCCL kernels whose collective arguments came from the `record_param_comms` op
     /// that launched them (traces that put them only there).
     pub args_from_param_comms: u64,
@@ -508,8 +511,13 @@ pub struct ParsedFile {
     /// Correlation id to the CPU launch call.
     pub launches: HashMap<u64, LaunchRec>,
     pub hosts: Vec<HostRec>,
+    pub host_calls: Vec<CallRec>,
+    pub call_sites: Vec<CallSites>,
     pub stats: FileStats,
 }
+
+/// The name PyTorch's profiler gives a Python garbage collection (`python_function`).
+pub const GC_PAUSE: &str = "Python GC";
 
 /// Launch calls whose correlation id links a CPU call to the kernel it started.
 const LAUNCH_NAMES: [&str; 6] = [
@@ -538,6 +546,8 @@ struct Collector {
     /// The CPU side, for a file without GPU kernels (see [`super::cpu_side`]).
     cpu: super::cpu_side::CpuRecords,
     hosts: Vec<HostRec>,
+    /// Synchronizations, memory calls, GEMM shapes and where they were made.
+    calls: HostCallRecords,
     stats: FileStats,
     problem: Option<EventProblem>,
     saw_events: bool,
@@ -585,7 +595,38 @@ impl Collector {
                         }
                         None => self.skip("launch without correlation"),
                     }
+                } else if let Some(kind) = host_calls::call_kind(cat, name) {
+                    self.host_call(kind, name, &ev, None)?;
+                    self.stats.runtime_host_calls += 1;
                 } else {
+                    self.skip(cat);
+                }
+                Ok(())
+            }
+            "cuda_sync" => {
+                self.stats.runtime_host_calls += 1;
+                self.host_call(HostCallKind::Synchronize, name, &ev, None)
+            }
+            "python_function" => {
+                let (Some(dur), Some(tid)) = (optional_dur(&ev, name)?, thread_id(&ev)) else {
+                    self.skip(cat);
+                    return Ok(());
+                };
+                let start = required_ts(&ev, name)?;
+                let end = add(start, dur, name)?;
+                if name == GC_PAUSE {
+                    // `record_python_gc_info=True`: a collection, a host phase.
+                    let name = self.names.intern(name);
+                    self.hosts.push(HostRec {
+                        kind: OpKind::GarbageCollection,
+                        name,
+                        start,
+                        end,
+                    });
+                    self.calls.gc_pause(tid, start, end);
+                    self.stats.host_spans += 1;
+                } else {
+                    self.calls.frame(tid, start, end, name);
                     self.skip(cat);
                 }
                 Ok(())
@@ -681,6 +722,9 @@ impl Collector {
                     EventArgs::Raw(raw) => Some(*raw),
                     _ => None,
                 };
+                if let Some(kind) = host_calls::call_kind(cat, name) {
+                    self.host_call(kind, name, &ev, raw_args)?;
+                }
                 let flare_kind = if args.mention("Flare kind") {
                     args.parse(name)?
                         .flare_kind
@@ -754,6 +798,43 @@ impl Collector {
                 Ok(())
             }
         }
+    }
+
+    /// Records a host call (see [`super::host_calls`]); a GEMM with its shapes and type.
+    fn host_call(
+        &mut self,
+        kind: HostCallKind,
+        name: &str,
+        ev: &Event<'_>,
+        raw_args: Option<&RawValue>,
+    ) -> Result<(), String> {
+        let start = required_ts(ev, name)?;
+        let end = match optional_dur(ev, name)? {
+            Some(d) => add(start, d, name)?,
+            None => start,
+        };
+        let (mut call_name, mut dtype) = (name.to_string(), None);
+        if kind == HostCallKind::Gemm {
+            let Some(raw) = raw_args.filter(|r| r.get().contains("Input Dims")) else {
+                // Without shapes a GEMM says nothing about its alignment.
+                return Ok(());
+            };
+            let a = EventArgs::Raw(raw).parse(name)?;
+            let Some(dims) = a.input_dims.and_then(shape_key) else {
+                return Ok(());
+            };
+            call_name = format!("{name} {dims}");
+            dtype = input_dtype_any(&a);
+        }
+        self.calls.calls.push(CallRec {
+            kind,
+            name: call_name,
+            tid: thread_id(ev),
+            start,
+            end,
+            dtype,
+        });
+        Ok(())
     }
 
     fn kernel(
@@ -858,6 +939,18 @@ fn p2p_group_peer(args: &Args<'_>) -> Option<u64> {
 fn input_dtype(args: &Args<'_>) -> Option<String> {
     let types: serde_json::Value = serde_json::from_str(args.input_type?.get()).ok()?;
     names::dtype_of_input_type(types.as_array()?.first()?.as_str()?).map(str::to_string)
+}
+
+/// The element type of a CPU op's first tensor input (a GEMM's `addmm` starts with its
+/// bias, which may be absent: the first input that has a type).
+fn input_dtype_any(args: &Args<'_>) -> Option<String> {
+    let types: serde_json::Value = serde_json::from_str(args.input_type?.get()).ok()?;
+    types
+        .as_array()?
+        .iter()
+        .filter_map(|t| names::dtype_of_input_type(t.as_str()?))
+        .next()
+        .map(str::to_string)
 }
 
 /// The collective arguments PyTorch writes (on NCCL kernels, or on `record_param_comms`).
@@ -1195,6 +1288,7 @@ pub fn parse_file(path: &str, data: &[u8]) -> Result<ParsedFile, KinetoError> {
         param_comms: Vec::new(),
         cpu: Default::default(),
         hosts: Vec::new(),
+        calls: HostCallRecords::default(),
         stats: FileStats::default(),
         problem: None,
         saw_events: false,
@@ -1233,6 +1327,7 @@ pub fn parse_file(path: &str, data: &[u8]) -> Result<ParsedFile, KinetoError> {
     }
     let dist = dist.unwrap_or_default();
     let mut c = collector;
+    let call_sites = c.calls.sites(GC_PAUSE);
     c.args_from_param_comms();
     if c.kernels.is_empty() {
         c.kernels = std::mem::take(&mut c.cpu).into_kernels(&mut c.stats);
@@ -1270,6 +1365,10 @@ pub fn parse_file(path: &str, data: &[u8]) -> Result<ParsedFile, KinetoError> {
         for l in c.launches.values_mut() {
             l.ts = shift(l.ts)?;
         }
+        for k in &mut c.calls.calls {
+            k.start = shift(k.start)?;
+            k.end = shift(k.end)?;
+        }
     }
     Ok(ParsedFile {
         path: path.to_string(),
@@ -1281,6 +1380,8 @@ pub fn parse_file(path: &str, data: &[u8]) -> Result<ParsedFile, KinetoError> {
         kernels: c.kernels,
         launches: c.launches,
         hosts: c.hosts,
+        host_calls: c.calls.calls,
+        call_sites,
         stats: c.stats,
     })
 }

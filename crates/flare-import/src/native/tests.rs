@@ -32,6 +32,7 @@ fn small_trace() -> Trace {
             missing_ranks: vec![2],
             cpu_compute: false,
             notes: Vec::new(),
+            host_calls: Default::default(),
         },
         job: JobInfo {
             job_id: "j".into(),

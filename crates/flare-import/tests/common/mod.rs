@@ -223,6 +223,7 @@ pub fn hand_built() -> Trace {
             missing_ranks: vec![3],
             cpu_compute: false,
             notes: Vec::new(),
+            host_calls: Default::default(),
         },
         job: JobInfo {
             job_id: "hand".into(),

@@ -21,6 +21,43 @@ string_enum! {
     }
 }
 
+string_enum! {
+    /// A cause of a regression that `flare compare` names from its evidence.
+    pub enum RegressionCause {
+        /// GEMM dimensions that are not multiples of what the element type needs for
+        /// tensor cores (8 for fp16/bf16, 4 for TF32, 16 for 8-bit types).
+        TensorCoreMisalignment => "tensor_core_misalignment",
+        /// The host waits for the device more often per step (`.item()`, `nonzero`,
+        /// `cudaStreamSynchronize`, ...).
+        DeviceSynchronization => "device_synchronization",
+        /// Python's garbage collector pauses longer per step.
+        GarbageCollection => "garbage_collection",
+        /// The DataLoader takes longer to hand over each batch.
+        Dataloader => "dataloader",
+        /// A collective runs with other message sizes, counts, or another algorithm.
+        CollectiveChange => "collective_change",
+        /// More device memory allocated and freed per step outside the caching pool.
+        MemoryChurn => "memory_churn",
+        /// A compute op that is a small share of the step runs slower per call.
+        MinorityKernel => "minority_kernel",
+    }
+}
+
+/// Calls of one name per step of a rank (see [`crate::HostCallCount`]).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct HostCallRate {
+    pub kind: crate::HostCallKind,
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dtype: Option<String>,
+    pub per_step: f64,
+    /// Their time on the host per step, ms.
+    pub ms_per_step: f64,
+    /// Where the program made them, most frequent first (synchronizations, GC pauses).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sites: Vec<(String, u64)>,
+}
+
 /// What one run's steps took.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RunProfile {
@@ -31,6 +68,18 @@ pub struct RunProfile {
     pub rank_iterations: u64,
     /// A rank's mean step, from its first op's start to its last op's end, ms.
     pub step_ms: f64,
+    /// The standard deviation of those steps, ms: the noise a change is judged against.
+    #[serde(default)]
+    pub step_sd_ms: f64,
+    /// The compute is CPU work (no GPU activity in the trace).
+    #[serde(default)]
+    pub cpu_compute: bool,
+    /// Host calls the ops do not show, per step, where the source records them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub host_calls: Vec<HostCallRate>,
+    /// Where the program's GC pauses happened, most frequent first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub gc_sites: Vec<(String, u64)>,
 }
 
 /// One class of time in both runs, per step of a rank.
@@ -41,6 +90,11 @@ pub struct TimeClassChange {
     pub class: String,
     pub baseline_ms: f64,
     pub current_ms: f64,
+    /// Standard deviation of its time from one step of a rank to the next, ms.
+    #[serde(default)]
+    pub baseline_sd_ms: f64,
+    #[serde(default)]
+    pub current_sd_ms: f64,
     /// Ops started per step (0 for waiting and untraced time).
     pub baseline_count: f64,
     pub current_count: f64,
@@ -58,6 +112,12 @@ impl TimeClassChange {
     pub fn delta_ms(&self) -> f64 {
         self.current_ms - self.baseline_ms
     }
+
+    /// The standard error of `delta_ms` with the runs' `n` (rank, iteration) pairs each.
+    pub fn delta_se_ms(&self, baseline_n: u64, current_n: u64) -> f64 {
+        let v = |sd: f64, n: u64| sd * sd / n.max(1) as f64;
+        (v(self.baseline_sd_ms, baseline_n) + v(self.current_sd_ms, current_n)).sqrt()
+    }
 }
 
 /// The comparison: both runs' steps, and every class of time, most changed first. The
@@ -70,6 +130,9 @@ pub struct Comparison {
     /// How the order of ops changed, whatever their time (absent from older documents).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sequence: Option<SequenceChange>,
+    /// The causes the findings name, in their order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub causes: Vec<RegressionCause>,
 }
 
 /// The runs' op sequences compared (after DistAD's runtime entropy): the distribution of

@@ -148,6 +148,29 @@ string_enum! {
         OpsAppeared => "ops_appeared",
         /// Op names the baseline ran and the current run never does.
         OpsDisappeared => "ops_disappeared",
+        /// GEMMs per step whose dimensions miss the tensor-core alignment; baseline: the
+        /// baseline's.
+        MisalignedGemmsPerStep => "misaligned_gemms_per_step",
+        /// GEMM time per step on the host (the compute itself on a CPU run).
+        GemmTimeMs => "gemm_time_ms",
+        /// Host-device synchronizations per step.
+        SyncsPerStep => "syncs_per_step",
+        /// Garbage-collection pauses per step.
+        GcPausesPerStep => "gc_pauses_per_step",
+        /// Time in garbage collection per step.
+        GcTimeMs => "gc_time_ms",
+        /// Time the DataLoader took to hand over a step's batches.
+        DataloaderTimeMs => "dataloader_time_ms",
+        /// Collectives of one kind per step; baseline: the baseline's.
+        CollectivesPerStep => "collectives_per_step",
+        /// Time per step in collectives of one kind (waiting excluded).
+        CollectiveTimeMs => "collective_time_ms",
+        /// Memory-management calls per step (`cudaMalloc`, `cudaFree`, ...).
+        MemoryCallsPerStep => "memory_calls_per_step",
+        /// One compute op's time per call, current against baseline.
+        OpTimePerCallMs => "op_time_per_call_ms",
+        /// The step's change over its noise (standard errors of the difference of means).
+        StepChangeSe => "step_change_se",
 
         // Inside NCCL's collectives (Flare's NCCL profiler plugin, live windows).
         /// Time NCCL's proxy waited for this rank's own GPU (kernel), per step.

@@ -11,7 +11,10 @@ pub mod evidence;
 pub mod failure;
 pub(crate) mod finite;
 
-pub use comparison::{Comparison, RunProfile, SequenceChange, TimeClassChange, TimeClassKind};
+pub use comparison::{
+    Comparison, HostCallRate, RegressionCause, RunProfile, SequenceChange, TimeClassChange,
+    TimeClassKind,
+};
 pub use detector::{Corroboration, DetectorId};
 pub use document::{
     FindingsDocument, JobSummary, RankMetrics, RankTime, SkippedDetector, Verdict, WindowHistory,

@@ -1,0 +1,236 @@
+//! GEMM dimensions that miss the tensor-core alignment: cuBLAS runs a GEMM on tensor cores
+//! (or on its fastest kernels) when M, N and K are multiples of 16 bytes of the element
+//! type: 8 elements for fp16/bf16, 4 for TF32 (fp32), 16 for 8-bit types.
+
+use super::{cpu_caveat, finding};
+
+use crate::compare::CompareConfig;
+use flare_model::{
+    Comparison, Evidence, EvidenceKey, Finding, HostCallKind, RunProfile, Severity, Unit,
+};
+use std::collections::BTreeSet;
+
+/// A GEMM's problem size.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Gemm {
+    pub m: u64,
+    pub n: u64,
+    pub k: u64,
+}
+
+/// Ops that wrap the GEMM the library runs (`aten::linear` calls `aten::addmm`): read only
+/// where the run recorded none of the GEMMs themselves, so that a call counts once.
+const WRAPPERS: [&str; 2] = ["aten::linear", "aten::matmul"];
+
+/// The input shapes of a host call named `op [[..],[..]]`.
+fn shapes(name: &str) -> Option<(&str, Vec<Vec<u64>>)> {
+    let (op, dims) = name.split_once(" [")?;
+    let v: Vec<serde_json::Value> = serde_json::from_str(&format!("[{dims}")).ok()?;
+    let shapes = v
+        .iter()
+        .map(|s| {
+            s.as_array()
+                .map(|d| d.iter().filter_map(serde_json::Value::as_u64).collect())
+                .unwrap_or_default()
+        })
+        .collect();
+    Some((op, shapes))
+}
+
+/// M, N and K of a GEMM op from its input shapes, when they make one.
+pub fn gemm_of(op: &str, inputs: &[Vec<u64>]) -> Option<Gemm> {
+    let mk_kn = |a: &[u64], b: &[u64]| -> Option<Gemm> {
+        let (&k, rest) = a.split_last()?;
+        let &m = rest.last()?;
+        let n = *b.last()?;
+        (b.len() >= 2 && b[b.len() - 2] == k).then_some(Gemm { m, n, k })
+    };
+    match op {
+        "aten::mm" | "aten::bmm" | "aten::_scaled_mm" | "aten::matmul" => {
+            mk_kn(inputs.first()?, inputs.get(1)?)
+        }
+        "aten::addmm" | "aten::baddbmm" => mk_kn(inputs.get(1)?, inputs.get(2)?),
+        "aten::linear" => {
+            let (x, w) = (inputs.first()?, inputs.get(1)?);
+            let (&k, lead) = x.split_last()?;
+            (w.len() == 2 && w[1] == k).then(|| Gemm {
+                m: lead.iter().product::<u64>().max(1),
+                n: w[0],
+                k,
+            })
+        }
+        _ => None,
+    }
+}
+
+/// Elements a dimension must be a multiple of for tensor cores, by element type (`None`
+/// for types tensor cores do not run, such as fp64).
+pub fn alignment(dtype: Option<&str>) -> Option<u64> {
+    match dtype {
+        Some("Half" | "BFloat16") | None => Some(8),
+        Some("Float") => Some(4),
+        Some("Char" | "Byte" | "Float8_e4m3fn" | "Float8_e5m2") => Some(16),
+        _ => None,
+    }
+}
+
+/// One misaligned GEMM shape of a run.
+struct Misaligned {
+    name: String,
+    gemm: Gemm,
+    align: u64,
+    dtype: Option<String>,
+    per_step: f64,
+}
+
+/// The run's GEMM calls (the GEMMs themselves where recorded, else their wrappers), and
+/// those of them that miss the alignment.
+fn gemms(run: &RunProfile) -> (f64, f64, Vec<Misaligned>) {
+    let all: Vec<_> = run
+        .host_calls
+        .iter()
+        .filter(|h| h.kind == HostCallKind::Gemm)
+        .filter_map(|h| shapes(&h.name).map(|(op, s)| (h, op, s)))
+        .collect();
+    let inner = all.iter().any(|(_, op, _)| !WRAPPERS.contains(op));
+    let (mut per_step, mut ms) = (0.0, 0.0);
+    let mut misaligned = Vec::new();
+    for (h, op, s) in all {
+        if inner && WRAPPERS.contains(&op) {
+            continue;
+        }
+        per_step += h.per_step;
+        ms += h.ms_per_step;
+        let (Some(g), Some(align)) = (gemm_of(op, &s), alignment(h.dtype.as_deref())) else {
+            continue;
+        };
+        if [g.m, g.n, g.k].iter().any(|d| d % align != 0) {
+            misaligned.push(Misaligned {
+                name: h.name.clone(),
+                gemm: g,
+                align,
+                dtype: h.dtype.clone(),
+                per_step: h.per_step,
+            });
+        }
+    }
+    misaligned.sort_by(|a, b| b.per_step.total_cmp(&a.per_step));
+    (per_step, ms, misaligned)
+}
+
+/// GEMM shapes of the current run that miss the alignment and that the baseline did not
+/// run: named whatever this run's step shows (see the module of causes).
+pub fn misalignment(c: &Comparison, _cfg: &CompareConfig) -> Option<Finding> {
+    let (b_calls, b_ms, b_bad) = gemms(&c.baseline);
+    let (c_calls, c_ms, c_bad) = gemms(&c.current);
+    let before: BTreeSet<&str> = b_bad.iter().map(|m| m.name.as_str()).collect();
+    let new: Vec<&Misaligned> = c_bad
+        .iter()
+        .filter(|m| !before.contains(m.name.as_str()))
+        .collect();
+    let first = new.first()?;
+    let dims = |m: &Misaligned| {
+        let g = m.gemm;
+        let off: Vec<String> = [("M", g.m), ("N", g.n), ("K", g.k)]
+            .iter()
+            .filter(|(_, d)| d % m.align != 0)
+            .map(|(l, d)| format!("{l}={d}"))
+            .collect();
+        format!(
+            "{} (M={} N={} K={}, {}: {} not a multiple of {}), {:.1} per step",
+            m.name,
+            g.m,
+            g.n,
+            g.k,
+            m.dtype.as_deref().unwrap_or("type not recorded"),
+            off.join(", "),
+            m.align,
+            m.per_step
+        )
+    };
+    let bad_per_step = |v: &[Misaligned]| v.iter().fold(0.0, |a, m| a + m.per_step);
+    let shown: Vec<String> = new.iter().take(3).map(|m| dims(m)).collect();
+    let evidence = vec![
+        Evidence::new(
+            EvidenceKey::MisalignedGemmsPerStep,
+            bad_per_step(&c_bad),
+            Some(bad_per_step(&b_bad)),
+            Unit::None,
+            format!("GEMMs per step off the tensor-core alignment: {}", shown.join("; ")),
+        )
+        .decisive(),
+        Evidence::new(
+            EvidenceKey::GemmTimeMs,
+            c_ms,
+            Some(b_ms),
+            Unit::Ms,
+            format!(
+                "time in GEMM calls per step on the host ({c_calls:.1} calls against {b_calls:.1}){}",
+                cpu_caveat(c)
+            ),
+        )
+        .decisive(),
+    ];
+    let slower = c_ms > b_ms * 1.05;
+    Some(finding(
+        Severity::Warning,
+        format!(
+            "tensor-core misalignment: {} GEMM shape{} of the current run miss{} the alignment (first: {}){}",
+            new.len(),
+            if new.len() == 1 { "" } else { "s" },
+            if new.len() == 1 { "es" } else { "" },
+            dims(first),
+            if slower {
+                format!("; GEMM time {:.2} -> {:.2} ms per step", b_ms, c_ms)
+            } else {
+                String::new()
+            }
+        ),
+        0.9,
+        evidence,
+        format!(
+            "pad the dimensions that changed to multiples of {} (64 is safe for every type): layer widths, FFN size, vocabulary (Megatron's --make-vocab-size-divisible-by), heads x head size, and the tokens per microbatch; misaligned GEMMs fall off tensor cores or onto slower kernels{}",
+            first.align,
+            cpu_caveat(c)
+        ),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gemm_sizes_from_the_ops_input_shapes() {
+        for (name, want) in [
+            ("aten::mm [[64,1022],[1022,512]]", Some((64, 512, 1022))),
+            (
+                "aten::addmm [[512],[64,1024],[1024,512]]",
+                Some((64, 512, 1024)),
+            ),
+            ("aten::bmm [[8,128,64],[8,64,128]]", Some((128, 128, 64))),
+            (
+                "aten::linear [[4,16,1022],[512,1022],[512]]",
+                Some((64, 512, 1022)),
+            ),
+            ("aten::linear [[4,16,1022],[512,1000],[512]]", None),
+            ("aten::mm [[64],[64,3]]", None),
+        ] {
+            let (op, inputs) = shapes(name).unwrap();
+            assert_eq!(
+                gemm_of(op, &inputs).map(|g| (g.m, g.n, g.k)),
+                want,
+                "{name}"
+            );
+        }
+    }
+
+    #[test]
+    fn alignment_follows_the_element_type() {
+        assert_eq!(alignment(Some("BFloat16")), Some(8));
+        assert_eq!(alignment(Some("Float")), Some(4));
+        assert_eq!(alignment(Some("Char")), Some(16));
+        assert_eq!(alignment(Some("Double")), None);
+        assert_eq!(alignment(None), Some(8));
+    }
+}

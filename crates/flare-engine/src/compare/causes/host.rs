@@ -1,0 +1,170 @@
+//! Causes read from time: host phases that grew (GC, the DataLoader) and small compute
+//! ops that became slow per call. Each must stand above the run's noise.
+
+use super::{finding, sites_text, time_changed};
+use crate::compare::CompareConfig;
+use flare_model::{
+    Comparison, Evidence, EvidenceKey, Finding, OpKind, Severity, TimeClassChange, TimeClassKind,
+    Unit,
+};
+
+/// The host phase's class, when either run has it.
+fn host_class(c: &Comparison, kind: OpKind) -> Option<&TimeClassChange> {
+    c.classes
+        .iter()
+        .find(|r| r.kind == TimeClassKind::Host && r.class == kind.as_str())
+}
+
+/// Python's garbage collector pauses longer per step: by more than the noise, or it now
+/// runs where the baseline's never did, at a cost of a share of the step (its pauses are
+/// rare and long, so their mean is noisy while their appearance is not).
+pub fn garbage_collection(c: &Comparison, cfg: &CompareConfig) -> Option<Finding> {
+    let r = host_class(c, OpKind::GarbageCollection)?;
+    let switched_on = r.baseline_count < 0.05 * r.current_count
+        && r.delta_ms() >= cfg.min_cause_share * c.baseline.step_ms;
+    if r.delta_ms() <= 0.0 || !(switched_on || time_changed(r, c, cfg)) {
+        return None;
+    }
+    let pause = |ms: f64, n: f64| if n > 0.0 { ms / n } else { 0.0 };
+    let mut evidence = vec![
+        Evidence::new(
+            EvidenceKey::GcTimeMs,
+            r.current_ms,
+            Some(r.baseline_ms),
+            Unit::Ms,
+            format!(
+                "time in garbage collection per step of a rank ({:.1}% of the current step)",
+                r.current_ms / c.current.step_ms * 100.0
+            ),
+        )
+        .decisive(),
+        Evidence::new(
+            EvidenceKey::GcPausesPerStep,
+            r.current_count,
+            Some(r.baseline_count),
+            Unit::None,
+            format!(
+                "pauses per step, {:.2} ms each on average against {:.2}",
+                pause(r.current_ms, r.current_count),
+                pause(r.baseline_ms, r.baseline_count)
+            ),
+        )
+        .decisive(),
+    ];
+    let site = if c.current.gc_sites.is_empty() {
+        String::new()
+    } else {
+        evidence[1]
+            .detail
+            .push_str(&format!("; where: {}", sites_text(&c.current.gc_sites)));
+        format!(", most often in {}", c.current.gc_sites[0].0)
+    };
+    Some(finding(
+        Severity::Warning,
+        format!(
+            "garbage collection: {:.2} -> {:.2} ms per step ({:.1} pauses per step, {:.2} ms each{site})",
+            r.baseline_ms,
+            r.current_ms,
+            r.current_count,
+            pause(r.current_ms, r.current_count)
+        ),
+        0.85,
+        evidence,
+        "the collector walks every live Python object on its full collections, so their cost grows with the objects the program keeps: keep fewer (no per-step Python lists or dicts of results; tensors, not lists of floats), gc.freeze() after the model and data are set up, or gc.disable() and gc.collect() every N steps at the same step on every rank (Megatron's --manual-gc)".into(),
+    ))
+}
+
+/// The DataLoader takes longer to hand over a step's batches.
+pub fn dataloader(c: &Comparison, cfg: &CompareConfig) -> Option<Finding> {
+    let r = host_class(c, OpKind::DataLoader)?;
+    if r.delta_ms() <= 0.0 || !time_changed(r, c, cfg) {
+        return None;
+    }
+    Some(finding(
+        Severity::Warning,
+        format!(
+            "the DataLoader is slower: {:.2} -> {:.2} ms per step waiting for batches ({:+.0}%)",
+            r.baseline_ms,
+            r.current_ms,
+            (r.current_ms / r.baseline_ms.max(1e-9) - 1.0) * 100.0
+        ),
+        0.85,
+        vec![Evidence::new(
+            EvidenceKey::DataloaderTimeMs,
+            r.current_ms,
+            Some(r.baseline_ms),
+            Unit::Ms,
+            format!(
+                "time per step of a rank in the DataLoader's next() ({:.1} calls per step), with the work it runs in the training process",
+                r.current_count
+            ),
+        )
+        .decisive()],
+        "the data pipeline does more per sample than before: move per-sample work out of the training process (num_workers > 0, prefetch_factor, persistent_workers, pin_memory), precompute what does not change (masks, tokenization), and look for work that grows with the sequence length squared (attention masks, padding)".into(),
+    ))
+}
+
+/// Compute ops that are a small share of the step (under 5% of it in the baseline), run
+/// as often, and got slower per call: the "minority kernels" a profile by total time hides.
+pub fn minority_kernel(c: &Comparison, cfg: &CompareConfig) -> Option<Finding> {
+    let step = c.baseline.step_ms;
+    let mut slow: Vec<(&TimeClassChange, f64)> = c
+        .classes
+        .iter()
+        .filter(|r| r.kind == TimeClassKind::Compute)
+        .filter(|r| r.baseline_count > 0.0 && r.baseline_ms < 0.05 * step)
+        .filter(|r| {
+            (r.current_count - r.baseline_count).abs()
+                <= cfg.count_change * r.baseline_count.max(r.current_count)
+        })
+        .filter_map(|r| {
+            let per_call = |ms: f64, n: f64| ms / n.max(1e-9);
+            let ratio = per_call(r.current_ms, r.current_count)
+                / per_call(r.baseline_ms, r.baseline_count).max(1e-12);
+            (ratio >= 1.5 && time_changed(r, c, cfg)).then_some((r, ratio))
+        })
+        .collect();
+    slow.sort_by(|a, b| b.0.delta_ms().total_cmp(&a.0.delta_ms()));
+    let (top, ratio) = *slow.first()?;
+    let per_call = |ms: f64, n: f64| ms / n.max(1e-9);
+    let evidence: Vec<Evidence> = slow
+        .iter()
+        .take(3)
+        .enumerate()
+        .map(|(i, (r, ratio))| {
+            Evidence::new(
+                EvidenceKey::OpTimePerCallMs,
+                per_call(r.current_ms, r.current_count),
+                Some(per_call(r.baseline_ms, r.baseline_count)),
+                Unit::Ms,
+                format!(
+                    "{}: x{ratio:.2} per call, {:.1} calls per step in both, {:+.2} ms per step",
+                    r.class,
+                    r.current_count,
+                    r.delta_ms()
+                ),
+            )
+            .decisive_if(i == 0)
+        })
+        .collect();
+    Some(finding(
+        Severity::Warning,
+        format!(
+            "a minor op became slow: {} x{ratio:.2} per call ({:+.2} ms per step; {:.1}% of the baseline's step before){}",
+            top.class,
+            top.delta_ms(),
+            top.baseline_ms / step * 100.0,
+            if slow.len() > 1 {
+                format!(", and {} more", slow.len() - 1)
+            } else {
+                String::new()
+            }
+        ),
+        0.8,
+        evidence,
+        format!(
+            "{} runs as often but slower per call: compare its input shapes, dtype and memory layout (contiguity) between the runs, and the library versions (PyTorch, cuDNN, Triton kernels, compiled graphs) that pick its kernel",
+            top.class
+        ),
+    ))
+}

@@ -1,0 +1,100 @@
+//! Named causes of a regression, each from its own evidence in the comparison: the shape
+//! of the GEMMs, the host calls that synchronize or manage memory, host phases (GC, the
+//! DataLoader), the collectives' sizes, and small ops that became slow. A cause whose
+//! evidence is a change of structure (a new shape, a new sync per step, other message
+//! sizes) is named whatever it cost on this run, since its cost depends on the hardware;
+//! a cause whose evidence is time must stand above the run's noise.
+
+mod gemm;
+mod host;
+mod structure;
+
+use super::CompareConfig;
+use flare_model::{
+    Comparison, DetectorId, Evidence, Finding, FindingKind, RegressionCause, Severity,
+    TimeClassChange,
+};
+
+/// The causes the comparison's evidence names, each with its finding.
+pub fn named_causes(c: &Comparison, cfg: &CompareConfig) -> Vec<(RegressionCause, Finding)> {
+    let causes: [fn(&Comparison, &CompareConfig) -> Option<Finding>; 7] = [
+        gemm::misalignment,
+        structure::synchronization,
+        structure::memory_churn,
+        structure::collective_change,
+        host::garbage_collection,
+        host::dataloader,
+        host::minority_kernel,
+    ];
+    const NAMES: [RegressionCause; 7] = [
+        RegressionCause::TensorCoreMisalignment,
+        RegressionCause::DeviceSynchronization,
+        RegressionCause::MemoryChurn,
+        RegressionCause::CollectiveChange,
+        RegressionCause::GarbageCollection,
+        RegressionCause::Dataloader,
+        RegressionCause::MinorityKernel,
+    ];
+    causes
+        .iter()
+        .zip(NAMES)
+        .filter_map(|(f, name)| f(c, cfg).map(|finding| (name, finding)))
+        .collect()
+}
+
+/// A finding of kind `regression` from the comparison detector.
+fn finding(
+    severity: Severity,
+    summary: String,
+    confidence: f64,
+    evidence: Vec<Evidence>,
+    action: String,
+) -> Finding {
+    Finding {
+        kind: FindingKind::Regression,
+        severity,
+        summary,
+        confidence,
+        culprits: vec![],
+        evidence,
+        action,
+        iterations: vec![],
+        detector: DetectorId::Compare,
+        corroborated_by: vec![],
+        failure: None,
+    }
+}
+
+/// A class's change of time per step worth naming: at least `cfg.min_cause_share` of the
+/// baseline's step, a quarter of the class's time, and `cfg.min_change_se` standard
+/// errors (two runs of the same job differ by noise).
+fn time_changed(r: &TimeClassChange, c: &Comparison, cfg: &CompareConfig) -> bool {
+    let delta = r.delta_ms().abs();
+    delta >= cfg.min_cause_share * c.baseline.step_ms
+        && delta >= 0.25 * r.baseline_ms.max(r.current_ms)
+        && delta
+            >= cfg.min_change_se
+                * r.delta_se_ms(c.baseline.rank_iterations, c.current.rank_iterations)
+}
+
+/// "train.py(88): step (40), model.py(12): forward (2)".
+fn sites_text(sites: &[(String, u64)]) -> String {
+    sites
+        .iter()
+        .take(3)
+        .map(|(s, n)| format!("{s} ({n})"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The words a CPU run needs for a cause whose cost is a GPU's.
+fn cpu_caveat(c: &Comparison) -> &'static str {
+    if c.current.cpu_compute {
+        " (this run's compute is on CPUs: the cost a GPU would pay does not show in its step time)"
+    } else {
+        ""
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,266 @@
+//! Each cause, table-driven: the evidence that names it, and evidence that must not.
+
+use super::named_causes;
+use crate::compare::CompareConfig;
+use flare_model::{
+    Comparison, HostCallKind, HostCallRate, RegressionCause as Cause, RunProfile, TimeClassChange,
+    TimeClassKind,
+};
+
+fn run(step_ms: f64, calls: Vec<HostCallRate>) -> RunProfile {
+    RunProfile {
+        source: "run".into(),
+        ranks: 2,
+        rank_iterations: 20,
+        step_ms,
+        step_sd_ms: 0.5,
+        cpu_compute: false,
+        host_calls: calls,
+        gc_sites: vec![],
+    }
+}
+
+fn call(kind: HostCallKind, name: &str, dtype: Option<&str>, per_step: f64) -> HostCallRate {
+    HostCallRate {
+        kind,
+        name: name.into(),
+        dtype: dtype.map(str::to_string),
+        per_step,
+        ms_per_step: per_step * 0.1,
+        sites: vec![],
+    }
+}
+
+fn class(kind: TimeClassKind, name: &str, b: (f64, f64), c: (f64, f64)) -> TimeClassChange {
+    TimeClassChange {
+        kind,
+        class: name.into(),
+        baseline_ms: b.0,
+        current_ms: c.0,
+        baseline_sd_ms: 0.1,
+        current_sd_ms: 0.1,
+        baseline_count: b.1,
+        current_count: c.1,
+        baseline_rate: None,
+        current_rate: None,
+    }
+}
+
+/// A 40-ms step of a steady job, as the baseline and as the current run.
+fn steady() -> Comparison {
+    let gemm = |n| call(HostCallKind::Gemm, n, Some("BFloat16"), 8.0);
+    let calls = vec![
+        gemm("aten::addmm [[1024],[64,1024],[1024,1024]]"),
+        gemm("aten::mm [[64,1024],[1024,1024]]"),
+    ];
+    let classes = vec![
+        class(TimeClassKind::Compute, "gemm", (30.0, 8.0), (30.0, 8.0)),
+        class(TimeClassKind::Compute, "layer_norm", (0.8, 4.0), (0.8, 4.0)),
+        class(
+            TimeClassKind::Communication,
+            "all_reduce 16.0 MiB",
+            (6.0, 1.0),
+            (6.0, 1.0),
+        ),
+        class(TimeClassKind::Host, "gc", (0.2, 0.1), (0.2, 0.1)),
+        class(TimeClassKind::Host, "dataloader", (1.0, 1.0), (1.0, 1.0)),
+    ];
+    Comparison {
+        baseline: run(40.0, calls.clone()),
+        current: run(40.0, calls),
+        classes,
+        sequence: None,
+        causes: vec![],
+    }
+}
+
+fn set(c: &mut Comparison, name: &str, b: (f64, f64), cur: (f64, f64)) {
+    let kind = c.classes.iter().find(|r| r.class == name).unwrap().kind;
+    c.classes.retain(|r| r.class != name);
+    c.classes.push(class(kind, name, b, cur));
+}
+
+#[test]
+fn each_cause_is_named_from_its_own_evidence() {
+    type Change = fn(&mut Comparison);
+    let cases: Vec<(&str, Change, Vec<Cause>)> = vec![
+        ("the same job", |_| {}, vec![]),
+        (
+            "a layer width of 1022 in bf16",
+            |c| {
+                c.current.host_calls[0].name = "aten::addmm [[1022],[64,1024],[1024,1022]]".into();
+            },
+            vec![Cause::TensorCoreMisalignment],
+        ),
+        (
+            "misaligned in both runs: not a change",
+            |c| {
+                let bad = "aten::mm [[64,1022],[1022,1024]]";
+                c.baseline.host_calls[1].name = bad.into();
+                c.current.host_calls[1].name = bad.into();
+            },
+            vec![],
+        ),
+        (
+            "fp32 needs multiples of 4 only (TF32)",
+            |c| {
+                for r in [&mut c.baseline, &mut c.current] {
+                    r.host_calls
+                        .iter_mut()
+                        .for_each(|h| h.dtype = Some("Float".into()));
+                }
+                c.current.host_calls[0].name = "aten::addmm [[1020],[64,1024],[1024,1020]]".into();
+            },
+            vec![],
+        ),
+        (
+            "loss.item() every step",
+            |c| {
+                let mut item = call(
+                    HostCallKind::Synchronize,
+                    "aten::_local_scalar_dense",
+                    None,
+                    1.0,
+                );
+                item.sites = vec![("train.py(88): step".into(), 20)];
+                c.current.host_calls.push(item);
+                // The runtime's sync under it is the same sync.
+                c.current.host_calls.push(call(
+                    HostCallKind::Synchronize,
+                    "cudaStreamSynchronize",
+                    None,
+                    1.0,
+                ));
+                c.baseline.host_calls.push(call(
+                    HostCallKind::Synchronize,
+                    "cudaStreamSynchronize",
+                    None,
+                    0.1,
+                ));
+            },
+            vec![Cause::DeviceSynchronization],
+        ),
+        (
+            "a sync every twenty steps: below one per two steps",
+            |c| {
+                c.current.host_calls.push(call(
+                    HostCallKind::Synchronize,
+                    "aten::nonzero",
+                    None,
+                    0.05,
+                ))
+            },
+            vec![],
+        ),
+        (
+            "cudaMalloc and cudaFree every step",
+            |c| {
+                c.current
+                    .host_calls
+                    .push(call(HostCallKind::Memory, "cudaMalloc", None, 3.0));
+                c.current
+                    .host_calls
+                    .push(call(HostCallKind::Memory, "cudaFree", None, 3.0));
+            },
+            vec![Cause::MemoryChurn],
+        ),
+        (
+            "DDP buckets cut: four smaller all-reduces",
+            |c| {
+                set(c, "all_reduce 16.0 MiB", (6.0, 1.0), (0.0, 0.0));
+                c.classes.push(class(
+                    TimeClassKind::Communication,
+                    "all_reduce 4.0 MiB",
+                    (0.0, 0.0),
+                    (7.0, 4.0),
+                ));
+            },
+            vec![Cause::CollectiveChange],
+        ),
+        (
+            "GC pauses grew with the objects kept",
+            |c| set(c, "gc", (0.2, 0.1), (3.0, 0.6)),
+            vec![Cause::GarbageCollection],
+        ),
+        (
+            "GC switched on: rare long pauses, noisy on average",
+            |c| {
+                set(c, "gc", (0.0, 0.0), (6.0, 20.0));
+                c.classes
+                    .iter_mut()
+                    .find(|r| r.class == "gc")
+                    .unwrap()
+                    .current_sd_ms = 25.0;
+            },
+            vec![Cause::GarbageCollection],
+        ),
+        (
+            "rare long pauses in both runs: noise",
+            |c| {
+                set(c, "gc", (4.0, 20.0), (6.0, 20.0));
+                let r = c.classes.iter_mut().find(|r| r.class == "gc").unwrap();
+                (r.baseline_sd_ms, r.current_sd_ms) = (20.0, 25.0);
+            },
+            vec![],
+        ),
+        (
+            "GC noise: 0.2 -> 0.3 ms",
+            |c| set(c, "gc", (0.2, 0.1), (0.3, 0.15)),
+            vec![],
+        ),
+        (
+            "a heavier DataLoader",
+            |c| set(c, "dataloader", (1.0, 1.0), (6.0, 1.0)),
+            vec![Cause::Dataloader],
+        ),
+        (
+            "a small op three times slower per call",
+            |c| set(c, "layer_norm", (0.8, 4.0), (2.4, 4.0)),
+            vec![Cause::MinorityKernel],
+        ),
+        (
+            "a small op run twice as often: a code path, not a slow kernel",
+            |c| set(c, "layer_norm", (0.8, 4.0), (1.6, 8.0)),
+            vec![],
+        ),
+        (
+            "the big op slower: not a minority",
+            |c| set(c, "gemm", (30.0, 8.0), (36.0, 8.0)),
+            vec![],
+        ),
+    ];
+    for (what, change, want) in cases {
+        let mut c = steady();
+        change(&mut c);
+        let got: Vec<Cause> = named_causes(&c, &CompareConfig::default())
+            .into_iter()
+            .map(|(cause, _)| cause)
+            .collect();
+        assert_eq!(got, want, "{what}");
+    }
+}
+
+#[test]
+fn the_findings_say_where_and_what() {
+    let mut c = steady();
+    c.current.host_calls[0].name = "aten::addmm [[1022],[64,1024],[1024,1022]]".into();
+    let mut item = call(
+        HostCallKind::Synchronize,
+        "aten::_local_scalar_dense",
+        None,
+        1.0,
+    );
+    item.sites = vec![("train.py(88): step".into(), 20)];
+    c.current.host_calls.push(item);
+    let f = named_causes(&c, &CompareConfig::default());
+    let text = |i: usize| {
+        format!(
+            "{} | {} | {}",
+            f[i].1.summary, f[i].1.evidence[0].detail, f[i].1.action
+        )
+    };
+    assert!(text(0).contains("N=1022"), "{}", text(0));
+    assert!(text(0).contains("not a multiple of 8"), "{}", text(0));
+    assert!(text(1).contains("from train.py(88): step"), "{}", text(1));
+    assert!(text(1).contains("at train.py(88): step"), "{}", text(1));
+}

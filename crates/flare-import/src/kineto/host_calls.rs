@@ -1,0 +1,290 @@
+//! Host calls a profile records that the trace's ops do not carry (see
+//! [`flare_model::host_calls`]), read at any depth of the op tree:
+//!
+//! | event | read as |
+//! |---|---|
+//! | `cpu_op` `aten::_local_scalar_dense` (under `.item()`, `.tolist()`, `if tensor:`), `aten::nonzero`, `aten::masked_select`, `aten::_unique2`, `aten::unique_consecutive`, `aten::unique_dim` | a synchronization: on a GPU the host waits for the device to produce the value |
+//! | `cuda_runtime` / `cuda_driver` `cudaDeviceSynchronize`, `cudaStreamSynchronize`, `cudaEventSynchronize`, blocking `cudaMemcpy`, their driver and HIP twins; `cuda_sync` events | a synchronization |
+//! | `cudaMalloc`, `cudaFree`, `cudaMallocAsync`, `cudaFreeAsync`, `cudaMallocHost`, `cudaHostAlloc`, `cudaFreeHost`, `cuMemAlloc*`, `cuMemFree*`, `cuMemCreate`, `cuMemMap`, `cuMemUnmap`, `cuMemRelease`, `hipMalloc`, `hipFree` | memory management outside the caching allocator's pool |
+//! | `cpu_op` `aten::mm`, `aten::addmm`, `aten::bmm`, `aten::baddbmm`, `aten::matmul`, `aten::linear`, `aten::_scaled_mm` with `Input Dims` | a GEMM, named with its shapes, with its element type |
+//! | `python_function` (`with_stack=True`) | the Python frame a call or a GC pause happened in: the innermost frame of the program's own code (not PyTorch's, not the standard library's, not an installed package's) |
+//! | `python_function` `Python GC` (`record_python_gc_info=True`) | a garbage collection pause (a host phase of the trace, read in `parse`) |
+
+use flare_model::{CallSites, HostCallKind};
+use std::collections::{BTreeMap, HashMap};
+
+const SYNC_OPS: [&str; 6] = [
+    "aten::_local_scalar_dense",
+    "aten::nonzero",
+    "aten::masked_select",
+    "aten::_unique2",
+    "aten::unique_consecutive",
+    "aten::unique_dim",
+];
+
+const SYNC_CALLS: [&str; 13] = [
+    "cudaDeviceSynchronize",
+    "cudaStreamSynchronize",
+    "cudaEventSynchronize",
+    "cudaMemcpy",
+    "cudaMemcpy2D",
+    "cuCtxSynchronize",
+    "cuStreamSynchronize",
+    "cuEventSynchronize",
+    "cuMemcpyDtoH_v2",
+    "hipDeviceSynchronize",
+    "hipStreamSynchronize",
+    "hipEventSynchronize",
+    "hipMemcpy",
+];
+
+const MEMORY_CALLS: [&str; 16] = [
+    "cudaMalloc",
+    "cudaFree",
+    "cudaMallocAsync",
+    "cudaFreeAsync",
+    "cudaMallocHost",
+    "cudaHostAlloc",
+    "cudaFreeHost",
+    "cuMemAlloc_v2",
+    "cuMemFree_v2",
+    "cuMemAllocAsync",
+    "cuMemCreate",
+    "cuMemMap",
+    "cuMemUnmap",
+    "cuMemRelease",
+    "hipMalloc",
+    "hipFree",
+];
+
+const GEMM_OPS: [&str; 7] = [
+    "aten::mm",
+    "aten::addmm",
+    "aten::bmm",
+    "aten::baddbmm",
+    "aten::matmul",
+    "aten::linear",
+    "aten::_scaled_mm",
+];
+
+/// What a profiler event is as a host call, from its category and name.
+pub fn call_kind(cat: &str, name: &str) -> Option<HostCallKind> {
+    match cat {
+        "cpu_op" if SYNC_OPS.contains(&name) => Some(HostCallKind::Synchronize),
+        "cpu_op" if GEMM_OPS.contains(&name) => Some(HostCallKind::Gemm),
+        "cuda_runtime" | "cuda_driver" if SYNC_CALLS.contains(&name) => {
+            Some(HostCallKind::Synchronize)
+        }
+        "cuda_runtime" | "cuda_driver" if MEMORY_CALLS.contains(&name) => {
+            Some(HostCallKind::Memory)
+        }
+        "cuda_sync" => Some(HostCallKind::Synchronize),
+        _ => None,
+    }
+}
+
+/// Whether a `python_function` frame (`train.py(88): step`, `torch/nn/modules/module.py(1751):
+/// _call_impl`, `<built-in method item ...>`) is the program's own code.
+pub fn is_program_frame(name: &str) -> bool {
+    let file = name.split("): ").next().unwrap_or("");
+    file.contains(".py(")
+        && !name.starts_with('<')
+        && !file.starts_with("torch/")
+        && !file.starts_with("torch_")
+        && !file.contains("site-packages/")
+        && !file.contains("dist-packages/")
+        && !file.contains("/lib/python3")
+        && !file.starts_with("threading.py")
+        && !file.starts_with("multiprocessing/")
+}
+
+/// One host call, as recorded.
+#[derive(Debug, Clone)]
+pub struct CallRec {
+    pub kind: HostCallKind,
+    /// With the input shapes for a GEMM.
+    pub name: String,
+    pub tid: Option<u64>,
+    pub start: i64,
+    pub end: i64,
+    pub dtype: Option<String>,
+}
+
+/// A Python frame of the program's own code.
+#[derive(Debug, Clone, Copy)]
+struct Frame {
+    tid: u64,
+    start: i64,
+    end: i64,
+    name: u32,
+}
+
+/// A file's host calls, Python frames and GC pauses, gathered while it is parsed.
+#[derive(Debug, Default)]
+pub struct HostCallRecords {
+    pub calls: Vec<CallRec>,
+    /// GC pauses: thread, start, end.
+    gc: Vec<(u64, i64, i64)>,
+    frames: Vec<Frame>,
+    frame_names: Vec<String>,
+    frame_index: HashMap<String, u32>,
+}
+
+/// How far back from a call its enclosing frame is looked for among the thread's frames
+/// (each step back a frame that ended before the call): bounds the cost on deep traces.
+const MAX_SCAN: usize = 20_000;
+
+impl HostCallRecords {
+    /// Keeps a `python_function` frame when it is the program's own code.
+    pub fn frame(&mut self, tid: u64, start: i64, end: i64, name: &str) {
+        if !is_program_frame(name) {
+            return;
+        }
+        let id = match self.frame_index.get(name) {
+            Some(&i) => i,
+            None => {
+                let i = self.frame_names.len() as u32;
+                self.frame_names.push(name.to_string());
+                self.frame_index.insert(name.to_string(), i);
+                i
+            }
+        };
+        self.frames.push(Frame {
+            tid,
+            start,
+            end,
+            name: id,
+        });
+    }
+
+    pub fn gc_pause(&mut self, tid: u64, start: i64, end: i64) {
+        self.gc.push((tid, start, end));
+    }
+
+    /// Where the synchronizations and GC pauses were made (see [`CallSites`]), then
+    /// forgets the frames.
+    pub fn sites(&mut self, gc_name: &str) -> Vec<CallSites> {
+        let mut frames = std::mem::take(&mut self.frames);
+        if frames.is_empty() {
+            return vec![];
+        }
+        frames.sort_by_key(|f| (f.tid, f.start));
+        let mut by_name: BTreeMap<&str, BTreeMap<u32, u64>> = BTreeMap::new();
+        let sited = self
+            .calls
+            .iter()
+            .filter(|c| c.kind == HostCallKind::Synchronize)
+            .filter_map(|c| Some((c.name.as_str(), c.tid?, c.start, c.end)))
+            .chain(self.gc.iter().map(|&(t, s, e)| (gc_name, t, s, e)));
+        for (name, tid, start, end) in sited {
+            if let Some(f) = enclosing(&frames, tid, start, end) {
+                *by_name.entry(name).or_default().entry(f).or_default() += 1;
+            }
+        }
+        let out = by_name
+            .into_iter()
+            .map(|(name, counts)| {
+                let mut sites: Vec<(String, u64)> = counts
+                    .into_iter()
+                    .map(|(f, n)| (self.frame_names[f as usize].clone(), n))
+                    .collect();
+                sites.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+                sites.truncate(5);
+                CallSites {
+                    name: name.to_string(),
+                    sites,
+                }
+            })
+            .collect();
+        self.frame_names.clear();
+        self.frame_index.clear();
+        out
+    }
+}
+
+/// The innermost frame of thread `tid` (in `frames`, sorted by thread and start) around
+/// `[start, end]`: the latest-starting one that contains it.
+fn enclosing(frames: &[Frame], tid: u64, start: i64, end: i64) -> Option<u32> {
+    let lo = frames.partition_point(|f| f.tid < tid);
+    let hi = frames.partition_point(|f| f.tid < tid || (f.tid == tid && f.start <= start));
+    frames[lo..hi]
+        .iter()
+        .rev()
+        .take(MAX_SCAN)
+        .find(|f| f.end >= end)
+        .map(|f| f.name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn program_frames_are_told_from_library_frames() {
+        for (name, program) in [
+            ("train.py(88): step", true),
+            ("/home/me/job/model.py(12): forward", true),
+            ("torch/nn/modules/module.py(1751): _call_impl", false),
+            ("<built-in method item of Tensor object at 0x7f>", false),
+            ("<frozen os>(674): __getitem__", false),
+            ("/usr/lib/python3.11/threading.py(320): wait", false),
+            (
+                "/venv/lib/python3.11/site-packages/transformers/trainer.py(10): train",
+                false,
+            ),
+            ("Python GC", false),
+        ] {
+            assert_eq!(is_program_frame(name), program, "{name}");
+        }
+    }
+
+    #[test]
+    fn calls_are_classified_by_category_and_name() {
+        for (cat, name, kind) in [
+            (
+                "cpu_op",
+                "aten::_local_scalar_dense",
+                Some(HostCallKind::Synchronize),
+            ),
+            ("cpu_op", "aten::item", None),
+            ("cpu_op", "aten::addmm", Some(HostCallKind::Gemm)),
+            (
+                "cuda_runtime",
+                "cudaStreamSynchronize",
+                Some(HostCallKind::Synchronize),
+            ),
+            ("cuda_runtime", "cudaMemcpyAsync", None),
+            ("cuda_runtime", "cudaFree", Some(HostCallKind::Memory)),
+            ("cuda_driver", "cuMemCreate", Some(HostCallKind::Memory)),
+            ("cuda_sync", "Stream Sync", Some(HostCallKind::Synchronize)),
+            ("kernel", "cudaFree", None),
+        ] {
+            assert_eq!(call_kind(cat, name), kind, "{cat} {name}");
+        }
+    }
+
+    #[test]
+    fn a_call_is_placed_in_its_innermost_program_frame() {
+        let mut r = HostCallRecords::default();
+        r.frame(1, 0, 100, "train.py(10): main");
+        r.frame(1, 10, 50, "train.py(20): step");
+        r.frame(1, 12, 14, "train.py(30): helper"); // ended before the call
+        r.frame(1, 15, 40, "torch/_tensor.py(5): item"); // PyTorch's: skipped
+        r.frame(2, 0, 100, "other.py(1): thread");
+        r.calls.push(CallRec {
+            kind: HostCallKind::Synchronize,
+            name: "aten::_local_scalar_dense".into(),
+            tid: Some(1),
+            start: 20,
+            end: 22,
+            dtype: None,
+        });
+        r.gc_pause(1, 60, 70);
+        let sites = r.sites("Python GC");
+        assert_eq!(sites.len(), 2);
+        assert_eq!(sites[0].name, "Python GC");
+        assert_eq!(sites[0].sites, vec![("train.py(10): main".to_string(), 1)]);
+        assert_eq!(sites[1].name, "aten::_local_scalar_dense");
+        assert_eq!(sites[1].sites, vec![("train.py(20): step".to_string(), 1)]);
+    }
+}

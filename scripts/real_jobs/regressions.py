@@ -1,0 +1,174 @@
+"""Pairs of real PyTorch runs that differ by one known change each, for `flare compare`.
+
+Usage: python regressions.py OUT_DIR [--world 2] [--steps 12] [--only NAME,...]
+
+One DDP job on Gloo (CPU), a real DataLoader and an MLP, run once per variant by the same
+processes, each run traced by the real torch.profiler as a user who wants to find a
+regression traces it (shapes, Python stacks, Python GC events):
+
+  baseline        hidden width 1024, DDP's default 25 MB buckets, a light DataLoader
+  baseline_again  the same job again: differs from the baseline only by noise
+  misaligned      hidden width 1022: GEMM dimensions no longer multiples of 8
+  item_sync       `loss.item()` every step (the logging line that syncs a GPU job)
+  gc              the garbage collector left on (the baseline turns it off during the
+                  loop and collects by hand, as Megatron's --manual-gc does) while the
+                  program holds 600,000 Python objects and keeps 20,000 more per step
+  dataloader      each sample also builds a 384 x 384 attention mask in __getitem__ and
+                  multiplies it, the work a heavier data pipeline adds
+  bucket          DDP's gradient buckets cut to 1 MB: the all-reduces change size and
+                  count (the same bytes in smaller collectives)
+
+Each run writes OUT_DIR/<variant>/traces/rank<R>.json; OUT_DIR/truth.json says, for each
+variant, the change against the baseline and the cause Flare is expected to name.
+Nothing here knows about Flare.
+"""
+
+import argparse
+import gc
+import json
+import os
+import socket
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+from torch.profiler import ProfilerActivity, _ExperimentalConfig, profile, schedule
+from torch.utils.data import DataLoader, Dataset
+
+BATCH = 64
+WIDTH = 1024
+
+#: variant -> (what changed, the cause `flare compare` should name, or None for "equal").
+VARIANTS = {
+    "baseline_again": ("nothing: the same job again", None),
+    "misaligned": ("hidden width 1024 -> 1022", "tensor_core_misalignment"),
+    "item_sync": ("loss.item() every step", "device_synchronization"),
+    "gc": ("GC on (baseline: off in the loop) with 600,000 live objects", "garbage_collection"),
+    "dataloader": ("a 384 x 384 mask built per sample", "dataloader"),
+    "bucket": ("DDP bucket_cap_mb 25 -> 1", "collective_change"),
+}
+
+
+class Samples(Dataset):
+    def __init__(self, n, width, mask):
+        self.n, self.width, self.mask = n, width, mask
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        g = torch.Generator().manual_seed(i)
+        x = torch.randn(self.width, generator=g)
+        if self.mask:
+            # An attention mask per sample, and what is computed from it: data-pipeline
+            # work that grows with the sequence length squared.
+            m = torch.ones(self.mask, self.mask).tril()
+            x = x + (m @ m[:, :16]).sum() * 0.0
+        return x
+
+
+def mlp(width):
+    layers = []
+    for _ in range(4):
+        layers += [torch.nn.Linear(width, width), torch.nn.ReLU()]
+    return torch.nn.Sequential(*layers)
+
+
+def warm_up(a):
+    """A few unprofiled steps first: the first run in a process pays for allocations and
+    thread pools that the later ones do not, which would read as a regression."""
+    model = torch.nn.parallel.DistributedDataParallel(mlp(WIDTH))
+    opt = torch.optim.SGD(model.parameters(), lr=0.001)
+    for x in DataLoader(Samples(BATCH * 4, WIDTH, 0), batch_size=BATCH):
+        model(x).pow(2).mean().backward()
+        opt.step()
+        opt.zero_grad()
+
+
+def run_variant(rank, a, variant):
+    torch.manual_seed(0)
+    width = 1022 if variant == "misaligned" else WIDTH
+    model = mlp(width)
+    bucket = 1 if variant == "bucket" else 25
+    ddp = torch.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=bucket)
+    opt = torch.optim.SGD(ddp.parameters(), lr=0.001)
+    loader = DataLoader(
+        Samples(BATCH * (a.steps + 2), width, 384 if variant == "dataloader" else 0),
+        batch_size=BATCH,
+    )
+    # Python objects the program holds (an index of the dataset, per-step records), in
+    # every run: only the gc variant lets the collector walk them during the loop.
+    # (Lists: the collector tracks every list, while it stops tracking a dict or tuple
+    # that holds only numbers and strings.)
+    index = [[i] for i in range(600_000)]
+    cache = []
+    out = os.path.join(a.out, variant, "traces")
+    os.makedirs(out, exist_ok=True)
+    gc.collect()
+    if variant != "gc":
+        gc.disable()
+    with profile(
+        activities=[ProfilerActivity.CPU],
+        record_shapes=True,
+        with_stack=True,
+        experimental_config=_ExperimentalConfig(record_python_gc_info=True),
+        schedule=schedule(wait=1, warmup=1, active=a.steps - 2),
+    ) as prof:
+        for step, x in enumerate(loader):
+            if step == a.steps:
+                break
+            loss = ddp(x).pow(2).mean()
+            loss.backward()
+            opt.step()
+            opt.zero_grad()
+            if variant == "item_sync":
+                print(f"rank {rank} step {step} loss {loss.item():.4f}", end="\r")
+            cache.append([[step, k] for k in range(20_000)])
+            prof.step()
+    gc.enable()
+    prof.export_chrome_trace(os.path.join(out, f"rank{rank}.json"))
+    del cache, index
+    dist.barrier()
+
+
+def run(rank, a, port):
+    os.environ["MASTER_ADDR"] = "127.0.0.1"
+    os.environ["MASTER_PORT"] = str(port)
+    dist.init_process_group("gloo", rank=rank, world_size=a.world)
+    torch.set_num_threads(1)
+    warm_up(a)
+    for variant in a.variants:
+        run_variant(rank, a, variant)
+    dist.destroy_process_group()
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("out")
+    p.add_argument("--world", type=int, default=2)
+    p.add_argument("--steps", type=int, default=12)
+    p.add_argument("--only", default="", help="comma-separated variants besides the baseline")
+    a = p.parse_args()
+    chosen = [v for v in a.only.split(",") if v] or list(VARIANTS)
+    unknown = [v for v in chosen if v not in VARIANTS]
+    if unknown:
+        p.error(f"unknown variant(s) {unknown}; expected some of {list(VARIANTS)}")
+    a.variants = ["baseline"] + chosen
+    os.makedirs(a.out, exist_ok=True)
+    mp.spawn(run, args=(a, free_port()), nprocs=a.world, join=True)
+    truth = {
+        v: {"baseline": "baseline", "change": VARIANTS[v][0], "cause": VARIANTS[v][1]}
+        for v in chosen
+    }
+    with open(os.path.join(a.out, "truth.json"), "w") as f:
+        json.dump(truth, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

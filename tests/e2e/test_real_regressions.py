@@ -1,0 +1,81 @@
+"""End to end on real PyTorch, regressions: pairs of real DDP runs on Gloo, traced by the
+real torch.profiler (shapes, Python stacks, Python GC events), each differing from the
+baseline by one known change (scripts/real_jobs/regressions.py), and a pair that differs
+only by noise. `flare compare` must name each change's cause, and nothing for the noise.
+"""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from findings_schema import validate
+from test_real_torch_live import FLARE, ROOT
+
+pytest.importorskip("torch", reason="PyTorch not installed (scripts/python-env.sh installs it)")
+
+SCRIPT = ROOT / "scripts" / "real_jobs" / "regressions.py"
+#: How each cause's finding begins.
+SUMMARY = {
+    "tensor_core_misalignment": "tensor-core misalignment",
+    "device_synchronization": "accidental synchronization",
+    "garbage_collection": "garbage collection",
+    "dataloader": "the DataLoader is slower",
+    "collective_change": "collectives changed",
+}
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    out = tmp_path_factory.mktemp("regressions")
+    subprocess.run([sys.executable, str(SCRIPT), str(out)], check=True, timeout=600,
+                   stdout=subprocess.DEVNULL)
+    return out, json.loads((out / "truth.json").read_text())
+
+
+def compare(out, variant):
+    p = subprocess.run(
+        [str(FLARE), "compare", str(out / "baseline" / "traces"), str(out / variant / "traces"), "--json"],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert p.returncode == 0, p.stderr
+    doc = json.loads(p.stdout)
+    validate(doc)
+    return doc
+
+
+@pytest.mark.parametrize("variant", ["misaligned", "item_sync", "gc", "dataloader", "bucket"])
+def test_each_change_is_named(runs, variant):
+    out, truth = runs
+    doc = compare(out, variant)
+    causes = doc["comparison"].get("causes", [])
+    want = truth[variant]["cause"]
+    assert want in causes, (variant, causes, [f["summary"] for f in doc["findings"]])
+    f = [f for f in doc["findings"] if f["summary"].startswith(SUMMARY[want])]
+    assert len(f) == 1 and f[0]["kind"] == "regression", [f["summary"] for f in doc["findings"]]
+    assert f[0]["action"], f[0]
+
+
+def test_the_sync_and_the_gc_are_placed_in_the_program(runs):
+    out, _ = runs
+    sync = compare(out, "item_sync")
+    text = json.dumps(sync["findings"])
+    assert "regressions.py(" in text and "run_variant" in text, text
+    gc = compare(out, "gc")
+    sites = gc["comparison"]["current"]["gc_sites"]
+    assert sites and sites[0][0].startswith("regressions.py("), sites
+
+
+def test_the_misaligned_shape_is_named(runs):
+    out, _ = runs
+    doc = compare(out, "misaligned")
+    f = next(f for f in doc["findings"] if "tensor-core misalignment" in f["summary"])
+    assert "1022" in f["summary"] and "not a multiple of 4" in f["summary"], f["summary"]
+
+
+def test_two_runs_of_the_same_job_are_equal(runs):
+    out, _ = runs
+    doc = compare(out, "baseline_again")
+    assert doc["comparison"].get("causes", []) == [], doc["comparison"]["causes"]
+    assert [f["summary"] for f in doc["findings"] if f["severity"] != "info"] == []
