@@ -27,13 +27,14 @@ import argparse
 import gc
 import json
 import os
-import socket
 
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 from torch.profiler import ProfilerActivity, _ExperimentalConfig, profile, schedule
 from torch.utils.data import DataLoader, Dataset
+
+from jobs import free_port  # this directory's job runner (sys.path[0] when run as a script)
 
 BATCH = 64
 WIDTH = 1024
@@ -140,12 +141,6 @@ def run(rank, a, port):
     for variant in a.variants:
         run_variant(rank, a, variant)
     dist.destroy_process_group()
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def main():

@@ -1,8 +1,9 @@
 //! One run's steps, class by class. Each rank's iteration, from its first op's start to
 //! its last op's end, is cut at every op boundary; each piece of time goes to what ran
 //! then, compute first (the device or CPU was working), then communication (split into
-//! waiting for the collective's last member and moving the data), then host phases, and
-//! to `untraced` when nothing ran. Pieces shared by ops of the same rank go to them in
+//! waiting for the collective's last member and moving the data), then host phases (in a
+//! CPU-only trace host phases first: the CPU ops inside them are their work), and to
+//! `untraced` when nothing ran. Pieces shared by ops of the same rank go to them in
 //! equal parts. So the classes of a step add up to the step.
 
 use flare_model::{Op, OpKind, TimeClassKind, Trace};
@@ -26,12 +27,7 @@ pub struct ClassTime {
 impl ClassTime {
     /// The standard deviation of its time per step over `n` (rank, iteration) pairs, ns.
     pub fn sd_ns(&self, n: u64) -> f64 {
-        let n = n as f64;
-        if n < 2.0 {
-            return 0.0;
-        }
-        let mean = self.ns / n;
-        ((self.sq_ns - n * mean * mean) / (n - 1.0)).max(0.0).sqrt()
+        sample_sd(self.ns, self.sq_ns, n)
     }
 
     /// TFLOPS for compute, bus GB/s for communication; `None` without amounts.
@@ -145,15 +141,18 @@ fn size_words(bytes: u64) -> String {
 impl Profile {
     /// The standard deviation of a rank's step, ns.
     pub fn span_sd_ns(&self) -> f64 {
-        let n = self.rank_iterations as f64;
-        if n < 2.0 {
-            return 0.0;
-        }
-        let mean = self.span_ns / n;
-        ((self.span_sq_ns - n * mean * mean) / (n - 1.0))
-            .max(0.0)
-            .sqrt()
+        sample_sd(self.span_ns, self.span_sq_ns, self.rank_iterations)
     }
+}
+
+/// The sample standard deviation of `n` values from their sum and sum of squares.
+fn sample_sd(sum: f64, sum_sq: f64, n: u64) -> f64 {
+    let n = n as f64;
+    if n < 2.0 {
+        return 0.0;
+    }
+    let mean = sum / n;
+    ((sum_sq - n * mean * mean) / (n - 1.0)).max(0.0).sqrt()
 }
 
 /// The run's classes of time (see the module).

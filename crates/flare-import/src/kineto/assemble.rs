@@ -6,7 +6,7 @@ use super::parse::{KernelRec, NcclArgs, ParsedFile, PgConfig, StepRec};
 use super::{KinetoError, KinetoImportStats, KinetoOptions, MAX_WORLD_SIZE};
 use flare_model::trace::NameTable;
 use flare_model::{
-    CallSites, ClusterTopology, Communicator, GroupKind, HostCallCount, HostCallKind, HostCalls,
+    ClusterTopology, Communicator, GroupKind, HostCallCount, HostCallKind, HostCalls,
     IterationSpan, JobInfo, Op, OpKind, RankTrace, Trace, TraceMeta,
 };
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -184,16 +184,10 @@ fn host_calls(files: &[ParsedFile]) -> HostCalls {
         sites: sites
             .into_iter()
             .map(|(name, by_site)| {
-                let mut sites: Vec<(String, u64)> = by_site
-                    .into_iter()
-                    .map(|(s, n)| (s.to_string(), n))
-                    .collect();
-                sites.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
-                sites.truncate(5);
-                CallSites {
-                    name: name.to_string(),
-                    sites,
-                }
+                super::host_calls::call_sites(
+                    name,
+                    by_site.into_iter().map(|(s, n)| (s.to_string(), n)),
+                )
             })
             .collect(),
     }

@@ -184,21 +184,28 @@ impl HostCallRecords {
         let out = by_name
             .into_iter()
             .map(|(name, counts)| {
-                let mut sites: Vec<(String, u64)> = counts
-                    .into_iter()
-                    .map(|(f, n)| (self.frame_names[f as usize].clone(), n))
-                    .collect();
-                sites.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
-                sites.truncate(5);
-                CallSites {
-                    name: name.to_string(),
-                    sites,
-                }
+                call_sites(
+                    name,
+                    counts
+                        .into_iter()
+                        .map(|(f, n)| (self.frame_names[f as usize].clone(), n)),
+                )
             })
             .collect();
         self.frame_names.clear();
         self.frame_index.clear();
         out
+    }
+}
+
+/// Where calls named `name` were made, most frequent first, the first few.
+pub fn call_sites(name: &str, counts: impl IntoIterator<Item = (String, u64)>) -> CallSites {
+    let mut sites: Vec<(String, u64)> = counts.into_iter().collect();
+    sites.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    sites.truncate(5);
+    CallSites {
+        name: name.to_string(),
+        sites,
     }
 }
 

@@ -31,6 +31,18 @@ fn call(kind: HostCallKind, name: &str, dtype: Option<&str>, per_step: f64) -> H
     }
 }
 
+/// `loss.item()` once per step at train.py line 88.
+fn item_sync() -> HostCallRate {
+    let mut item = call(
+        HostCallKind::Synchronize,
+        "aten::_local_scalar_dense",
+        None,
+        1.0,
+    );
+    item.sites = vec![("train.py(88): step".into(), 20)];
+    item
+}
+
 fn class(kind: TimeClassKind, name: &str, b: (f64, f64), c: (f64, f64)) -> TimeClassChange {
     TimeClassChange {
         kind,
@@ -116,14 +128,7 @@ fn each_cause_is_named_from_its_own_evidence() {
         (
             "loss.item() every step",
             |c| {
-                let mut item = call(
-                    HostCallKind::Synchronize,
-                    "aten::_local_scalar_dense",
-                    None,
-                    1.0,
-                );
-                item.sites = vec![("train.py(88): step".into(), 20)];
-                c.current.host_calls.push(item);
+                c.current.host_calls.push(item_sync());
                 // The runtime's sync under it is the same sync.
                 c.current.host_calls.push(call(
                     HostCallKind::Synchronize,
@@ -244,14 +249,7 @@ fn each_cause_is_named_from_its_own_evidence() {
 fn the_findings_say_where_and_what() {
     let mut c = steady();
     c.current.host_calls[0].name = "aten::addmm [[1022],[64,1024],[1024,1022]]".into();
-    let mut item = call(
-        HostCallKind::Synchronize,
-        "aten::_local_scalar_dense",
-        None,
-        1.0,
-    );
-    item.sites = vec![("train.py(88): step".into(), 20)];
-    c.current.host_calls.push(item);
+    c.current.host_calls.push(item_sync());
     let f = named_causes(&c, &CompareConfig::default());
     let text = |i: usize| {
         format!(
