@@ -14,7 +14,8 @@ pub use sequence::sequence_change;
 pub use verdict::{regression_findings, CompareConfig};
 
 use flare_model::{
-    Comparison, HostCallKind, HostCallRate, OpKind, RunProfile, TimeClassChange, Trace,
+    Comparison, HostCallKind, HostCallRate, LatencyQuantiles, OpKind, RunProfile, TimeClassChange,
+    Trace,
 };
 use std::collections::BTreeMap;
 
@@ -31,6 +32,8 @@ pub fn compare(baseline: &Trace, current: &Trace, sources: (&str, &str)) -> Comp
                 current_ms: 0.0,
                 baseline_sd_ms: 0.0,
                 current_sd_ms: 0.0,
+                baseline_algorithms: vec![],
+                current_algorithms: vec![],
                 baseline_count: 0.0,
                 current_count: 0.0,
                 baseline_rate: None,
@@ -40,11 +43,25 @@ pub fn compare(baseline: &Trace, current: &Trace, sources: (&str, &str)) -> Comp
             if is_current {
                 row.current_ms = per_step(t.ns) / 1e6;
                 row.current_sd_ms = t.sd_ns(p.rank_iterations) / 1e6;
+                row.current_algorithms = p
+                    .algorithms
+                    .get(key)
+                    .into_iter()
+                    .flatten()
+                    .cloned()
+                    .collect();
                 row.current_count = per_step(t.count as f64);
                 row.current_rate = t.rate(key.0);
             } else {
                 row.baseline_ms = per_step(t.ns) / 1e6;
                 row.baseline_sd_ms = t.sd_ns(p.rank_iterations) / 1e6;
+                row.baseline_algorithms = p
+                    .algorithms
+                    .get(key)
+                    .into_iter()
+                    .flatten()
+                    .cloned()
+                    .collect();
                 row.baseline_count = per_step(t.count as f64);
                 row.baseline_rate = t.rate(key.0);
             }
@@ -66,6 +83,13 @@ pub fn compare(baseline: &Trace, current: &Trace, sources: (&str, &str)) -> Comp
         cpu_compute: t.meta.cpu_compute,
         host_calls: host_call_rates(t, p.rank_iterations),
         gc_sites: gc_sites(t),
+        issue_latency: (p.issue_latency.count() > 0).then(|| LatencyQuantiles {
+            count: p.issue_latency.count(),
+            p10_us: p.issue_latency.quantile_us(0.1),
+            p50_us: p.issue_latency.quantile_us(0.5),
+            p90_us: p.issue_latency.quantile_us(0.9),
+            p99_us: p.issue_latency.quantile_us(0.99),
+        }),
     };
     Comparison {
         baseline: run(&b, baseline, sources.0),

@@ -40,6 +40,9 @@ string_enum! {
         MemoryChurn => "memory_churn",
         /// A compute op that is a small share of the step runs slower per call.
         MinorityKernel => "minority_kernel",
+        /// The GPU waits for the CPU: kernels start soon after they are launched, where
+        /// the baseline's queued ahead (a shift of the issue-latency distribution).
+        LaunchBound => "launch_bound",
     }
 }
 
@@ -56,6 +59,18 @@ pub struct HostCallRate {
     /// Where the program made them, most frequent first (synchronizations, GC pauses).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub sites: Vec<(String, u64)>,
+}
+
+/// The distribution of GPU kernels' issue latency (their start minus their launch on the
+/// CPU): a deep queue when the host runs ahead, near zero when the GPU waits for the host.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct LatencyQuantiles {
+    /// Kernels with both times.
+    pub count: u64,
+    pub p10_us: f64,
+    pub p50_us: f64,
+    pub p90_us: f64,
+    pub p99_us: f64,
 }
 
 /// What one run's steps took.
@@ -80,6 +95,9 @@ pub struct RunProfile {
     /// Where the program's GC pauses happened, most frequent first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub gc_sites: Vec<(String, u64)>,
+    /// GPU kernels' issue latency, where the trace has launches (not on CPU runs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub issue_latency: Option<LatencyQuantiles>,
 }
 
 /// One class of time in both runs, per step of a rank.
@@ -95,6 +113,12 @@ pub struct TimeClassChange {
     pub baseline_sd_ms: f64,
     #[serde(default)]
     pub current_sd_ms: f64,
+    /// The algorithms and protocols its collectives ran with, where the kernels' names
+    /// say (`RING/LL`, `TREE/SIMPLE`, ...).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub baseline_algorithms: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub current_algorithms: Vec<String>,
     /// Ops started per step (0 for waiting and untraced time).
     pub baseline_count: f64,
     pub current_count: f64,

@@ -171,6 +171,9 @@ string_enum! {
         OpTimePerCallMs => "op_time_per_call_ms",
         /// The step's change over its noise (standard errors of the difference of means).
         StepChangeSe => "step_change_se",
+        /// The median GPU kernel's issue latency (start minus launch), current against
+        /// baseline.
+        IssueLatencyP50Us => "issue_latency_p50_us",
 
         // Inside NCCL's collectives (Flare's NCCL profiler plugin, live windows).
         /// Time NCCL's proxy waited for this rank's own GPU (kernel), per step.

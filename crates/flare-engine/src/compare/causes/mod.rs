@@ -7,6 +7,7 @@
 
 mod gemm;
 mod host;
+mod launch;
 mod structure;
 
 use super::CompareConfig;
@@ -17,18 +18,20 @@ use flare_model::{
 
 /// The causes the comparison's evidence names, each with its finding.
 pub fn named_causes(c: &Comparison, cfg: &CompareConfig) -> Vec<(RegressionCause, Finding)> {
-    let causes: [fn(&Comparison, &CompareConfig) -> Option<Finding>; 7] = [
+    let causes: [fn(&Comparison, &CompareConfig) -> Option<Finding>; 8] = [
         gemm::misalignment,
         structure::synchronization,
+        launch::launch_bound,
         structure::memory_churn,
         structure::collective_change,
         host::garbage_collection,
         host::dataloader,
         host::minority_kernel,
     ];
-    const NAMES: [RegressionCause; 7] = [
+    const NAMES: [RegressionCause; 8] = [
         RegressionCause::TensorCoreMisalignment,
         RegressionCause::DeviceSynchronization,
+        RegressionCause::LaunchBound,
         RegressionCause::MemoryChurn,
         RegressionCause::CollectiveChange,
         RegressionCause::GarbageCollection,

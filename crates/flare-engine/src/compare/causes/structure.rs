@@ -171,12 +171,33 @@ pub fn collective_change(c: &Comparison, cfg: &CompareConfig) -> Option<Finding>
             r.current_ms,
         );
     }
+    // Classes whose kernels ran with other algorithms or protocols, by kind.
+    let mut algorithms: BTreeMap<&str, Vec<String>> = BTreeMap::new();
+    for r in c.classes.iter().filter(|r| {
+        r.kind == TimeClassKind::Communication
+            && r.baseline_count >= 0.5
+            && r.current_count >= 0.5
+            && !r.baseline_algorithms.is_empty()
+            && !r.current_algorithms.is_empty()
+            && r.baseline_algorithms != r.current_algorithms
+    }) {
+        algorithms
+            .entry(collective_of(&r.class))
+            .or_default()
+            .push(format!(
+                "{} {} -> {}",
+                r.class,
+                r.baseline_algorithms.join("+"),
+                r.current_algorithms.join("+")
+            ));
+    }
     let mut changed: Vec<(&str, String, [f64; 4])> = Vec::new();
     for (kind, classes) in &kinds {
-        let moved = classes
+        let resized = classes
             .values()
             .any(|&(b, cur, _, _)| (b >= 0.5 && cur < 0.05 * b) || (cur >= 0.5 && b < 0.05 * cur));
-        if !moved {
+        let algorithm = algorithms.get(kind);
+        if !resized && algorithm.is_none() {
             continue;
         }
         let side = |pick: fn(&PerStep) -> f64| -> String {
@@ -194,7 +215,18 @@ pub fn collective_change(c: &Comparison, cfg: &CompareConfig) -> Option<Finding>
             }
         };
         let sum = |pick: fn(&PerStep) -> f64| classes.values().map(pick).sum::<f64>();
-        let text = format!("{kind}: {} -> {}", side(|v| v.0), side(|v| v.1));
+        let mut text = if resized {
+            format!("{kind}: {} -> {}", side(|v| v.0), side(|v| v.1))
+        } else {
+            format!("{kind}:")
+        };
+        if let Some(a) = algorithm {
+            text.push_str(&format!(
+                "{}algorithm/protocol {}",
+                if resized { "; " } else { " " },
+                a.join(", ")
+            ));
+        }
         changed.push((
             kind,
             text,
@@ -228,7 +260,7 @@ pub fn collective_change(c: &Comparison, cfg: &CompareConfig) -> Option<Finding>
                 c_n,
                 Some(b_n),
                 Unit::None,
-                format!("{kind} per step of a rank, by message size: {text}"),
+                format!("{kind} per step of a rank, by message size and NCCL algorithm: {text}"),
             )
             .decisive(),
             Evidence::new(
@@ -241,7 +273,7 @@ pub fn collective_change(c: &Comparison, cfg: &CompareConfig) -> Option<Finding>
             .decisive(),
         ],
         format!(
-            "the {kind} messages changed size or number between the runs: check the settings that cut them (DDP bucket_cap_mb, FSDP/ZeRO bucket and prefetch sizes, gradient accumulation, tensor/sequence parallel sizes) and NCCL's choice for the new sizes (NCCL_DEBUG=INFO, NCCL_ALGO/NCCL_PROTO): small messages run far below the link's bandwidth{}",
+            "the {kind} messages changed size, number or algorithm between the runs: check the settings that cut them (DDP bucket_cap_mb, FSDP/ZeRO bucket and prefetch sizes, gradient accumulation, tensor/sequence parallel sizes) and NCCL's choice for the new sizes (NCCL_DEBUG=INFO, NCCL_ALGO/NCCL_PROTO): small messages run far below the link's bandwidth{}",
             if slower { "" } else { "; this run does not pay for it yet" }
         ),
     ))

@@ -17,6 +17,7 @@ fn run(step_ms: f64, calls: Vec<HostCallRate>) -> RunProfile {
         cpu_compute: false,
         host_calls: calls,
         gc_sites: vec![],
+        issue_latency: None,
     }
 }
 
@@ -28,6 +29,17 @@ fn call(kind: HostCallKind, name: &str, dtype: Option<&str>, per_step: f64) -> H
         per_step,
         ms_per_step: per_step * 0.1,
         sites: vec![],
+    }
+}
+
+/// An issue-latency distribution around a median, over 5,000 kernels.
+fn latency(p50_us: f64) -> flare_model::LatencyQuantiles {
+    flare_model::LatencyQuantiles {
+        count: 5000,
+        p10_us: p50_us / 3.0,
+        p50_us,
+        p90_us: p50_us * 3.0,
+        p99_us: p50_us * 6.0,
     }
 }
 
@@ -51,6 +63,8 @@ fn class(kind: TimeClassKind, name: &str, b: (f64, f64), c: (f64, f64)) -> TimeC
         current_ms: c.0,
         baseline_sd_ms: 0.1,
         current_sd_ms: 0.1,
+        baseline_algorithms: vec![],
+        current_algorithms: vec![],
         baseline_count: b.1,
         current_count: c.1,
         baseline_rate: None,
@@ -181,6 +195,49 @@ fn each_cause_is_named_from_its_own_evidence() {
                 ));
             },
             vec![Cause::CollectiveChange],
+        ),
+        (
+            "NCCL picked another algorithm for the same all-reduce",
+            |c| {
+                let r = c
+                    .classes
+                    .iter_mut()
+                    .find(|r| r.class == "all_reduce 16.0 MiB")
+                    .unwrap();
+                r.baseline_algorithms = vec!["RING/LL128".into()];
+                r.current_algorithms = vec!["TREE/LL".into()];
+            },
+            vec![Cause::CollectiveChange],
+        ),
+        (
+            "the same algorithm: nothing",
+            |c| {
+                let r = c
+                    .classes
+                    .iter_mut()
+                    .find(|r| r.class == "all_reduce 16.0 MiB")
+                    .unwrap();
+                r.baseline_algorithms = vec!["RING/LL128".into()];
+                r.current_algorithms = vec!["RING/LL128".into()];
+            },
+            vec![],
+        ),
+        (
+            "kernels start right after launch and the step is slower: launch-bound",
+            |c| {
+                c.baseline.issue_latency = Some(latency(400.0));
+                c.current.issue_latency = Some(latency(8.0));
+                c.current.step_ms = 46.0;
+            },
+            vec![Cause::LaunchBound],
+        ),
+        (
+            "a shorter queue but the step no slower: nothing",
+            |c| {
+                c.baseline.issue_latency = Some(latency(400.0));
+                c.current.issue_latency = Some(latency(8.0));
+            },
+            vec![],
         ),
         (
             "GC pauses grew with the objects kept",
