@@ -79,3 +79,17 @@ def test_two_runs_of_the_same_job_are_equal(runs):
     doc = compare(out, "baseline_again")
     assert doc["comparison"].get("causes", []) == [], doc["comparison"]["causes"]
     assert [f["summary"] for f in doc["findings"] if f["severity"] != "info"] == []
+
+
+def test_the_report_shows_the_cause_and_its_line(runs, tmp_path):
+    out, _ = runs
+    report = tmp_path / "compare.html"
+    p = subprocess.run(
+        [str(FLARE), "compare", str(out / "baseline" / "traces"), str(out / "item_sync" / "traces"),
+         "--report", str(report)],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert p.returncode == 0, p.stderr
+    html = report.read_text()
+    assert "accidental synchronization" in html and "regressions.py(" in html
+    assert "Where the change went" in html

@@ -25,6 +25,9 @@ pub struct CompareArgs {
     /// Classes of time listed in the text output.
     #[arg(long, default_value_t = 12)]
     pub top: usize,
+    /// Also write a self-contained HTML report here (waterfall, findings, classes, host).
+    #[arg(long)]
+    pub report: Option<PathBuf>,
 }
 
 fn read(path: &PathBuf) -> Result<Trace> {
@@ -103,6 +106,12 @@ pub fn run(a: CompareArgs) -> Result<ExitCode> {
     };
     let mut doc = FindingsDocument::new(job, findings, true);
     doc.comparison = Some(comparison);
+    if let Some(report) = &a.report {
+        let title = format!("Flare comparison: {} against {}", sources.1, sources.0);
+        std::fs::write(report, flare_report::render_comparison_html(&doc, &title))
+            .with_context(|| format!("writing {}", report.display()))?;
+        eprintln!("wrote {}", report.display());
+    }
     if a.json {
         println!("{}", doc.to_json());
     } else {

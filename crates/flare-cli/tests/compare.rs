@@ -163,3 +163,23 @@ fn one_run_is_split_where_its_step_changed_for_good() {
     let _ = std::fs::remove_dir_all(dir);
     let _ = std::fs::remove_dir_all(steady);
 }
+
+#[test]
+fn the_report_shows_the_waterfall_and_the_findings() {
+    let dir = std::env::temp_dir().join(format!("flare-compare-report-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let report = dir.join("compare.html");
+    let (b, c) = (fixture("ddp_none"), fixture("ddp_extra_work"));
+    flare([
+        "compare".as_ref(),
+        b.as_os_str(),
+        c.as_os_str(),
+        "--report".as_ref(),
+        report.as_os_str(),
+    ]);
+    let html = std::fs::read_to_string(&report).unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert!(html.contains("Where the change went"), "{html}");
+    assert!(html.contains("steps slower by"), "{html}");
+    assert!(html.contains("DistributedDataParallel.forward"), "{html}");
+}

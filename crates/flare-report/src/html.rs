@@ -274,7 +274,7 @@ fn write_evidence_table(s: &mut String, evidence: &[&Evidence]) {
     s.push_str("</tbody>\n</table>\n");
 }
 
-fn write_finding(s: &mut String, f: &Finding, step: crate::Step) {
+pub(crate) fn write_finding(s: &mut String, f: &Finding, step: crate::Step) {
     let sev = severity_name(f.severity);
     let conf = unit_interval(f.confidence);
     let pct = (conf * 100.0).round() as u32;

@@ -38,12 +38,14 @@
 
 #![warn(missing_docs)]
 
+mod comparison;
 mod flame;
 mod heatmap;
 mod html;
 mod line_chart;
 mod util;
 
+pub use comparison::render_comparison_html;
 pub use flame::{flame_svg, RankStack};
 pub use heatmap::heatmap_svg;
 pub use html::{render_html, render_sections, STYLE};

@@ -343,3 +343,78 @@ fn decisive_evidence_shows_and_the_rest_folds_into_details() {
     assert!(!html.to_ascii_lowercase().contains("<script"));
     check_balanced(&html).unwrap();
 }
+
+#[test]
+fn comparison_report_is_balanced_and_escapes_what_traces_say() {
+    use flare_model::{
+        Comparison, HostCallKind, HostCallRate, LatencyQuantiles, RegressionCause, RunProfile,
+        TimeClassChange, TimeClassKind,
+    };
+    let evil = "<script>alert(1)</script>";
+    let run = |step_ms: f64| RunProfile {
+        source: evil.into(),
+        ranks: 2,
+        rank_iterations: 20,
+        step_ms,
+        step_sd_ms: 0.5,
+        cpu_compute: false,
+        host_calls: vec![HostCallRate {
+            kind: HostCallKind::Synchronize,
+            name: evil.into(),
+            dtype: None,
+            per_step: 1.0,
+            ms_per_step: 0.1,
+            sites: vec![(evil.into(), 3)],
+        }],
+        gc_sites: vec![(evil.into(), 2)],
+        issue_latency: Some(LatencyQuantiles {
+            count: 100,
+            p10_us: 1.0,
+            p50_us: 2.0,
+            p90_us: 3.0,
+            p99_us: 4.0,
+        }),
+    };
+    let class = |name: &str, b: f64, c: f64| TimeClassChange {
+        kind: TimeClassKind::Compute,
+        class: name.into(),
+        baseline_ms: b,
+        current_ms: c,
+        baseline_sd_ms: 0.1,
+        current_sd_ms: 0.1,
+        baseline_algorithms: vec![evil.into()],
+        current_algorithms: vec![],
+        baseline_count: 1.0,
+        current_count: 1.0,
+        baseline_rate: None,
+        current_rate: None,
+    };
+    let mut classes: Vec<TimeClassChange> = (0..15)
+        .map(|i| class(&format!("op{i}"), 1.0, 1.5))
+        .collect();
+    classes.insert(0, class(evil, 10.0, 5.0));
+    let mut d = doc(vec![finding(
+        FindingKind::Regression,
+        Severity::Warning,
+        evil,
+        0.9,
+    )]);
+    d.comparison = Some(Comparison {
+        baseline: run(40.0),
+        current: run(42.5),
+        classes,
+        sequence: None,
+        causes: vec![RegressionCause::DeviceSynchronization],
+    });
+    let html = render_comparison_html(&d, evil);
+    assert!(!html.to_ascii_lowercase().contains("<script"), "{html}");
+    check_balanced(&html).unwrap();
+    // Baseline, 12 classes, the other 4 as one bar, current: 15 bars.
+    assert_eq!(html.matches("<rect ").count(), 15);
+    assert!(html.contains("4 more classes"));
+    assert!(html.contains("device_synchronization"));
+    // Without a comparison: a page that says so.
+    let plain = render_comparison_html(&doc(vec![]), "t");
+    assert!(plain.contains("holds no comparison"));
+    check_balanced(&plain).unwrap();
+}
