@@ -4,8 +4,10 @@ flare.step(), nothing else traced by hand. Environment: MODEL (`ddp`, the defaul
 called by FSDP itself), SLOW_RANK (default none), FAULT
 (`extra`: 6 extra no-grad forward passes per step on the slow rank under DDP, 12 under
 FSDP, about a fifth of a step; `stall`: it sleeps 30 ms per step outside anything traced; `hang`: after SECS/2
-it stops for good before its forward pass, so its peers wait in DDP's all-reduce), SECS
-(how long).
+it stops for good before its forward pass, so its peers wait in DDP's all-reduce;
+`gc_growth`: from SECS/2 on, every rank holds 300,000 more Python lists and keeps 20,000
+new ones per step, so the garbage collector's full collections grow: a regression every
+rank shares, in the middle of the job), SECS (how long).
 """
 
 import os
@@ -44,7 +46,12 @@ opt = torch.optim.SGD(ddp.parameters(), lr=0.01)
 x = torch.randn(64, 512)
 start = time.time()
 step = 0
+held = []
 while True:
+    if fault == "gc_growth" and time.time() - start > float(os.environ.get("SECS", "16")) / 2:
+        if not held:
+            held.append([[i] for i in range(300_000)])
+        held.append([[step, k] for k in range(20_000)])
     if slow and fault == "stall":
         time.sleep(0.03)
     if slow and fault == "hang" and time.time() - start > float(os.environ.get("SECS", "16")) / 2:

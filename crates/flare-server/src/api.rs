@@ -3,7 +3,7 @@
 use crate::alerts::Notifier;
 use crate::dashboard;
 use crate::ingest::{self, Encoding, IngestError};
-use crate::store::{Store, StoreError};
+use crate::store::{Store, StoreError, StoredSummaries};
 use crate::ServerConfig;
 use axum::body::Bytes;
 use axum::extract::rejection::{BytesRejection, QueryRejection};
@@ -80,6 +80,7 @@ pub(crate) fn router(state: AppState) -> Router {
         .route("/api/v1/summaries", post(post_summary))
         .route("/api/jobs", get(list_jobs))
         .route("/api/jobs/{id}/findings", get(job_findings))
+        .route("/api/jobs/{id}/summaries", get(job_summaries))
         .route(
             "/api/jobs/{id}/silence",
             put(silence_job).delete(unsilence_job),
@@ -300,6 +301,61 @@ async fn job_findings(
         .with_store(move |s| find_document(s, &id, q.window, HISTORY_WINDOWS))
         .await?;
     Ok(Json(found.document(&job_id)?))
+}
+
+/// Summaries one request may return: windows x nodes (2 hours of 10-s windows of 28
+/// nodes); a longer history is read in ranges.
+const MAX_SUMMARIES: usize = 20_000;
+
+#[derive(serde::Deserialize)]
+struct SummariesQuery {
+    from: Option<u64>,
+    to: Option<u64>,
+}
+
+/// `GET /api/jobs/{id}/summaries?from=A&to=B`: the stored window summaries of windows
+/// A..=B (default: all), every node's, in window order, as a JSON array: what `flare
+/// compare` reads of a live job.
+async fn job_summaries(
+    State(state): State<AppState>,
+    Path(job_id): Path<String>,
+    query: Result<Query<SummariesQuery>, QueryRejection>,
+) -> Result<Json<Vec<flare_model::WindowSummary>>, ApiError> {
+    let Query(q) = query.map_err(|r| {
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            format!("bad query ({}); expected ?from=N&to=M", r.body_text()),
+        )
+    })?;
+    let (from, to) = (q.from.unwrap_or(0), q.to.unwrap_or(i64::MAX as u64));
+    if from > to {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            format!("from={from} is after to={to}"),
+        ));
+    }
+    let id = job_id.clone();
+    let found = state
+        .with_store(move |s| s.summaries(&id, from, to, MAX_SUMMARIES))
+        .await?;
+    let summaries = match found {
+        StoredSummaries::Summaries(v) => v,
+        StoredSummaries::UnknownJob => {
+            return Err(ApiError::new(
+                StatusCode::NOT_FOUND,
+                format!("unknown job {job_id:?}"),
+            ))
+        }
+        StoredSummaries::TooMany(n) => {
+            return Err(ApiError::new(
+                StatusCode::BAD_REQUEST,
+                format!(
+                    "windows {from}..{to} of job {job_id:?} hold {n} summaries; at most {MAX_SUMMARIES} per request: narrow ?from=&to="
+                ),
+            ))
+        }
+    };
+    Ok(Json(summaries))
 }
 
 /// A job's findings document at a window (the default: its latest analysed one).

@@ -760,6 +760,41 @@ impl Store {
         read_diagnosis(&self.conn, job_id, window)
     }
 
+    /// A job's stored summaries of windows `from..=to`, every node's, in window order
+    /// (`flare compare` of live jobs), when there are at most `max` of them (counted
+    /// before any is read).
+    pub fn summaries(
+        &self,
+        job_id: &str,
+        from: u64,
+        to: u64,
+        max: usize,
+    ) -> Result<StoredSummaries, StoreError> {
+        if self.job(job_id)?.is_none() {
+            return Ok(StoredSummaries::UnknownJob);
+        }
+        let range = params![job_id, to_i64("from", from)?, to_i64("to", to)?];
+        let count: i64 = self.conn.query_row(
+            "SELECT COUNT(*) FROM summaries WHERE job_id = ?1 AND window_index BETWEEN ?2 AND ?3",
+            range,
+            |r| r.get(0),
+        )?;
+        if count as usize > max {
+            return Ok(StoredSummaries::TooMany(count as usize));
+        }
+        let mut st = self.conn.prepare_cached(
+            "SELECT DISTINCT window_index FROM summaries WHERE job_id = ?1 AND window_index BETWEEN ?2 AND ?3 ORDER BY window_index",
+        )?;
+        let windows = st
+            .query_map(range, |r| r.get::<_, i64>(0))?
+            .collect::<Result<Vec<i64>, _>>()?;
+        let mut out = Vec::new();
+        for w in windows {
+            out.extend(load_window(&self.conn, job_id, w as u64)?);
+        }
+        Ok(StoredSummaries::Summaries(out))
+    }
+
     pub fn windows_analysed(&self, job_id: &str) -> Result<u64, StoreError> {
         let n: i64 = self
             .conn
@@ -856,6 +891,14 @@ fn load_window(
         out.push(s);
     }
     Ok(out)
+}
+
+/// What [`Store::summaries`] found.
+pub enum StoredSummaries {
+    UnknownJob,
+    /// More than asked for: how many.
+    TooMany(usize),
+    Summaries(Vec<WindowSummary>),
 }
 
 /// Least-recently-used values per (job, window), bounded in a weight (summaries held,

@@ -720,3 +720,37 @@ fn a_backup_taken_while_the_server_runs_opens_with_everything() {
     assert!(e.to_string().contains("exists already"), "{e}");
     s.stop();
 }
+
+#[test]
+fn a_jobs_stored_summaries_come_back_by_window_range() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = TestServer::start(&dir.path().join("flare.db"));
+    post_windows(&s, "hist", 10..16, &[]);
+    let (status, v) = get(&s, "/api/jobs/hist/summaries?from=11&to=13", Some(TOKEN));
+    assert_eq!(status, 200, "{v}");
+    let got: Vec<(u64, String)> = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| {
+            (
+                w["window"].as_u64().unwrap(),
+                w["node"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    let want: Vec<(u64, String)> = (11..=13)
+        .flat_map(|w| (0..2).map(move |n| (w, format!("host-{n}"))))
+        .collect();
+    assert_eq!(got, want);
+    // The whole history by default; a job nobody posted, a reversed range, no token.
+    let (status, v) = get(&s, "/api/jobs/hist/summaries", Some(TOKEN));
+    assert_eq!((status, v.as_array().map(Vec::len)), (200, Some(12)));
+    let (status, v) = get(&s, "/api/jobs/nobody/summaries", Some(TOKEN));
+    assert_eq!(status, 404, "{v}");
+    let (status, v) = get(&s, "/api/jobs/hist/summaries?from=9&to=3", Some(TOKEN));
+    assert_eq!(status, 400, "{v}");
+    assert!(v["error"].as_str().unwrap().contains("after"), "{v}");
+    let (status, _) = get(&s, "/api/jobs/hist/summaries", None);
+    assert_eq!(status, 401);
+}

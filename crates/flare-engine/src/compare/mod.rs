@@ -8,11 +8,13 @@ mod causes;
 mod profile;
 mod sequence;
 mod verdict;
+mod windows;
 
 pub use profile::profile;
 pub use sequence::sequence_change;
 pub use verdict::{regression_findings, CompareConfig};
 
+use flare_model::WindowSummary;
 use flare_model::{
     Comparison, HostCallKind, HostCallRate, LatencyQuantiles, OpKind, RunProfile, TimeClassChange,
     Trace,
@@ -22,8 +24,48 @@ use std::collections::BTreeMap;
 /// `current` against `baseline`, classes most changed first. `sources` name the inputs.
 pub fn compare(baseline: &Trace, current: &Trace, sources: (&str, &str)) -> Comparison {
     let (b, c) = (profile(baseline), profile(current));
+    let run = |p: &profile::Profile, t: &Trace, source: &str| RunProfile {
+        cpu_compute: t.meta.cpu_compute,
+        host_calls: host_call_rates(t, p.rank_iterations),
+        gc_sites: gc_sites(t),
+        issue_latency: (p.issue_latency.count() > 0).then(|| LatencyQuantiles {
+            count: p.issue_latency.count(),
+            p10_us: p.issue_latency.quantile_us(0.1),
+            p50_us: p.issue_latency.quantile_us(0.5),
+            p90_us: p.issue_latency.quantile_us(0.9),
+            p99_us: p.issue_latency.quantile_us(0.99),
+        }),
+        ..run_of(p, source)
+    };
+    let runs = (run(&b, baseline, sources.0), run(&c, current, sources.1));
+    let mut out = compare_profiles(&b, &c, runs);
+    out.sequence = sequence_change(baseline, current);
+    out
+}
+
+/// What a run's profile says of its steps, with nothing read from elsewhere.
+fn run_of(p: &profile::Profile, source: &str) -> RunProfile {
+    RunProfile {
+        source: source.to_string(),
+        ranks: p.ranks,
+        rank_iterations: p.rank_iterations,
+        step_ms: p.span_ns / p.rank_iterations.max(1) as f64 / 1e6,
+        step_sd_ms: p.span_sd_ns() / 1e6,
+        cpu_compute: false,
+        host_calls: vec![],
+        gc_sites: vec![],
+        issue_latency: None,
+    }
+}
+
+/// Two profiles' classes side by side, most changed first.
+fn compare_profiles(
+    b: &profile::Profile,
+    c: &profile::Profile,
+    runs: (RunProfile, RunProfile),
+) -> Comparison {
     let mut rows: BTreeMap<(flare_model::TimeClassKind, String), TimeClassChange> = BTreeMap::new();
-    for (p, is_current) in [(&b, false), (&c, true)] {
+    for (p, is_current) in [(b, false), (c, true)] {
         for (key, t) in &p.classes {
             let row = rows.entry(key.clone()).or_insert_with(|| TimeClassChange {
                 kind: key.0,
@@ -74,28 +116,11 @@ pub fn compare(baseline: &Trace, current: &Trace, sources: (&str, &str)) -> Comp
             .total_cmp(&x.delta_ms().abs())
             .then_with(|| x.class.cmp(&y.class))
     });
-    let run = |p: &profile::Profile, t: &Trace, source: &str| RunProfile {
-        source: source.to_string(),
-        ranks: p.ranks,
-        rank_iterations: p.rank_iterations,
-        step_ms: p.span_ns / p.rank_iterations.max(1) as f64 / 1e6,
-        step_sd_ms: p.span_sd_ns() / 1e6,
-        cpu_compute: t.meta.cpu_compute,
-        host_calls: host_call_rates(t, p.rank_iterations),
-        gc_sites: gc_sites(t),
-        issue_latency: (p.issue_latency.count() > 0).then(|| LatencyQuantiles {
-            count: p.issue_latency.count(),
-            p10_us: p.issue_latency.quantile_us(0.1),
-            p50_us: p.issue_latency.quantile_us(0.5),
-            p90_us: p.issue_latency.quantile_us(0.9),
-            p99_us: p.issue_latency.quantile_us(0.99),
-        }),
-    };
     Comparison {
-        baseline: run(&b, baseline, sources.0),
-        current: run(&c, current, sources.1),
+        baseline: runs.0,
+        current: runs.1,
         classes,
-        sequence: sequence_change(baseline, current),
+        sequence: None,
         causes: vec![],
     }
 }
@@ -169,17 +194,48 @@ pub fn onset(trace: &Trace) -> Option<(u32, u32, crate::changepoint::ChangePoint
         .map(|(it, mut v)| (it, crate::stats::median(&mut v)))
         .filter(|(_, m)| m.is_finite() && *m > 0.0)
         .unzip();
+    change_in(&series).map(|(first, last, c)| (its[first], its[last], c))
+}
+
+/// The largest persistent change of a series: the index of the first and last points of
+/// its new level, and the change point.
+fn change_in(series: &[f64]) -> Option<(usize, usize, crate::changepoint::ChangePoint)> {
     let cfg = crate::changepoint::ChangeConfig::default();
     // A new level must hold as long as the old one had to before it counts: a change in
     // the last iterations may still be a spike.
-    crate::changepoint::change_points(&series, &cfg)
+    crate::changepoint::change_points(series, &cfg)
         .into_iter()
-        .filter(|c| !c.spike && c.index > 0 && c.index < its.len() && c.len >= cfg.min_before)
+        .filter(|c| !c.spike && c.index > 0 && c.index < series.len() && c.len >= cfg.min_before)
         .max_by(|x, y| (x.ratio() - 1.0).abs().total_cmp(&(y.ratio() - 1.0).abs()))
         .map(|c| {
-            let last = its[(c.index + c.len.max(1) - 1).min(its.len() - 1)];
-            (its[c.index], last, c)
+            let last = (c.index + c.len.max(1) - 1).min(series.len() - 1);
+            (c.index, last, c)
         })
+}
+
+/// A live job's windows against another's (or its own earlier ones), as [`compare`] does
+/// for traces (see [`windows`] for what summaries allow).
+pub fn compare_windows(
+    baseline: &[&WindowSummary],
+    current: &[&WindowSummary],
+    sources: (&str, &str),
+) -> Comparison {
+    let (b, c) = (
+        windows::profile_windows(baseline),
+        windows::profile_windows(current),
+    );
+    let runs = (run_of(&b, sources.0), run_of(&c, sources.1));
+    compare_profiles(&b, &c, runs)
+}
+
+/// Where a persistent change of a live job's step began: the first and last windows of
+/// the new level, and the change point (over each window's median iteration time).
+pub fn window_onset(
+    windows: &[&WindowSummary],
+) -> Option<(u64, u64, crate::changepoint::ChangePoint)> {
+    let steps = windows::window_steps(windows);
+    let series: Vec<f64> = steps.iter().map(|s| s.1).collect();
+    change_in(&series).map(|(first, last, c)| (steps[first].0, steps[last].0, c))
 }
 
 #[cfg(test)]

@@ -198,7 +198,7 @@ impl Classes {
 }
 
 /// "4.0 MiB", "512 B", "size unknown".
-fn size_words(bytes: u64) -> String {
+pub(super) fn size_words(bytes: u64) -> String {
     const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
     if bytes == 0 {
         return "size unknown".into();

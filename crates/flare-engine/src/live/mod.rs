@@ -14,7 +14,7 @@ mod cpu;
 mod input;
 pub mod replay;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 mod window;
 
 pub use cpu::{CpuSplit, TimeSpent, UntracedWait};

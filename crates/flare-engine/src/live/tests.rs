@@ -52,7 +52,7 @@ fn jitter(rank: u32, salt: u32, amp: f64) -> f64 {
 /// A synchronous job: every iteration lasts as long as the slowest rank's own work;
 /// the others spend the difference waiting in the all-reduce.
 /// `compute_x` / `host_extra_ms` per rank scale its work.
-fn job(
+pub(crate) fn job(
     n: u32,
     compute_x: impl Fn(u32) -> f64,
     host_extra_ms: impl Fn(u32) -> f64,

@@ -1,0 +1,263 @@
+//! `flare compare BASELINE CURRENT`: why one run's steps are slower (or faster) than
+//! another's, class of time by class, the classes' changes adding up to the step's.
+//! `flare compare RUN`: the same, for one run's iterations before and after a persistent
+//! change of its step. Live jobs (a server's history, or `flare agent --out` summaries)
+//! compare window by window the same way.
+
+use anyhow::{Context, Result};
+use clap::Args;
+use flare_engine::compare::{
+    compare, compare_windows, regression_findings, window_onset, CompareConfig,
+};
+use flare_model::{Comparison, FindingsDocument, JobSummary, Trace, WindowSummary};
+use source::Run;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+mod source;
+
+#[derive(Args)]
+pub struct CompareArgs {
+    /// The run to compare against: a .flare file, a directory of per-rank Kineto traces,
+    /// a directory of `flare agent --out` summaries, or a live job on a Flare server
+    /// (`http://HOST:PORT/jobs/JOB[?from=A&to=B]`, token in FLARE_TOKEN). Alone, the run
+    /// to look into: where a persistent change of its step began, and its iterations (or
+    /// windows) before against after.
+    pub baseline: String,
+    /// The run to explain (of the same kind as the baseline).
+    pub current: Option<String>,
+    /// Print the findings document (with its `comparison`) as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// Classes of time listed in the text output.
+    #[arg(long, default_value_t = 12)]
+    pub top: usize,
+    /// Also write a self-contained HTML report here (waterfall, findings, classes, host).
+    #[arg(long)]
+    pub report: Option<PathBuf>,
+}
+
+pub fn run(a: CompareArgs) -> Result<ExitCode> {
+    let compared = match &a.current {
+        Some(current) => two_runs(&a.baseline, current)?,
+        None => match one_run(&a.baseline)? {
+            Some(c) => c,
+            None => return Ok(ExitCode::SUCCESS),
+        },
+    };
+    let (mut comparison, job) = compared;
+    let sources = (
+        comparison.baseline.source.clone(),
+        comparison.current.source.clone(),
+    );
+    if comparison.baseline.rank_iterations == 0 || comparison.current.rank_iterations == 0 {
+        anyhow::bail!(
+            "{}: no op with a duration in any iteration; nothing to compare",
+            if comparison.baseline.rank_iterations == 0 {
+                &sources.0
+            } else {
+                &sources.1
+            }
+        );
+    }
+    let findings = regression_findings(&mut comparison, &CompareConfig::default());
+    let mut doc = FindingsDocument::new(job, findings, true);
+    doc.comparison = Some(comparison);
+    if let Some(report) = &a.report {
+        let title = format!("Flare comparison: {} against {}", sources.1, sources.0);
+        std::fs::write(report, flare_report::render_comparison_html(&doc, &title))
+            .with_context(|| format!("writing {}", report.display()))?;
+        eprintln!("wrote {}", report.display());
+    }
+    if a.json {
+        println!("{}", doc.to_json());
+    } else {
+        print!("{}", text(&doc, a.top));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The current run against the baseline, and the job it is.
+fn two_runs(baseline: &str, current: &str) -> Result<(Comparison, JobSummary)> {
+    let sources = (baseline, current);
+    Ok(match (source::read(baseline)?, source::read(current)?) {
+        (Run::Trace(b), Run::Trace(c)) => (compare(&b, &c, sources), trace_job(&c)),
+        (Run::Windows(b), Run::Windows(c)) => (
+            compare_windows(&refs(&b), &refs(&c), sources),
+            windows_job(&c),
+        ),
+        _ => anyhow::bail!(
+            "{baseline} and {current}: one is a trace and the other a live job's summaries; compare traces with traces and live jobs with live jobs"
+        ),
+    })
+}
+
+/// One run's iterations (or a live job's windows) before and after a persistent change
+/// of its step; `None` (said on stdout) when there is none.
+fn one_run(source: &str) -> Result<Option<(Comparison, JobSummary)>> {
+    match source::read(source)? {
+        Run::Trace(t) => {
+            let its = t.iterations_with_ops();
+            let Some((first, last, cp)) = flare_engine::compare::onset(&t) else {
+                println!(
+                    "{source}: no persistent change of the step in its {} iterations; nothing to compare",
+                    its.len()
+                );
+                return Ok(None);
+            };
+            // Before: from the start; after: the new level, to the next change.
+            let lo = its[0];
+            let w = |a, b| flare_model::Window {
+                first_iteration: a,
+                last_iteration: b,
+            };
+            eprintln!(
+                "the step went from {:.2} to {:.2} ms at iteration {first} (probability {:.2}): iterations {lo}..{} against {first}..{last}",
+                cp.before / 1e6,
+                cp.after / 1e6,
+                cp.probability,
+                first - 1
+            );
+            let names = (
+                format!("{source} iterations {lo}..{}", first - 1),
+                format!("{source} iterations {first}..{last}"),
+            );
+            let c = compare(
+                &t.window(w(lo, first - 1)),
+                &t.window(w(first, last)),
+                (&names.0, &names.1),
+            );
+            Ok(Some((c, trace_job(&t))))
+        }
+        Run::Windows(all) => {
+            let windows = refs(&all);
+            let Some((first, last, cp)) = window_onset(&windows) else {
+                println!(
+                    "{source}: no persistent change of the step in its windows; nothing to compare"
+                );
+                return Ok(None);
+            };
+            let lo = all.iter().map(|w| w.window).min().unwrap_or(0);
+            eprintln!(
+                "the step went from {:.2} to {:.2} ms in window {first} (probability {:.2}): windows {lo}..{} against {first}..{last}",
+                cp.before / 1e6,
+                cp.after / 1e6,
+                cp.probability,
+                first - 1
+            );
+            let pick = |a: u64, b: u64| -> Vec<&WindowSummary> {
+                windows
+                    .iter()
+                    .copied()
+                    .filter(|w| (a..=b).contains(&w.window))
+                    .collect()
+            };
+            let names = (
+                format!("{source} windows {lo}..{}", first - 1),
+                format!("{source} windows {first}..{last}"),
+            );
+            let c = compare_windows(
+                &pick(lo, first - 1),
+                &pick(first, last),
+                (&names.0, &names.1),
+            );
+            Ok(Some((c, windows_job(&all))))
+        }
+    }
+}
+
+fn refs(w: &[WindowSummary]) -> Vec<&WindowSummary> {
+    w.iter().collect()
+}
+
+fn trace_job(t: &Trace) -> JobSummary {
+    JobSummary {
+        id: t.job.job_id.clone(),
+        source: t.meta.source.clone(),
+        world_size: t.job.world_size,
+        ranks_with_data: t.ranks.len(),
+        ..JobSummary::default()
+    }
+}
+
+fn windows_job(w: &[WindowSummary]) -> JobSummary {
+    let ranks: std::collections::BTreeSet<u32> = w
+        .iter()
+        .flat_map(|s| s.ranks.iter().map(|r| r.rank))
+        .collect();
+    JobSummary {
+        id: w.first().map(|s| s.job_id.clone()).unwrap_or_default(),
+        source: "agent".into(),
+        world_size: w.iter().map(|s| s.world_size).max().unwrap_or(0),
+        ranks_with_data: ranks.len(),
+        ..JobSummary::default()
+    }
+}
+
+fn text(doc: &FindingsDocument, top: usize) -> String {
+    let Some(c) = doc.comparison.as_ref() else {
+        return String::new();
+    };
+    let mut out = header(c);
+    out.push_str(
+        "\nWhere a step's time went, per step of a rank, most changed first (the changes add up to the step's):\n",
+    );
+    out.push_str(&format!(
+        "  {:>9}  {:>9}  {:>9}  {:>13}  {:<13} class\n",
+        "change", "baseline", "current", "ops per step", "kind"
+    ));
+    for r in c.classes.iter().take(top) {
+        let rate = match (r.baseline_rate, r.current_rate) {
+            (Some(b), Some(c)) => format!(
+                "  ({b:.3} -> {c:.3} {})",
+                if r.kind == flare_model::TimeClassKind::Compute {
+                    "TFLOPS"
+                } else {
+                    "bus GB/s"
+                }
+            ),
+            _ => String::new(),
+        };
+        out.push_str(&format!(
+            "  {:>+9.2}  {:>9.2}  {:>9.2}  {:>13}  {:<13} {}{rate}\n",
+            r.delta_ms(),
+            r.baseline_ms,
+            r.current_ms,
+            format!("{:.1} -> {:.1}", r.baseline_count, r.current_count),
+            r.kind.as_str(),
+            r.class
+        ));
+    }
+    if c.classes.len() > top {
+        let rest: f64 = c.classes[top..].iter().map(|r| r.delta_ms()).sum();
+        out.push_str(&format!(
+            "  {rest:>+9.2}  ({} more classes)\n",
+            c.classes.len() - top
+        ));
+    }
+    if doc.findings().is_empty() {
+        out.push_str("\nNo change of the step worth a finding.\n");
+    }
+    for (i, f) in doc.findings().iter().enumerate() {
+        out.push('\n');
+        out.push_str(&crate::present::finding_text(i + 1, f));
+    }
+    out
+}
+
+fn header(c: &Comparison) -> String {
+    let (b, cur) = (&c.baseline, &c.current);
+    format!(
+        "Flare comparison: {} against {}\n  step (a rank's mean, first op to last): {:.2} ms -> {:.2} ms ({:+.2} ms, {:+.1}%)\n  baseline: {} ranks, {} rank-iterations; current: {} ranks, {} rank-iterations\n",
+        cur.source,
+        b.source,
+        b.step_ms,
+        cur.step_ms,
+        cur.step_ms - b.step_ms,
+        (cur.step_ms / b.step_ms - 1.0) * 100.0,
+        b.ranks,
+        b.rank_iterations,
+        cur.ranks,
+        cur.rank_iterations
+    )
+}

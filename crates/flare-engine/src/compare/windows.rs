@@ -1,0 +1,197 @@
+//! A live job's windows (the node agents' summaries, from the server's history or from
+//! `flare agent --out`) as a run to compare. A summary keeps per rank and window each op's
+//! count and total time, not the ops themselves, so a rank's step is read from its
+//! iteration markers and split as far as the totals allow: compute ops by name,
+//! collectives by kind and size, host phases by kind, and the rest of the step as time no
+//! traced op covers. A collective's time is split into moving the data (what the rank
+//! that spent least in it spent: the last to arrive waits for nobody) and waiting for
+//! other ranks (each rank's excess over that).
+
+use super::profile::{size_words, ClassTime, Profile};
+use flare_model::{TimeClassKind, WindowSummary};
+use std::collections::{BTreeMap, BTreeSet};
+
+type Key = (TimeClassKind, String);
+
+/// The windows' profile (see the module); windows of several nodes may be mixed.
+pub fn profile_windows(windows: &[&WindowSummary]) -> Profile {
+    let mut out = Profile::default();
+    let mut ranks: BTreeSet<u32> = BTreeSet::new();
+    // One window at a time: its collectives' least time over ranks is their data movement.
+    let mut by_window: BTreeMap<u64, Vec<&WindowSummary>> = BTreeMap::new();
+    for w in windows {
+        by_window.entry(w.window).or_default().push(w);
+    }
+    let waiting: Key = (TimeClassKind::Waiting, "waiting for other ranks".into());
+    let untraced: Key = (TimeClassKind::Untraced, "untraced time".into());
+    for nodes in by_window.values() {
+        let rank_summaries: Vec<_> = nodes.iter().flat_map(|w| w.ranks.iter()).collect();
+        let mut least: BTreeMap<Key, u64> = BTreeMap::new();
+        for r in &rank_summaries {
+            for o in r.ops.iter().filter(|o| o.kind.is_sync()) {
+                let e = least.entry(key(o)).or_insert(u64::MAX);
+                *e = (*e).min(o.total_ns);
+            }
+        }
+        for r in &rank_summaries {
+            let its = r.iterations.len() as u64;
+            if its == 0 {
+                continue;
+            }
+            ranks.insert(r.rank);
+            let span: f64 = r.iterations.iter().map(|i| i.duration_ns as f64).sum();
+            out.rank_iterations += its;
+            out.span_ns += span;
+            out.span_sq_ns += r
+                .iterations
+                .iter()
+                .map(|i| (i.duration_ns as f64).powi(2))
+                .sum::<f64>();
+            // The window's time per class, put on its iterations.
+            let mut times: BTreeMap<Key, (f64, u64, f64, f64)> = BTreeMap::new();
+            for o in &r.ops {
+                let k = key(o);
+                if o.kind.is_sync() {
+                    let moving = least.get(&k).copied().unwrap_or(o.total_ns).min(o.total_ns);
+                    let e = times.entry(k).or_default();
+                    e.0 += moving as f64;
+                    e.1 += o.count;
+                    if o.bytes > 0 && moving > 0 {
+                        let n = o.group_size.unwrap_or(2);
+                        e.2 += o.bytes as f64 * o.kind.bus_factor(n);
+                        e.3 += moving as f64;
+                    }
+                    times.entry(waiting.clone()).or_default().0 += (o.total_ns - moving) as f64;
+                } else {
+                    let e = times.entry(k).or_default();
+                    e.0 += o.total_ns as f64;
+                    e.1 += o.count;
+                    if o.flops > 0 {
+                        e.2 += o.flops as f64;
+                        e.3 += o.total_ns as f64;
+                    }
+                }
+            }
+            let traced: f64 = times.values().map(|t| t.0).sum();
+            times.entry(untraced.clone()).or_default().0 += (span - traced).max(0.0);
+            for (k, (ns, count, amount, amount_ns)) in times {
+                let t = out.classes.entry(k).or_insert_with(ClassTime::default);
+                // Each of the window's iterations carries the window's mean.
+                let per_it = ns / its as f64;
+                t.ns += ns;
+                t.sq_ns += per_it * per_it * its as f64;
+                t.count += count;
+                t.amount += amount;
+                t.amount_ns += amount_ns;
+            }
+        }
+    }
+    out.ranks = ranks.len() as u32;
+    out
+}
+
+/// An op's class: compute by name, a collective by kind and mean size, a host phase by
+/// kind.
+fn key(o: &flare_model::OpStats) -> Key {
+    if o.kind.is_sync() {
+        let size = o.bytes.checked_div(o.count).unwrap_or(0);
+        (
+            TimeClassKind::Communication,
+            format!("{} {}", o.kind.as_str(), size_words(size)),
+        )
+    } else if o.kind.is_host() {
+        (TimeClassKind::Host, o.kind.as_str().to_string())
+    } else {
+        (TimeClassKind::Compute, o.name.clone())
+    }
+}
+
+/// The windows' median iteration time, window by window: the series a persistent change
+/// of a live job is found in.
+pub fn window_steps(windows: &[&WindowSummary]) -> Vec<(u64, f64)> {
+    let mut per: BTreeMap<u64, Vec<f64>> = BTreeMap::new();
+    for w in windows {
+        for r in &w.ranks {
+            if !r.iterations.is_empty() {
+                let mean = r
+                    .iterations
+                    .iter()
+                    .map(|i| i.duration_ns as f64)
+                    .sum::<f64>()
+                    / r.iterations.len() as f64;
+                per.entry(w.window).or_default().push(mean);
+            }
+        }
+    }
+    per.into_iter()
+        .map(|(w, mut v)| (w, crate::stats::median(&mut v)))
+        .filter(|(_, m)| m.is_finite() && *m > 0.0)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::compare::{compare_windows, regression_findings, window_onset, CompareConfig};
+    use crate::live::tests::job;
+    use flare_model::{RegressionCause, TimeClassKind, WindowSummary};
+
+    fn refs(w: &[WindowSummary]) -> Vec<&WindowSummary> {
+        w.iter().collect()
+    }
+
+    #[test]
+    fn a_live_job_against_another_splits_the_step_and_names_the_cause() {
+        let base = job(8, |_| 1.0, |_| 0.0);
+        // Every rank spends 8 ms more per step in GC.
+        let gc = job(8, |_| 1.0, |_| 8.0);
+        let mut c = compare_windows(&refs(&base), &refs(&gc), ("a", "b"));
+        let sum =
+            |f: fn(&flare_model::TimeClassChange) -> f64| c.classes.iter().map(f).sum::<f64>();
+        assert!(
+            (sum(|r| r.baseline_ms) - c.baseline.step_ms).abs() < 1e-6,
+            "{c:#?}"
+        );
+        assert!(
+            (sum(|r| r.current_ms) - c.current.step_ms).abs() < 1e-6,
+            "{c:#?}"
+        );
+        assert_eq!(c.classes[0].class, "gc");
+        assert!(
+            (c.classes[0].delta_ms() - 8.0).abs() < 0.5,
+            "{:?}",
+            c.classes[0]
+        );
+        let f = regression_findings(&mut c, &CompareConfig::default());
+        assert!(f[0].summary.contains("steps slower"), "{f:#?}");
+        assert_eq!(c.causes, [RegressionCause::GarbageCollection]);
+
+        // One rank computes 30% more: the others wait for it in the all-reduce.
+        let slow = job(8, |r| if r == 5 { 1.3 } else { 1.0 }, |_| 0.0);
+        let c = compare_windows(&refs(&base), &refs(&slow), ("a", "b"));
+        let waiting = c
+            .classes
+            .iter()
+            .find(|r| r.kind == TimeClassKind::Waiting)
+            .unwrap();
+        assert!(waiting.delta_ms() > 20.0, "{c:#?}");
+        // The job against itself: nothing.
+        let mut same = compare_windows(&refs(&base), &refs(&base), ("a", "a"));
+        assert!(regression_findings(&mut same, &CompareConfig::default()).is_empty());
+    }
+
+    #[test]
+    fn the_window_a_live_job_slowed_down_in_is_found() {
+        let mut windows = Vec::new();
+        for w in 0..16u64 {
+            let mut nodes = job(8, |_| if w >= 9 { 1.2 } else { 1.0 }, |_| 0.0);
+            for n in &mut nodes {
+                n.window = w;
+            }
+            windows.extend(nodes);
+        }
+        let (first, last, cp) = window_onset(&refs(&windows)).expect("the change");
+        assert_eq!((first, last), (9, 15), "{cp:?}");
+        let steady: Vec<WindowSummary> = windows.iter().filter(|w| w.window < 9).cloned().collect();
+        assert!(window_onset(&refs(&steady)).is_none());
+    }
+}
