@@ -2,7 +2,9 @@
 //! time that partition them (compute by op name, communication by kind and size, waiting
 //! for other ranks, host phases, time no traced op covers), averaged per step of a rank,
 //! so that the classes' changes add up to the change of the step; then what the largest
-//! changes say, as findings of kind `regression`.
+//! changes say and the causes their evidence names, as findings of kind `regression`.
+//! Traces are read op by op (`profile`); a live job's window summaries by their totals
+//! (`windows`).
 
 mod causes;
 mod profile;
@@ -14,10 +16,9 @@ pub use profile::profile;
 pub use sequence::sequence_change;
 pub use verdict::{regression_findings, CompareConfig};
 
-use flare_model::WindowSummary;
 use flare_model::{
     Comparison, HostCallKind, HostCallRate, LatencyQuantiles, OpKind, RunProfile, TimeClassChange,
-    Trace,
+    Trace, WindowSummary,
 };
 use std::collections::BTreeMap;
 
@@ -82,30 +83,34 @@ fn compare_profiles(
                 current_rate: None,
             });
             let per_step = |x: f64| x / p.rank_iterations.max(1) as f64;
+            let side = (
+                per_step(t.ns) / 1e6,
+                t.sd_ns(p.rank_iterations) / 1e6,
+                p.algorithms
+                    .get(key)
+                    .into_iter()
+                    .flatten()
+                    .cloned()
+                    .collect(),
+                per_step(t.count as f64),
+                t.rate(key.0),
+            );
             if is_current {
-                row.current_ms = per_step(t.ns) / 1e6;
-                row.current_sd_ms = t.sd_ns(p.rank_iterations) / 1e6;
-                row.current_algorithms = p
-                    .algorithms
-                    .get(key)
-                    .into_iter()
-                    .flatten()
-                    .cloned()
-                    .collect();
-                row.current_count = per_step(t.count as f64);
-                row.current_rate = t.rate(key.0);
+                (
+                    row.current_ms,
+                    row.current_sd_ms,
+                    row.current_algorithms,
+                    row.current_count,
+                    row.current_rate,
+                ) = side;
             } else {
-                row.baseline_ms = per_step(t.ns) / 1e6;
-                row.baseline_sd_ms = t.sd_ns(p.rank_iterations) / 1e6;
-                row.baseline_algorithms = p
-                    .algorithms
-                    .get(key)
-                    .into_iter()
-                    .flatten()
-                    .cloned()
-                    .collect();
-                row.baseline_count = per_step(t.count as f64);
-                row.baseline_rate = t.rate(key.0);
+                (
+                    row.baseline_ms,
+                    row.baseline_sd_ms,
+                    row.baseline_algorithms,
+                    row.baseline_count,
+                    row.baseline_rate,
+                ) = side;
             }
         }
     }

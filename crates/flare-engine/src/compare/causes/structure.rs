@@ -48,6 +48,15 @@ fn grown(c: &Comparison, kind: HostCallKind) -> Vec<(&HostCallRate, f64)> {
     out
 }
 
+/// "name 0.0 -> 1.0" for the first `n` grown calls.
+fn grown_words(grown: &[(&HostCallRate, f64)], n: usize) -> Vec<String> {
+    grown
+        .iter()
+        .take(n)
+        .map(|(h, b)| format!("{} {:.1} -> {:.1}", h.name, b, h.per_step))
+        .collect()
+}
+
 /// The host waits for the device more often per step: at least one more sync every two
 /// steps.
 pub fn synchronization(c: &Comparison, _cfg: &CompareConfig) -> Option<Finding> {
@@ -56,11 +65,7 @@ pub fn synchronization(c: &Comparison, _cfg: &CompareConfig) -> Option<Finding> 
         return None;
     }
     let grown = grown(c, HostCallKind::Synchronize);
-    let names: Vec<String> = grown
-        .iter()
-        .take(3)
-        .map(|(h, b)| format!("{} {:.1} -> {:.1}", h.name, b, h.per_step))
-        .collect();
+    let names = grown_words(&grown, 3);
     let sites: Vec<(String, u64)> = grown
         .iter()
         .flat_map(|(h, _)| h.sites.iter().cloned())
@@ -119,11 +124,7 @@ pub fn memory_churn(c: &Comparison, _cfg: &CompareConfig) -> Option<Finding> {
         return None;
     }
     let grown = grown(c, HostCallKind::Memory);
-    let names: Vec<String> = grown
-        .iter()
-        .take(4)
-        .map(|(h, b)| format!("{} {:.1} -> {:.1}", h.name, b, h.per_step))
-        .collect();
+    let names = grown_words(&grown, 4);
     Some(finding(
         Severity::Warning,
         format!(

@@ -32,6 +32,17 @@ fn call(kind: HostCallKind, name: &str, dtype: Option<&str>, per_step: f64) -> H
     }
 }
 
+/// The all-reduce's NCCL algorithm in each run.
+fn algorithms(c: &mut Comparison, baseline: &str, current: &str) {
+    let r = c
+        .classes
+        .iter_mut()
+        .find(|r| r.class == "all_reduce 16.0 MiB")
+        .unwrap();
+    r.baseline_algorithms = vec![baseline.into()];
+    r.current_algorithms = vec![current.into()];
+}
+
 /// An issue-latency distribution around a median, over 5,000 kernels.
 fn latency(p50_us: f64) -> flare_model::LatencyQuantiles {
     flare_model::LatencyQuantiles {
@@ -198,28 +209,12 @@ fn each_cause_is_named_from_its_own_evidence() {
         ),
         (
             "NCCL picked another algorithm for the same all-reduce",
-            |c| {
-                let r = c
-                    .classes
-                    .iter_mut()
-                    .find(|r| r.class == "all_reduce 16.0 MiB")
-                    .unwrap();
-                r.baseline_algorithms = vec!["RING/LL128".into()];
-                r.current_algorithms = vec!["TREE/LL".into()];
-            },
+            |c| algorithms(c, "RING/LL128", "TREE/LL"),
             vec![Cause::CollectiveChange],
         ),
         (
             "the same algorithm: nothing",
-            |c| {
-                let r = c
-                    .classes
-                    .iter_mut()
-                    .find(|r| r.class == "all_reduce 16.0 MiB")
-                    .unwrap();
-                r.baseline_algorithms = vec!["RING/LL128".into()];
-                r.current_algorithms = vec!["RING/LL128".into()];
-            },
+            |c| algorithms(c, "RING/LL128", "RING/LL128"),
             vec![],
         ),
         (
