@@ -7,7 +7,9 @@
 use crate::html::write_finding;
 use crate::util::{c, escape, fmt_num};
 use crate::{Step, STYLE};
-use flare_model::{Comparison, FindingsDocument, HostCallKind, RunProfile, TimeClassChange};
+use flare_model::{
+    Comparison, FindingsDocument, HostCallKind, LatencyQuantiles, RunProfile, TimeClassChange,
+};
 use std::fmt::Write;
 
 /// Classes drawn in the waterfall; the rest are one bar.
@@ -166,6 +168,96 @@ fn write_waterfall(s: &mut String, cmp: &Comparison) {
     s.push_str("</svg></div>\n</section>\n");
 }
 
+/// Both runs' issue-latency CDFs on a logarithmic axis: a GPU that waits for its host
+/// shows as the current run's curve shifted left (kernels start right after launch).
+fn write_latency_cdf(s: &mut String, baseline: &RunProfile, current: &RunProfile) {
+    let probabilities = LatencyQuantiles::cdf_probabilities();
+    let curves: Vec<(&str, &str, &[f64])> = [
+        ("baseline", "#a1a1aa", baseline),
+        ("current", "#b45309", current),
+    ]
+    .into_iter()
+    .filter_map(|(name, colour, r)| {
+        let q = r.issue_latency.as_ref()?;
+        (q.cdf_us.len() == probabilities.len()).then_some((name, colour, q.cdf_us.as_slice()))
+    })
+    .collect();
+    let values = || {
+        curves
+            .iter()
+            .flat_map(|c| c.2.iter().copied())
+            .filter(|v| *v > 0.0)
+    };
+    let (Some(lo), Some(hi)) = (
+        values().min_by(f64::total_cmp),
+        values().max_by(f64::total_cmp),
+    ) else {
+        return;
+    };
+    let (lo, hi) = (
+        lo.log10().floor(),
+        hi.log10().ceil().max(lo.log10().floor() + 1.0),
+    );
+    let (left, top, width, height) = (50.0, 10.0, 520.0, 180.0);
+    let x = |us: f64| left + (us.max(1e-3).log10() - lo) / (hi - lo) * width;
+    let y = |p: f64| top + (1.0 - p) * height;
+    let _ = writeln!(
+        s,
+        "<div class=\"chart-wrap\"><svg class=\"chart\" viewBox=\"0 0 {} {}\" role=\"img\">",
+        c(left + width + 110.0),
+        c(top + height + 40.0)
+    );
+    for decade in (lo as i32)..=(hi as i32) {
+        let v = 10f64.powi(decade);
+        let _ = writeln!(
+            s,
+            "<line x1=\"{0}\" x2=\"{0}\" y1=\"{1}\" y2=\"{2}\" stroke=\"#e4e4e7\"/><text x=\"{0}\" y=\"{3}\" font-size=\"11\" text-anchor=\"middle\">{4}</text>",
+            c(x(v)),
+            c(top),
+            c(top + height),
+            c(top + height + 16.0),
+            decade_label(v)
+        );
+    }
+    for p in [0.0, 0.5, 1.0] {
+        let _ = writeln!(
+            s,
+            "<text x=\"{}\" y=\"{}\" font-size=\"11\" text-anchor=\"end\">{}</text>",
+            c(left - 6.0),
+            c(y(p) + 4.0),
+            fmt_num(p)
+        );
+    }
+    for (i, (name, colour, cdf)) in curves.iter().enumerate() {
+        let points: Vec<String> = cdf
+            .iter()
+            .zip(&probabilities)
+            .map(|(us, p)| format!("{},{}", c(x(*us)), c(y(*p))))
+            .collect();
+        let _ = writeln!(
+            s,
+            "<polyline fill=\"none\" stroke=\"{colour}\" stroke-width=\"2\" points=\"{}\"/><text x=\"{}\" y=\"{}\" font-size=\"11\" fill=\"{colour}\">{name}</text>",
+            points.join(" "),
+            c(left + width + 10.0),
+            c(top + 14.0 + 16.0 * i as f64)
+        );
+    }
+    s.push_str("</svg></div>\n<p class=\"note\">Share of kernels (y) that started within x of their launch.</p>\n");
+}
+
+/// "1 us", "10 ms", "1 s" for a power of ten of microseconds.
+fn decade_label(us: f64) -> String {
+    if us >= 1e6 {
+        format!("{:.0} s", us / 1e6)
+    } else if us >= 1e3 {
+        format!("{:.0} ms", us / 1e3)
+    } else if us >= 1.0 {
+        format!("{us:.0} us")
+    } else {
+        format!("{us} us")
+    }
+}
+
 /// At most `max` characters, with an ellipsis.
 fn shorten(t: &str, max: usize) -> String {
     if t.chars().count() <= max {
@@ -240,6 +332,7 @@ fn write_host(s: &mut String, cmp: &Comparison) {
             }
         }
         s.push_str("</table>\n");
+        write_latency_cdf(s, &cmp.baseline, &cmp.current);
     }
     s.push_str("<h4>Syncs and memory calls per step of a rank</h4>\n");
     let calls = |r: &RunProfile| -> Vec<(String, f64, String)> {

@@ -373,6 +373,7 @@ fn comparison_report_is_balanced_and_escapes_what_traces_say() {
             p50_us: 2.0,
             p90_us: 3.0,
             p99_us: 4.0,
+            cdf_us: (1..=20).map(|i| i as f64).collect(),
         }),
     };
     let class = |name: &str, b: f64, c: f64| TimeClassChange {
@@ -413,6 +414,8 @@ fn comparison_report_is_balanced_and_escapes_what_traces_say() {
     assert_eq!(html.matches("<rect ").count(), 15);
     assert!(html.contains("4 more classes"));
     assert!(html.contains("device_synchronization"));
+    // Both runs' issue-latency CDFs, one line each.
+    assert_eq!(html.matches("<polyline ").count(), 2);
     // Without a comparison: a page that says so.
     let plain = render_comparison_html(&doc(vec![]), "t");
     assert!(plain.contains("holds no comparison"));

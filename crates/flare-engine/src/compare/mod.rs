@@ -35,6 +35,10 @@ pub fn compare(baseline: &Trace, current: &Trace, sources: (&str, &str)) -> Comp
             p50_us: p.issue_latency.quantile_us(0.5),
             p90_us: p.issue_latency.quantile_us(0.9),
             p99_us: p.issue_latency.quantile_us(0.99),
+            cdf_us: LatencyQuantiles::cdf_probabilities()
+                .into_iter()
+                .map(|q| p.issue_latency.quantile_us(q))
+                .collect(),
         }),
         ..run_of(p, source)
     };

@@ -71,6 +71,18 @@ pub struct LatencyQuantiles {
     pub p50_us: f64,
     pub p90_us: f64,
     pub p99_us: f64,
+    /// The distribution's quantiles 0.05, 0.10, ..., 0.95 and 0.99 (its CDF, µs).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cdf_us: Vec<f64>,
+}
+
+impl LatencyQuantiles {
+    /// The probabilities of `cdf_us`.
+    pub fn cdf_probabilities() -> Vec<f64> {
+        let mut p: Vec<f64> = (1..=19).map(|i| i as f64 * 0.05).collect();
+        p.push(0.99);
+        p
+    }
 }
 
 /// What one run's steps took.

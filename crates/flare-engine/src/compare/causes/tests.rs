@@ -51,6 +51,7 @@ fn latency(p50_us: f64) -> flare_model::LatencyQuantiles {
         p50_us,
         p90_us: p50_us * 3.0,
         p99_us: p50_us * 6.0,
+        cdf_us: vec![],
     }
 }
 
