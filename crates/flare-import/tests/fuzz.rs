@@ -42,6 +42,30 @@ fn valid_cpu_kineto() -> &'static [u8] {
                 .is_some_and(|n| n.starts_with("gloo:") || n.starts_with("c10d::"))
         });
         events.truncate(150);
+        // And the host calls a profile with shapes, stacks and GC records (see the
+        // reader's host_calls): a program frame, a GC pause and a sync inside it, a GEMM
+        // with its shapes, a runtime sync and a `cuda_sync` event.
+        let (pid, tid) = (events[0]["pid"].clone(), events[0]["tid"].clone());
+        let t0 = events.iter().filter_map(|e| e["ts"].as_f64()).fold(f64::MAX, f64::min);
+        let event = |cat: &str, name: &str, ts: f64, dur: f64, args: serde_json::Value| {
+            serde_json::json!({"ph": "X", "cat": cat, "name": name, "pid": pid, "tid": tid,
+                               "ts": t0 + ts, "dur": dur, "args": args})
+        };
+        events.extend([
+            event("python_function", "train.py(88): step", 1.0, 50.0, serde_json::json!({})),
+            event("python_function", "Python GC", 2.0, 3.0, serde_json::json!({})),
+            event("cpu_op", "aten::_local_scalar_dense", 10.0, 2.0, serde_json::json!({})),
+            event(
+                "cpu_op",
+                "aten::addmm",
+                20.0,
+                5.0,
+                serde_json::json!({"Input Dims": [[1022], [64, 1022], [1022, 1022], [], []],
+                                   "Input type": ["c10::BFloat16", "c10::BFloat16", "c10::BFloat16", "Scalar", "Scalar"]}),
+            ),
+            event("cuda_runtime", "cudaStreamSynchronize", 30.0, 1.0, serde_json::json!({})),
+            event("cuda_sync", "Stream Sync", 31.0, 1.0, serde_json::json!({})),
+        ]);
         serde_json::to_vec(&v).unwrap()
     })
 }
@@ -276,6 +300,43 @@ fn the_cpu_side_seed_reads_its_collectives() {
         read_kineto_bytes("rank2.json", valid_cpu_kineto(), &KinetoOptions::default()).unwrap();
     assert!(t.meta.cpu_compute);
     assert!(stats.cpu_collectives > 0, "{stats:?}");
+    // Its host calls: each counted once, the GEMM with its shapes and type, the sync and
+    // the GC pause placed in the program's frame.
+    let calls = &t.meta.host_calls;
+    let mut names: Vec<(&str, u64, Option<&str>)> = calls
+        .counts
+        .iter()
+        .map(|c| (c.name.as_str(), c.count, c.dtype.as_deref()))
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        [
+            ("Stream Sync", 1, None),
+            ("aten::_local_scalar_dense", 1, None),
+            (
+                "aten::addmm [[1022],[64,1022],[1022,1022],[],[]]",
+                1,
+                Some("BFloat16")
+            ),
+            (
+                "aten::addmm [[256],[64,256],[256,256],[],[]]",
+                4,
+                Some("Float")
+            ),
+            ("aten::linear [[64,256],[256,256],[256]]", 4, Some("Float")),
+            ("aten::mm [[256,64],[64,256]]", 1, Some("Float")),
+            ("aten::mm [[64,256],[256,256]]", 1, Some("Float")),
+            ("cudaStreamSynchronize", 1, None),
+        ]
+    );
+    let site = [("train.py(88): step".to_string(), 1)];
+    assert_eq!(calls.sites_of("aten::_local_scalar_dense"), site);
+    assert_eq!(calls.sites_of("Python GC"), site);
+    assert!(t.ranks[0]
+        .ops
+        .iter()
+        .any(|o| o.kind == flare_model::OpKind::GarbageCollection));
 }
 
 #[test]

@@ -142,7 +142,7 @@ fn host_call_rates(t: &Trace, rank_iterations: u64) -> Vec<HostCallRate> {
             .entry((c.kind, c.name.as_str(), c.dtype.as_deref()))
             .or_default();
         e.0 += c.count;
-        e.1 += c.ns;
+        e.1 = e.1.saturating_add(c.ns);
     }
     let n = rank_iterations.max(1) as f64;
     sums.into_iter()

@@ -55,7 +55,7 @@ pub fn profile_windows(windows: &[&WindowSummary]) -> Profile {
                     let moving = least.get(&k).copied().unwrap_or(o.total_ns).min(o.total_ns);
                     let e = times.entry(k).or_default();
                     e.0 += moving as f64;
-                    e.1 += o.count;
+                    e.1 = e.1.saturating_add(o.count);
                     if o.bytes > 0 && moving > 0 {
                         let n = o.group_size.unwrap_or(2);
                         e.2 += o.bytes as f64 * o.kind.bus_factor(n);
@@ -65,7 +65,7 @@ pub fn profile_windows(windows: &[&WindowSummary]) -> Profile {
                 } else {
                     let e = times.entry(k).or_default();
                     e.0 += o.total_ns as f64;
-                    e.1 += o.count;
+                    e.1 = e.1.saturating_add(o.count);
                     if o.flops > 0 {
                         e.2 += o.flops as f64;
                         e.3 += o.total_ns as f64;
@@ -80,7 +80,7 @@ pub fn profile_windows(windows: &[&WindowSummary]) -> Profile {
                 let per_it = ns / its as f64;
                 t.ns += ns;
                 t.sq_ns += per_it * per_it * its as f64;
-                t.count += count;
+                t.count = t.count.saturating_add(count);
                 t.amount += amount;
                 t.amount_ns += amount_ns;
             }

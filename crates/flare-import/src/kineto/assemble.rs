@@ -158,7 +158,7 @@ fn host_calls(files: &[ParsedFile]) -> HostCalls {
             );
             let e = counts.entry(key).or_default();
             e.0 += 1;
-            e.1 += c.end - c.start;
+            e.1 = e.1.saturating_add(c.end - c.start);
         }
         for s in &f.call_sites {
             let into = sites.entry(s.name.as_str()).or_default();

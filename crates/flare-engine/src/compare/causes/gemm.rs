@@ -53,11 +53,9 @@ pub fn gemm_of(op: &str, inputs: &[Vec<u64>]) -> Option<Gemm> {
         "aten::linear" => {
             let (x, w) = (inputs.first()?, inputs.get(1)?);
             let (&k, lead) = x.split_last()?;
-            (w.len() == 2 && w[1] == k).then(|| Gemm {
-                m: lead.iter().product::<u64>().max(1),
-                n: w[0],
-                k,
-            })
+            // Shapes come from a file: a product that overflows is no GEMM.
+            let m = lead.iter().try_fold(1u64, |a, &d| a.checked_mul(d))?;
+            (w.len() == 2 && w[1] == k).then_some(Gemm { m, n: w[0], k })
         }
         _ => None,
     }
@@ -215,6 +213,10 @@ mod tests {
             ),
             ("aten::linear [[4,16,1022],[512,1000],[512]]", None),
             ("aten::mm [[64],[64,3]]", None),
+            (
+                "aten::linear [[18446744073709551615,4,8],[16,8],[16]]",
+                None,
+            ),
         ] {
             let (op, inputs) = shapes(name).unwrap();
             assert_eq!(
