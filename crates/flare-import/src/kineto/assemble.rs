@@ -2,7 +2,7 @@
 //! communicators deduplicated across files, then each rank's ops and iterations.
 
 use super::names::{self, RankList};
-use super::parse::{KernelRec, NcclArgs, ParsedFile, PgConfig, StepRec};
+use super::parse::{KernelRec, NcclArgs, ParsedFile, PgConfig, StepIndex};
 use super::{KinetoError, KinetoImportStats, KinetoOptions, MAX_WORLD_SIZE};
 use flare_model::trace::NameTable;
 use flare_model::{
@@ -138,27 +138,19 @@ pub(super) fn assemble(
     Ok((trace, stats))
 }
 
-/// The files' host calls, counted per name and iteration (each file's own steps say
-/// which), and where they were made, summed over the files.
+/// The files' host calls (each file's counted per name and iteration by its own steps)
+/// and where they were made, summed over the files.
 fn host_calls(files: &[ParsedFile]) -> HostCalls {
     // (kind, name, iteration, dtype) -> (calls, ns)
     type Key<'a> = (HostCallKind, &'a str, u32, Option<&'a str>);
     let mut counts: BTreeMap<Key, (u64, i64)> = BTreeMap::new();
     let mut sites: BTreeMap<&str, BTreeMap<&str, u64>> = BTreeMap::new();
     for f in files {
-        let mut steps = f.steps.clone();
-        steps.sort_by_key(|s| s.start);
-        let index = StepIndex { steps: &steps };
         for c in &f.host_calls {
-            let key = (
-                c.kind,
-                c.name.as_str(),
-                index.iteration_at(c.start),
-                c.dtype.as_deref(),
-            );
+            let key = (c.kind, c.name.as_str(), c.iteration, c.dtype.as_deref());
             let e = counts.entry(key).or_default();
-            e.0 += 1;
-            e.1 = e.1.saturating_add(c.end - c.start);
+            e.0 = e.0.saturating_add(c.count);
+            e.1 = e.1.saturating_add(c.ns);
         }
         for s in &f.call_sites {
             let into = sites.entry(s.name.as_str()).or_default();
@@ -468,22 +460,6 @@ fn add_file_stats(stats: &mut KinetoImportStats, f: &ParsedFile) {
     stats.cpu_launches_without_work += f.stats.cpu_launches_without_work;
     for (cat, n) in &f.stats.skipped {
         *stats.skipped.entry(cat.clone()).or_insert(0) += n;
-    }
-}
-
-/// The iteration of a CPU time: the last step that began at or before it, or the first
-/// step for times before every step; 0 when there are no steps.
-struct StepIndex<'a> {
-    steps: &'a [StepRec],
-}
-
-impl StepIndex<'_> {
-    fn iteration_at(&self, t: i64) -> u32 {
-        if self.steps.is_empty() {
-            return 0;
-        }
-        let i = self.steps.partition_point(|s| s.start <= t);
-        self.steps[i.saturating_sub(1)].iteration
     }
 }
 

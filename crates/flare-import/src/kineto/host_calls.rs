@@ -10,7 +10,7 @@
 //! | `python_function` (`with_stack=True`) | the Python frame a call or a GC pause happened in: the innermost frame of the program's own code (not PyTorch's, not the standard library's, not an installed package's) |
 //! | `python_function` `Python GC` (`record_python_gc_info=True`) | a garbage collection pause (a host phase of the trace, read in `parse`) |
 
-use flare_model::{CallSites, HostCallKind};
+use flare_model::{CallSites, HostCallCount, HostCallKind};
 use std::collections::{BTreeMap, HashMap};
 
 const SYNC_OPS: [&str; 6] = [
@@ -99,15 +99,15 @@ pub fn is_program_frame(name: &str) -> bool {
 }
 
 /// One host call, as recorded.
-#[derive(Debug, Clone)]
-pub struct CallRec {
-    pub kind: HostCallKind,
-    /// With the input shapes for a GEMM.
-    pub name: String,
-    pub tid: Option<u64>,
-    pub start: i64,
-    pub end: i64,
-    pub dtype: Option<String>,
+#[derive(Debug, Clone, Copy)]
+struct CallRec {
+    kind: HostCallKind,
+    /// Into the records' call names (a GEMM's with its input shapes).
+    name: u32,
+    tid: Option<u64>,
+    start: i64,
+    end: i64,
+    dtype: Option<&'static str>,
 }
 
 /// A Python frame of the program's own code.
@@ -122,7 +122,9 @@ struct Frame {
 /// A file's host calls, Python frames and GC pauses, gathered while it is parsed.
 #[derive(Debug, Default)]
 pub struct HostCallRecords {
-    pub calls: Vec<CallRec>,
+    calls: Vec<CallRec>,
+    call_names: Vec<String>,
+    call_index: HashMap<String, u32>,
     /// GC pauses: thread, start, end.
     gc: Vec<(u64, i64, i64)>,
     frames: Vec<Frame>,
@@ -135,20 +137,62 @@ pub struct HostCallRecords {
 const MAX_SCAN: usize = 20_000;
 
 impl HostCallRecords {
+    /// Records a call over `[start, end]` (a GEMM named with its input shapes).
+    pub fn call(
+        &mut self,
+        kind: HostCallKind,
+        name: String,
+        tid: Option<u64>,
+        (start, end): (i64, i64),
+        dtype: Option<&'static str>,
+    ) {
+        let name = intern(&mut self.call_names, &mut self.call_index, name);
+        self.calls.push(CallRec {
+            kind,
+            name,
+            tid,
+            start,
+            end,
+            dtype,
+        });
+    }
+
+    /// The calls counted per kind, name, iteration (`iteration_at` their start) and type.
+    pub fn counts(self, iteration_at: impl Fn(i64) -> u32) -> Vec<HostCallCount> {
+        // (kind, name, iteration, dtype) -> (calls, ns)
+        type Key = (HostCallKind, u32, u32, Option<&'static str>);
+        let mut sums: BTreeMap<Key, (u64, i64)> = BTreeMap::new();
+        for c in &self.calls {
+            let e = sums
+                .entry((c.kind, c.name, iteration_at(c.start), c.dtype))
+                .or_default();
+            e.0 += 1;
+            e.1 = e.1.saturating_add(c.end - c.start);
+        }
+        sums.into_iter()
+            .map(
+                |((kind, name, iteration, dtype), (count, ns))| HostCallCount {
+                    kind,
+                    name: self.call_names[name as usize].clone(),
+                    iteration,
+                    count,
+                    ns,
+                    dtype: dtype.map(str::to_string),
+                },
+            )
+            .collect()
+    }
+
     /// Keeps a `python_function` frame when it is the program's own code.
     pub fn frame(&mut self, tid: u64, start: i64, end: i64, name: &str) {
         if !is_program_frame(name) {
             return;
         }
-        let id = match self.frame_index.get(name) {
-            Some(&i) => i,
-            None => {
-                let i = self.frame_names.len() as u32;
-                self.frame_names.push(name.to_string());
-                self.frame_index.insert(name.to_string(), i);
-                i
-            }
-        };
+        let id = intern(
+            &mut self.frame_names,
+            &mut self.frame_index,
+            name.to_string(),
+        );
         self.frames.push(Frame {
             tid,
             start,
@@ -174,7 +218,14 @@ impl HostCallRecords {
             .calls
             .iter()
             .filter(|c| c.kind == HostCallKind::Synchronize)
-            .filter_map(|c| Some((c.name.as_str(), c.tid?, c.start, c.end)))
+            .filter_map(|c| {
+                Some((
+                    self.call_names[c.name as usize].as_str(),
+                    c.tid?,
+                    c.start,
+                    c.end,
+                ))
+            })
             .chain(self.gc.iter().map(|&(t, s, e)| (gc_name, t, s, e)));
         for (name, tid, start, end) in sited {
             if let Some(f) = enclosing(&frames, tid, start, end) {
@@ -196,6 +247,17 @@ impl HostCallRecords {
         self.frame_index.clear();
         out
     }
+}
+
+/// `name`'s index in `names`, added if new.
+fn intern(names: &mut Vec<String>, index: &mut HashMap<String, u32>, name: String) -> u32 {
+    if let Some(&i) = index.get(&name) {
+        return i;
+    }
+    let i = names.len() as u32;
+    names.push(name.clone());
+    index.insert(name, i);
+    i
 }
 
 /// Where calls named `name` were made, most frequent first, the first few.
@@ -278,14 +340,13 @@ mod tests {
         r.frame(1, 12, 14, "train.py(30): helper"); // ended before the call
         r.frame(1, 15, 40, "torch/_tensor.py(5): item"); // PyTorch's: skipped
         r.frame(2, 0, 100, "other.py(1): thread");
-        r.calls.push(CallRec {
-            kind: HostCallKind::Synchronize,
-            name: "aten::_local_scalar_dense".into(),
-            tid: Some(1),
-            start: 20,
-            end: 22,
-            dtype: None,
-        });
+        r.call(
+            HostCallKind::Synchronize,
+            "aten::_local_scalar_dense".into(),
+            Some(1),
+            (20, 22),
+            None,
+        );
         r.gc_pause(1, 60, 70);
         let sites = r.sites("Python GC");
         assert_eq!(sites.len(), 2);

@@ -7,11 +7,11 @@
 //! to nanoseconds exactly, in decimal, so `12.345` is 12,345 ns and never 12,344.
 
 use super::comm::{self, CommEvent};
-use super::host_calls::{self, CallRec, HostCallRecords};
+use super::host_calls::{self, HostCallRecords};
 use super::names::{self, RankList};
 use super::KinetoError;
 use flare_model::trace::NameTable;
-use flare_model::{CallSites, HostCallKind, OpKind};
+use flare_model::{CallSites, HostCallCount, HostCallKind, OpKind};
 use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
 use serde_json::value::RawValue;
@@ -469,6 +469,23 @@ pub struct StepRec {
     pub end: Option<i64>,
 }
 
+/// The iteration of a CPU time: the last step that began at or before it, or the first
+/// step for times before every step; 0 when there are no steps.
+pub(super) struct StepIndex<'a> {
+    /// Sorted by start.
+    pub steps: &'a [StepRec],
+}
+
+impl StepIndex<'_> {
+    pub fn iteration_at(&self, t: i64) -> u32 {
+        if self.steps.is_empty() {
+            return 0;
+        }
+        let i = self.steps.partition_point(|s| s.start <= t);
+        self.steps[i.saturating_sub(1)].iteration
+    }
+}
+
 /// Counters of one file, merged into [`super::KinetoImportStats`].
 #[derive(Debug, Clone, Default)]
 pub struct FileStats {
@@ -511,7 +528,8 @@ pub struct ParsedFile {
     /// Correlation id to the CPU launch call.
     pub launches: HashMap<u64, LaunchRec>,
     pub hosts: Vec<HostRec>,
-    pub host_calls: Vec<CallRec>,
+    /// Its host calls, counted per name and iteration.
+    pub host_calls: Vec<HostCallCount>,
     pub call_sites: Vec<CallSites>,
     pub stats: FileStats,
 }
@@ -820,20 +838,14 @@ impl Collector {
                 return Ok(());
             };
             let a = EventArgs::Raw(raw).parse(name)?;
-            let Some(dims) = a.input_dims.and_then(shape_key) else {
+            let Some(key) = a.input_dims.and_then(shape_key) else {
                 return Ok(());
             };
-            call_name = format!("{name} {dims}");
+            call_name = format!("{name} {key}");
             dtype = input_dtype_any(&a);
         }
-        self.calls.calls.push(CallRec {
-            kind,
-            name: call_name,
-            tid: thread_id(ev),
-            start,
-            end,
-            dtype,
-        });
+        self.calls
+            .call(kind, call_name, thread_id(ev), (start, end), dtype);
         Ok(())
     }
 
@@ -943,14 +955,12 @@ fn input_dtype(args: &Args<'_>) -> Option<String> {
 
 /// The element type of a CPU op's first tensor input (a GEMM's `addmm` starts with its
 /// bias, which may be absent: the first input that has a type).
-fn input_dtype_any(args: &Args<'_>) -> Option<String> {
+fn input_dtype_any(args: &Args<'_>) -> Option<&'static str> {
     let types: serde_json::Value = serde_json::from_str(args.input_type?.get()).ok()?;
     types
         .as_array()?
         .iter()
-        .filter_map(|t| names::dtype_of_input_type(t.as_str()?))
-        .next()
-        .map(str::to_string)
+        .find_map(|t| names::dtype_of_input_type(t.as_str()?))
 }
 
 /// The collective arguments PyTorch writes (on NCCL kernels, or on `record_param_comms`).
@@ -1328,6 +1338,13 @@ pub fn parse_file(path: &str, data: &[u8]) -> Result<ParsedFile, KinetoError> {
     let dist = dist.unwrap_or_default();
     let mut c = collector;
     let call_sites = c.calls.sites(GC_PAUSE);
+    // Counted by the file's own steps, before either is shifted by the same base.
+    let host_calls = {
+        let mut steps = c.steps.clone();
+        steps.sort_by_key(|s| s.start);
+        let index = StepIndex { steps: &steps };
+        std::mem::take(&mut c.calls).counts(|t| index.iteration_at(t))
+    };
     c.args_from_param_comms();
     if c.kernels.is_empty() {
         c.kernels = std::mem::take(&mut c.cpu).into_kernels(&mut c.stats);
@@ -1365,10 +1382,6 @@ pub fn parse_file(path: &str, data: &[u8]) -> Result<ParsedFile, KinetoError> {
         for l in c.launches.values_mut() {
             l.ts = shift(l.ts)?;
         }
-        for k in &mut c.calls.calls {
-            k.start = shift(k.start)?;
-            k.end = shift(k.end)?;
-        }
     }
     Ok(ParsedFile {
         path: path.to_string(),
@@ -1380,7 +1393,7 @@ pub fn parse_file(path: &str, data: &[u8]) -> Result<ParsedFile, KinetoError> {
         kernels: c.kernels,
         launches: c.launches,
         hosts: c.hosts,
-        host_calls: c.calls.calls,
+        host_calls,
         call_sites,
         stats: c.stats,
     })
