@@ -20,6 +20,9 @@ pub struct CompareConfig {
     pub min_change_se: f64,
     /// A cause read from time must change by at least this share of the baseline's step.
     pub min_cause_share: f64,
+    /// Steps (rank x iteration) each run needs before a change of time is told from its
+    /// noise: fewer say nothing of the spread.
+    pub min_steps: u64,
 }
 
 impl Default for CompareConfig {
@@ -30,6 +33,7 @@ impl Default for CompareConfig {
             min_divergence_bits: 0.2,
             min_change_se: 3.0,
             min_cause_share: 0.01,
+            min_steps: 5,
         }
     }
 }
@@ -164,7 +168,16 @@ fn step_findings(c: &Comparison, cfg: &CompareConfig) -> Vec<Finding> {
     }
     let delta = after - before;
     let se = step_se(c);
-    if (delta / before).abs() < cfg.min_change || delta.abs() < cfg.min_change_se * se {
+    // With too few steps to estimate the noise, only a change far beyond any run-to-run
+    // spread (ten times the threshold) is told.
+    let few =
+        c.baseline.rank_iterations < cfg.min_steps || c.current.rank_iterations < cfg.min_steps;
+    let min_change = if few {
+        10.0 * cfg.min_change
+    } else {
+        cfg.min_change
+    };
+    if (delta / before).abs() < min_change || delta.abs() < cfg.min_change_se * se {
         return vec![];
     }
     let slower = delta > 0.0;

@@ -72,6 +72,9 @@ pub fn alignment(dtype: Option<&str>) -> Option<u64> {
     }
 }
 
+/// How much larger the share of misaligned GEMM calls must be in the current run.
+const MIN_SHARE_RISE: f64 = 0.1;
+
 /// One misaligned GEMM shape of a run.
 struct Misaligned {
     name: String,
@@ -116,11 +119,24 @@ fn gemms(run: &RunProfile) -> (f64, f64, Vec<Misaligned>) {
     (per_step, ms, misaligned)
 }
 
-/// GEMM shapes of the current run that miss the alignment and that the baseline did not
-/// run: named whatever this run's step shows (see the module of causes).
+/// A larger share of the current run's GEMM calls misses the alignment (by
+/// `MIN_SHARE_RISE` of them), with shapes the baseline did not run: named whatever this
+/// run's step shows (see the module of causes). A share, not a set of shapes: real jobs
+/// run data-dependent shapes (tokens per batch, ragged embeddings), so new misaligned
+/// shapes appear between any two runs while the share stays.
 pub fn misalignment(c: &Comparison, _cfg: &CompareConfig) -> Option<Finding> {
     let (b_calls, b_ms, b_bad) = gemms(&c.baseline);
     let (c_calls, c_ms, c_bad) = gemms(&c.current);
+    let share = |bad: &[Misaligned], calls: f64| {
+        if calls > 0.0 {
+            bad.iter().fold(0.0, |a, m| a + m.per_step) / calls
+        } else {
+            0.0
+        }
+    };
+    if share(&c_bad, c_calls) - share(&b_bad, b_calls) < MIN_SHARE_RISE {
+        return None;
+    }
     let before: BTreeSet<&str> = b_bad.iter().map(|m| m.name.as_str()).collect();
     let new: Vec<&Misaligned> = c_bad
         .iter()
@@ -154,7 +170,12 @@ pub fn misalignment(c: &Comparison, _cfg: &CompareConfig) -> Option<Finding> {
             bad_per_step(&c_bad),
             Some(bad_per_step(&b_bad)),
             Unit::None,
-            format!("GEMMs per step off the tensor-core alignment: {}", shown.join("; ")),
+            format!(
+                "GEMMs per step off the tensor-core alignment ({:.0}% of the GEMM calls against {:.0}%); new shapes: {}",
+                share(&c_bad, c_calls) * 100.0,
+                share(&b_bad, b_calls) * 100.0,
+                shown.join("; ")
+            ),
         )
         .decisive(),
         Evidence::new(

@@ -20,7 +20,8 @@ fn host_class(c: &Comparison, kind: OpKind) -> Option<&TimeClassChange> {
 /// rare and long, so their mean is noisy while their appearance is not).
 pub fn garbage_collection(c: &Comparison, cfg: &CompareConfig) -> Option<Finding> {
     let r = host_class(c, OpKind::GarbageCollection)?;
-    let switched_on = r.baseline_count < 0.05 * r.current_count
+    let switched_on = super::enough_steps(c, cfg)
+        && r.baseline_count < 0.05 * r.current_count
         && r.delta_ms() >= cfg.min_cause_share * c.baseline.step_ms;
     if r.delta_ms() <= 0.0 || !(switched_on || time_changed(r, c, cfg)) {
         return None;

@@ -68,16 +68,23 @@ fn finding(
     }
 }
 
-/// A class's change of time per step worth naming: at least `cfg.min_cause_share` of the
-/// baseline's step, a quarter of the class's time, and `cfg.min_change_se` standard
-/// errors (two runs of the same job differ by noise).
+/// A class's change of time per step worth naming: with `cfg.min_steps` steps in each
+/// run, at least `cfg.min_cause_share` of the baseline's step, a quarter of the class's
+/// time, and `cfg.min_change_se` standard errors (two runs of the same job differ by
+/// noise).
 fn time_changed(r: &TimeClassChange, c: &Comparison, cfg: &CompareConfig) -> bool {
     let delta = r.delta_ms().abs();
-    delta >= cfg.min_cause_share * c.baseline.step_ms
+    enough_steps(c, cfg)
+        && delta >= cfg.min_cause_share * c.baseline.step_ms
         && delta >= 0.25 * r.baseline_ms.max(r.current_ms)
         && delta
             >= cfg.min_change_se
                 * r.delta_se_ms(c.baseline.rank_iterations, c.current.rank_iterations)
+}
+
+/// Whether both runs have the steps a spread is estimated from.
+fn enough_steps(c: &Comparison, cfg: &CompareConfig) -> bool {
+    c.baseline.rank_iterations >= cfg.min_steps && c.current.rank_iterations >= cfg.min_steps
 }
 
 /// "train.py(88): step (40), model.py(12): forward (2)".

@@ -172,6 +172,38 @@ fn each_cause_is_named_from_its_own_evidence() {
             vec![Cause::DeviceSynchronization],
         ),
         (
+            "other token counts, as misaligned as before: data, not a change",
+            |c| {
+                for (r, m) in [(&mut c.baseline, 61), (&mut c.current, 57)] {
+                    r.host_calls[1].name = format!("aten::mm [[{m},1024],[1024,1024]]");
+                }
+            },
+            vec![],
+        ),
+        (
+            "a data-dependent sync a little more often: 1.5 -> 2.0 per step",
+            |c| {
+                for (r, n) in [(&mut c.baseline, 1.5), (&mut c.current, 2.0)] {
+                    r.host_calls.push(call(
+                        HostCallKind::Synchronize,
+                        "aten::_local_scalar_dense",
+                        None,
+                        n,
+                    ));
+                }
+            },
+            vec![],
+        ),
+        (
+            "a small op three times slower, but two steps each: no noise to judge by",
+            |c| {
+                set(c, "layer_norm", (0.8, 4.0), (2.4, 4.0));
+                c.baseline.rank_iterations = 2;
+                c.current.rank_iterations = 2;
+            },
+            vec![],
+        ),
+        (
             "a sync every twenty steps: below one per two steps",
             |c| {
                 c.current.host_calls.push(call(
