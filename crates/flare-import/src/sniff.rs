@@ -99,6 +99,10 @@ pub fn detect(paths: &[PathBuf]) -> Detected {
     }
     match sniff_head(p) {
         Some(f) => d(f, sniffed(f)),
+        None if p.is_file() && read_head(p, 4).is_some_and(|h| h.starts_with(b"PAR1")) => d(
+            Format::Kineto,
+            "a parquet file (an NDTimeline trace?): only `flare whatif` reads parquet; read as Kineto JSON",
+        ),
         None => d(
             Format::Kineto,
             "not a Flare trace, Flight Recorder dump or NCCL log: read as Kineto JSON",

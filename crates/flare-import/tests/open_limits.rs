@@ -568,3 +568,21 @@ fn two_kineto_files_of_one_rank_are_refused() {
     assert!(msg.contains("rank 0 appears in two files"), "{msg}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A parquet file (the NDTimeline traces `flare whatif` reads) given to `open` fails with
+/// words that say what it is and which command reads it, not only "malformed JSON".
+#[test]
+fn a_parquet_file_is_named_as_one() {
+    let path = data_dir().join("stragglers/trace-SE.parquet");
+    let why = detect(std::slice::from_ref(&path)).why;
+    assert!(
+        why.contains("parquet") && why.contains("flare whatif"),
+        "{why}"
+    );
+    let e = open_err(&[path], &auto());
+    assert!(
+        chain(&e).contains("only `flare whatif` reads parquet"),
+        "{}",
+        chain(&e)
+    );
+}
