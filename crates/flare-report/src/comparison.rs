@@ -7,9 +7,7 @@
 use crate::html::write_finding;
 use crate::util::{c, escape, fmt_num};
 use crate::{Step, STYLE};
-use flare_model::{
-    Comparison, FindingsDocument, HostCallKind, LatencyQuantiles, RunProfile, TimeClassChange,
-};
+use flare_model::{Comparison, FindingsDocument, HostCallKind, LatencyQuantiles, RunProfile};
 use std::fmt::Write;
 
 /// Classes drawn in the waterfall; the rest are one bar.
@@ -85,23 +83,13 @@ fn write_summary(s: &mut String, cmp: &Comparison, doc: &FindingsDocument) {
     );
 }
 
-/// "compute aten::mm [..]", "waiting for other ranks".
-fn label(r: &TimeClassChange) -> String {
-    match r.kind {
-        flare_model::TimeClassKind::Waiting | flare_model::TimeClassKind::Untraced => {
-            r.class.clone()
-        }
-        k => format!("{} {}", k.as_str(), r.class),
-    }
-}
-
 /// From the baseline's step to the current one, one bar per class (the classes add up).
 fn write_waterfall(s: &mut String, cmp: &Comparison) {
     let mut rows: Vec<(String, f64)> = cmp
         .classes
         .iter()
         .take(WATERFALL_ROWS)
-        .map(|r| (label(r), r.delta_ms()))
+        .map(|r| (r.label(), r.delta_ms()))
         .collect();
     if cmp.classes.len() > WATERFALL_ROWS {
         let rest: f64 = cmp.classes[WATERFALL_ROWS..]

@@ -261,7 +261,7 @@ fn step_findings(c: &Comparison, cfg: &CompareConfig) -> Vec<Finding> {
             "steps {} by {:.1}% ({before:.2} -> {after:.2} ms per step of a rank); the most of it: {} {:+.2} ms ({:.0}% of the change){counts}",
             if slower { "slower" } else { "faster" },
             (delta / before).abs() * 100.0,
-            label(top),
+            top.label(),
             top.delta_ms(),
             top.delta_ms() / delta * 100.0,
         ),
@@ -303,21 +303,12 @@ fn class_detail(r: &TimeClassChange, step_delta: f64) -> String {
     };
     format!(
         "{}: {:+.2} ms per step ({:.0}% of the step's change); ops per step {:.1} against {:.1}{rate}{presence}",
-        label(r),
+        r.label(),
         r.delta_ms(),
         r.delta_ms() / step_delta * 100.0,
         r.current_count,
         r.baseline_count
     )
-}
-
-/// "compute gemm", "communication all_reduce 4.0 MiB"; waiting and untraced time by
-/// their class alone.
-fn label(r: &TimeClassChange) -> String {
-    match r.kind {
-        TimeClassKind::Waiting | TimeClassKind::Untraced => r.class.clone(),
-        k => format!("{} {}", k.as_str(), r.class),
-    }
 }
 
 fn action(top: &TimeClassChange, slower: bool, more_often: bool) -> String {

@@ -624,6 +624,7 @@ impl Collector {
             "cuda_sync" => {
                 self.stats.runtime_host_calls += 1;
                 self.host_call(HostCallKind::Synchronize, name, &ev, None)
+                    .map(drop)
             }
             "python_function" => {
                 let (Some(dur), Some(tid)) = (optional_dur(&ev, name)?, thread_id(&ev)) else {
@@ -740,9 +741,11 @@ impl Collector {
                     EventArgs::Raw(raw) => Some(*raw),
                     _ => None,
                 };
-                if let Some(kind) = host_calls::call_kind(cat, name) {
-                    self.host_call(kind, name, &ev, raw_args)?;
-                }
+                // A GEMM's shapes, read once for its host call and its CPU span.
+                let gemm_shapes = match host_calls::call_kind(cat, name) {
+                    Some(kind) => self.host_call(kind, name, &ev, raw_args)?,
+                    None => None,
+                };
                 let flare_kind = if args.mention("Flare kind") {
                     args.parse(name)?
                         .flare_kind
@@ -778,8 +781,9 @@ impl Collector {
                             // matmul on a microbatch against one on the whole batch): with
                             // shapes recorded, they are told apart as the profiler's
                             // `group_by_input_shape` does.
-                            let shapes = match raw_args {
-                                Some(raw) if raw.get().contains("Input Dims") => {
+                            let shapes = match (gemm_shapes, raw_args) {
+                                (Some(dims), _) => Some(dims),
+                                (None, Some(raw)) if raw.get().contains("Input Dims") => {
                                     EventArgs::Raw(raw)
                                         .parse(name)?
                                         .input_dims
@@ -818,35 +822,37 @@ impl Collector {
         }
     }
 
-    /// Records a host call (see [`super::host_calls`]); a GEMM with its shapes and type.
+    /// Records a host call (see [`super::host_calls`]); a GEMM with its shapes and type,
+    /// whose shape key (`[[64,512],[512,512]]`) it returns.
     fn host_call(
         &mut self,
         kind: HostCallKind,
         name: &str,
         ev: &Event<'_>,
         raw_args: Option<&RawValue>,
-    ) -> Result<(), String> {
+    ) -> Result<Option<String>, String> {
         let start = required_ts(ev, name)?;
         let end = match optional_dur(ev, name)? {
             Some(d) => add(start, d, name)?,
             None => start,
         };
-        let (mut call_name, mut dtype) = (name.to_string(), None);
+        let (mut call_name, mut dtype, mut dims) = (name.to_string(), None, None);
         if kind == HostCallKind::Gemm {
             let Some(raw) = raw_args.filter(|r| r.get().contains("Input Dims")) else {
                 // Without shapes a GEMM says nothing about its alignment.
-                return Ok(());
+                return Ok(None);
             };
             let a = EventArgs::Raw(raw).parse(name)?;
             let Some(key) = a.input_dims.and_then(shape_key) else {
-                return Ok(());
+                return Ok(None);
             };
             call_name = format!("{name} {key}");
             dtype = input_dtype_any(&a);
+            dims = Some(key);
         }
         self.calls
             .call(kind, call_name, thread_id(ev), (start, end), dtype);
-        Ok(())
+        Ok(dims)
     }
 
     fn kernel(

@@ -149,6 +149,15 @@ impl TimeClassChange {
         self.current_ms - self.baseline_ms
     }
 
+    /// "compute gemm", "communication all_reduce 4.0 MiB"; waiting and untraced time by
+    /// their class alone.
+    pub fn label(&self) -> String {
+        match self.kind {
+            TimeClassKind::Waiting | TimeClassKind::Untraced => self.class.clone(),
+            k => format!("{} {}", k.as_str(), self.class),
+        }
+    }
+
     /// The standard error of `delta_ms` with the runs' `n` (rank, iteration) pairs each.
     pub fn delta_se_ms(&self, baseline_n: u64, current_n: u64) -> f64 {
         let v = |sd: f64, n: u64| sd * sd / n.max(1) as f64;

@@ -127,14 +127,11 @@ fn gemms(run: &RunProfile) -> (f64, f64, Vec<Misaligned>) {
 pub fn misalignment(c: &Comparison, _cfg: &CompareConfig) -> Option<Finding> {
     let (b_calls, b_ms, b_bad) = gemms(&c.baseline);
     let (c_calls, c_ms, c_bad) = gemms(&c.current);
-    let share = |bad: &[Misaligned], calls: f64| {
-        if calls > 0.0 {
-            bad.iter().fold(0.0, |a, m| a + m.per_step) / calls
-        } else {
-            0.0
-        }
-    };
-    if share(&c_bad, c_calls) - share(&b_bad, b_calls) < MIN_SHARE_RISE {
+    let misaligned = |v: &[Misaligned]| v.iter().fold(0.0, |a, m| a + m.per_step);
+    let (b_n, c_n) = (misaligned(&b_bad), misaligned(&c_bad));
+    let share = |n: f64, calls: f64| if calls > 0.0 { n / calls } else { 0.0 };
+    let (b_share, c_share) = (share(b_n, b_calls), share(c_n, c_calls));
+    if c_share - b_share < MIN_SHARE_RISE {
         return None;
     }
     let before: BTreeSet<&str> = b_bad.iter().map(|m| m.name.as_str()).collect();
@@ -162,18 +159,17 @@ pub fn misalignment(c: &Comparison, _cfg: &CompareConfig) -> Option<Finding> {
             m.per_step
         )
     };
-    let bad_per_step = |v: &[Misaligned]| v.iter().fold(0.0, |a, m| a + m.per_step);
     let shown: Vec<String> = new.iter().take(3).map(|m| dims(m)).collect();
     let evidence = vec![
         Evidence::new(
             EvidenceKey::MisalignedGemmsPerStep,
-            bad_per_step(&c_bad),
-            Some(bad_per_step(&b_bad)),
+            c_n,
+            Some(b_n),
             Unit::None,
             format!(
                 "GEMMs per step off the tensor-core alignment ({:.0}% of the GEMM calls against {:.0}%); new shapes: {}",
-                share(&c_bad, c_calls) * 100.0,
-                share(&b_bad, b_calls) * 100.0,
+                c_share * 100.0,
+                b_share * 100.0,
                 shown.join("; ")
             ),
         )

@@ -105,6 +105,11 @@ pub fn dataloader(c: &Comparison, cfg: &CompareConfig) -> Option<Finding> {
     ))
 }
 
+/// Time per call, ms.
+fn per_call(ms: f64, calls: f64) -> f64 {
+    ms / calls.max(1e-9)
+}
+
 /// Compute ops that are a small share of the step (under 5% of it in the baseline), run
 /// as often, and got slower per call: the "minority kernels" a profile by total time hides.
 pub fn minority_kernel(c: &Comparison, cfg: &CompareConfig) -> Option<Finding> {
@@ -119,7 +124,6 @@ pub fn minority_kernel(c: &Comparison, cfg: &CompareConfig) -> Option<Finding> {
                 <= cfg.count_change * r.baseline_count.max(r.current_count)
         })
         .filter_map(|r| {
-            let per_call = |ms: f64, n: f64| ms / n.max(1e-9);
             let ratio = per_call(r.current_ms, r.current_count)
                 / per_call(r.baseline_ms, r.baseline_count).max(1e-12);
             (ratio >= 1.5 && time_changed(r, c, cfg)).then_some((r, ratio))
@@ -127,7 +131,6 @@ pub fn minority_kernel(c: &Comparison, cfg: &CompareConfig) -> Option<Finding> {
         .collect();
     slow.sort_by(|a, b| b.0.delta_ms().total_cmp(&a.0.delta_ms()));
     let (top, ratio) = *slow.first()?;
-    let per_call = |ms: f64, n: f64| ms / n.max(1e-9);
     let evidence: Vec<Evidence> = slow
         .iter()
         .take(3)

@@ -6,7 +6,7 @@
 
 use super::finding;
 use crate::compare::CompareConfig;
-use flare_model::{Comparison, Evidence, EvidenceKey, Finding, HostCallKind, Severity, Unit};
+use flare_model::{Comparison, Evidence, EvidenceKey, Finding, Severity, Unit};
 
 /// Kernels each run needs for its distribution to be read.
 const MIN_KERNELS: u64 = 100;
@@ -27,13 +27,10 @@ pub fn launch_bound(c: &Comparison, cfg: &CompareConfig) -> Option<Finding> {
     {
         return None;
     }
-    let syncs = |r: &flare_model::RunProfile| -> f64 {
-        r.host_calls
-            .iter()
-            .filter(|h| h.kind == HostCallKind::Synchronize)
-            .fold(0.0, |a, h| a + h.per_step)
-    };
-    let (b_sync, c_sync) = (syncs(&c.baseline), syncs(&c.current));
+    let (b_sync, c_sync) = (
+        super::structure::syncs_per_step(&c.baseline),
+        super::structure::syncs_per_step(&c.current),
+    );
     let mut evidence = vec![Evidence::new(
         EvidenceKey::IssueLatencyP50Us,
         cur.p50_us,

@@ -18,30 +18,26 @@ use flare_model::{
 
 /// The causes the comparison's evidence names, each with its finding.
 pub fn named_causes(c: &Comparison, cfg: &CompareConfig) -> Vec<(RegressionCause, Finding)> {
-    let causes: [fn(&Comparison, &CompareConfig) -> Option<Finding>; 8] = [
-        gemm::misalignment,
-        structure::synchronization,
-        launch::launch_bound,
-        structure::memory_churn,
-        structure::collective_change,
-        host::garbage_collection,
-        host::dataloader,
-        host::minority_kernel,
-    ];
-    const NAMES: [RegressionCause; 8] = [
-        RegressionCause::TensorCoreMisalignment,
-        RegressionCause::DeviceSynchronization,
-        RegressionCause::LaunchBound,
-        RegressionCause::MemoryChurn,
-        RegressionCause::CollectiveChange,
-        RegressionCause::GarbageCollection,
-        RegressionCause::Dataloader,
-        RegressionCause::MinorityKernel,
+    type Rule = fn(&Comparison, &CompareConfig) -> Option<Finding>;
+    let causes: [(RegressionCause, Rule); 8] = [
+        (RegressionCause::TensorCoreMisalignment, gemm::misalignment),
+        (
+            RegressionCause::DeviceSynchronization,
+            structure::synchronization,
+        ),
+        (RegressionCause::LaunchBound, launch::launch_bound),
+        (RegressionCause::MemoryChurn, structure::memory_churn),
+        (
+            RegressionCause::CollectiveChange,
+            structure::collective_change,
+        ),
+        (RegressionCause::GarbageCollection, host::garbage_collection),
+        (RegressionCause::Dataloader, host::dataloader),
+        (RegressionCause::MinorityKernel, host::minority_kernel),
     ];
     causes
-        .iter()
-        .zip(NAMES)
-        .filter_map(|(f, name)| f(c, cfg).map(|finding| (name, finding)))
+        .into_iter()
+        .filter_map(|(name, rule)| rule(c, cfg).map(|finding| (name, finding)))
         .collect()
 }
 

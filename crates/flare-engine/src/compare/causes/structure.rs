@@ -17,7 +17,7 @@ fn calls(run: &RunProfile, kind: HostCallKind) -> Vec<&HostCallRate> {
 /// Host-device synchronizations per step: the framework's ops (`aten::...`) where the
 /// source recorded them, else the runtime's calls (each op syncs through one of those:
 /// counting both would count a sync twice).
-fn syncs_per_step(run: &RunProfile) -> f64 {
+pub(super) fn syncs_per_step(run: &RunProfile) -> f64 {
     let (mut ops, mut runtime) = (0.0, 0.0);
     for h in calls(run, HostCallKind::Synchronize) {
         if h.name.starts_with("aten::") {
@@ -32,14 +32,14 @@ fn syncs_per_step(run: &RunProfile) -> f64 {
 /// The calls of `kind` that run more often per step in the current run, most grown first,
 /// with their per-step counts in both runs.
 fn grown(c: &Comparison, kind: HostCallKind) -> Vec<(&HostCallRate, f64)> {
+    let baseline = calls(&c.baseline, kind);
     let mut out: Vec<(&HostCallRate, f64)> = calls(&c.current, kind)
         .into_iter()
         .map(|h| {
-            let before = calls(&c.baseline, kind)
+            let before = baseline
                 .iter()
                 .filter(|b| b.name == h.name)
-                .map(|b| b.per_step)
-                .fold(0.0, |a, b| a + b);
+                .fold(0.0, |a, b| a + b.per_step);
             (h, before)
         })
         .filter(|(h, before)| h.per_step > *before)
