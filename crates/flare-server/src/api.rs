@@ -34,16 +34,19 @@ pub(crate) struct AppState {
     max_body_bytes: usize,
     /// Sends alert events to the webhooks; none without webhooks.
     notifier: Option<Arc<Notifier>>,
+    /// This server's claim on the database, held while any request may still use it.
+    _lock: Arc<crate::files::ServerLock>,
 }
 
 impl AppState {
-    pub(crate) fn new(store: Store, cfg: &ServerConfig) -> Self {
+    pub(crate) fn new(store: Store, lock: crate::files::ServerLock, cfg: &ServerConfig) -> Self {
         AppState {
             store: Arc::new(Mutex::new(store)),
             token: cfg.token.as_bytes().into(),
             max_body_bytes: cfg.max_body_bytes,
             notifier: (!cfg.webhooks.is_empty())
                 .then(|| Arc::new(Notifier::start(cfg.webhooks.clone()))),
+            _lock: Arc::new(lock),
         }
     }
 
@@ -100,6 +103,7 @@ pub(crate) fn router(state: AppState) -> Router {
         .method_not_allowed_fallback(wrong_method)
         .layer(DefaultBodyLimit::max(limit))
         .layer(middleware::from_fn(request_timeout))
+        .layer(middleware::map_response(safe_headers))
         .with_state(state)
 }
 
@@ -199,6 +203,23 @@ async fn request_timeout(req: Request, next: Next) -> Response {
         )
         .into_response(),
     }
+}
+
+/// On every reply: a browser must take a JSON reply for JSON even when a user string in it
+/// looks like markup, and keep the token-protected answers out of caches.
+async fn safe_headers(mut resp: Response) -> Response {
+    let h = resp.headers_mut();
+    h.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    h.entry(header::CACHE_CONTROL)
+        .or_insert(HeaderValue::from_static("no-store"));
+    h.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("no-referrer"),
+    );
+    resp
 }
 
 async fn healthz() -> Json<Value> {

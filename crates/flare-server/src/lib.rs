@@ -28,6 +28,7 @@
 pub mod alerts;
 mod api;
 mod dashboard;
+pub mod files;
 mod ingest;
 mod logs;
 pub mod retention;
@@ -84,6 +85,8 @@ pub enum ServerError {
     Config(String),
     #[error(transparent)]
     Store(#[from] StoreError),
+    #[error(transparent)]
+    File(#[from] files::FileError),
     #[error("cannot listen on {addr}: {source}")]
     Bind {
         addr: SocketAddr,
@@ -131,6 +134,7 @@ impl Server {
                 "max_body_bytes must be greater than 0".into(),
             ));
         }
+        let lock = files::ServerLock::claim(&cfg.db, cfg.listen)?;
         let path = cfg.db.clone();
         let rules = cfg.alert_rules.clone();
         let store = tokio::task::spawn_blocking(move || {
@@ -151,7 +155,7 @@ impl Server {
             source,
         })?;
         info!(%addr, db = %cfg.db.display(), "flare server bound");
-        let state = api::AppState::new(store, &cfg);
+        let state = api::AppState::new(store, lock, &cfg);
         let router = api::router(state.clone());
         Ok(Server {
             listener,

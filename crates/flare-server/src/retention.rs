@@ -149,10 +149,16 @@ pub fn backup(db: &Path, out: &Path) -> Result<u64, StoreError> {
         path: out.to_path_buf(),
         why: "the path is not valid UTF-8".into(),
     })?;
+    // VACUUM INTO writes into an empty file as into a new one: made first, it is private.
+    crate::files::create_private(out)?;
     conn.execute("VACUUM INTO ?1", params![target])
-        .map_err(|e| StoreError::Backup {
-            path: out.to_path_buf(),
-            why: e.to_string(),
+        .map_err(|e| {
+            // Not left behind half-written, nor in the way of the next try.
+            let _ = std::fs::remove_file(out);
+            StoreError::Backup {
+                path: out.to_path_buf(),
+                why: e.to_string(),
+            }
         })?;
     std::fs::metadata(out)
         .map(|m| m.len())

@@ -85,6 +85,8 @@ pub enum StoreError {
     Backup { path: PathBuf, why: String },
     #[error("database error: {0}")]
     Sqlite(#[from] rusqlite::Error),
+    #[error(transparent)]
+    File(#[from] crate::files::FileError),
     #[error(
         "stored summary of job {job_id}, window {window}, node {node} is unreadable: {reason}"
     )]
@@ -348,6 +350,7 @@ impl Store {
             path: path.to_path_buf(),
             source,
         };
+        crate::files::create_private(path)?;
         let conn = Connection::open(path).map_err(open_err)?;
         // WAL lets readers run while a summary is written; NORMAL syncs at checkpoints,
         // which in WAL mode can lose the last commits on power loss but never corrupts,

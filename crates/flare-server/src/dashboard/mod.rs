@@ -127,11 +127,7 @@ fn secure(mut r: Response, content_type: &'static str) -> Response {
             "default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'",
         ),
     );
-    h.insert(
-        header::X_CONTENT_TYPE_OPTIONS,
-        HeaderValue::from_static("nosniff"),
-    );
-    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    // nosniff and no-store: on every reply (`api::safe_headers`).
     r
 }
 

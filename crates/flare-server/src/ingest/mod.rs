@@ -5,13 +5,10 @@
 use axum::http::StatusCode;
 use flare_model::summary::SUMMARY_VERSION;
 use flare_model::WindowSummary;
-use std::collections::HashSet;
 use std::io::Read;
 
-/// Largest job the server accepts: it bounds the missing-rank lists it computes.
-pub const MAX_WORLD_SIZE: u32 = 1 << 20;
-/// Longest job id or node name.
-const MAX_NAME_BYTES: usize = 256;
+mod validate;
+
 /// zstd level for plain bodies the store compresses itself: fast, and summaries are small.
 const STORE_ZSTD_LEVEL: i32 = 3;
 const ZSTD_MAGIC: [u8; 4] = [0x28, 0xb5, 0x2f, 0xfd];
@@ -140,101 +137,8 @@ fn parse(json: &[u8], encoding: Encoding) -> Result<WindowSummary, IngestError> 
         )));
     }
     let s: WindowSummary = serde_json::from_slice(json).map_err(bad)?;
-    validate(&s)?;
+    validate::summary(&s)?;
     Ok(s)
-}
-
-fn check_name(what: &str, v: &str) -> Result<(), IngestError> {
-    if v.trim().is_empty() {
-        return Err(IngestError::Invalid(format!("{what} is empty")));
-    }
-    if v.len() > MAX_NAME_BYTES {
-        return Err(IngestError::Invalid(format!(
-            "{what} is {} bytes long (at most {MAX_NAME_BYTES})",
-            v.len()
-        )));
-    }
-    if v.chars().any(char::is_control) {
-        return Err(IngestError::Invalid(format!(
-            "{what} {v:?} contains control characters"
-        )));
-    }
-    Ok(())
-}
-
-/// What the store and the engine rely on.
-fn validate(s: &WindowSummary) -> Result<(), IngestError> {
-    check_name("job_id", &s.job_id)?;
-    check_name("node", &s.node)?;
-    if s.window > i64::MAX as u64 {
-        return Err(IngestError::Invalid(format!(
-            "window {} is out of range (at most {})",
-            s.window,
-            i64::MAX
-        )));
-    }
-    if s.world_size > MAX_WORLD_SIZE {
-        return Err(IngestError::Invalid(format!(
-            "world_size {} is larger than this server accepts ({MAX_WORLD_SIZE})",
-            s.world_size
-        )));
-    }
-    let mut seen = HashSet::with_capacity(s.ranks.len());
-    for r in &s.ranks {
-        if s.world_size > 0 && r.rank >= s.world_size {
-            return Err(IngestError::Invalid(format!(
-                "rank {} is outside world_size {}",
-                r.rank, s.world_size
-            )));
-        }
-        if !seen.insert(r.rank) {
-            return Err(IngestError::Invalid(format!(
-                "rank {} appears twice in the summary of node {}",
-                r.rank, s.node
-            )));
-        }
-    }
-    for h in &s.hangs {
-        if s.world_size > 0 && h.rank >= s.world_size {
-            return Err(IngestError::Invalid(format!(
-                "hang record of rank {} is outside world_size {}",
-                h.rank, s.world_size
-            )));
-        }
-    }
-    if let Some(x) = &s.logs {
-        validate_logs(x)?;
-    }
-    Ok(())
-}
-
-/// Longest log file path accepted.
-const MAX_PATH_BYTES: usize = 4096;
-
-fn validate_logs(x: &flare_model::LogExcerpt) -> Result<(), IngestError> {
-    let big = |v: u64| v > i64::MAX as u64;
-    if big(x.lines_read) || big(x.lines_dropped) {
-        return Err(IngestError::Invalid(
-            "log line counts are out of range".into(),
-        ));
-    }
-    let lines = x.lines.iter().map(|l| (&l.file, l.line));
-    let progress = x.progress.iter().map(|p| (&p.file, p.line));
-    for (file, line) in lines.chain(progress) {
-        if file.is_empty() || file.len() > MAX_PATH_BYTES || file.chars().any(char::is_control) {
-            return Err(IngestError::Invalid(format!(
-                "log file path {:?} is empty, longer than {MAX_PATH_BYTES} bytes or holds control characters",
-                file.chars().take(80).collect::<String>()
-            )));
-        }
-        if line == 0 || big(line) {
-            return Err(IngestError::Invalid(format!(
-                "log line number {line} of {file} is out of range (1 to {})",
-                i64::MAX
-            )));
-        }
-    }
-    Ok(())
 }
 
 #[cfg(test)]
