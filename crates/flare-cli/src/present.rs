@@ -46,10 +46,11 @@ pub fn text(doc: &FindingsDocument) -> String {
         job.iterations.last().copied().unwrap_or(0),
         doc.diagnosis_ms.unwrap_or(0.0)
     ));
-    if !job.missing_ranks.is_empty() {
+    // A document read back from an older Flare has the list and no count.
+    let missing = job.missing_rank_count.max(job.missing_ranks.len() as u64);
+    if missing > 0 {
         out.push_str(&format!(
-            "note: no data for {} rank(s): {:?}\n",
-            job.missing_ranks.len(),
+            "note: no data for {missing} rank(s): {:?}\n",
             &job.missing_ranks[..job.missing_ranks.len().min(16)]
         ));
     }

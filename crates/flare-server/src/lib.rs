@@ -63,6 +63,8 @@ pub struct ServerConfig {
     pub alert_rules: alerts::AlertRules,
     /// What the database keeps (nothing is deleted by default).
     pub retention: retention::Retention,
+    /// Memory the store keeps between posts, estimated bytes.
+    pub cache_bytes: usize,
 }
 
 impl ServerConfig {
@@ -75,6 +77,7 @@ impl ServerConfig {
             webhooks: Vec::new(),
             alert_rules: alerts::AlertRules::default(),
             retention: retention::Retention::default(),
+            cache_bytes: store::DEFAULT_CACHE_BYTES,
         }
     }
 }
@@ -136,10 +139,11 @@ impl Server {
         }
         let lock = files::ServerLock::claim(&cfg.db, cfg.listen)?;
         let path = cfg.db.clone();
-        let rules = cfg.alert_rules.clone();
+        let (rules, cache_bytes) = (cfg.alert_rules.clone(), cfg.cache_bytes);
         let store = tokio::task::spawn_blocking(move || {
             store::Store::open(&path).map(|mut s| {
                 s.set_alert_rules(rules);
+                s.set_cache_bytes(cache_bytes);
                 s
             })
         })

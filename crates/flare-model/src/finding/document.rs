@@ -45,8 +45,12 @@ pub struct JobSummary {
     pub source: String,
     pub world_size: u32,
     pub ranks_with_data: usize,
-    /// Ranks the job has but the data holds nothing for.
+    /// Ranks the job has but the data holds nothing for: the first
+    /// [`JobSummary::MISSING_RANKS_LISTED`] of them (`missing_rank_count` says how many).
     pub missing_ranks: Vec<u32>,
+    /// How many ranks have no data; more than `missing_ranks` lists when the list was cut.
+    #[serde(default)]
+    pub missing_rank_count: u64,
     /// The iterations analysed (traces).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub iterations: Vec<u32>,
@@ -65,6 +69,33 @@ pub struct JobSummary {
     /// When the window was analysed, Unix ns (live).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub analysed_unix_ns: Option<u64>,
+}
+
+impl JobSummary {
+    /// Missing ranks the document spells out: a job that lost most of a large world
+    /// (or a summary that claims a huge one) must not make every read megabytes long.
+    pub const MISSING_RANKS_LISTED: usize = 1024;
+
+    /// Sets `missing_ranks` (the first [`Self::MISSING_RANKS_LISTED`]) and
+    /// `missing_rank_count` from ranges of missing ranks, inclusive, in order.
+    pub fn set_missing_rank_ranges(&mut self, ranges: &[(u32, u32)]) {
+        self.missing_rank_count = ranges
+            .iter()
+            .map(|&(lo, hi)| u64::from(hi.saturating_sub(lo)) + 1)
+            .sum();
+        self.missing_ranks = ranges
+            .iter()
+            .flat_map(|&(lo, hi)| lo..=hi)
+            .take(Self::MISSING_RANKS_LISTED)
+            .collect();
+    }
+
+    /// Cuts a full list of missing ranks to the listed ones, counting them all.
+    fn limit_missing_ranks(&mut self) {
+        let listed = self.missing_ranks.len() as u64;
+        self.missing_rank_count = self.missing_rank_count.max(listed);
+        self.missing_ranks.truncate(Self::MISSING_RANKS_LISTED);
+    }
 }
 
 /// A detector that could not run on this data, and why.
@@ -171,7 +202,8 @@ pub struct FindingsDocument {
 impl FindingsDocument {
     /// A document for these findings: sorted most important first, with the verdict and
     /// the culprit ranks derived from them.
-    pub fn new(job: JobSummary, mut findings: Vec<Finding>, conclusive: bool) -> Self {
+    pub fn new(mut job: JobSummary, mut findings: Vec<Finding>, conclusive: bool) -> Self {
+        job.limit_missing_ranks();
         findings.sort_by(Finding::by_importance);
         for f in findings.iter_mut() {
             f.settle_decisive();
@@ -275,6 +307,27 @@ mod tests {
             corroborated_by: vec![],
             failure: None,
         }
+    }
+
+    #[test]
+    fn missing_ranks_are_listed_up_to_a_bound_and_counted_in_full() {
+        let mut job = JobSummary::default();
+        job.set_missing_rank_ranges(&[(2, 3), (5, (1 << 20) - 1)]);
+        assert_eq!(job.missing_rank_count, 2 + (1 << 20) - 5);
+        assert_eq!(job.missing_ranks.len(), JobSummary::MISSING_RANKS_LISTED);
+        assert_eq!(&job.missing_ranks[..4], &[2, 3, 5, 6]);
+        // A full list given by an importer is cut by the document, and counted.
+        let full = JobSummary {
+            missing_ranks: (0..5000).collect(),
+            ..JobSummary::default()
+        };
+        let doc = FindingsDocument::new(full, vec![], true);
+        assert_eq!(doc.job.missing_rank_count, 5000);
+        assert_eq!(
+            doc.job.missing_ranks.len(),
+            JobSummary::MISSING_RANKS_LISTED
+        );
+        assert!(doc.to_json().len() < 16 << 10);
     }
 
     #[test]

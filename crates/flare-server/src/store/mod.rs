@@ -6,7 +6,12 @@
 //! threads): SQLite serialises writers anyway, and ingest must read-modify-write a window
 //! atomically so two nodes posting at once cannot leave a diagnosis that misses one.
 
+mod cache;
+
+pub use cache::DEFAULT_CACHE_BYTES;
+
 use crate::ingest;
+use cache::{LiveWindowCache, WindowCache};
 use flare_engine::live::{diagnose_window, LiveConfig, LiveDiagnosis, LiveWindow};
 use flare_model::{
     Finding, FindingKind, FindingsDocument, JobSummary, RankTime, SkippedDetector, WindowHistory,
@@ -14,20 +19,11 @@ use flare_model::{
 };
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 /// Version of the tables below, kept in SQLite's `user_version`.
 pub const SCHEMA_VERSION: i64 = 1;
-
-/// Decoded summaries kept in memory, so that re-analysing a window after each node's post
-/// does not decode every stored summary of it again. Bounded in summaries, not windows:
-/// a window holds one per node.
-const CACHE_SUMMARIES: usize = 16_384;
-
-/// Merged windows kept for the next windows' analyses (each is analysed with the job's
-/// earlier windows), bounded in ranks: a window holds one record per rank.
-const CACHE_WINDOW_RANKS: usize = 262_144;
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS jobs (
@@ -272,10 +268,6 @@ impl WindowDiagnosis {
         self.notes.extend(m.notes);
     }
 
-    pub fn missing_ranks(&self) -> Vec<u32> {
-        self.missing.iter().flat_map(|&(lo, hi)| lo..=hi).collect()
-    }
-
     /// The findings document of this window, as the API serves it.
     pub fn document(
         &self,
@@ -284,18 +276,18 @@ impl WindowDiagnosis {
         windows_analysed: u64,
         history: Vec<WindowHistory>,
     ) -> FindingsDocument {
-        let job = JobSummary {
+        let mut job = JobSummary {
             id: job_id.to_string(),
             source: "agent".into(),
             world_size: self.world_size,
             ranks_with_data: self.ranks_with_data,
-            missing_ranks: self.missing_ranks(),
             nodes: Some(self.nodes),
             window: Some(window),
             windows_analysed: Some(windows_analysed),
             analysed_unix_ns: Some(self.analysed_unix_ns),
             ..JobSummary::default()
         };
+        job.set_missing_rank_ranges(&self.missing);
         let mut doc = FindingsDocument::new(job, self.findings.clone(), self.conclusive);
         doc.rank_breakdown = self.figures.breakdown.clone();
         doc.notes = self.notes.clone();
@@ -387,8 +379,8 @@ impl Store {
         .map_err(open_err)?;
         Ok(Store {
             conn,
-            cache: WindowCache::new(CACHE_SUMMARIES, Vec::len),
-            windows: LiveWindowCache::new(CACHE_WINDOW_RANKS, |w| w.ranks.len()),
+            cache: WindowCache::new(DEFAULT_CACHE_BYTES / 3 * 2, cache::summaries_bytes),
+            windows: LiveWindowCache::new(DEFAULT_CACHE_BYTES / 3, cache::live_window_bytes),
             live: LiveConfig::default(),
             logs: crate::logs::Logs::default(),
             alert_rules: crate::alerts::AlertRules::default(),
@@ -560,6 +552,14 @@ impl Store {
     /// The rules alerts follow (the default until set).
     pub fn set_alert_rules(&mut self, rules: crate::alerts::AlertRules) {
         self.alert_rules = rules;
+    }
+
+    /// Bounds the memory the store keeps between posts (decoded summaries two thirds,
+    /// merged windows one third); empties both caches.
+    pub fn set_cache_bytes(&mut self, bytes: usize) {
+        let summaries = bytes / 3 * 2;
+        self.cache = WindowCache::new(summaries, cache::summaries_bytes);
+        self.windows = LiveWindowCache::new(bytes - summaries, cache::live_window_bytes);
     }
 
     /// The latest alert events, newest first, of one job or of all.
@@ -904,87 +904,6 @@ pub enum StoredSummaries {
     Summaries(Vec<WindowSummary>),
 }
 
-/// Least-recently-used values per (job, window), bounded in a weight (summaries held,
-/// ranks held): the entry just used stays even when it alone exceeds the bound.
-struct Lru<V> {
-    entries: HashMap<(String, u64), (u64, V)>,
-    clock: u64,
-    weight: usize,
-    bound: usize,
-    weigh: fn(&V) -> usize,
-}
-
-impl<V> Lru<V> {
-    fn new(bound: usize, weigh: fn(&V) -> usize) -> Self {
-        Lru {
-            entries: HashMap::new(),
-            clock: 0,
-            weight: 0,
-            bound,
-            weigh,
-        }
-    }
-
-    /// Takes the value out (the caller puts it back once done with it).
-    fn take(&mut self, key: &(String, u64)) -> Option<V> {
-        let (_, v) = self.entries.remove(key)?;
-        self.weight -= (self.weigh)(&v);
-        Some(v)
-    }
-
-    /// Drops every entry of a job.
-    fn forget_job(&mut self, job_id: &str) {
-        let weigh = self.weigh;
-        let mut freed = 0;
-        self.entries.retain(|k, (_, v)| {
-            let keep = k.0 != job_id;
-            if !keep {
-                freed += weigh(v);
-            }
-            keep
-        });
-        self.weight -= freed;
-    }
-
-    /// The value, without marking it used.
-    fn peek(&self, key: &(String, u64)) -> Option<&V> {
-        self.entries.get(key).map(|e| &e.1)
-    }
-
-    fn get(&mut self, key: &(String, u64)) -> Option<&V> {
-        self.clock += 1;
-        let e = self.entries.get_mut(key)?;
-        e.0 = self.clock;
-        Some(&e.1)
-    }
-
-    fn put(&mut self, key: (String, u64), v: V) {
-        self.clock += 1;
-        self.weight += (self.weigh)(&v);
-        if let Some((_, old)) = self.entries.insert(key, (self.clock, v)) {
-            self.weight -= (self.weigh)(&old);
-        }
-        while self.weight > self.bound && self.entries.len() > 1 {
-            let Some(oldest) = self
-                .entries
-                .iter()
-                .min_by_key(|(_, (used, _))| *used)
-                .map(|(k, _)| k.clone())
-            else {
-                break;
-            };
-            if let Some((_, v)) = self.entries.remove(&oldest) {
-                self.weight -= (self.weigh)(&v);
-            }
-        }
-    }
-}
-
-/// Decoded summaries of a window, one per node.
-type WindowCache = Lru<Vec<WindowSummary>>;
-/// Merged windows, one record per rank.
-type LiveWindowCache = Lru<LiveWindow>;
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1042,7 +961,9 @@ mod tests {
         let d = store.diagnosis("job", 5).unwrap().unwrap();
         assert_eq!(d.nodes, 2);
         assert_eq!(d.missing, vec![(2, 3), (5, 7)]);
-        assert_eq!(d.missing_ranks(), vec![2, 3, 5, 6, 7]);
+        let doc = d.document("j", 0, 1, vec![]);
+        assert_eq!(doc.job.missing_ranks, vec![2, 3, 5, 6, 7]);
+        assert_eq!(doc.job.missing_rank_count, 5);
         let n: i64 = store
             .conn
             .query_row("SELECT COUNT(*) FROM summaries", [], |r| r.get(0))
@@ -1079,24 +1000,5 @@ mod tests {
             .unwrap();
         let err = Store::open(&path).err().unwrap().to_string();
         assert!(err.contains("schema version 99"), "{err}");
-    }
-
-    #[test]
-    fn the_cache_stays_bounded() {
-        let mut c = WindowCache::new(CACHE_SUMMARIES, Vec::len);
-        for w in 0..(CACHE_SUMMARIES as u64 + 10) {
-            c.put(("j".into(), w), vec![summary("a", w, &[0])]);
-        }
-        assert_eq!(c.weight, CACHE_SUMMARIES);
-        assert!(c.take(&("j".into(), 0)).is_none(), "oldest evicted");
-        // A window analysed again replaces its entry, and its weight.
-        let key = ("j".to_string(), CACHE_SUMMARIES as u64 + 9);
-        c.put(
-            key.clone(),
-            vec![summary("a", 1, &[0]), summary("b", 1, &[1])],
-        );
-        assert_eq!(c.weight, CACHE_SUMMARIES);
-        assert_eq!(c.get(&key).map(Vec::len), Some(2));
-        assert!(c.take(&("j".into(), CACHE_SUMMARIES as u64 + 9)).is_some());
     }
 }
