@@ -60,6 +60,9 @@ pub struct PushConfig {
     /// The server's base URL (`http://host:port`), or the full summaries endpoint.
     pub server: String,
     pub token: Option<String>,
+    /// PEM certificates to trust for an https server (a cluster's own CA) instead of the
+    /// public roots.
+    pub ca_cert: Option<PathBuf>,
     /// Summaries kept while the server is unreachable; the oldest go first.
     pub max_queue: usize,
     /// Compressed bytes kept while the server is unreachable.
@@ -77,6 +80,7 @@ impl PushConfig {
         PushConfig {
             server: server.into(),
             token,
+            ca_cert: None,
             max_queue: 1024,
             max_queue_bytes: 64 << 20,
             initial_backoff: Duration::from_millis(500),

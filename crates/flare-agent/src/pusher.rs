@@ -104,6 +104,32 @@ pub fn endpoint(server: &str) -> Result<String, AgentError> {
     }
 }
 
+/// The certificates of a PEM file (a cluster's CA): at least one.
+#[cfg(feature = "tls")]
+fn read_ca(path: &std::path::Path) -> Result<Vec<ureq::tls::Certificate<'static>>, AgentError> {
+    let pem = std::fs::read(path).map_err(|e| AgentError::io(path, e))?;
+    let mut certs = Vec::new();
+    for item in ureq::tls::parse_pem(&pem) {
+        match item {
+            Ok(ureq::tls::PemItem::Certificate(c)) => certs.push(c),
+            Ok(_) => {}
+            Err(e) => {
+                return Err(AgentError::Config(format!(
+                    "{}: not a PEM file: {e}",
+                    path.display()
+                )))
+            }
+        }
+    }
+    if certs.is_empty() {
+        return Err(AgentError::Config(format!(
+            "{}: holds no PEM certificate (-----BEGIN CERTIFICATE-----)",
+            path.display()
+        )));
+    }
+    Ok(certs)
+}
+
 impl Pusher {
     pub fn start(cfg: PushConfig) -> Result<Pusher, AgentError> {
         let url = endpoint(&cfg.server)?;
@@ -119,12 +145,26 @@ impl Pusher {
             }),
             wake: Condvar::new(),
         });
-        let agent: ureq::Agent = ureq::Agent::config_builder()
+        let builder = ureq::Agent::config_builder()
             .http_status_as_error(false)
             .timeout_global(Some(cfg.request_timeout))
-            .user_agent(concat!("flare-agent/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .into();
+            .user_agent(concat!("flare-agent/", env!("CARGO_PKG_VERSION")));
+        #[cfg(not(feature = "tls"))]
+        if cfg.ca_cert.is_some() {
+            return Err(AgentError::Config(
+                "--ca-cert needs the agent built with the `tls` feature (cargo build --features flare-agent/tls)".into(),
+            ));
+        }
+        #[cfg(feature = "tls")]
+        let builder = match &cfg.ca_cert {
+            None => builder,
+            Some(ca) => builder.tls_config(
+                ureq::tls::TlsConfig::builder()
+                    .root_certs(ureq::tls::RootCerts::new_with_certs(&read_ca(ca)?))
+                    .build(),
+            ),
+        };
+        let agent: ureq::Agent = builder.build().into();
         let thread = {
             let (shared, cfg, url) = (shared.clone(), cfg.clone(), url.clone());
             std::thread::Builder::new()

@@ -35,6 +35,10 @@ pub struct AgentArgs {
     /// command-line argument is visible to other users in `ps`.
     #[arg(long, value_name = "TOKEN")]
     pub token: Option<String>,
+    /// PEM certificate(s) to trust for an https --server (the cluster's own CA) instead of
+    /// the public roots.
+    #[arg(long, value_name = "FILE")]
+    pub ca_cert: Option<PathBuf>,
     /// Also write every summary as JSON into this directory.
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
@@ -95,7 +99,10 @@ pub fn run(args: AgentArgs) -> Result<ExitCode> {
             let Some(token) = token.filter(|t| !t.trim().is_empty()) else {
                 bail!("--server needs a token: pass --token TOKEN or set FLARE_TOKEN");
             };
-            Some(PushConfig::new(server, Some(token)))
+            Some(PushConfig {
+                ca_cert: args.ca_cert,
+                ..PushConfig::new(server, Some(token))
+            })
         }
         None => None,
     };

@@ -3,7 +3,7 @@
 use anyhow::{bail, Result};
 use clap::Args;
 use flare_model::Severity;
-use flare_server::{ServerConfig, DEFAULT_MAX_BODY_BYTES};
+use flare_server::{ConnLimits, IngestRate, ServerConfig, TlsFiles, DEFAULT_MAX_BODY_BYTES};
 use std::io::Write;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -22,6 +22,41 @@ pub struct ServeArgs {
     /// environment variable: a command-line argument is visible to other users in `ps`.
     #[arg(long, value_name = "TOKEN")]
     pub token: Option<String>,
+    /// A token that may only post summaries (give it to the agents). Repeatable; also
+    /// FLARE_INGEST_TOKEN.
+    #[arg(long = "ingest-token", value_name = "TOKEN")]
+    pub ingest_tokens: Vec<String>,
+    /// A token that may only read: the API's GETs and the dashboard (give it to people).
+    /// Repeatable; also FLARE_READ_TOKEN.
+    #[arg(long = "read-token", value_name = "TOKEN")]
+    pub read_tokens: Vec<String>,
+    /// Serve HTTPS with this PEM certificate chain (leaf first); needs --tls-key and a
+    /// server built with `--features flare-server/tls`.
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// The certificate's PEM private key.
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// Open connections in all (lowered to what the file-descriptor limit allows).
+    #[arg(long, default_value_t = ConnLimits::default().max_connections)]
+    pub max_connections: usize,
+    /// Open connections from one IP address; 0 for no bound (behind a proxy every client
+    /// comes through).
+    #[arg(long, default_value_t = ConnLimits::default().max_connections_per_ip)]
+    pub max_connections_per_ip: usize,
+    /// Time a client has to send a request's header; idle connections close after it too.
+    #[arg(long, default_value = "20s", value_parser = duration)]
+    pub header_timeout: Duration,
+    /// Summaries one IP address may post per second, sustained (429 beyond, and agents
+    /// retry).
+    #[arg(long, default_value_t = IngestRate::default().per_s)]
+    pub ingest_rate: f64,
+    /// Summaries one IP address may post at once.
+    #[arg(long, default_value_t = IngestRate::default().burst)]
+    pub ingest_burst: u32,
+    /// Memory kept between posts for decoded summaries and merged windows (`384MiB`).
+    #[arg(long, value_name = "SIZE", value_parser = bytes, default_value = "384MiB")]
+    pub cache_bytes: u64,
     /// Largest request body accepted, in bytes; also bounds a summary once decompressed.
     #[arg(long, default_value_t = DEFAULT_MAX_BODY_BYTES)]
     pub max_body_bytes: usize,
@@ -116,6 +151,16 @@ pub enum AlertSeverity {
     Critical,
 }
 
+/// A token from the environment, if set.
+fn env_token(var: &str) -> Result<Option<String>> {
+    match std::env::var(var) {
+        Ok(t) if t.trim().is_empty() => bail!("{var} is set but empty"),
+        Ok(t) => Ok(Some(t)),
+        Err(std::env::VarError::NotPresent) => Ok(None),
+        Err(std::env::VarError::NotUnicode(_)) => bail!("{var} is not valid UTF-8"),
+    }
+}
+
 pub fn run(args: ServeArgs) -> Result<ExitCode> {
     let token = match args.token {
         Some(t) => t,
@@ -130,8 +175,28 @@ pub fn run(args: ServeArgs) -> Result<ExitCode> {
     if token.trim().is_empty() {
         bail!("the token is empty: pass --token TOKEN or set FLARE_TOKEN to a non-empty secret");
     }
+    let mut ingest_tokens = args.ingest_tokens;
+    ingest_tokens.extend(env_token("FLARE_INGEST_TOKEN")?);
+    let mut read_tokens = args.read_tokens;
+    read_tokens.extend(env_token("FLARE_READ_TOKEN")?);
     flare_server::init_logging();
     let cfg = ServerConfig {
+        ingest_tokens,
+        read_tokens,
+        tls: match (args.tls_cert, args.tls_key) {
+            (Some(cert), Some(key)) => Some(TlsFiles { cert, key }),
+            _ => None,
+        },
+        connections: ConnLimits {
+            header_read_timeout: args.header_timeout,
+            max_connections: args.max_connections,
+            max_connections_per_ip: args.max_connections_per_ip,
+        },
+        ingest_rate: IngestRate {
+            per_s: args.ingest_rate,
+            burst: args.ingest_burst,
+        },
+        cache_bytes: usize::try_from(args.cache_bytes).unwrap_or(usize::MAX),
         webhooks: args.alert_webhooks,
         alert_rules: flare_server::alerts::AlertRules {
             min_severity: match args.alert_min_severity {
@@ -150,12 +215,13 @@ pub fn run(args: ServeArgs) -> Result<ExitCode> {
         },
         ..ServerConfig::new(args.listen, args.db, token)
     };
+    let scheme = if cfg.tls.is_some() { "https" } else { "http" };
     flare_server::run_blocking(
         cfg,
         |addr| {
             // Scripts and tests read the real address (port 0) from this first line.
             let mut out = std::io::stdout().lock();
-            let _ = writeln!(out, "listening on http://{addr}");
+            let _ = writeln!(out, "listening on {scheme}://{addr}");
             let _ = out.flush();
         },
         flare_server::shutdown_signal(),

@@ -1,13 +1,14 @@
 //! HTTP routes: authentication, ingest, and the read API.
 
 use crate::alerts::Notifier;
+use crate::auth::{Need, RateLimiter, Tokens};
 use crate::dashboard;
 use crate::ingest::{self, Encoding, IngestError};
 use crate::store::{Store, StoreError, StoredSummaries};
 use crate::ServerConfig;
 use axum::body::Bytes;
 use axum::extract::rejection::{BytesRejection, QueryRejection};
-use axum::extract::{DefaultBodyLimit, Path, Query, Request, State};
+use axum::extract::{ConnectInfo, DefaultBodyLimit, Path, Query, Request, State};
 use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode, Uri};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
@@ -15,8 +16,9 @@ use axum::routing::{get, post, put};
 use axum::{Json, Router};
 use flare_model::FindingsDocument;
 use serde_json::{json, Value};
+use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tracing::{debug, error, warn};
 
 /// Windows of history the findings document carries.
@@ -30,7 +32,8 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
 #[derive(Clone)]
 pub(crate) struct AppState {
     store: Arc<Mutex<Store>>,
-    token: Arc<[u8]>,
+    tokens: Arc<Tokens>,
+    limiter: Arc<Mutex<RateLimiter>>,
     max_body_bytes: usize,
     /// Sends alert events to the webhooks; none without webhooks.
     notifier: Option<Arc<Notifier>>,
@@ -42,7 +45,12 @@ impl AppState {
     pub(crate) fn new(store: Store, lock: crate::files::ServerLock, cfg: &ServerConfig) -> Self {
         AppState {
             store: Arc::new(Mutex::new(store)),
-            token: cfg.token.as_bytes().into(),
+            tokens: Arc::new(Tokens::new(
+                &cfg.token,
+                &cfg.ingest_tokens,
+                &cfg.read_tokens,
+            )),
+            limiter: Arc::new(Mutex::new(RateLimiter::new(cfg.ingest_rate))),
             max_body_bytes: cfg.max_body_bytes,
             notifier: (!cfg.webhooks.is_empty())
                 .then(|| Arc::new(Notifier::start(cfg.webhooks.clone()))),
@@ -79,26 +87,34 @@ impl AppState {
 
 pub(crate) fn router(state: AppState) -> Router {
     let limit = state.max_body_bytes;
-    let authed = Router::new()
+    let guard = |need| middleware::from_fn_with_state((state.clone(), need), require_token);
+    let ingest = Router::new()
         .route("/api/v1/summaries", post(post_summary))
+        .route_layer(middleware::from_fn_with_state(state.clone(), rate_limit))
+        .route_layer(guard(Need::Ingest));
+    let read = Router::new()
         .route("/api/jobs", get(list_jobs))
         .route("/api/jobs/{id}/findings", get(job_findings))
         .route("/api/jobs/{id}/summaries", get(job_summaries))
+        .route("/api/alerts", get(list_alerts))
+        .route("/api/ui/jobs", get(ui_jobs))
+        .route("/api/ui/jobs/{id}", get(ui_job))
+        .route_layer(guard(Need::Read));
+    let operate = Router::new()
         .route(
             "/api/jobs/{id}/silence",
             put(silence_job).delete(unsilence_job),
         )
-        .route("/api/alerts", get(list_alerts))
-        .route("/api/ui/jobs", get(ui_jobs))
-        .route("/api/ui/jobs/{id}", get(ui_job))
-        .route_layer(middleware::from_fn_with_state(state.clone(), require_token));
+        .route_layer(guard(Need::Operate));
     Router::new()
         .route("/healthz", get(healthz))
         .route("/", get(dashboard::page))
         .route("/jobs/{id}", get(dashboard::page))
         .route("/ui/app.js", get(dashboard::app_js))
         .route("/ui/style.css", get(dashboard::style_css))
-        .merge(authed)
+        .merge(ingest)
+        .merge(read)
+        .merge(operate)
         .fallback(no_route)
         .method_not_allowed_fallback(wrong_method)
         .layer(DefaultBodyLimit::max(limit))
@@ -157,11 +173,15 @@ impl IntoResponse for ApiError {
     }
 }
 
-async fn require_token(State(state): State<AppState>, req: Request, next: Next) -> Response {
+async fn require_token(
+    State((state, need)): State<(AppState, Need)>,
+    req: Request,
+    next: Next,
+) -> Response {
     let Some(value) = req.headers().get(header::AUTHORIZATION) else {
         return ApiError::new(
             StatusCode::UNAUTHORIZED,
-            "missing Authorization header: send Authorization: Bearer <token>",
+            "missing Authorization header: send Authorization: Bearer <token> (a token in the URL is never accepted)",
         )
         .into_response();
     };
@@ -174,21 +194,43 @@ async fn require_token(State(state): State<AppState>, req: Request, next: Next) 
         )
         .into_response(),
     };
-    if !constant_time_eq(token.trim_ascii(), &state.token) {
-        return ApiError::new(StatusCode::UNAUTHORIZED, "invalid token").into_response();
+    match state.tokens.role(token.trim_ascii()) {
+        None => ApiError::new(StatusCode::UNAUTHORIZED, "invalid token").into_response(),
+        Some(role) if !role.may(need) => {
+            ApiError::new(StatusCode::FORBIDDEN, need.refusal()).into_response()
+        }
+        Some(_) => next.run(req).await,
     }
-    next.run(req).await
 }
 
-/// Compares without stopping at the first differing byte, so response time does not tell
-/// an attacker how much of a guess was right. The length is not hidden: it says nothing
-/// about the token's bytes.
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    if a.len() != b.len() {
-        return false;
+/// Posts from one address beyond its rate get 429 and when to come back, before their
+/// body is read.
+async fn rate_limit(State(state): State<AppState>, req: Request, next: Next) -> Response {
+    let ip = req
+        .extensions()
+        .get::<ConnectInfo<SocketAddr>>()
+        .map(|c| c.0.ip());
+    if let Some(ip) = ip {
+        let taken = state
+            .limiter
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take(ip, Instant::now());
+        if let Err(wait_s) = taken {
+            let mut resp = ApiError::new(
+                StatusCode::TOO_MANY_REQUESTS,
+                format!(
+                    "{ip} posts summaries faster than this server accepts; retry in {wait_s:.1} s"
+                ),
+            )
+            .into_response();
+            let secs = wait_s.ceil().max(1.0) as u64;
+            resp.headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(secs));
+            return resp;
+        }
     }
-    let diff = a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y));
-    std::hint::black_box(diff) == 0
+    next.run(req).await
 }
 
 async fn request_timeout(req: Request, next: Next) -> Response {
@@ -558,17 +600,4 @@ async fn unsilence_job(
     Ok(Json(
         json!({ "job_id": job_id, "silenced": false, "was_silenced": had }),
     ))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::constant_time_eq;
-
-    #[test]
-    fn token_comparison() {
-        assert!(constant_time_eq(b"secret", b"secret"));
-        assert!(!constant_time_eq(b"secreT", b"secret"));
-        assert!(!constant_time_eq(b"secret1", b"secret"));
-        assert!(!constant_time_eq(b"", b"secret"));
-    }
 }

@@ -27,19 +27,25 @@
 
 pub mod alerts;
 mod api;
+mod auth;
+mod connections;
 mod dashboard;
 pub mod files;
 mod ingest;
 mod logs;
 pub mod retention;
 pub mod store;
+#[cfg(feature = "tls")]
+mod tls;
 
+pub use connections::{ConnCounters, ConnLimits};
 pub use ingest::IngestError;
 pub use store::{StoreError, WindowDiagnosis, SCHEMA_VERSION};
 
 use std::future::Future;
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::Arc;
 use tokio::net::TcpListener;
 use tracing::info;
 
@@ -47,14 +53,40 @@ use tracing::info;
 /// few kilobytes per node; this leaves room for nodes with many ranks and ops.
 pub const DEFAULT_MAX_BODY_BYTES: usize = 8 << 20;
 
+/// Summaries one client address may post: `per_s` on average, `burst` at once (an
+/// agent catching up after an outage sends its buffered windows together). Over it, 429
+/// with `Retry-After`; agents retry.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct IngestRate {
+    pub per_s: f64,
+    pub burst: u32,
+}
+
+impl Default for IngestRate {
+    /// A node's agent posts one summary per window (seconds apart).
+    fn default() -> Self {
+        IngestRate {
+            per_s: 20.0,
+            burst: 400,
+        }
+    }
+}
+
 /// What the server needs to run.
 #[derive(Clone, Debug)]
 pub struct ServerConfig {
     pub listen: SocketAddr,
     /// SQLite database file; created if missing.
     pub db: PathBuf,
-    /// Shared secret clients send as `Authorization: Bearer <token>`.
+    /// Shared secret clients send as `Authorization: Bearer <token>`: everything,
+    /// silences included (the operators').
     pub token: String,
+    /// Tokens that may only post summaries (the agents').
+    pub ingest_tokens: Vec<String>,
+    /// Tokens that may only read: the API's `GET`s and the dashboard (people's).
+    pub read_tokens: Vec<String>,
+    /// Summaries one address may post: a sustained rate and a burst.
+    pub ingest_rate: IngestRate,
     /// Largest request body accepted, and largest summary once decompressed (413 above).
     pub max_body_bytes: usize,
     /// Where alert events go (none: alerts are recorded and listed, not sent).
@@ -65,6 +97,17 @@ pub struct ServerConfig {
     pub retention: retention::Retention,
     /// Memory the store keeps between posts, estimated bytes.
     pub cache_bytes: usize,
+    /// Bounds on connections: header deadline, caps in all and per address.
+    pub connections: ConnLimits,
+    /// HTTPS: the certificate chain and key, PEM (needs the `tls` feature).
+    pub tls: Option<TlsFiles>,
+}
+
+/// A PEM certificate chain (leaf first) and its private key.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TlsFiles {
+    pub cert: PathBuf,
+    pub key: PathBuf,
 }
 
 impl ServerConfig {
@@ -73,11 +116,16 @@ impl ServerConfig {
             listen,
             db,
             token,
+            ingest_tokens: Vec::new(),
+            read_tokens: Vec::new(),
+            ingest_rate: IngestRate::default(),
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
             webhooks: Vec::new(),
             alert_rules: alerts::AlertRules::default(),
             retention: retention::Retention::default(),
             cache_bytes: store::DEFAULT_CACHE_BYTES,
+            connections: ConnLimits::default(),
+            tls: None,
         }
     }
 }
@@ -98,8 +146,6 @@ pub enum ServerError {
     },
     #[error("cannot start the async runtime: {0}")]
     Runtime(#[source] std::io::Error),
-    #[error("server stopped with an error: {0}")]
-    Serve(#[source] std::io::Error),
     #[error("opening the database failed unexpectedly: {0}")]
     Task(#[from] tokio::task::JoinError),
 }
@@ -111,6 +157,10 @@ pub struct Server {
     router: axum::Router,
     state: api::AppState,
     retention: retention::Retention,
+    limits: ConnLimits,
+    counters: Arc<ConnCounters>,
+    #[cfg(feature = "tls")]
+    tls: Option<tls::Tls>,
 }
 
 /// How often retention runs.
@@ -121,6 +171,27 @@ impl Server {
     pub async fn bind(cfg: ServerConfig) -> Result<Server, ServerError> {
         if cfg.token.trim().is_empty() {
             return Err(ServerError::Config("the token must not be empty".into()));
+        }
+        let mut seen = std::collections::HashSet::new();
+        for t in std::iter::once(&cfg.token)
+            .chain(&cfg.ingest_tokens)
+            .chain(&cfg.read_tokens)
+        {
+            if t.trim().is_empty() {
+                return Err(ServerError::Config("a token must not be empty".into()));
+            }
+            if !seen.insert(t.trim()) {
+                return Err(ServerError::Config(
+                    "the same token is given for two roles: each role needs its own".into(),
+                ));
+            }
+        }
+        if !(cfg.ingest_rate.per_s > 0.0 && cfg.ingest_rate.per_s.is_finite())
+            || cfg.ingest_rate.burst == 0
+        {
+            return Err(ServerError::Config(
+                "the ingest rate and burst must be greater than 0".into(),
+            ));
         }
         if let Some(h) = cfg
             .webhooks
@@ -135,6 +206,17 @@ impl Server {
         if cfg.max_body_bytes == 0 {
             return Err(ServerError::Config(
                 "max_body_bytes must be greater than 0".into(),
+            ));
+        }
+        #[cfg(feature = "tls")]
+        let tls = match &cfg.tls {
+            Some(f) => Some(tls::load(&f.cert, &f.key)?),
+            None => None,
+        };
+        #[cfg(not(feature = "tls"))]
+        if cfg.tls.is_some() {
+            return Err(ServerError::Config(
+                "--tls-cert needs the server built with the `tls` feature (cargo build --release -p flare-cli --features flare-server/tls)".into(),
             ));
         }
         let lock = files::ServerLock::claim(&cfg.db, cfg.listen)?;
@@ -158,7 +240,7 @@ impl Server {
             addr: cfg.listen,
             source,
         })?;
-        info!(%addr, db = %cfg.db.display(), "flare server bound");
+        info!(%addr, db = %cfg.db.display(), https = cfg.tls.is_some(), "flare server bound");
         let state = api::AppState::new(store, lock, &cfg);
         let router = api::router(state.clone());
         Ok(Server {
@@ -167,12 +249,21 @@ impl Server {
             router,
             state,
             retention: cfg.retention,
+            limits: cfg.connections,
+            counters: Arc::new(ConnCounters::default()),
+            #[cfg(feature = "tls")]
+            tls,
         })
     }
 
     /// The address the server listens on (the real port when bound to port 0).
     pub fn local_addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// Connections refused at a cap so far.
+    pub fn counters(&self) -> Arc<ConnCounters> {
+        self.counters.clone()
     }
 
     /// Serves until `shutdown` resolves, then lets in-flight requests finish.
@@ -200,10 +291,29 @@ impl Server {
                 }
             });
         }
-        axum::serve(self.listener, self.router)
-            .with_graceful_shutdown(shutdown)
-            .await
-            .map_err(ServerError::Serve)?;
+        #[cfg(feature = "tls")]
+        if let Some(tls) = self.tls {
+            connections::serve(
+                self.listener,
+                self.router,
+                tls,
+                self.limits,
+                self.counters,
+                shutdown,
+            )
+            .await;
+            info!("server stopped");
+            return Ok(());
+        }
+        connections::serve(
+            self.listener,
+            self.router,
+            connections::PlainTcp,
+            self.limits,
+            self.counters,
+            shutdown,
+        )
+        .await;
         info!("server stopped");
         Ok(())
     }

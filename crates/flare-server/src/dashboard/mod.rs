@@ -36,7 +36,7 @@ const SHELL: &str = r#"<!DOCTYPE html>
 <form id="login" hidden>
 <section>
 <h2>Token</h2>
-<p class="note" id="login-why">The server's API token (the one agents send). Kept for this browser tab only.</p>
+<p class="note" id="login-why">A read token of this server (flare serve --read-token) or its operator token. Kept for this browser tab only.</p>
 <input id="token" type="password" autocomplete="off" size="40">
 <button type="submit">Open</button>
 </section>

@@ -96,9 +96,19 @@ pub(super) type WindowCache = Lru<Vec<WindowSummary>>;
 /// Merged windows, one record per rank.
 pub(super) type LiveWindowCache = Lru<LiveWindow>;
 
+/// A cache of decoded summaries holding at most `bound` estimated bytes.
+pub(super) fn summaries_cache(bound: usize) -> WindowCache {
+    Lru::new(bound, |v| summaries_bytes(v))
+}
+
+/// A cache of merged windows holding at most `bound` estimated bytes.
+pub(super) fn windows_cache(bound: usize) -> LiveWindowCache {
+    Lru::new(bound, live_window_bytes)
+}
+
 /// Estimated heap bytes of a window's decoded summaries: the structs and what they own.
 /// An estimate (allocators round up, vectors keep spare capacity), close enough to bound.
-pub(super) fn summaries_bytes(v: &Vec<WindowSummary>) -> usize {
+pub(super) fn summaries_bytes(v: &[WindowSummary]) -> usize {
     v.iter().map(summary_bytes).sum::<usize>() + size_of::<Vec<WindowSummary>>()
 }
 
@@ -306,8 +316,8 @@ mod tests {
 
     #[test]
     fn weights_grow_with_what_a_summary_holds() {
-        let small = summaries_bytes(&vec![summary("a", 0, 8, 10)]);
-        let big = summaries_bytes(&vec![summary("a", 0, 10_000, 10)]);
+        let small = summaries_bytes(&[summary("a", 0, 8, 10)]);
+        let big = summaries_bytes(&[summary("a", 0, 10_000, 10)]);
         // 10,000 ranks of 10 ops: megabytes, as serde_json's decoding makes them.
         assert!(big > 1000 * small, "{small} {big}");
         assert!(big > 5 << 20, "{big}");
@@ -317,9 +327,9 @@ mod tests {
 
     #[test]
     fn the_cache_stays_within_its_bytes() {
-        let one = summaries_bytes(&vec![summary("a", 0, 64, 10)]);
+        let one = summaries_bytes(&[summary("a", 0, 64, 10)]);
         let bound = 50 * one;
-        let mut c = WindowCache::new(bound, summaries_bytes);
+        let mut c = summaries_cache(bound);
         for w in 0..200 {
             c.put(("j".into(), w), vec![summary("a", w, 64, 10)]);
             assert!(c.weight <= bound);

@@ -379,8 +379,8 @@ impl Store {
         .map_err(open_err)?;
         Ok(Store {
             conn,
-            cache: WindowCache::new(DEFAULT_CACHE_BYTES / 3 * 2, cache::summaries_bytes),
-            windows: LiveWindowCache::new(DEFAULT_CACHE_BYTES / 3, cache::live_window_bytes),
+            cache: cache::summaries_cache(DEFAULT_CACHE_BYTES / 3 * 2),
+            windows: cache::windows_cache(DEFAULT_CACHE_BYTES / 3),
             live: LiveConfig::default(),
             logs: crate::logs::Logs::default(),
             alert_rules: crate::alerts::AlertRules::default(),
@@ -558,8 +558,8 @@ impl Store {
     /// merged windows one third); empties both caches.
     pub fn set_cache_bytes(&mut self, bytes: usize) {
         let summaries = bytes / 3 * 2;
-        self.cache = WindowCache::new(summaries, cache::summaries_bytes);
-        self.windows = LiveWindowCache::new(bytes - summaries, cache::live_window_bytes);
+        self.cache = cache::summaries_cache(summaries);
+        self.windows = cache::windows_cache(bytes - summaries);
     }
 
     /// The latest alert events, newest first, of one job or of all.
