@@ -12,6 +12,11 @@ fi
 cargo fmt --all -- --check
 cargo clippy --workspace --release --all-targets -- -D warnings
 cargo test --workspace --release
+# HTTPS (the `tls` features, off in the default build): the server's listener and the
+# agent's client, with certificates made by openssl.
+command -v openssl >/dev/null || { apt-get update -qq && apt-get install -y -qq openssl >/dev/null; }
+cargo clippy --release -p flare-server --features tls,flare-agent/tls --all-targets -- -D warnings
+cargo test --release -p flare-server --features tls,flare-agent/tls --test tls
 # The Python package, and the end-to-end test of a live job (server + agent + 8 traced
 # processes), which runs the `flare` binary that `cargo test --release` just built.
 bash scripts/python-env.sh >/dev/null

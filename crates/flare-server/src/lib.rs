@@ -219,17 +219,6 @@ impl Server {
                 "--tls-cert needs the server built with the `tls` feature (cargo build --release -p flare-cli --features flare-server/tls)".into(),
             ));
         }
-        let lock = files::ServerLock::claim(&cfg.db, cfg.listen)?;
-        let path = cfg.db.clone();
-        let (rules, cache_bytes) = (cfg.alert_rules.clone(), cfg.cache_bytes);
-        let store = tokio::task::spawn_blocking(move || {
-            store::Store::open(&path).map(|mut s| {
-                s.set_alert_rules(rules);
-                s.set_cache_bytes(cache_bytes);
-                s
-            })
-        })
-        .await??;
         let listener = TcpListener::bind(cfg.listen)
             .await
             .map_err(|source| ServerError::Bind {
@@ -240,6 +229,18 @@ impl Server {
             addr: cfg.listen,
             source,
         })?;
+        // Claimed once the real address is known: the refusal of a second server names it.
+        let lock = files::ServerLock::claim(&cfg.db, addr)?;
+        let path = cfg.db.clone();
+        let (rules, cache_bytes) = (cfg.alert_rules.clone(), cfg.cache_bytes);
+        let store = tokio::task::spawn_blocking(move || {
+            store::Store::open(&path).map(|mut s| {
+                s.set_alert_rules(rules);
+                s.set_cache_bytes(cache_bytes);
+                s
+            })
+        })
+        .await??;
         info!(%addr, db = %cfg.db.display(), https = cfg.tls.is_some(), "flare server bound");
         let state = api::AppState::new(store, lock, &cfg);
         let router = api::router(state.clone());
