@@ -120,20 +120,24 @@ def healthz_from(local, addr, timeout=2.0):
 
 def probe_slowloris(flare, tmp, n, server_fds):
     p, addr = start(flare, os.path.join(tmp, "slow.db"), fds=server_fds)
-    held, refused = [], 0
+    held, refused, failed_in_a_row = [], 0, 0
     t = time.time()
     for _ in range(n):
         s = socket.socket()
-        s.setblocking(True)
-        s.settimeout(1.0)
+        s.settimeout(0.2)
         try:
             s.bind(("127.0.0.1", 0))
             s.connect(addr)
             s.sendall(b"POST /api/v1/summaries HTTP/1.1\r\nHost: flare\r\nX-Slow: ")
             held.append(s)
+            failed_in_a_row = 0
         except OSError:
             refused += 1
+            failed_in_a_row += 1
             s.close()
+            if failed_in_a_row >= 50:
+                # The server accepts no more (its backlog is full): it is saturated.
+                break
     opened = time.time() - t
     time.sleep(1.0)
     served, tries = None, 0
@@ -157,7 +161,7 @@ def probe_slowloris(flare, tmp, n, server_fds):
         s.close()
     stop(p)
     return {
-        "attacker_connections": n, "connected": n - refused, "opening_s": round(opened, 1),
+        "attacker_connections_tried": len(held) + refused, "connected": len(held), "opening_s": round(opened, 1),
         "other_client_served": served, "other_client_wait_s": round(waited, 2),
         "tries": tries, "attacker_connections_closed_by_server_after": closed,
     }

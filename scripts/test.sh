@@ -14,7 +14,13 @@ cargo clippy --workspace --release --all-targets -- -D warnings
 cargo test --workspace --release
 # HTTPS (the `tls` features, off in the default build): the server's listener and the
 # agent's client, with certificates made by openssl.
-command -v openssl >/dev/null || { apt-get update -qq && apt-get install -y -qq openssl >/dev/null; }
+# systemd-analyze checks the unit files in deploy/systemd (tests/e2e/test_deploy.py).
+missing_debs=()
+command -v openssl >/dev/null || missing_debs+=(openssl)
+command -v systemd-analyze >/dev/null || missing_debs+=(systemd)
+if ((${#missing_debs[@]})); then
+  apt-get update -qq && apt-get install -y -qq "${missing_debs[@]}" >/dev/null
+fi
 cargo clippy --release -p flare-server --features tls,flare-agent/tls --all-targets -- -D warnings
 cargo test --release -p flare-server --features tls,flare-agent/tls --test tls
 # The Python package, and the end-to-end test of a live job (server + agent + 8 traced

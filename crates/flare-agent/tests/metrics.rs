@@ -293,3 +293,72 @@ fn a_taken_port_fails_at_start() {
         .expect("the port is taken");
     assert!(e.to_string().contains("cannot listen for metrics"), "{e}");
 }
+
+/// The Grafana dashboard in `deploy/grafana` queries only series the agent exports, with
+/// the labels it gives them: a renamed metric must not leave a panel silently empty.
+#[test]
+fn the_grafana_dashboard_queries_what_the_agent_exports() {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../deploy/grafana/flare-agents.json"
+    );
+    let dash: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let m = Metrics::new(20);
+    m.observe(&summary(1, |i| format!("op{i}")));
+    let mut push = flare_agent::PushStats::default();
+    push.sent = 1;
+    m.update_agent(&flare_agent::CollectorStats::default(), Some(&push));
+    let samples = parse(&m.encode());
+    let exported: BTreeMap<&str, BTreeSet<&str>> =
+        samples.iter().fold(BTreeMap::new(), |mut acc, (n, l, _)| {
+            acc.entry(n.as_str())
+                .or_default()
+                .extend(l.keys().map(String::as_str));
+            acc
+        });
+    let mut ids = BTreeSet::new();
+    let mut queried = 0;
+    for panel in dash["panels"].as_array().unwrap() {
+        assert!(
+            ids.insert(panel["id"].as_u64().unwrap()),
+            "duplicate panel id"
+        );
+        assert_eq!(panel["datasource"]["uid"], "${datasource}");
+        for target in panel["targets"].as_array().unwrap() {
+            let expr = target["expr"].as_str().unwrap();
+            let metrics: Vec<&str> = expr
+                .match_indices("flare_")
+                .map(|(i, _)| {
+                    let rest = &expr[i..];
+                    let end = rest
+                        .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                        .unwrap_or(rest.len());
+                    &rest[..end]
+                })
+                .collect();
+            assert!(!metrics.is_empty(), "{expr}");
+            for name in metrics {
+                let labels = exported.get(name).unwrap_or_else(|| {
+                    panic!(
+                        "panel {:?} queries {name}, which the agent does not export",
+                        panel["title"]
+                    )
+                });
+                queried += 1;
+                // Labels the legend or a `by` clause names must be the metric's own (or
+                // Prometheus' instance).
+                let legend = target["legendFormat"].as_str().unwrap_or("");
+                for label in ["rank", "name", "kind"] {
+                    let used = legend.contains(&format!("{{{{{label}}}}}"))
+                        || expr.contains(&format!("by ({label})"));
+                    assert!(
+                        !used || labels.contains(label),
+                        "{name} has no label {label} ({expr})"
+                    );
+                }
+            }
+        }
+    }
+    assert!(queried >= 14, "{queried}");
+}
