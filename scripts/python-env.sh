@@ -15,11 +15,12 @@ VENV="$ROOT/target/flare-venv"
 PY_BIN="${PYTHON:-python3.11}"
 CRATE="$ROOT/crates/flare-py"
 # Pinned tool versions (bump deliberately). kubernetes-validate (Kubernetes' own schemas,
-# bundled) checks the manifests in deploy/. PyTorch (CPU-capable, about 5 GB with the CUDA
-# libraries the registry's wheel brings; about 3 minutes) is for the real-job tests: real
-# DDP jobs traced live, and scripts/real_jobs. Installed once; later runs only check it.
+# bundled) checks the manifests in deploy/; opentelemetry-proto the agent's OTLP export.
+# PyTorch (CPU-capable, about 5 GB with the CUDA libraries the registry's wheel brings;
+# about 3 minutes) is for the real-job tests: real DDP jobs traced live, and
+# scripts/real_jobs. Installed once; later runs only check it.
 PINS=("maturin==1.16.0" "pytest==9.2.0" "numpy==2.4.6" "py-spy==0.4.3" "jsonschema==4.26.0"
-    "kubernetes-validate==1.37.0" "torch==2.15.0")
+    "kubernetes-validate==1.37.0" "opentelemetry-proto==1.45.2" "torch==2.15.0")
 
 say() { echo "python-env: $*" >&2; }
 die() { say "error: $*"; exit 1; }

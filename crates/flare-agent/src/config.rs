@@ -41,6 +41,8 @@ pub struct AgentConfig {
     /// them, so they leave their file for the agent at exit). Off for one-shot runs.
     pub heartbeat: bool,
     pub push: Option<PushConfig>,
+    /// Export each window's metrics over OTLP/HTTP.
+    pub otlp: Option<crate::otlp::OtlpConfig>,
     /// Write every summary as JSON into this directory.
     pub out_dir: Option<PathBuf>,
     /// Write NCCL Inspector's JSON lines and Prometheus files here (`--inspector-out`),
@@ -111,6 +113,7 @@ impl Default for AgentConfig {
             max_exact_samples: 4096,
             heartbeat: true,
             push: None,
+            otlp: None,
             out_dir: None,
             inspector_dir: None,
             metrics_listen: None,

@@ -25,6 +25,7 @@ mod inspector;
 mod logs;
 mod metrics;
 mod nccl;
+pub mod otlp;
 mod procfs;
 mod pusher;
 pub mod replay;
@@ -63,6 +64,8 @@ pub struct RunReport {
     pub push: Option<PushStats>,
     /// What following the logs read, sent and dropped (`--logs`).
     pub logs: Option<LogStats>,
+    /// OTLP export totals (`--otlp-endpoint`).
+    pub otlp: Option<otlp::OtlpStats>,
 }
 
 /// The collector wired to its sinks.
@@ -70,6 +73,7 @@ pub struct Agent {
     cfg: AgentConfig,
     collector: Collector,
     pusher: Option<Pusher>,
+    otlp: Option<otlp::OtlpExporter>,
     metrics: Option<Arc<Metrics>>,
     server: Option<MetricsServer>,
     logs: Option<logs::LogFollower>,
@@ -92,6 +96,11 @@ impl Agent {
             _ => None,
         };
         let pusher = cfg.push.clone().map(Pusher::start).transpose()?;
+        let otlp = cfg
+            .otlp
+            .clone()
+            .map(otlp::OtlpExporter::start)
+            .transpose()?;
         let logs = match (&cfg.logs, &cfg.job) {
             (Some(l), Some(job)) => Some(logs::LogFollower::start(
                 l.clone(),
@@ -115,6 +124,7 @@ impl Agent {
             cfg,
             collector,
             pusher,
+            otlp,
             metrics,
             server,
             logs,
@@ -192,6 +202,18 @@ impl Agent {
             }
             report.push = Some(final_stats);
         }
+        if let Some(o) = self.otlp.take() {
+            let st = o.shutdown();
+            if st.dropped + st.failed > 0 {
+                tracing::warn!(
+                    exported = st.exported,
+                    dropped = st.dropped,
+                    failed = st.failed,
+                    "some windows' OTLP metrics were not exported"
+                );
+            }
+            report.otlp = Some(st);
+        }
         if let Some(m) = &self.metrics {
             m.update_agent(&stats, report.push.as_ref());
         }
@@ -225,6 +247,9 @@ impl Agent {
                         tracing::error!(error = %e, "cannot write a summary");
                     }
                 }
+            }
+            if let Some(o) = &self.otlp {
+                o.submit(s);
             }
             if let Some(p) = &self.pusher {
                 if let Err(e) = p.submit(s) {

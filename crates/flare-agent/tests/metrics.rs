@@ -306,8 +306,10 @@ fn the_grafana_dashboard_queries_what_the_agent_exports() {
         serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
     let m = Metrics::new(20);
     m.observe(&summary(1, |i| format!("op{i}")));
-    let mut push = flare_agent::PushStats::default();
-    push.sent = 1;
+    let push = flare_agent::PushStats {
+        sent: 1,
+        ..Default::default()
+    };
     m.update_agent(&flare_agent::CollectorStats::default(), Some(&push));
     let samples = parse(&m.encode());
     let exported: BTreeMap<&str, BTreeSet<&str>> =

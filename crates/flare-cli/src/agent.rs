@@ -39,6 +39,12 @@ pub struct AgentArgs {
     /// the public roots.
     #[arg(long, value_name = "FILE")]
     pub ca_cert: Option<PathBuf>,
+    /// Export each window's metrics over OTLP/HTTP (JSON) to this endpoint: a base
+    /// (`http://collector:4318`, `/v1/metrics` is appended) or the full metrics URL. Else
+    /// OTEL_EXPORTER_OTLP_METRICS_ENDPOINT or OTEL_EXPORTER_OTLP_ENDPOINT; headers from
+    /// OTEL_EXPORTER_OTLP_HEADERS (`key=value,...`).
+    #[arg(long, value_name = "URL")]
+    pub otlp_endpoint: Option<String>,
     /// Also write every summary as JSON into this directory.
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
@@ -85,6 +91,31 @@ fn listen_addr(s: &str) -> Result<Listen, String> {
         .map_err(|_| format!("{s:?} is not an address like 127.0.0.1:9470 (or \"off\")"))
 }
 
+/// The OTLP export: the flag, else the OpenTelemetry SDKs' variables (the metrics one is
+/// a full URL, the general one a base).
+fn otlp_config(flag: Option<&str>) -> Result<Option<flare_agent::otlp::OtlpConfig>> {
+    use flare_agent::otlp::OtlpConfig;
+    let env = |k: &str| std::env::var(k).ok().filter(|v| !v.trim().is_empty());
+    let mut cfg = match (
+        flag,
+        env("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT"),
+        env("OTEL_EXPORTER_OTLP_ENDPOINT"),
+    ) {
+        (Some(f), ..) => OtlpConfig::new(f)?,
+        (None, Some(full), _) => OtlpConfig {
+            // Used as given, even without the usual path (the SDKs' rule).
+            url: full.trim().trim_end_matches('/').to_string(),
+            ..OtlpConfig::new(&full)?
+        },
+        (None, None, Some(base)) => OtlpConfig::new(&base)?,
+        (None, None, None) => return Ok(None),
+    };
+    if let Some(h) = env("OTEL_EXPORTER_OTLP_HEADERS") {
+        cfg.headers = OtlpConfig::parse_headers(&h)?;
+    }
+    Ok(Some(cfg))
+}
+
 pub fn run(args: AgentArgs) -> Result<ExitCode> {
     let token = match args.token {
         Some(t) => Some(t),
@@ -106,6 +137,7 @@ pub fn run(args: AgentArgs) -> Result<ExitCode> {
         }
         None => None,
     };
+    let otlp = otlp_config(args.otlp_endpoint.as_deref())?;
     let print = args.once && push.is_none() && args.out.is_none();
     let mut cfg = AgentConfig {
         shm_dir: args.shm_dir,
@@ -117,6 +149,7 @@ pub fn run(args: AgentArgs) -> Result<ExitCode> {
         out_dir: args.out,
         inspector_dir: args.inspector_out,
         push,
+        otlp,
         // A one-shot run neither serves metrics nor claims the files: producers that
         // exit later should clean up after themselves.
         metrics_listen: if args.once {
