@@ -10,6 +10,7 @@
 //! detector its series (fail-slow onsets), and [`confirm_with_previous`] holds a mild
 //! slow-rank verdict until a second window shows it.
 
+mod contention;
 mod cpu;
 mod input;
 pub mod replay;
@@ -242,6 +243,7 @@ pub fn analyze_window(
             f.detector == DetectorId::Iteration
                 && (f.iterations.is_empty() || f.iterations.contains(&this))
         }));
+        contention::explain_slowdowns(&mut findings, &windows);
         skipped.retain(|s| s.detector != DetectorId::Iteration);
         skipped.extend(
             series

@@ -901,6 +901,61 @@ fn earlier_windows_give_the_iteration_detector_its_series() {
 }
 
 #[test]
+fn a_job_wide_slowdown_that_cpu_wait_explains_is_put_on_the_hosts() {
+    // Every rank 40% slower from window 6 on; in one case their main threads waited for
+    // a CPU 35 ms more per iteration from then (other work on the hosts), in the other
+    // their wait did not change (the job itself got slower).
+    let cfg = LiveConfig::default();
+    let series = |extra_wait_ms: f64| -> Vec<LiveWindow> {
+        (0..9)
+            .map(|i| {
+                let mut w = job(8, |_| if i >= 6 { 1.4 } else { 1.0 }, |_| 0.0);
+                let wait_ms = 1.0 + if i >= 6 { extra_wait_ms } else { 0.0 };
+                for s in &mut w {
+                    for r in &mut s.ranks {
+                        r.runqueue_ns = Some((wait_ms * 10.0 * MS as f64) as u64);
+                    }
+                }
+                at(100 + i, w)
+            })
+            .collect()
+    };
+    type Case = (&'static str, f64, bool);
+    let cases: &[Case] = &[
+        ("the CPU wait covers the slowdown", 35.0, true),
+        ("the CPU wait covers a tenth of it", 4.0, false),
+        ("the CPU wait did not change", 0.0, false),
+    ];
+    for &(name, extra, contended) in cases {
+        let windows = series(extra);
+        let (current, earlier) = windows.split_last().unwrap();
+        let earlier: Vec<&LiveWindow> = earlier.iter().collect();
+        let d = analyze_window(current, &earlier, &cfg);
+        let onset = d
+            .findings
+            .iter()
+            .find(|f| f.kind == FindingKind::IterationSlowdown)
+            .unwrap_or_else(|| panic!("{name}: {:#?}", d.findings));
+        assert_eq!(onset.severity, Severity::Warning, "{name}");
+        let named = onset.summary.contains("waited for a CPU");
+        assert_eq!(named, contended, "{name}: {}", onset.summary);
+        assert_eq!(
+            onset.evidence[0].metric == EvidenceKey::RunqueueMsPerIteration,
+            contended,
+            "{name}"
+        );
+        if contended {
+            assert!(onset.action.contains("what else runs on the job's hosts"));
+            assert!(
+                (onset.evidence[0].value - 36.0).abs() < 0.5,
+                "{:?}",
+                onset.evidence[0]
+            );
+        }
+    }
+}
+
+#[test]
 fn a_rank_slow_only_in_an_earlier_window_is_not_reported_again() {
     let cfg = LiveConfig::default();
     let slow = at(10, job(8, |r| if r == 3 { 1.5 } else { 1.0 }, |_| 0.0));

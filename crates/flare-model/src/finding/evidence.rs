@@ -174,6 +174,9 @@ string_enum! {
         /// The median GPU kernel's issue latency (start minus launch), current against
         /// baseline.
         IssueLatencyP50Us => "issue_latency_p50_us",
+        /// Time a rank's main thread waited for a CPU (run queue) per iteration, median
+        /// rank; baseline: before the change it explains.
+        RunqueueMsPerIteration => "runqueue_ms_per_iteration",
 
         // Inside NCCL's collectives (Flare's NCCL profiler plugin, live windows).
         /// Time NCCL's proxy waited for this rank's own GPU (kernel), per step.

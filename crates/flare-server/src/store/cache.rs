@@ -166,12 +166,7 @@ fn rank_bytes(r: &RankSummary) -> usize {
             .map(|o| size_of_val(o) + o.name.len() + opt_len(&o.group))
             .sum::<usize>()
         + r.nccl.as_ref().map_or(0, nccl_bytes)
-        + r.startup.as_ref().map_or(0, |s| {
-            s.phases
-                .iter()
-                .map(|p| size_of_val(p) + opt_len(&p.name))
-                .sum()
-        })
+        + startup_bytes(r.startup.as_ref())
 }
 
 fn nccl_bytes(n: &NcclProgress) -> usize {
@@ -253,12 +248,16 @@ fn live_rank_bytes(r: &LiveRank) -> usize {
             .sum::<usize>()
         + r.groups.iter().map(|g| SET_ENTRY + g.len()).sum::<usize>()
         + r.nccl.as_ref().map_or(0, nccl_bytes)
-        + r.startup.as_ref().map_or(0, |s| {
-            s.phases
-                .iter()
-                .map(|p| size_of_val(p) + opt_len(&p.name))
-                .sum()
-        })
+        + startup_bytes(r.startup.as_ref())
+}
+
+fn startup_bytes(s: Option<&flare_model::StartupRecord>) -> usize {
+    s.map_or(0, |s| {
+        s.phases
+            .iter()
+            .map(|p| size_of_val(p) + opt_len(&p.name))
+            .sum()
+    })
 }
 
 fn opt_len(s: &Option<String>) -> usize {
