@@ -9,19 +9,25 @@
 //! with a log collector and merges the logs' verdict into the window's findings (`logs`).
 //! Findings that persist open alerts, sent to webhooks (`alerts`).
 //!
-//! Endpoints (all under `/api` need `Authorization: Bearer <token>`):
+//! Endpoints (all under `/api` need `Authorization: Bearer <token>`, of the role said:
+//! `ingest` for agents, `read` for people and dashboards, the operator's for all; see
+//! `auth`):
 //!
-//! | method | path | what |
-//! |---|---|---|
-//! | `POST` | `/api/v1/summaries` | one summary, JSON, plain or `Content-Encoding: zstd` |
-//! | `GET` | `/api/jobs` | every job with its latest window's finding count |
-//! | `GET` | `/api/jobs/{id}/findings[?window=N]` | one window's diagnosis and the history |
-//! | `GET` | `/api/alerts[?job=ID&limit=N]` | the latest alert events, newest first |
-//! | `PUT` | `/api/jobs/{id}/silence` | `{"for_s": N, "reason": "..."}`: no webhook calls for the job |
-//! | `DELETE` | `/api/jobs/{id}/silence` | lifts the silence |
-//! | `GET` | `/healthz` | liveness |
-//! | `GET` | `/`, `/jobs/{id}` | the dashboard (no token: it asks for one; see `dashboard`) |
-//! | `GET` | `/api/ui/jobs`, `/api/ui/jobs/{id}` | the dashboard's content, HTML |
+//! | method | path | role | what |
+//! |---|---|---|---|
+//! | `POST` | `/api/v1/summaries` | ingest | one summary, JSON, plain or `Content-Encoding: zstd` |
+//! | `GET` | `/api/jobs` | read | every job with its latest window's finding count |
+//! | `GET` | `/api/jobs/{id}/findings[?window=N]` | read | one window's diagnosis and the history |
+//! | `GET` | `/api/jobs/{id}/summaries[?from=A&to=B]` | read | the stored window summaries |
+//! | `GET` | `/api/alerts[?job=ID&limit=N]` | read | the latest alert events, newest first |
+//! | `PUT` | `/api/jobs/{id}/silence` | operator | `{"for_s": N, "reason": "..."}`: no webhook calls for the job |
+//! | `DELETE` | `/api/jobs/{id}/silence` | operator | lifts the silence |
+//! | `GET` | `/healthz` | none | liveness |
+//! | `GET` | `/`, `/jobs/{id}` | none | the dashboard (it asks for a read token; see `dashboard`) |
+//! | `GET` | `/api/ui/jobs`, `/api/ui/jobs/{id}` | read | the dashboard's content, HTML |
+//!
+//! Connections are accepted by `connections` (header deadline, caps per address and in
+//! all), summaries checked by `ingest` before anything is stored.
 //!
 //! Errors are JSON objects `{"error": "..."}` with the HTTP status saying which kind.
 
