@@ -48,7 +48,7 @@ pub struct ServeArgs {
     #[arg(long, default_value = "20s", value_parser = duration)]
     pub header_timeout: Duration,
     /// Summaries one IP address may post per second, sustained (429 beyond, and agents
-    /// retry).
+    /// retry); 0 for no bound (behind a proxy every agent comes through).
     #[arg(long, default_value_t = IngestRate::default().per_s)]
     pub ingest_rate: f64,
     /// Summaries one IP address may post at once.

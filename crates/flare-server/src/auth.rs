@@ -93,7 +93,7 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     std::hint::black_box(diff) == 0
 }
 
-/// Token buckets per client address.
+/// Token buckets per client address (none kept when the rate is 0: no bound).
 pub(crate) struct RateLimiter {
     per_s: f64,
     burst: f64,
@@ -116,6 +116,9 @@ impl RateLimiter {
     /// Takes one post from `ip`'s bucket at `now`; when empty, the seconds until it
     /// holds one again.
     pub(crate) fn take(&mut self, ip: IpAddr, now: Instant) -> Result<(), f64> {
+        if self.per_s == 0.0 {
+            return Ok(());
+        }
         if self.buckets.len() >= TRACKED && !self.buckets.contains_key(&ip) {
             let (per_s, burst) = (self.per_s, self.burst);
             self.buckets.retain(|_, (level, at)| {
@@ -188,5 +191,14 @@ mod tests {
         let t1 = t0 + Duration::from_millis(500);
         r.take(ip, t1).unwrap();
         assert!(r.take(ip, t1).is_err());
+        // Rate 0: no bound, nothing kept.
+        let mut off = RateLimiter::new(crate::IngestRate {
+            per_s: 0.0,
+            burst: 0,
+        });
+        for _ in 0..10_000 {
+            off.take(ip, t0).unwrap();
+        }
+        assert!(off.buckets.is_empty());
     }
 }

@@ -61,7 +61,8 @@ pub const DEFAULT_MAX_BODY_BYTES: usize = 8 << 20;
 
 /// Summaries one client address may post: `per_s` on average, `burst` at once (an
 /// agent catching up after an outage sends its buffered windows together). Over it, 429
-/// with `Retry-After`; agents retry.
+/// with `Retry-After`; agents retry. `per_s` 0: no bound (behind a proxy or ingress
+/// that every agent comes through, one address is everyone).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct IngestRate {
     pub per_s: f64,
@@ -192,11 +193,11 @@ impl Server {
                 ));
             }
         }
-        if !(cfg.ingest_rate.per_s > 0.0 && cfg.ingest_rate.per_s.is_finite())
-            || cfg.ingest_rate.burst == 0
-        {
+        let rate = cfg.ingest_rate;
+        if !(rate.per_s >= 0.0 && rate.per_s.is_finite()) || (rate.per_s > 0.0 && rate.burst == 0) {
             return Err(ServerError::Config(
-                "the ingest rate and burst must be greater than 0".into(),
+                "the ingest rate must be 0 (no bound) or positive, with a burst of at least 1"
+                    .into(),
             ));
         }
         if let Some(h) = cfg
