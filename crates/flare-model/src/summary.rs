@@ -237,6 +237,28 @@ pub struct StalledLink {
 }
 
 impl RankSummary {
+    /// A rank that reported nothing yet: no iterations, ops or optional figures; callers
+    /// fill in what they have (`RankSummary { ops, ..RankSummary::empty(r, r % 8, pid) }`).
+    pub fn empty(rank: u32, local_rank: u32, pid: u32) -> RankSummary {
+        RankSummary {
+            rank,
+            local_rank,
+            pid,
+            iterations: Vec::new(),
+            ops: Vec::new(),
+            busy_ns: 0,
+            sync_busy_ns: None,
+            observed_ns: 0,
+            events: 0,
+            dropped_total: 0,
+            gpu: None,
+            cpu_ns: None,
+            runqueue_ns: None,
+            nccl: None,
+            startup: None,
+        }
+    }
+
     /// Share of the observed time with no span open.
     pub fn void_share(&self) -> f64 {
         if self.observed_ns == 0 {

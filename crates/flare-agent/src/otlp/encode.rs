@@ -213,9 +213,6 @@ mod tests {
 
     fn rank(rank: u32, iterations: &[u64]) -> RankSummary {
         RankSummary {
-            rank,
-            local_rank: rank,
-            pid: 10 + rank,
             iterations: iterations
                 .iter()
                 .enumerate()
@@ -231,15 +228,10 @@ mod tests {
                 op(OpKind::AllReduce, 1_000_000_000),
             ],
             busy_ns: 7_500_000_000,
-            sync_busy_ns: None,
             observed_ns: 10_000_000_000,
             events: 12,
             dropped_total: 1,
-            gpu: None,
-            cpu_ns: None,
-            runqueue_ns: None,
-            nccl: None,
-            startup: None,
+            ..RankSummary::empty(rank, rank, 10 + rank)
         }
     }
 

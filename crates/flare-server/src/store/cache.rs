@@ -282,7 +282,6 @@ mod tests {
             world_size: ranks,
             ranks: (0..ranks)
                 .map(|rank| RankSummary {
-                    rank,
                     ops: (0..ops)
                         .map(|i| OpStats {
                             name: format!("op_{i}_with_a_name_of_some_length"),
@@ -302,19 +301,8 @@ mod tests {
                             issue_p99_ns: None,
                         })
                         .collect(),
-                    local_rank: rank % 8,
-                    pid: 100 + rank,
-                    iterations: vec![],
-                    busy_ns: 0,
-                    sync_busy_ns: None,
                     observed_ns: 1_000_000_000,
-                    events: 0,
-                    dropped_total: 0,
-                    gpu: None,
-                    cpu_ns: None,
-                    runqueue_ns: None,
-                    nccl: None,
-                    startup: None,
+                    ..RankSummary::empty(rank, rank % 8, 100 + rank)
                 })
                 .collect(),
             hangs: vec![],

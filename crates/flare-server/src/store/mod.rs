@@ -923,21 +923,8 @@ mod tests {
             ranks: ranks
                 .iter()
                 .map(|&rank| RankSummary {
-                    rank,
-                    local_rank: rank % 4,
-                    pid: rank,
-                    iterations: vec![],
-                    ops: vec![],
-                    busy_ns: 0,
-                    sync_busy_ns: None,
                     observed_ns: 1_000,
-                    events: 0,
-                    dropped_total: 0,
-                    gpu: None,
-                    cpu_ns: None,
-                    runqueue_ns: None,
-                    nccl: None,
-                    startup: None,
+                    ..RankSummary::empty(rank, rank % 4, rank)
                 })
                 .collect(),
             hangs: vec![],

@@ -166,9 +166,6 @@ pub fn node_summary(job: &str, node: u32, window: u64, slow_rank: Option<u32>) -
             .map(|r| {
                 let c = compute(r);
                 RankSummary {
-                    rank: r,
-                    local_rank: r % 4,
-                    pid: 4000 + r,
                     iterations: (0..its)
                         .map(|i| IterationSample {
                             step: window * its + i,
@@ -188,15 +185,9 @@ pub fn node_summary(job: &str, node: u32, window: u64, slow_rank: Option<u32>) -
                         ),
                     ],
                     busy_ns: ns(iter_ms),
-                    sync_busy_ns: None,
                     observed_ns: ns(iter_ms),
                     events: its * 52,
-                    dropped_total: 0,
-                    gpu: None,
-                    cpu_ns: None,
-                    runqueue_ns: None,
-                    nccl: None,
-                    startup: None,
+                    ..RankSummary::empty(r, r % 4, 4000 + r)
                 }
             })
             .collect(),
