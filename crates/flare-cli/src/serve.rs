@@ -18,8 +18,9 @@ pub struct ServeArgs {
     /// SQLite database file, created if missing.
     #[arg(long, default_value = "flare-server.db")]
     pub db: PathBuf,
-    /// Token clients must send as `Authorization: Bearer TOKEN`. Prefer the FLARE_TOKEN
-    /// environment variable: a command-line argument is visible to other users in `ps`.
+    /// The operator's token: posts, reads and silences (clients send tokens as
+    /// `Authorization: Bearer TOKEN`). Prefer the FLARE_TOKEN environment variable: a
+    /// command-line argument is visible to other users in `ps`.
     #[arg(long, value_name = "TOKEN")]
     pub token: Option<String>,
     /// A token that may only post summaries (give it to the agents). Repeatable; also
@@ -54,7 +55,8 @@ pub struct ServeArgs {
     /// Summaries one IP address may post at once.
     #[arg(long, default_value_t = IngestRate::default().burst)]
     pub ingest_burst: u32,
-    /// Memory kept between posts for decoded summaries and merged windows (`384MiB`).
+    /// Memory kept between posts for decoded summaries and merged windows (`1GiB`,
+    /// `256MiB`).
     #[arg(long, value_name = "SIZE", value_parser = bytes, default_value = "384MiB")]
     pub cache_bytes: u64,
     /// Largest request body accepted, in bytes; also bounds a summary once decompressed.
