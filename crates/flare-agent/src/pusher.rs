@@ -414,18 +414,24 @@ fn send(
     if (200..300).contains(&status) {
         return Ok(());
     }
-    let text = resp
-        .body_mut()
-        .with_config()
-        .limit(16 * 1024)
-        .read_to_string()
-        .unwrap_or_default();
-    let why = format!("HTTP {status}: {}", text.trim());
+    let why = format!("HTTP {status}: {}", reply_text(&mut resp));
     match status {
         408 | 429 | 401 | 403 => Err(Failure::Retry(why)),
         s if s >= 500 => Err(Failure::Retry(why)),
         _ => Err(Failure::Permanent(why)),
     }
+}
+
+/// The start of an error reply's body, for the log: bounded, since a misbehaving server
+/// or collector may send anything.
+pub(crate) fn reply_text(resp: &mut ureq::http::Response<ureq::Body>) -> String {
+    resp.body_mut()
+        .with_config()
+        .limit(16 * 1024)
+        .read_to_string()
+        .unwrap_or_default()
+        .trim()
+        .to_string()
 }
 
 #[cfg(test)]

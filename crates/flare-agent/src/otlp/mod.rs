@@ -223,15 +223,10 @@ fn export(agent: &ureq::Agent, cfg: &OtlpConfig, body: &[u8]) -> Result<(), Stri
     if (200..300).contains(&status) {
         return Ok(());
     }
-    let text = resp
-        .body_mut()
-        .with_config()
-        .limit(4096)
-        .read_to_string()
-        .unwrap_or_default();
+    let text = crate::pusher::reply_text(&mut resp);
     match status {
-        429 | 502 | 503 | 504 => Err(format!("HTTP {status}: {}", text.trim())),
-        _ => Err(format!("refused: HTTP {status}: {}", text.trim())),
+        429 | 502 | 503 | 504 => Err(format!("HTTP {status}: {text}")),
+        _ => Err(format!("refused: HTTP {status}: {text}")),
     }
 }
 

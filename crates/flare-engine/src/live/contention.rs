@@ -32,8 +32,8 @@ pub(super) fn explain_slowdowns(findings: &mut [Finding], windows: &[&LiveWindow
             (!v.is_empty()).then(|| median(&mut v))
         };
         let (Some(it0), Some(it1), Some(rq0), Some(rq1)) = (
-            level(&before, iteration_ns),
-            level(&after, iteration_ns),
+            level(&before, LiveWindow::typical_iteration_ns),
+            level(&after, LiveWindow::typical_iteration_ns),
             level(&before, runqueue_per_iteration_ns),
             level(&after, runqueue_per_iteration_ns),
         ) else {
@@ -62,17 +62,6 @@ pub(super) fn explain_slowdowns(findings: &mut [Finding], windows: &[&LiveWindow
             ),
         );
     }
-}
-
-/// The window's typical iteration: the median rank's mean iteration.
-fn iteration_ns(w: &LiveWindow) -> Option<f64> {
-    let mut v: Vec<f64> = w
-        .ranks
-        .iter()
-        .filter(|r| r.iterations > 0 && r.iteration_ns.is_finite())
-        .map(|r| r.iteration_ns)
-        .collect();
-    (!v.is_empty()).then(|| median(&mut v))
 }
 
 /// The median rank's run-queue wait per iteration; `None` where no agent reported it.

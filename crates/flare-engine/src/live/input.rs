@@ -182,12 +182,7 @@ fn digest(
     notes: &mut Vec<String>,
 ) -> IterationDigest {
     let n = peer_group.len();
-    let mut its: Vec<f64> = w
-        .with_data()
-        .map(|r| r.iteration_ns)
-        .filter(|t| t.is_finite())
-        .collect();
-    let duration = (!its.is_empty()).then(|| median(&mut its));
+    let duration = w.typical_iteration_ns();
     // Window indices stand for iteration numbers: the window is the live engine's unit.
     let mut d = IterationDigest::empty(w.window as u32, duration, n);
     let mut groups: BTreeMap<u32, Vec<&LiveRank>> = BTreeMap::new();

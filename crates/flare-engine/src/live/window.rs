@@ -82,26 +82,7 @@ impl LiveRank {
     /// A rank that reported nothing, on host "n0" (for tests).
     #[cfg(test)]
     pub(crate) fn blank(rank: u32) -> LiveRank {
-        rank_totals(
-            &flare_model::RankSummary {
-                rank,
-                local_rank: rank,
-                pid: 0,
-                iterations: vec![],
-                ops: vec![],
-                busy_ns: 0,
-                sync_busy_ns: None,
-                observed_ns: 0,
-                events: 0,
-                dropped_total: 0,
-                gpu: None,
-                cpu_ns: None,
-                runqueue_ns: None,
-                nccl: None,
-                startup: None,
-            },
-            "n0",
-        )
+        rank_totals(&flare_model::RankSummary::empty(rank, rank, 0), "n0")
     }
 
     pub fn host_total(&self) -> f64 {
@@ -220,6 +201,17 @@ impl LiveWindow {
     /// Ranks observed in the window.
     pub fn with_data(&self) -> impl Iterator<Item = &LiveRank> {
         self.ranks.iter().filter(|r| r.observed_ns > 0.0)
+    }
+
+    /// The window's iteration time: the median of its ranks' mean iterations (ranks
+    /// without an iteration have none). What the iteration detector's series holds.
+    pub fn typical_iteration_ns(&self) -> Option<f64> {
+        let mut its: Vec<f64> = self
+            .with_data()
+            .map(|r| r.iteration_ns)
+            .filter(|t| t.is_finite())
+            .collect();
+        (!its.is_empty()).then(|| crate::stats::median(&mut its))
     }
 }
 
