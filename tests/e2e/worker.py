@@ -8,7 +8,8 @@ ring all-reduce of a gradient-sized array over TCP (reduce-scatter then all-gath
 rank sending to its right neighbour and receiving from its left, so every rank does the
 same work) inside an `all_reduce` span, then `flare.step()`.
 One rank (E2E_SLOW_RANK) does E2E_SLOW_EXTRA more matmuls per iteration: the straggler the
-server must name. Nothing here knows about Flare's analysis; it only traces.
+server must name. Ranks not in E2E_EARLY_RANKS start E2E_LATE_MS later; E2E_STALL_RANK pauses
+once for E2E_STALL_MS after E2E_STALL_AFTER_S. Nothing here knows about Flare's analysis; it only traces.
 """
 
 import gc
@@ -30,6 +31,9 @@ SLOW_EXTRA = int(os.environ.get("E2E_SLOW_EXTRA", "12"))
 SECONDS = float(os.environ.get("E2E_SECONDS", "10"))
 MATMULS = int(os.environ.get("E2E_MATMULS", "1"))
 DEVICE_S = float(os.environ.get("E2E_DEVICE_MS", "25")) / 1e3
+STALL_RANK = int(os.environ.get("E2E_STALL_RANK", "-1"))
+STALL_AFTER_S = float(os.environ.get("E2E_STALL_AFTER_S", "4"))
+STALL_MS = float(os.environ.get("E2E_STALL_MS", "0"))
 N = 256
 GRAD = 1 << 15  # float32 elements: 128 KiB per all-reduce
 
@@ -89,6 +93,12 @@ def all_reduce(ring, grad):
 
 
 def main():
+    # Ranks that start late (E2E_LATE_MS, all but E2E_EARLY_RANKS): the early ones wait,
+    # untraced, in the ring's connect, as ranks of a real job wait for the slowest to
+    # load. That wait is start-up, not an iteration's work.
+    early = {int(r) for r in os.environ.get("E2E_EARLY_RANKS", "").split(",") if r}
+    if early and RANK not in early:
+        time.sleep(float(os.environ.get("E2E_LATE_MS", "0")) / 1e3)
     # As Megatron's --manual-gc does: no automatic cyclic GC passes at random points of a
     # step (one rank's 1-2 ms pass is a real, if small, host stall that Flare reports).
     gc.collect()
@@ -105,12 +115,17 @@ def main():
     # in the all-reduced array (element 0 is 1 on rank 0 at the end, 0 elsewhere).
     start = time.time()
     step = 0
+    stalled = False
     while True:
         with flare.span("forward_backward", kind="compute"):
             c = a
             for _ in range(work):
                 c = np.tanh(c @ b)
             time.sleep(DEVICE_S)
+        if RANK == STALL_RANK and not stalled and time.time() - start > STALL_AFTER_S:
+            # One pause outside any span (a process descheduled or paging once).
+            stalled = True
+            time.sleep(STALL_MS / 1e3)
         grad[0] = 1.0 if (RANK == 0 and time.time() - start > SECONDS) else 0.0
         with flare.span("all_reduce", kind="all_reduce", amount=grad.nbytes, group="world", group_size=WORLD):
             total = all_reduce(ring, grad)

@@ -4,7 +4,7 @@
 //! simulated fault, a real trace) without a cluster.
 
 use crate::stats::IntervalUnion;
-use crate::window::{OpAcc, RankParts};
+use crate::window::{OpAcc, RankParts, RankWindow};
 use flare_model::summary::SUMMARY_VERSION;
 use flare_model::{IterationSample, Op, Trace, WindowSummary};
 use std::collections::{BTreeMap, HashMap};
@@ -103,7 +103,16 @@ pub fn summaries_of_trace(trace: &Trace, job_id: &str, window_ns: u64) -> Vec<Ve
             p.observed
                 .add(ws.max(first), we.min(last).max(ws.max(first)));
             p.events = acc.events;
-            p.iterations = acc.iterations;
+            // Stepping time as the live agent counts it.
+            let mut rw = RankWindow {
+                sync: acc.sync,
+                ..RankWindow::default()
+            };
+            for it in acc.iterations {
+                rw.add_iteration(it, ws);
+            }
+            p.stepping = rw.stepping_time();
+            p.iterations = rw.iterations;
             p.ops = acc.ops.into_values().collect();
             parts.entry((w, loc.node)).or_default().push(p);
         }

@@ -328,15 +328,15 @@ impl Source {
                         if !usable(ts) {
                             return 1;
                         }
-                        self.windows
-                            .entry(win.index(ts))
-                            .or_default()
-                            .iterations
-                            .push(IterationSample {
+                        let w = win.index(ts);
+                        self.windows.entry(w).or_default().add_iteration(
+                            IterationSample {
                                 step: pstep,
                                 start_unix_ns: pts,
                                 duration_ns: ts - pts,
-                            });
+                            },
+                            win.start(w),
+                        );
                         0
                     }
                     _ => 0,
@@ -533,8 +533,7 @@ impl Source {
         }
         let floor = now_unix.saturating_sub(ctx.grace_ns);
         for w in self.windows.values_mut() {
-            w.busy.advance(floor);
-            w.sync.advance(floor);
+            w.advance(floor);
         }
     }
 

@@ -290,6 +290,20 @@ impl IntervalUnion {
             + self.tail.map_or(0, |(s, e)| e - s)
     }
 
+    /// The time covered before `t`: exact where `t` is at or above the floor; below it,
+    /// everything up to the floor (what was folded is no longer told apart), which
+    /// callers avoid by reading a time before the floor passes it.
+    pub fn total_before(&self, t: u64) -> u64 {
+        let part = |(s, e): (u64, u64)| e.min(t).saturating_sub(s);
+        self.finalized
+            + self
+                .set
+                .range(..t)
+                .map(|(&s, &e)| part((s, e)))
+                .sum::<u64>()
+            + self.tail.map_or(0, part)
+    }
+
     /// Intervals still held (not yet final).
     pub fn pending(&self) -> usize {
         self.set.len() + usize::from(self.tail.is_some())
@@ -381,8 +395,16 @@ mod tests {
         }
         let want = covered.iter().filter(|&&c| c).count() as u64;
         assert_eq!(u.total(), want);
+        let before = |t: u64| covered[..t as usize].iter().filter(|&&c| c).count() as u64;
+        for at in [0, 1, t / 3, t / 2, t, covered.len() as u64] {
+            assert_eq!(u.total_before(at), before(at), "{at}");
+        }
         u.advance(t / 2);
         assert_eq!(u.total(), want);
+        // At and above the floor, still exact once folded.
+        for at in [t / 2, t / 2 + 17, t, covered.len() as u64] {
+            assert_eq!(u.total_before(at), before(at), "{at}");
+        }
     }
 
     #[test]

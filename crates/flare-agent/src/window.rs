@@ -4,7 +4,7 @@ use crate::nccl::{KernelAcc, LinkAcc};
 use crate::stats::{IntervalUnion, Samples};
 use flare_model::{
     CommMembership, IterationSample, KernelStats, LinkStats, NcclProgress, OpKind, OpStats,
-    RankSummary, StalledLink, StartupRecord,
+    RankSummary, StalledLink, StartupRecord, SteppingTime,
 };
 use flare_tracer::NameId;
 use std::collections::HashMap;
@@ -179,6 +179,67 @@ pub struct RankWindow {
     /// NCCL transfers per (communicator, peer, send) and kernels per communicator.
     pub links: HashMap<NcclLinkKey, LinkAcc>,
     pub kernels: HashMap<Option<String>, KernelAcc>,
+    /// Its iterations that ended in the window, as one span with its sync time.
+    pub stepping: Option<SteppingSpan>,
+}
+
+/// The part of a window inside a rank's iterations that ended in it, `[from, to)` in
+/// Unix ns, and the sync time covered before each end. The sync union folds what the
+/// floor passed, so each end's reading is taken before the floor passes it.
+#[derive(Debug, Clone, Copy)]
+pub struct SteppingSpan {
+    from: u64,
+    to: u64,
+    sync_at_from: Option<u64>,
+    sync_at_to: Option<u64>,
+}
+
+impl RankWindow {
+    /// Adds an iteration `[start, end)` that ended in this window (starting at
+    /// `window_start` or later).
+    pub fn add_iteration(&mut self, sample: IterationSample, window_start: u64) {
+        let from = sample.start_unix_ns.max(window_start);
+        let to = sample.start_unix_ns + sample.duration_ns;
+        self.iterations.push(sample);
+        let s = self.stepping.get_or_insert(SteppingSpan {
+            from,
+            to,
+            sync_at_from: None,
+            sync_at_to: None,
+        });
+        if from < s.from {
+            s.from = from;
+            s.sync_at_from = None;
+        }
+        if to > s.to {
+            s.to = to;
+            s.sync_at_to = None;
+        }
+    }
+
+    /// Finalizes busy and sync time before `floor`, reading the stepping span's sync
+    /// time first where the floor passes its ends.
+    pub fn advance(&mut self, floor: u64) {
+        if let Some(s) = &mut self.stepping {
+            for (at, reading) in [(s.from, &mut s.sync_at_from), (s.to, &mut s.sync_at_to)] {
+                if at < floor && reading.is_none() {
+                    *reading = Some(self.sync.total_before(at));
+                }
+            }
+        }
+        self.busy.advance(floor);
+        self.sync.advance(floor);
+    }
+
+    /// The stepping span's length and its sync time.
+    pub fn stepping_time(&self) -> Option<SteppingTime> {
+        let s = self.stepping?;
+        let at = |t: u64, r: Option<u64>| r.unwrap_or_else(|| self.sync.total_before(t));
+        Some(SteppingTime {
+            span_ns: s.to.saturating_sub(s.from),
+            sync_ns: at(s.to, s.sync_at_to).saturating_sub(at(s.from, s.sync_at_from)),
+        })
+    }
 }
 
 /// A rank's NCCL transfers by communicator name, peer and direction (send: true).
@@ -217,6 +278,8 @@ pub struct RankParts {
     pub stalled: Vec<StalledLink>,
     pub comms: Vec<CommMembership>,
     pub startup: Option<StartupRecord>,
+    /// Its processes' stepping spans, added up.
+    pub stepping: Option<SteppingTime>,
 }
 
 impl RankParts {
@@ -240,6 +303,7 @@ impl RankParts {
             stalled: Vec::new(),
             comms: Vec::new(),
             startup: None,
+            stepping: None,
         }
     }
 
@@ -290,6 +354,11 @@ impl RankParts {
         }
         self.busy_ns += w.busy.total();
         self.sync_busy_ns += w.sync.total();
+        if let Some(t) = w.stepping_time() {
+            let s = self.stepping.get_or_insert_with(SteppingTime::default);
+            s.span_ns += t.span_ns;
+            s.sync_ns += t.sync_ns;
+        }
         self.observed.add(observed.0, observed.1);
         self.events += w.events;
         self.dropped_total += dropped_total;
@@ -345,6 +414,7 @@ impl RankParts {
             runqueue_ns: self.runqueue_ns,
             nccl,
             startup: self.startup,
+            stepping: self.stepping,
         }
     }
 }

@@ -152,6 +152,15 @@ fn a_window_summary_has_exact_counts_percentiles_bandwidth_iterations_and_busy_t
     assert_eq!(rk.sync_busy_ns, Some(1200 * MS));
     assert_eq!(rk.observed_ns, 9 * SEC);
     assert!((rk.void_share() - (1.0 - 3.4 / 9.0)).abs() < 1e-12);
+    // Its iterations span [1 s, 6 s]: what peers compare, without the second before its
+    // first step or the 4 s after its last; in collectives there 1.2 s (all of them).
+    assert_eq!(
+        rk.stepping,
+        Some(flare_model::SteppingTime {
+            span_ns: 5 * SEC,
+            sync_ns: 1200 * MS
+        })
+    );
     // 3 steps + 2x2 forward + 3x2 all-reduce + 2 all-gather + 2000 tiny; the checkpoint's
     // begin (9.5 s) too; its end is in the next window.
     assert_eq!(rk.events, 3 + 4 + 6 + 2 + 2000 + 1);
@@ -168,6 +177,7 @@ fn a_window_summary_has_exact_counts_percentiles_bandwidth_iterations_and_busy_t
     assert_eq!(rk.busy_ns, 500 * MS);
     assert_eq!(rk.sync_busy_ns, Some(0));
     assert_eq!(rk.observed_ns, window_ns);
+    assert_eq!(rk.stepping, None, "no step in it");
     assert_eq!(rk.events, 1);
     // Ops are listed heaviest first.
     let s = window(&all, w);
@@ -207,4 +217,39 @@ fn two_ranks_of_a_job_share_one_summary_and_other_jobs_are_ignored() {
         .collect();
     assert_eq!(ranks, vec![(0, 100 * MS), (1, 200 * MS)]);
     assert_eq!(c.stats().files_open, 2);
+}
+
+#[test]
+fn the_stepping_span_leaves_out_start_up_and_shutdown_collectives_included() {
+    // A rank's init barrier before its first step and a last all-reduce after its last
+    // step are not an iteration's: its peers compare what lies between its steps.
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path(), "st");
+    let window_ns = cfg.window.as_nanos() as u64;
+    let w = (unix_now() - 25 * SEC) / window_ns;
+    let at = |ms: u64| w * window_ns + ms * MS;
+    let mut r = Ring::create(dir.path(), "st", 0, 4, std::process::id());
+    let ar = |r: &mut Ring| r.comm("dp", 4, 1_000_000, 0);
+    let a = ar(&mut r);
+    r.span(0, "barrier", OpKind::Barrier, at(200), at(500), a);
+    r.step(0, 1, at(1000));
+    let a = ar(&mut r);
+    r.span(0, "all_reduce", OpKind::AllReduce, at(1500), at(1800), a);
+    r.step(0, 2, at(2000));
+    let a = ar(&mut r);
+    r.span(0, "all_reduce", OpKind::AllReduce, at(2500), at(2900), a);
+    r.step(0, 3, at(3000));
+    let a = ar(&mut r);
+    r.span(0, "all_reduce", OpKind::AllReduce, at(3200), at(3300), a);
+    let mut c = Collector::new(cfg).unwrap();
+    let all = c.poll();
+    let rk = &window(&all, w).ranks[0];
+    assert_eq!(rk.sync_busy_ns, Some(1100 * MS));
+    assert_eq!(
+        rk.stepping,
+        Some(flare_model::SteppingTime {
+            span_ns: 2 * SEC,
+            sync_ns: 700 * MS
+        })
+    );
 }

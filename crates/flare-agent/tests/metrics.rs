@@ -68,6 +68,7 @@ fn summary(window: u64, names: impl Fn(usize) -> String) -> WindowSummary {
                 runqueue_ns: None,
                 nccl: None,
                 startup: None,
+                stepping: None,
             },
             RankSummary {
                 rank: 1,
@@ -85,6 +86,7 @@ fn summary(window: u64, names: impl Fn(usize) -> String) -> WindowSummary {
                 runqueue_ns: None,
                 nccl: None,
                 startup: None,
+                stepping: None,
             },
         ],
         hangs: vec![HangRecord {

@@ -37,7 +37,7 @@ pub use startup::{StartupPhase, StartupPhaseRecord, StartupRecord};
 pub use summary::{
     CommMembership, HangRecord, IterationSample, KernelStats, LinkStats, LogExcerpt,
     LogExcerptLine, LogProgressLine, NcclProgress, OpStats, PeerStacks, RankSummary, StalledLink,
-    TemplateCount, ThreadStack, WindowSummary,
+    SteppingTime, TemplateCount, ThreadStack, WindowSummary,
 };
 pub use topology::{ClusterTopology, GpuLoc, PathElement};
 pub use trace::{iterations_with_ops, IterationSpan, JobInfo, RankTrace, Trace, TraceMeta, Window};

@@ -130,6 +130,21 @@ pub struct RankSummary {
     /// after it ended (so that every rank's record meets the others' in some window).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub startup: Option<crate::StartupRecord>,
+    /// The part of the window inside its iterations that ended there, with its time in
+    /// collectives: what its peers compare per iteration, without its start-up before
+    /// its first step or its shutdown after its last; absent without iterations (or from
+    /// agents older than this field).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stepping: Option<SteppingTime>,
+}
+
+/// A rank's time from the start of its first iteration that ended in a window (or the
+/// window's start, if that iteration began before it) to its last step in the window.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct SteppingTime {
+    pub span_ns: u64,
+    /// Time inside the span with at least one collective or P2P span open.
+    pub sync_ns: u64,
 }
 
 /// What Flare's NCCL profiler plugin saw of a rank's collectives in a window: its
@@ -256,6 +271,7 @@ impl RankSummary {
             runqueue_ns: None,
             nccl: None,
             startup: None,
+            stepping: None,
         }
     }
 

@@ -5,7 +5,7 @@
 //! holds no compute ops (DDP's forward and backward are not spans), and this is then the
 //! only evidence that tells slow compute from a stall.
 
-use super::input::scale;
+use super::input::{comparable, own_scale, scale};
 use super::{LiveRank, LiveWindow};
 use crate::stats::median;
 
@@ -88,11 +88,16 @@ impl LiveWindow {
                 .filter_map(|p| self.rank(p))
                 .filter(known),
         );
-        if group.len() < 3 {
+        let group = comparable(&group);
+        if group.len() < 3 || group[0].rank != rank {
             return None;
         }
         let f = scale(&group);
-        let mut own_time: Vec<f64> = group.iter().zip(&f).map(|(r, f)| r.own_ns() * f).collect();
+        let mut own_time: Vec<f64> = group
+            .iter()
+            .zip(own_scale(&group))
+            .map(|(r, f)| r.own_ns() * f)
+            .collect();
         let mut cpu: Vec<f64> = group.iter().zip(&f).map(|(r, f)| r.cpu_ns * f).collect();
         let mut wait: Vec<f64> = group
             .iter()
@@ -149,12 +154,17 @@ impl LiveWindow {
             .with_data()
             .filter(|r| r.iterations > 0 && r.cpu_ns.is_finite() && r.observed_ns > 0.0)
             .collect();
+        let group = comparable(&group);
         if group.len() < 3 {
             return None;
         }
         let f = scale(&group);
         let cpu: Vec<f64> = group.iter().zip(&f).map(|(r, f)| r.cpu_ns * f).collect();
-        let own: Vec<f64> = group.iter().zip(&f).map(|(r, f)| r.own_ns() * f).collect();
+        let own: Vec<f64> = group
+            .iter()
+            .zip(own_scale(&group))
+            .map(|(r, f)| r.own_ns() * f)
+            .collect();
         let mut steps: Vec<f64> = group
             .iter()
             .map(|r| r.iteration_ns)

@@ -147,11 +147,11 @@ fn peer_groups(
     group
 }
 
-/// The comparison unit of a group of peers in one window: per iteration when every peer
-/// finished the same number of iterations in it, otherwise per typical iteration of the
-/// time it was observed (per second when none finished one). Dividing by unequal
-/// iteration counts would turn a window edge (one rank's step ending just after it) into
-/// a 1/n difference.
+/// The comparison unit of a group of peers' window totals in one window: per iteration
+/// when every peer finished the same number of iterations in it, otherwise per typical
+/// iteration of the time it was observed (per second when none finished one). Dividing
+/// by unequal iteration counts would turn a window edge (one rank's step ending just
+/// after it) into a 1/n difference.
 pub(super) fn scale(peers: &[&LiveRank]) -> Vec<f64> {
     let n = peers[0].iterations;
     if n > 0 && peers.iter().all(|r| r.iterations == n) {
@@ -171,6 +171,40 @@ pub(super) fn scale(peers: &[&LiveRank]) -> Vec<f64> {
         .iter()
         .map(|r| unit / r.observed_ns.max(1.0))
         .collect()
+}
+
+/// The same for the peers' own time ([`LiveRank::own_ns`]): per typical iteration of
+/// the stepping span it was counted over, where every peer's agent reported one (the
+/// span's first iteration may have begun before the window: counts of iterations would
+/// not measure it); else as [`scale`]. For peers from [`comparable`].
+pub(super) fn own_scale(peers: &[&LiveRank]) -> Vec<f64> {
+    match typical_stepping_iteration(peers) {
+        Some(unit) => peers.iter().map(|r| unit / r.stepping_ns).collect(),
+        None => scale(peers),
+    }
+}
+
+/// The peers whose own time can be put per iteration: where every peer reported its
+/// stepping span, those whose span holds at least one typical iteration (a sliver of
+/// one at the window's start, the end of a collective and a step, measures nothing).
+pub(super) fn comparable<'a>(peers: &[&'a LiveRank]) -> Vec<&'a LiveRank> {
+    match typical_stepping_iteration(peers) {
+        Some(unit) => peers
+            .iter()
+            .copied()
+            .filter(|r| r.stepping_ns >= unit)
+            .collect(),
+        None => peers.to_vec(),
+    }
+}
+
+/// The peers' median iteration, where every one of them reported its stepping span.
+fn typical_stepping_iteration(peers: &[&LiveRank]) -> Option<f64> {
+    if peers.is_empty() || !peers.iter().all(|r| r.stepped()) {
+        return None;
+    }
+    let mut its: Vec<f64> = peers.iter().map(|r| r.iteration_ns).collect();
+    Some(median(&mut its))
 }
 
 fn digest(
@@ -196,7 +230,7 @@ fn digest(
     let mut compute_names: Vec<NameStat> = Vec::new();
     for peers in groups.values() {
         let f = scale(peers);
-        self_times(peers, &f, cfg, index, &mut d.self_time, notes);
+        self_times(peers, cfg, index, &mut d.self_time, notes);
         for (r, &f) in peers.iter().zip(&f) {
             let ri = index[&r.rank];
             d.ranks[ri] = rank_iteration(r, f);
@@ -261,18 +295,18 @@ fn rank_iteration(r: &LiveRank, f: f64) -> RankIteration {
 /// ranks that were nearly idle (a job starting or ending) must not read as a huge excess.
 fn self_times(
     peers: &[&LiveRank],
-    f: &[f64],
     cfg: &LiveConfig,
     index: &HashMap<u32, usize>,
     out: &mut [SelfTime],
     notes: &mut Vec<String>,
 ) {
+    let peers = &comparable(peers)[..];
     if peers.len() < cfg.min_ranks.max(2) {
         return;
     }
     let mut shares: Vec<f64> = peers
         .iter()
-        .map(|r| r.own_ns() / r.observed_ns.max(1.0))
+        .map(|r| r.own_ns() / r.own_span_ns().max(1.0))
         .collect();
     if median(&mut shares) < cfg.min_own_share {
         let mut who: Vec<u32> = peers.iter().map(|r| r.rank).collect();
@@ -284,7 +318,11 @@ fn self_times(
         ));
         return;
     }
-    let own: Vec<f64> = peers.iter().zip(f).map(|(r, f)| r.own_ns() * f).collect();
+    let own: Vec<f64> = peers
+        .iter()
+        .zip(own_scale(peers))
+        .map(|(r, f)| r.own_ns() * f)
+        .collect();
     let mut sorted = own.clone();
     sorted.sort_by(f64::total_cmp);
     for (i, r) in peers.iter().enumerate() {

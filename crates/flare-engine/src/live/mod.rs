@@ -178,10 +178,30 @@ pub fn name_by_continuity(
     d.findings.sort_by(Finding::by_importance);
 }
 
+/// The excess of `rank`'s longest iteration over its median one, where that one
+/// iteration holds at least half of what the rank cost its peers over `w`: one stall (a
+/// process descheduled or paging once, a one-off pause), which a persistent straggler is
+/// not: it spreads its cost over every iteration. One stall is no verdict until the next
+/// window shows the rank again.
+fn one_stall(w: &LiveWindow, rank: u32) -> Option<f64> {
+    let r = w.rank(rank).filter(|r| r.iterations >= 3)?;
+    let spike = r.longest_iteration_ns - r.median_iteration_ns;
+    let mut steps: Vec<f64> = w
+        .with_data()
+        .map(|r| r.iteration_ns)
+        .filter(|t| t.is_finite() && *t > 0.0)
+        .collect();
+    let cost = step_share(w, rank) * crate::stats::median(&mut steps) * r.iterations as f64;
+    (spike.is_finite() && cost > 0.0 && spike >= ONE_STALL_SHARE * cost).then_some(spike)
+}
+
+/// The share of a rank's cost over a window that one iteration must hold to be one stall.
+const ONE_STALL_SHARE: f64 = 0.5;
+
 /// How far `rank` is behind the median of the other ranks per step, as a share of the
 /// typical step (0 when it cannot tell).
 fn step_share(w: &LiveWindow, rank: u32) -> f64 {
-    let per_step = |r: &LiveRank| r.own_ns() / r.iterations.max(1) as f64;
+    let per_step = LiveRank::own_per_iteration;
     let Some(own) = w.rank(rank).filter(|r| r.iterations > 0) else {
         return 0.0;
     };
@@ -402,11 +422,19 @@ pub fn confirm_with_previous(
         let excess = self_time_excess(f).unwrap_or(f64::INFINITY);
         let costly =
             first_rank(f).is_none_or(|r| step_share(current, r) >= cfg.confirm_below_step_share);
-        let mild = excess < cfg.confirm_below_excess || !costly;
+        let stall = first_rank(f).and_then(|r| one_stall(current, r));
+        let mild = excess < cfg.confirm_below_excess || !costly || stall.is_some();
         if mild && !flagged_before(first_rank(f)) {
             f.severity = Severity::Info;
+            let why = match stall {
+                Some(s) => format!(
+                    "one stall (an iteration {:.0} ms longer than its median)",
+                    s / 1e6
+                ),
+                None => "first window with it".to_string(),
+            };
             f.summary = format!(
-                "unconfirmed (first window with it; a warning if the next window shows it too): {}",
+                "unconfirmed ({why}; a warning if the next window shows it too): {}",
                 f.summary
             );
         }

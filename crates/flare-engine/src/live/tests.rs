@@ -113,6 +113,7 @@ pub(crate) fn job(
             runqueue_ns: None,
             nccl: None,
             startup: None,
+            stepping: None,
         });
     }
     nodes.into_values().collect()
@@ -156,6 +157,7 @@ fn stray_milliseconds_in_a_nearly_idle_window_are_not_a_straggler() {
                     runqueue_ns: None,
                     nccl: None,
                     startup: None,
+                    stepping: None,
                 }
             })
             .collect();
@@ -252,6 +254,57 @@ fn a_mild_excess_needs_a_second_window_and_a_strong_one_does_not() {
     );
     assert_eq!(at_once.findings[0].severity, Severity::Warning);
     assert_eq!(at_once.findings[0].culprits[0].rank, Some(5));
+}
+
+#[test]
+fn one_stall_needs_the_next_window_and_a_straggler_as_costly_does_not() {
+    // Rank 5 stalls once for 600 ms outside any span (descheduled, paging) while its
+    // peers wait in their all-reduce: one iteration holds its whole cost. The same cost
+    // spread over every iteration is a straggler, a warning at once.
+    let cfg = LiveConfig::default();
+    let mut once = job(8, |_| 1.0, |_| 0.0);
+    let stall = 600 * MS;
+    for r in once.iter_mut().flat_map(|s| s.ranks.iter_mut()) {
+        r.iterations[3].duration_ns += stall;
+        r.observed_ns += stall;
+        if r.rank != 5 {
+            for o in r.ops.iter_mut().filter(|o| o.kind.is_sync()) {
+                o.total_ns += stall;
+            }
+            r.busy_ns += stall;
+        }
+    }
+    with_stepping(&mut once);
+    let spread = job(8, |_| 1.0, |r| if r == 5 { 60.0 } else { 0.0 });
+    for (what, w, first_window) in [
+        ("one stall", &once, Severity::Info),
+        ("spread", &spread, Severity::Warning),
+    ] {
+        let window = LiveWindow::from_summaries(w);
+        let mut first = analyze(w);
+        confirm_with_previous(&mut first, &window, None, &cfg);
+        let f = first
+            .findings
+            .iter()
+            .find(|f| f.culprits.first().and_then(|c| c.rank) == Some(5))
+            .unwrap_or_else(|| panic!("{what}: {:#?}", first.findings));
+        assert_eq!(f.severity, first_window, "{what}: {}", f.summary);
+        assert!(
+            (first_window == Severity::Warning)
+                || f.summary
+                    .starts_with("unconfirmed (one stall (an iteration 600 ms longer"),
+            "{what}: {}",
+            f.summary
+        );
+        assert!(warnings(&first)
+            .iter()
+            .all(|f| f.culprits[0].rank == Some(5)));
+        // Seen again in the next window: a warning.
+        let mut second = analyze(w);
+        confirm_with_previous(&mut second, &window, Some(&first.findings), &cfg);
+        assert_eq!(second.findings[0].severity, Severity::Warning, "{what}");
+        assert_eq!(second.findings[0].culprits[0].rank, Some(5), "{what}");
+    }
 }
 
 #[test]
@@ -770,6 +823,80 @@ fn a_stall_outside_any_span_is_named_though_the_rank_traces_its_compute() {
     assert_eq!(warn.len(), 1, "{:#?}", d.findings);
     assert_eq!(warn[0].culprits[0].rank, Some(5));
     // Not its GPU, not a traced host phase: outside what it traced.
+    assert_eq!(warn[0].kind, FindingKind::SlowRank, "{:#?}", warn[0]);
+}
+
+/// Each rank's stepping span as an agent reports it: its iterations (all inside the
+/// window here) and its time in collectives.
+fn with_stepping(w: &mut [WindowSummary]) {
+    for r in w.iter_mut().flat_map(|s| s.ranks.iter_mut()) {
+        let sync = r.sync_busy_ns.unwrap_or_else(|| {
+            r.ops
+                .iter()
+                .filter(|o| o.kind.is_sync())
+                .map(|o| o.total_ns)
+                .sum()
+        });
+        r.stepping = Some(flare_model::SteppingTime {
+            span_ns: r.iterations.iter().map(|i| i.duration_ns).sum(),
+            sync_ns: sync,
+        });
+    }
+}
+
+#[test]
+fn start_up_before_the_first_step_is_not_an_iterations_work() {
+    // The window where a job starts: every rank was watched from its `flare.init()`,
+    // ranks 5 and 6 for 1.5 s longer than the others (they started first and waited,
+    // untraced, for the rest to connect), then all ran the same iterations. From the
+    // stepping span, healthy; from the observed time alone, as agents without the span
+    // report it, rank 5 or 6 "delays its peers" by about 150%.
+    let mut w = job(8, |_| 1.0, |_| 0.0);
+    for r in w.iter_mut().flat_map(|s| s.ranks.iter_mut()) {
+        r.gpu = Some(false);
+        if r.rank == 5 || r.rank == 6 {
+            r.observed_ns += 1_500 * MS;
+        }
+    }
+    let old = analyze(&w);
+    let named: BTreeSet<_> = warnings(&old)
+        .iter()
+        .filter_map(|f| f.culprits[0].rank)
+        .collect();
+    assert!(
+        !named.is_empty() && named.is_subset(&BTreeSet::from([5, 6])),
+        "{:#?}",
+        old.findings
+    );
+    with_stepping(&mut w);
+    let d = analyze(&w);
+    assert!(warnings(&d).is_empty(), "{:#?}", d.findings);
+}
+
+#[test]
+fn a_stall_inside_the_iterations_is_named_from_the_stepping_span() {
+    // Rank 3 stalls 30 ms per step outside every span, inside its iterations.
+    let mut w = job(8, |_| 1.0, |r| if r == 3 { 30.0 } else { 0.0 });
+    for r in w.iter_mut().flat_map(|s| s.ranks.iter_mut()) {
+        if r.rank == 3 {
+            let stall = 30 * MS * r.iterations.len() as u64;
+            for o in r
+                .ops
+                .iter_mut()
+                .filter(|o| o.kind == OpKind::GarbageCollection)
+            {
+                o.total_ns -= stall;
+            }
+            r.busy_ns -= stall;
+        }
+        // Every rank also watched 0.8 s before its first step.
+        r.observed_ns += 800 * MS;
+    }
+    with_stepping(&mut w);
+    let d = analyze(&w);
+    let warn = warnings(&d);
+    assert_eq!(warn.len(), 1, "{:#?}", d.findings);
+    assert_eq!(warn[0].culprits[0].rank, Some(3));
     assert_eq!(warn[0].kind, FindingKind::SlowRank, "{:#?}", warn[0]);
 }
 

@@ -36,7 +36,14 @@ pub struct LiveRank {
     /// Iterations that ended in the window, and their mean duration (NaN without any).
     pub iterations: u32,
     pub iteration_ns: f64,
+    /// Its longest and its median iteration in the window (NaN without any).
+    pub longest_iteration_ns: f64,
+    pub median_iteration_ns: f64,
     pub observed_ns: f64,
+    /// The part of the window inside its iterations, and its time in collectives there
+    /// (NaN when the agent did not report them).
+    pub stepping_ns: f64,
+    pub stepping_sync_ns: f64,
     /// Time with a span open; 0 when the tracer did not report it.
     pub busy_ns: f64,
     /// Time in collectives and P2P (the sum of their durations).
@@ -104,19 +111,50 @@ impl LiveRank {
         }
     }
 
-    /// Its time outside collectives and P2P, what its peers compare. For a rank that
-    /// stepped in the window: all of it, traced or not (a host stall outside any span, or
-    /// work nothing traces, delays its peers as much as slow compute does; the batch
-    /// engine's self time between collectives counts it too). Otherwise (a window where
-    /// the job starts or ends, whose edges are not work): busy time minus sync time; the
-    /// sum of its work ops when the tracer did not report busy time.
+    /// Its time outside collectives and P2P, what its peers compare, over
+    /// [`LiveRank::own_span_ns`]. For a rank that stepped in the window: all of it inside
+    /// its iterations, traced or not (a host stall outside any span, or work nothing
+    /// traces, delays its peers as much as slow compute does; the batch engine's self
+    /// time between collectives counts it too), but not its start-up before its first
+    /// step or its shutdown after its last, which are not an iteration's work and differ
+    /// between healthy ranks by whole seconds (from agents that do not report the
+    /// stepping span, all its observed time). Otherwise (a window where the job starts
+    /// or ends): busy time minus sync time; the sum of its work ops when the tracer did
+    /// not report busy time.
     pub fn own_ns(&self) -> f64 {
-        if self.iterations > 0 && self.observed_ns > 0.0 {
+        if self.stepped() {
+            (self.stepping_ns - self.stepping_sync_ns).max(0.0)
+        } else if self.iterations > 0 && self.observed_ns > 0.0 {
             (self.observed_ns - self.in_sync_ns()).max(0.0)
         } else if self.busy_ns > 0.0 {
             (self.busy_ns - self.in_sync_ns()).max(0.0)
         } else {
             self.compute_ns + self.host_total()
+        }
+    }
+
+    /// The time [`LiveRank::own_ns`] is counted over: its stepping span where the agent
+    /// reported one, else its observed time.
+    pub fn own_span_ns(&self) -> f64 {
+        if self.stepped() {
+            self.stepping_ns
+        } else {
+            self.observed_ns
+        }
+    }
+
+    /// Whether it stepped in the window and its agent reported the stepping span.
+    pub fn stepped(&self) -> bool {
+        self.iterations > 0 && self.stepping_ns > 0.0 && self.stepping_sync_ns.is_finite()
+    }
+
+    /// Its own time per iteration: its share of its stepping span times its mean
+    /// iteration where the span holds one, else its own time over its iterations.
+    pub fn own_per_iteration(&self) -> f64 {
+        if self.stepped() && self.stepping_ns >= self.iteration_ns {
+            self.own_ns() / self.stepping_ns * self.iteration_ns
+        } else {
+            self.own_ns() / self.iterations.max(1) as f64
         }
     }
 
@@ -231,7 +269,21 @@ fn rank_totals(r: &flare_model::RankSummary, node: &str) -> LiveRank {
                 .sum::<f64>()
                 / r.iterations.len() as f64
         },
+        longest_iteration_ns: r
+            .iterations
+            .iter()
+            .map(|i| i.duration_ns as f64)
+            .fold(f64::NAN, f64::max),
+        median_iteration_ns: crate::stats::median(
+            &mut r
+                .iterations
+                .iter()
+                .map(|i| i.duration_ns as f64)
+                .collect::<Vec<_>>(),
+        ),
         observed_ns: r.observed_ns as f64,
+        stepping_ns: r.stepping.map_or(f64::NAN, |t| t.span_ns as f64),
+        stepping_sync_ns: r.stepping.map_or(f64::NAN, |t| t.sync_ns as f64),
         busy_ns: r.busy_ns as f64,
         sync_ns: 0.0,
         compute_ns: 0.0,

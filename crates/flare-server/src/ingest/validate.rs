@@ -157,6 +157,15 @@ fn rank(r: &RankSummary) -> Result<(), OutOfRange> {
     }
     count("events", r.events)?;
     count("dropped_total", r.dropped_total)?;
+    if let Some(t) = r.stepping {
+        duration("stepping.span_ns", t.span_ns)?;
+        if t.sync_ns > t.span_ns {
+            return Err(OutOfRange(format!(
+                "stepping.sync_ns {} is longer than its span_ns {}",
+                t.sync_ns, t.span_ns
+            )));
+        }
+    }
     for (i, it) in r.iterations.iter().enumerate() {
         let at = |e: OutOfRange| OutOfRange(format!("iterations[{i}]: {}", e.0));
         timestamp_in("start_unix_ns", it.start_unix_ns).map_err(at)?;
@@ -355,6 +364,16 @@ mod tests {
                     })
                 },
                 "ranks[0] (rank 1): iterations[1]: duration_ns is",
+            ),
+            (
+                "more time in collectives than in the span they lie in",
+                |s| {
+                    s.ranks[0].stepping = Some(flare_model::SteppingTime {
+                        span_ns: 10,
+                        sync_ns: 11,
+                    })
+                },
+                "ranks[0] (rank 1): stepping.sync_ns 11 is longer than its span_ns 10",
             ),
             (
                 "a count past 2^53",

@@ -121,6 +121,7 @@ fn summary(
                 runqueue_ns: None,
                 nccl,
                 startup: None,
+                stepping: None,
             }
         })
         .collect();
