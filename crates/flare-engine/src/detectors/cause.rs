@@ -305,6 +305,21 @@ pub(crate) fn rank_cause(
                 "waiting for a CPU: other processes held its cores",
                 "find what else runs on its node's cores (top, pidstat -u 1): other jobs, data-loader workers, the OS; pin the ranks to their own cores (taskset, numactl) and keep OMP_NUM_THREADS x ranks within the node's cores; the rank's own code is not at fault",
             ),
+            TimeSpent::OffCpu if split.peer_runqueue_ns >= split.extra_ns => {
+                // Its main thread was off the CPU, but every peer's main thread waited
+                // for a CPU as long as it was late: the agent watches main threads only,
+                // and one blocked on its own helper threads (a DDP reducer's, Gloo's),
+                // themselves waiting for a core, looks the same as a sleep. The evidence
+                // does not decide between a pause of its own and the node's
+                // oversubscription.
+                node_wide = true;
+                (
+                    FindingKind::SlowCpu,
+                    Component::Host,
+                    "pauses off its CPU on an oversubscribed node (its peers wait for a CPU as long as it was late; its main thread may have waited for its own threads waiting for one)",
+                    "the node runs more busy threads than it has cores: keep ranks x OMP_NUM_THREADS (plus data-loader workers) within its cores and move other work off it; if this rank stays the late one, see what it waits for (py-spy dump --pid)",
+                )
+            }
             TimeSpent::OffCpu => (
                 FindingKind::HostStall,
                 Component::Host,

@@ -717,6 +717,28 @@ fn a_cpu_jobs_cpu_time_tells_extra_compute_from_a_stall_when_nothing_else_does()
         .find(|f| f.kind == FindingKind::SlowCpu)
         .expect("an info");
     assert!(f.summary.contains("oversubscribed"), "{}", f.summary);
+    // Off its CPU, not waiting for one, while every peer waits for a CPU longer than it
+    // was late: its own helper threads may have waited for one; an info on the node.
+    let all = findings(Some(false), 0, 40, 0);
+    assert!(all.iter().all(|f| f.severity == Severity::Info), "{all:#?}");
+    let f = all
+        .iter()
+        .find(|f| f.kind == FindingKind::SlowCpu)
+        .expect("an info");
+    assert!(
+        f.summary.contains("off its CPU on an oversubscribed node"),
+        "{}",
+        f.summary
+    );
+    // The same pause with peers waiting for a CPU for less than it: its own.
+    let f = run_waiting(Some(false), 0, 0);
+    assert_eq!(f.kind, FindingKind::HostStall, "{f:#?}");
+    let all = findings(Some(false), 0, 20, 0);
+    assert!(
+        all.iter()
+            .any(|f| f.kind == FindingKind::HostStall && f.severity == Severity::Warning),
+        "{all:#?}"
+    );
     // A GPU job's (or an unknown one's) CPU time says nothing about its kernels.
     assert_eq!(run(Some(true), 0).kind, FindingKind::SlowRank);
     assert_eq!(run(None, 0).kind, FindingKind::SlowRank);
