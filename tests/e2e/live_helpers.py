@@ -16,3 +16,38 @@ def api_get(url, token):
     req = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"})
     with urllib.request.urlopen(req, timeout=5) as r:
         return json.loads(r.read())
+
+
+def window_figures(url, token, job_id, windows=None):
+    """What the agents reported of each rank in each window, one line per rank, for a
+    failure message: a false warning must be explainable from the test's log alone."""
+    try:
+        summaries = api_get(f"{url}/api/jobs/{job_id}/summaries", token)
+    except Exception as e:  # the figures are a courtesy; the assertion is what fails
+        return f"(summaries unavailable: {e})"
+    lines = []
+    for s in summaries:
+        if windows is not None and s["window"] not in windows:
+            continue
+        lines.append(f"window {s['window']} ({s['node']}):")
+        for r in s["ranks"]:
+            its = sorted(i["duration_ns"] / 1e6 for i in r["iterations"])
+            st = r.get("stepping") or {}
+            ms = lambda v: "-" if v is None else f"{v / 1e6:.0f}"
+            lines.append(
+                f"  rank {r['rank']}: {len(its)} its"
+                + (f" (median {its[len(its) // 2]:.1f} ms, max {its[-1]:.1f})" if its else "")
+                + f", observed {ms(r['observed_ns'])} ms, busy {ms(r['busy_ns'])}, sync {ms(r.get('sync_busy_ns'))}"
+                + f", stepping {ms(st.get('span_ns'))} (sync {ms(st.get('sync_ns'))})"
+                + f", cpu {ms(r.get('cpu_ns'))}, run queue {ms(r.get('runqueue_ns'))}"
+            )
+    return "\n".join(lines)
+
+
+def evidence_of(findings):
+    """Each finding's summary with its evidence rows, for a failure message."""
+    out = []
+    for f in findings:
+        out.append(f"{f['severity']} {f['kind']}: {f['summary']}")
+        out.extend(f"    {e['metric']} = {e['value']:.4g} (baseline {e.get('baseline')}): {e['detail']}" for e in f["evidence"])
+    return "\n".join(out)

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from findings_schema import validate
-from live_helpers import api_get
+from live_helpers import api_get, evidence_of, window_figures
 
 ROOT = Path(__file__).resolve().parents[2]
 FLARE = Path(os.environ.get("FLARE_BIN", ROOT / "target" / "release" / "flare")).resolve()
@@ -215,8 +215,9 @@ def test_a_healthy_live_job_gets_no_warning(tmp_path, procs, start):
         except urllib.error.HTTPError as e:
             assert e.code == 404, e
     assert len(docs) >= 3, f"windows analysed: {len(docs)}"
-    bad = [f["summary"] for d in docs for f in d["findings"] if f["severity"] != "info"]
-    assert not bad, bad
+    bad = [f for d in docs for f in d["findings"] if f["severity"] != "info"]
+    bad_windows = {d["job"]["window"] for d in docs for f in d["findings"] if f["severity"] != "info"}
+    assert not bad, f"{evidence_of(bad)}\n{window_figures(url, TOKEN, 'e2e', bad_windows)}"
     if "E2E_STALL_RANK" in start:
         noted = [
             f["summary"]

@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 
 from findings_schema import validate
-from live_helpers import api_get, free_port
+from live_helpers import api_get, evidence_of, free_port, window_figures
 
 torch = pytest.importorskip("torch", reason="PyTorch not installed (scripts/python-env.sh installs it)")
 
@@ -259,13 +259,20 @@ def test_a_hung_real_ddp_job_names_the_stuck_rank_with_its_stack_until_it_ends(l
     assert len(steps) >= 2 and all(i > steps[-1] for i, _ in before), table(windows)
 
 
+def assert_no_warning(live, job, windows):
+    """No warning in any window; else the warnings' evidence and what the agent reported
+    of the ranks in those windows."""
+    bad = [f for _, d in windows for f in warnings(d)]
+    at = {w for w, d in windows if warnings(d)}
+    assert not bad, f"{table(windows)}\n{evidence_of(bad)}\n{window_figures(live.url, TOKEN, job['job_id'], at)}"
+
+
 def test_a_healthy_real_ddp_job_gets_no_warning(live):
     live.start("none", seconds=16)
     job = live.wait_job(limit=150)
     windows = live.windows(job)
     assert sum(d["verdict"] == "healthy" for _, d in windows) >= 4, table(windows)
-    bad = [(w, f["kind"], f["summary"]) for w, d in windows for f in warnings(d)]
-    assert not bad, f"{bad}\n{table(windows)}"
+    assert_no_warning(live, job, windows)
 
 
 # FSDP2: its all-gathers and reduce-scatters are called by FSDP itself
@@ -283,5 +290,4 @@ def test_a_healthy_real_fsdp_job_gets_no_warning(live):
     job = live.wait_job(limit=150)
     windows = live.windows(job)
     assert sum(d["verdict"] == "healthy" for _, d in windows) >= 4, table(windows)
-    bad = [(w, f["kind"], f["summary"]) for w, d in windows for f in warnings(d)]
-    assert not bad, f"{bad}\n{table(windows)}"
+    assert_no_warning(live, job, windows)
