@@ -9,7 +9,8 @@ rank sending to its right neighbour and receiving from its left, so every rank d
 same work) inside an `all_reduce` span, then `flare.step()`.
 One rank (E2E_SLOW_RANK) does E2E_SLOW_EXTRA more matmuls per iteration: the straggler the
 server must name. Ranks not in E2E_EARLY_RANKS start E2E_LATE_MS later; E2E_STALL_RANK pauses
-once for E2E_STALL_MS after E2E_STALL_AFTER_S. Nothing here knows about Flare's analysis; it only traces.
+once for E2E_STALL_MS after E2E_STALL_AFTER_S (starting at a phase of the windows in
+E2E_STALL_PHASE, "from,to,window" seconds). Nothing here knows about Flare's analysis; it only traces.
 """
 
 import gc
@@ -34,6 +35,9 @@ DEVICE_S = float(os.environ.get("E2E_DEVICE_MS", "25")) / 1e3
 STALL_RANK = int(os.environ.get("E2E_STALL_RANK", "-1"))
 STALL_AFTER_S = float(os.environ.get("E2E_STALL_AFTER_S", "4"))
 STALL_MS = float(os.environ.get("E2E_STALL_MS", "0"))
+# Where in the agent's windows (Unix time modulo E2E_WINDOW_S) the stall may begin: by
+# default anywhere; a test that needs the stall inside one window picks its start.
+STALL_PHASE = tuple(float(x) for x in os.environ.get("E2E_STALL_PHASE", "0,1e9,1e9").split(","))
 N = 256
 GRAD = 1 << 15  # float32 elements: 128 KiB per all-reduce
 
@@ -122,7 +126,12 @@ def main():
             for _ in range(work):
                 c = np.tanh(c @ b)
             time.sleep(DEVICE_S)
-        if RANK == STALL_RANK and not stalled and time.time() - start > STALL_AFTER_S:
+        if (
+            RANK == STALL_RANK
+            and not stalled
+            and time.time() - start > STALL_AFTER_S
+            and STALL_PHASE[0] <= time.time() % STALL_PHASE[2] < STALL_PHASE[1]
+        ):
             # One pause outside any span (a process descheduled or paging once).
             stalled = True
             time.sleep(STALL_MS / 1e3)
