@@ -501,8 +501,10 @@ impl Collector {
         // job -> (world size, rank -> parts)
         let mut jobs: BTreeMap<String, (u32, BTreeMap<u32, RankParts>)> = BTreeMap::new();
         for s in &mut self.sources {
-            let rw = s.windows.remove(&w).unwrap_or_else(RankWindow::default);
+            let mut rw = s.windows.remove(&w).unwrap_or_else(RankWindow::default);
             let observed = s.observed_in(w, win);
+            rw.carried_in = s.stepping_carry.take();
+            s.stepping_carry = rw.carry_out(observed);
             if rw.is_empty() && observed.1 <= observed.0 {
                 continue;
             }

@@ -95,23 +95,33 @@ pub fn summaries_of_trace(trace: &Trace, job_id: &str, window_ns: u64) -> Vec<Ve
                     duration_ns: (end - it.start_ns).max(0) as u64,
                 });
         }
+        // Stepping time as the live agent counts it: what follows the last step of a
+        // window is carried into the window where the next one ends.
+        let mut carry: Option<flare_model::SteppingTime> = None;
+        let mut next_w = None;
         for (w, acc) in per_window {
             let (ws, we) = (w * window_ns, (w + 1) * window_ns);
             let mut p = RankParts::new(r.rank, loc.local, 10_000 + r.rank);
             p.busy_ns = acc.busy.total();
             p.sync_busy_ns = acc.sync.total();
-            p.observed
-                .add(ws.max(first), we.min(last).max(ws.max(first)));
+            let observed = (ws.max(first), we.min(last).max(ws.max(first)));
+            p.observed.add(observed.0, observed.1);
             p.events = acc.events;
-            // Stepping time as the live agent counts it.
+            // Windows in between with nothing of this rank: watched, idle.
+            if let (Some(c), Some(n)) = (carry.as_mut(), next_w) {
+                c.span_ns += (w - n) * window_ns;
+            }
             let mut rw = RankWindow {
                 sync: acc.sync,
+                carried_in: carry,
                 ..RankWindow::default()
             };
             for it in acc.iterations {
                 rw.add_iteration(it, ws);
             }
             p.stepping = rw.stepping_time();
+            carry = rw.carry_out(observed);
+            next_w = Some(w + 1);
             p.iterations = rw.iterations;
             p.ops = acc.ops.into_values().collect();
             parts.entry((w, loc.node)).or_default().push(p);

@@ -7,7 +7,9 @@ use crate::procfs;
 use crate::stacks::RingStack;
 use crate::startup::StartupTracker;
 use crate::window::{add_to, OpAcc, RankWindow, Windows};
-use flare_model::{CommMembership, HangRecord, IterationSample, PeerStacks, StalledLink};
+use flare_model::{
+    CommMembership, HangRecord, IterationSample, PeerStacks, StalledLink, SteppingTime,
+};
 use flare_tracer::{Assembler, Item, NameId, OpenSpan, ProcessInfo, RingEvent, RingFile, Span};
 use std::collections::hash_map::Entry;
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -109,6 +111,9 @@ pub struct Source {
     pub inspector: Vec<InspectorRecord>,
     /// The process's start-up phases.
     pub startup: StartupTracker,
+    /// Time since its last step in closed windows, with its sync time: the part before
+    /// the window of the iteration that will end in a later one, counted there whole.
+    pub stepping_carry: Option<SteppingTime>,
 }
 
 /// A reading of a process's CPU time and its main thread's run-queue wait.
@@ -143,6 +148,7 @@ impl Source {
             nccl: NcclTracker::default(),
             inspector: Vec::new(),
             startup: StartupTracker::default(),
+            stepping_carry: None,
         }
     }
 

@@ -181,6 +181,9 @@ pub struct RankWindow {
     pub kernels: HashMap<Option<String>, KernelAcc>,
     /// Its iterations that ended in the window, as one span with its sync time.
     pub stepping: Option<SteppingSpan>,
+    /// The time since the process's last step before this window, with its sync time
+    /// (set when the window closes, from [`RankWindow::carry_out`] of the one before).
+    pub carried_in: Option<SteppingTime>,
 }
 
 /// The part of a window inside a rank's iterations that ended in it, `[from, to)` in
@@ -192,6 +195,9 @@ pub struct SteppingSpan {
     to: u64,
     sync_at_from: Option<u64>,
     sync_at_to: Option<u64>,
+    /// Its first iteration began before the window: the carried part of it (see
+    /// [`RankWindow::stepping_time`]) belongs to the span.
+    continues: bool,
 }
 
 impl RankWindow {
@@ -200,17 +206,20 @@ impl RankWindow {
     pub fn add_iteration(&mut self, sample: IterationSample, window_start: u64) {
         let from = sample.start_unix_ns.max(window_start);
         let to = sample.start_unix_ns + sample.duration_ns;
+        let continues = sample.start_unix_ns < window_start;
         self.iterations.push(sample);
         let s = self.stepping.get_or_insert(SteppingSpan {
             from,
             to,
             sync_at_from: None,
             sync_at_to: None,
+            continues,
         });
         if from < s.from {
             s.from = from;
             s.sync_at_from = None;
         }
+        s.continues |= continues;
         if to > s.to {
             s.to = to;
             s.sync_at_to = None;
@@ -231,14 +240,38 @@ impl RankWindow {
         self.sync.advance(floor);
     }
 
-    /// The stepping span's length and its sync time.
+    /// The stepping span's length and its sync time, with what was carried in where the
+    /// span's first iteration began before the window: every iteration is counted whole
+    /// in the window where it ends.
     pub fn stepping_time(&self) -> Option<SteppingTime> {
         let s = self.stepping?;
         let at = |t: u64, r: Option<u64>| r.unwrap_or_else(|| self.sync.total_before(t));
+        let before = self.carried_in.filter(|_| s.continues).unwrap_or_default();
         Some(SteppingTime {
-            span_ns: s.to.saturating_sub(s.from),
-            sync_ns: at(s.to, s.sync_at_to).saturating_sub(at(s.from, s.sync_at_from)),
+            span_ns: s.to.saturating_sub(s.from) + before.span_ns,
+            sync_ns: at(s.to, s.sync_at_to).saturating_sub(at(s.from, s.sync_at_from))
+                + before.sync_ns,
         })
+    }
+
+    /// What the next window's first iteration carries from this one, observed over
+    /// `[from, to)`: the time after the last step here, or, without a step here, what was
+    /// carried in and all of this window. `None` before the process's first step
+    /// (start-up is no iteration's).
+    pub fn carry_out(&self, (from, to): (u64, u64)) -> Option<SteppingTime> {
+        match self.stepping {
+            Some(s) => {
+                let at_to = s.sync_at_to.unwrap_or_else(|| self.sync.total_before(s.to));
+                Some(SteppingTime {
+                    span_ns: to.saturating_sub(s.to),
+                    sync_ns: self.sync.total().saturating_sub(at_to),
+                })
+            }
+            None => self.carried_in.map(|c| SteppingTime {
+                span_ns: c.span_ns + to.saturating_sub(from),
+                sync_ns: c.sync_ns + self.sync.total(),
+            }),
+        }
     }
 }
 

@@ -253,3 +253,42 @@ fn the_stepping_span_leaves_out_start_up_and_shutdown_collectives_included() {
         })
     );
 }
+
+#[test]
+fn an_iteration_across_a_window_edge_is_counted_whole_where_it_ends() {
+    // Steps at 1 s and 3 s of window w, the next at 0.5 s of w + 1: the iteration from
+    // 3 s to 10.5 s belongs to w + 1, with its all-reduce across the edge (0.3 s before
+    // it, 0.2 s after).
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path(), "edge");
+    let window_ns = cfg.window.as_nanos() as u64;
+    assert_eq!(window_ns, 10 * SEC);
+    let w = (unix_now() - 35 * SEC) / window_ns;
+    let at = |ms: u64| w * window_ns + ms * MS;
+    let mut r = Ring::create(dir.path(), "edge", 0, 4, std::process::id());
+    let ar = |r: &mut Ring| r.comm("dp", 4, 1_000_000, 0);
+    r.step(0, 1, at(1000));
+    let a = ar(&mut r);
+    r.span(0, "all_reduce", OpKind::AllReduce, at(2000), at(2400), a);
+    r.step(0, 2, at(3000));
+    let a = ar(&mut r);
+    r.span(0, "all_reduce", OpKind::AllReduce, at(9700), at(10_200), a);
+    r.step(0, 3, at(10_500));
+    let mut c = Collector::new(cfg).unwrap();
+    let all = c.poll();
+    let stepping = |w| window(&all, w).ranks[0].stepping;
+    assert_eq!(
+        stepping(w),
+        Some(flare_model::SteppingTime {
+            span_ns: 2 * SEC,
+            sync_ns: 400 * MS
+        })
+    );
+    assert_eq!(
+        stepping(w + 1),
+        Some(flare_model::SteppingTime {
+            span_ns: 7500 * MS,
+            sync_ns: 500 * MS
+        })
+    );
+}

@@ -241,12 +241,15 @@ impl LiveWindow {
         self.ranks.iter().filter(|r| r.observed_ns > 0.0)
     }
 
-    /// The window's iteration time: the median of its ranks' mean iterations (ranks
-    /// without an iteration have none). What the iteration detector's series holds.
+    /// The window's iteration time: the median of its ranks' median iterations (ranks
+    /// without an iteration have none). What the iteration detector's series holds: a
+    /// level, which one stalled iteration among dozens must not move (a one-second
+    /// pause once took a window's mean from 31 to 52 ms, and two such windows read as
+    /// a fail-slow onset); a lasting slowdown moves every iteration.
     pub fn typical_iteration_ns(&self) -> Option<f64> {
         let mut its: Vec<f64> = self
             .with_data()
-            .map(|r| r.iteration_ns)
+            .map(|r| r.median_iteration_ns)
             .filter(|t| t.is_finite())
             .collect();
         (!its.is_empty()).then(|| crate::stats::median(&mut its))
