@@ -201,8 +201,8 @@ pub struct SteppingSpan {
 }
 
 impl RankWindow {
-    /// Adds an iteration `[start, end)` that ended in this window (starting at
-    /// `window_start` or later).
+    /// Adds an iteration `[start, end)` that ended in this window, which starts at
+    /// `window_start` (an iteration that began before it continues what was carried in).
     pub fn add_iteration(&mut self, sample: IterationSample, window_start: u64) {
         let from = sample.start_unix_ns.max(window_start);
         let to = sample.start_unix_ns + sample.duration_ns;
