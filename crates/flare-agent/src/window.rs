@@ -245,13 +245,19 @@ impl RankWindow {
     /// in the window where it ends.
     pub fn stepping_time(&self) -> Option<SteppingTime> {
         let s = self.stepping?;
-        let at = |t: u64, r: Option<u64>| r.unwrap_or_else(|| self.sync.total_before(t));
         let before = self.carried_in.filter(|_| s.continues).unwrap_or_default();
         Some(SteppingTime {
             span_ns: s.to.saturating_sub(s.from) + before.span_ns,
-            sync_ns: at(s.to, s.sync_at_to).saturating_sub(at(s.from, s.sync_at_from))
+            sync_ns: self
+                .sync_before(s.to, s.sync_at_to)
+                .saturating_sub(self.sync_before(s.from, s.sync_at_from))
                 + before.sync_ns,
         })
+    }
+
+    /// Sync time before `t`: the reading taken before the floor passed it, else now.
+    fn sync_before(&self, t: u64, reading: Option<u64>) -> u64 {
+        reading.unwrap_or_else(|| self.sync.total_before(t))
     }
 
     /// What the next window's first iteration carries from this one, observed over
@@ -260,13 +266,13 @@ impl RankWindow {
     /// (start-up is no iteration's).
     pub fn carry_out(&self, (from, to): (u64, u64)) -> Option<SteppingTime> {
         match self.stepping {
-            Some(s) => {
-                let at_to = s.sync_at_to.unwrap_or_else(|| self.sync.total_before(s.to));
-                Some(SteppingTime {
-                    span_ns: to.saturating_sub(s.to),
-                    sync_ns: self.sync.total().saturating_sub(at_to),
-                })
-            }
+            Some(s) => Some(SteppingTime {
+                span_ns: to.saturating_sub(s.to),
+                sync_ns: self
+                    .sync
+                    .total()
+                    .saturating_sub(self.sync_before(s.to, s.sync_at_to)),
+            }),
             None => self.carried_in.map(|c| SteppingTime {
                 span_ns: c.span_ns + to.saturating_sub(from),
                 sync_ns: c.sync_ns + self.sync.total(),

@@ -49,9 +49,6 @@ fn summary(window: u64, names: impl Fn(usize) -> String) -> WindowSummary {
         world_size: 2,
         ranks: vec![
             RankSummary {
-                rank: 0,
-                local_rank: 0,
-                pid: 10,
                 iterations: vec![IterationSample {
                     step: 1,
                     start_unix_ns: 0,
@@ -59,34 +56,16 @@ fn summary(window: u64, names: impl Fn(usize) -> String) -> WindowSummary {
                 }],
                 ops,
                 busy_ns: 6_000_000_000,
-                sync_busy_ns: None,
                 observed_ns: 10_000_000_000,
                 events: 5000,
                 dropped_total: 7,
-                gpu: None,
-                cpu_ns: None,
-                runqueue_ns: None,
-                nccl: None,
-                startup: None,
-                stepping: None,
+                ..RankSummary::empty(0, 0, 10)
             },
             RankSummary {
-                rank: 1,
-                local_rank: 1,
-                pid: 11,
-                iterations: vec![],
                 ops: vec![op("fwd", OpKind::Compute, 5_000_000)],
-                busy_ns: 0,
-                sync_busy_ns: None,
                 observed_ns: 10_000_000_000,
                 events: 2,
-                dropped_total: 0,
-                gpu: None,
-                cpu_ns: None,
-                runqueue_ns: None,
-                nccl: None,
-                startup: None,
-                stepping: None,
+                ..RankSummary::empty(1, 1, 11)
             },
         ],
         hangs: vec![HangRecord {

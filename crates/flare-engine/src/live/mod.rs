@@ -186,12 +186,7 @@ pub fn name_by_continuity(
 fn one_stall(w: &LiveWindow, rank: u32) -> Option<f64> {
     let r = w.rank(rank).filter(|r| r.iterations >= 3)?;
     let spike = r.longest_iteration_ns - r.median_iteration_ns;
-    let mut steps: Vec<f64> = w
-        .with_data()
-        .map(|r| r.iteration_ns)
-        .filter(|t| t.is_finite() && *t > 0.0)
-        .collect();
-    let cost = step_share(w, rank) * crate::stats::median(&mut steps) * r.iterations as f64;
+    let cost = excess_per_step_ns(w, rank)? * r.iterations as f64;
     (spike.is_finite() && cost > 0.0 && spike >= ONE_STALL_SHARE * cost).then_some(spike)
 }
 
@@ -201,24 +196,28 @@ const ONE_STALL_SHARE: f64 = 0.5;
 /// How far `rank` is behind the median of the other ranks per step, as a share of the
 /// typical step (0 when it cannot tell).
 fn step_share(w: &LiveWindow, rank: u32) -> f64 {
-    let per_step = LiveRank::own_per_iteration;
-    let Some(own) = w.rank(rank).filter(|r| r.iterations > 0) else {
-        return 0.0;
-    };
-    let mut others: Vec<f64> = w
-        .with_data()
-        .filter(|r| r.rank != rank && r.iterations > 0)
-        .map(per_step)
-        .collect();
     let mut steps: Vec<f64> = w
         .with_data()
         .map(|r| r.iteration_ns)
         .filter(|t| t.is_finite() && *t > 0.0)
         .collect();
-    if others.is_empty() || steps.is_empty() {
-        return 0.0;
+    match excess_per_step_ns(w, rank) {
+        Some(excess) if !steps.is_empty() => excess / crate::stats::median(&mut steps),
+        _ => 0.0,
     }
-    (per_step(own) - crate::stats::median(&mut others)) / crate::stats::median(&mut steps)
+}
+
+/// How far `rank`'s own time per step is beyond the median of the other ranks' (`None`
+/// when it or they did not step).
+fn excess_per_step_ns(w: &LiveWindow, rank: u32) -> Option<f64> {
+    let per_step = LiveRank::own_per_iteration;
+    let own = w.rank(rank).filter(|r| r.iterations > 0)?;
+    let mut others: Vec<f64> = w
+        .with_data()
+        .filter(|r| r.rank != rank && r.iterations > 0)
+        .map(per_step)
+        .collect();
+    (!others.is_empty()).then(|| per_step(own) - crate::stats::median(&mut others))
 }
 
 /// [`diagnose_window`] without the continuity rule.

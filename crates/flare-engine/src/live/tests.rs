@@ -87,9 +87,6 @@ pub(crate) fn job(
         });
         let ns = |ms: f64| (ms * its as f64 * MS as f64) as u64;
         s.ranks.push(RankSummary {
-            rank: r,
-            local_rank: r % 4,
-            pid: 1000 + r,
             iterations: (0..its)
                 .map(|i| IterationSample {
                     step: i,
@@ -104,16 +101,9 @@ pub(crate) fn job(
                 op("allreduce", OpKind::AllReduce, Some("dp"), its, ns(sync)),
             ],
             busy_ns: ns(iter_ms),
-            sync_busy_ns: None,
             observed_ns: ns(iter_ms),
             events: its * 62,
-            dropped_total: 0,
-            gpu: None,
-            cpu_ns: None,
-            runqueue_ns: None,
-            nccl: None,
-            startup: None,
-            stepping: None,
+            ..RankSummary::empty(r, r % 4, 1000 + r)
         });
     }
     nodes.into_values().collect()
@@ -132,10 +122,6 @@ fn stray_milliseconds_in_a_nearly_idle_window_are_not_a_straggler() {
             .map(|l| {
                 let r = node * 4 + l;
                 RankSummary {
-                    rank: r,
-                    local_rank: l,
-                    pid: 1000 + r,
-                    iterations: vec![],
                     ops: match r {
                         0..=3 => vec![],
                         7 => vec![op("gc", OpKind::GarbageCollection, None, 1, 40 * MS)],
@@ -147,17 +133,9 @@ fn stray_milliseconds_in_a_nearly_idle_window_are_not_a_straggler() {
                             MS + 10_000 * r as u64,
                         )],
                     },
-                    busy_ns: 0,
-                    sync_busy_ns: None,
                     observed_ns: 2_000 * MS,
                     events: 2,
-                    dropped_total: 0,
-                    gpu: None,
-                    cpu_ns: None,
-                    runqueue_ns: None,
-                    nccl: None,
-                    startup: None,
-                    stepping: None,
+                    ..RankSummary::empty(r, l, 1000 + r)
                 }
             })
             .collect();

@@ -106,22 +106,12 @@ fn summary(
                 }
             });
             RankSummary {
-                rank: r,
-                local_rank: r,
-                pid: 100 + r,
-                iterations: vec![],
-                ops: vec![],
                 busy_ns: 1_000 * 1_000_000,
-                sync_busy_ns: None,
                 observed_ns: 10_000 * 1_000_000,
                 events: 1000,
-                dropped_total: 0,
                 gpu: Some(true),
-                cpu_ns: None,
-                runqueue_ns: None,
                 nccl,
-                startup: None,
-                stepping: None,
+                ..RankSummary::empty(r, r, 100 + r)
             }
         })
         .collect();
