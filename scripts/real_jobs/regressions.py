@@ -1,6 +1,6 @@
 """Pairs of real PyTorch runs that differ by one known change each, for `flare compare`.
 
-Usage: python regressions.py OUT_DIR [--world 2] [--steps 12] [--only NAME,...]
+Usage: python regressions.py OUT_DIR [--world 2] [--steps 12] [--only NAME,...] [--device cuda]
 
 One DDP job on Gloo (CPU), a real DataLoader and an MLP, run once per variant by the same
 processes, each run traced by the real torch.profiler as a user who wants to find a
@@ -8,7 +8,8 @@ regression traces it (shapes, Python stacks, Python GC events):
 
   baseline        hidden width 1024, DDP's default 25 MB buckets, a light DataLoader
   baseline_again  the same job again: differs from the baseline only by noise
-  misaligned      hidden width 1022: GEMM dimensions no longer multiples of 8
+  misaligned      hidden width 1022: GEMM dimensions no longer multiples of 8 (the tensor
+                  cores' alignment for 16-bit types)
   item_sync       `loss.item()` every step (the logging line that syncs a GPU job)
   gc              the garbage collector left on (the baseline turns it off during the
                   loop and collects by hand, as Megatron's --manual-gc does) while the
@@ -17,6 +18,10 @@ regression traces it (shapes, Python stacks, Python GC events):
                   multiplies it, the work a heavier data pipeline adds
   bucket          DDP's gradient buckets cut to 1 MB: the all-reduces change size and
                   count (the same bytes in smaller collectives)
+
+With --device cuda the same job runs on GPUs (one rank per GPU, NCCL, bf16 autocast, each
+sample broadcast to a 64-token sequence and the hidden width 4096, 4094 when misaligned, so
+that the GEMMs are GPU-sized and run on tensor cores), traced with CUDA activity too.
 
 Each run writes OUT_DIR/<variant>/traces/rank<R>.json; OUT_DIR/truth.json says, for each
 variant, the change against the baseline and the cause Flare is expected to name.
@@ -38,11 +43,14 @@ from jobs import free_port  # this directory's job runner (sys.path[0] when run 
 
 BATCH = 64
 WIDTH = 1024
+#: On a GPU: the hidden width, and the tokens each sample is broadcast to.
+GPU_WIDTH = 4096
+GPU_TOKENS = 64
 
 #: variant -> (what changed, the cause `flare compare` should name, or None for "equal").
 VARIANTS = {
     "baseline_again": ("nothing: the same job again", None),
-    "misaligned": ("hidden width 1024 -> 1022", "tensor_core_misalignment"),
+    "misaligned": ("hidden width {w} -> {w2}", "tensor_core_misalignment"),
     "item_sync": ("loss.item() every step", "device_synchronization"),
     "gc": ("GC on (baseline: off in the loop) with 600,000 live objects", "garbage_collection"),
     "dataloader": ("a 384 x 384 mask built per sample", "dataloader"),
@@ -75,23 +83,45 @@ def mlp(width):
     return torch.nn.Sequential(*layers)
 
 
-def warm_up(a):
+class Job:
+    """Where the job runs: the CPU (fp32, the batch as it comes) or a GPU (bf16 autocast,
+    each sample broadcast to a sequence of tokens)."""
+
+    def __init__(self, device, rank):
+        self.cuda = device == "cuda"
+        self.device = torch.device("cuda", rank) if self.cuda else torch.device("cpu")
+        self.width = GPU_WIDTH if self.cuda else WIDTH
+
+    def ddp(self, model, **kw):
+        model = model.to(self.device)
+        ids = [self.device.index] if self.cuda else None
+        return torch.nn.parallel.DistributedDataParallel(model, device_ids=ids, **kw)
+
+    def loss(self, model, x):
+        if not self.cuda:
+            return model(x).pow(2).mean()
+        x = x.to(self.device, non_blocking=True).unsqueeze(1).expand(-1, GPU_TOKENS, -1)
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            return model(x).float().pow(2).mean()
+
+
+def warm_up(job):
     """A few unprofiled steps first: the first run in a process pays for allocations and
     thread pools that the later ones do not, which would read as a regression."""
-    model = torch.nn.parallel.DistributedDataParallel(mlp(WIDTH))
+    model = job.ddp(mlp(job.width))
     opt = torch.optim.SGD(model.parameters(), lr=0.001)
-    for x in DataLoader(Samples(BATCH * 4, WIDTH, 0), batch_size=BATCH):
-        model(x).pow(2).mean().backward()
+    for x in DataLoader(Samples(BATCH * 4, job.width, 0), batch_size=BATCH):
+        job.loss(model, x).backward()
         opt.step()
         opt.zero_grad()
 
 
-def run_variant(rank, a, variant):
+def run_variant(rank, a, job, variant):
     torch.manual_seed(0)
-    width = 1022 if variant == "misaligned" else WIDTH
+    width = job.width - 2 if variant == "misaligned" else job.width
     model = mlp(width)
     bucket = 1 if variant == "bucket" else 25
-    ddp = torch.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=bucket)
+    ddp = job.ddp(model, bucket_cap_mb=bucket)
     opt = torch.optim.SGD(ddp.parameters(), lr=0.001)
     loader = DataLoader(
         Samples(BATCH * (a.steps + 2), width, 384 if variant == "dataloader" else 0),
@@ -108,8 +138,9 @@ def run_variant(rank, a, variant):
     gc.collect()
     if variant != "gc":
         gc.disable()
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if job.cuda else [])
     with profile(
-        activities=[ProfilerActivity.CPU],
+        activities=activities,
         record_shapes=True,
         with_stack=True,
         experimental_config=_ExperimentalConfig(record_python_gc_info=True),
@@ -118,7 +149,7 @@ def run_variant(rank, a, variant):
         for step, x in enumerate(loader):
             if step == a.steps:
                 break
-            loss = ddp(x).pow(2).mean()
+            loss = job.loss(ddp, x)
             loss.backward()
             opt.step()
             opt.zero_grad()
@@ -135,11 +166,15 @@ def run_variant(rank, a, variant):
 def run(rank, a, port):
     os.environ["MASTER_ADDR"] = "127.0.0.1"
     os.environ["MASTER_PORT"] = str(port)
-    dist.init_process_group("gloo", rank=rank, world_size=a.world)
+    job = Job(a.device, rank)
+    if job.cuda:
+        torch.cuda.set_device(job.device)
+    backend = "nccl" if job.cuda else "gloo"
+    dist.init_process_group(backend, rank=rank, world_size=a.world)
     torch.set_num_threads(1)
-    warm_up(a)
+    warm_up(job)
     for variant in a.variants:
-        run_variant(rank, a, variant)
+        run_variant(rank, a, job, variant)
     dist.destroy_process_group()
 
 
@@ -149,7 +184,10 @@ def main():
     p.add_argument("--world", type=int, default=2)
     p.add_argument("--steps", type=int, default=12)
     p.add_argument("--only", default="", help="comma-separated variants besides the baseline")
+    p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     a = p.parse_args()
+    if a.device == "cuda" and a.world > torch.cuda.device_count():
+        p.error(f"--world {a.world} needs as many GPUs; this machine has {torch.cuda.device_count()}")
     chosen = [v for v in a.only.split(",") if v] or list(VARIANTS)
     unknown = [v for v in chosen if v not in VARIANTS]
     if unknown:
@@ -157,8 +195,14 @@ def main():
     a.variants = ["baseline"] + chosen
     os.makedirs(a.out, exist_ok=True)
     mp.spawn(run, args=(a, free_port()), nprocs=a.world, join=True)
+    w = GPU_WIDTH if a.device == "cuda" else WIDTH
     truth = {
-        v: {"baseline": "baseline", "change": VARIANTS[v][0], "cause": VARIANTS[v][1]}
+        v: {
+            "baseline": "baseline",
+            "change": VARIANTS[v][0].format(w=w, w2=w - 2),
+            "cause": VARIANTS[v][1],
+            "device": a.device,
+        }
         for v in chosen
     }
     with open(os.path.join(a.out, "truth.json"), "w") as f:

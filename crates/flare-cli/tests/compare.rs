@@ -228,3 +228,107 @@ fn two_ranks_of_a_real_gpu_job_raise_no_warning() {
             > 1000
     );
 }
+
+/// Pairs of runs of one real job on an H100 (`tests/fixtures/real_gpu`): the runs differ
+/// by `loss.item()` per step, by a hidden width off the tensor cores' alignment, or by
+/// nothing.
+fn gpu_compare(current: &str) -> serde_json::Value {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/fixtures/real_gpu/h100_regressions");
+    let (b, c) = (dir.join("baseline"), dir.join(current));
+    let out = flare([
+        "compare".as_ref(),
+        b.as_os_str(),
+        c.as_os_str(),
+        "--json".as_ref(),
+    ]);
+    serde_json::from_slice(&out).expect("a findings document")
+}
+
+fn warnings(doc: &serde_json::Value) -> Vec<&serde_json::Value> {
+    doc["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["severity"] != "info")
+        .collect()
+}
+
+/// A sync per step is a change though the framework syncs seven times a step on its own
+/// in both runs (DDP's first-iterations statistics): judged call by call, and placed at
+/// the program's function and the call it made (the profiler's line number is not the
+/// call's).
+#[test]
+fn a_real_gpu_jobs_new_sync_is_named_beside_the_frameworks_own() {
+    let doc = gpu_compare("item_sync");
+    assert_eq!(
+        doc["comparison"]["causes"],
+        serde_json::json!(["device_synchronization"]),
+        "{doc}"
+    );
+    let w = warnings(&doc);
+    assert_eq!(w.len(), 1, "{w:#?}");
+    let e = &w[0]["evidence"][0];
+    assert_eq!(e["metric"], "syncs_per_step");
+    let (now, before) = (
+        e["value"].as_f64().unwrap(),
+        e["baseline"].as_f64().unwrap(),
+    );
+    assert!(before >= 7.0 && (now - before - 1.0).abs() < 0.05, "{e}");
+    let detail = e["detail"].as_str().unwrap();
+    assert!(
+        detail.contains("cudaStreamSynchronize 0.0 -> 1.0"),
+        "{detail}"
+    );
+    assert!(detail.contains("run_variant -> Tensor.item"), "{detail}");
+    assert!(
+        !detail.contains("cudaEventSynchronize"),
+        "the framework's syncs did not grow: {detail}"
+    );
+}
+
+/// cuBLAS's aligned `nvjet` kernels give way to `cutlass ... align2` ones: the GEMM
+/// shapes off alignment are named with their dimensions and element type, and the kernel
+/// names a person reads are short.
+#[test]
+fn a_real_gpu_jobs_misaligned_gemms_are_named_with_their_shapes() {
+    let doc = gpu_compare("misaligned");
+    assert_eq!(
+        doc["comparison"]["causes"],
+        serde_json::json!(["tensor_core_misalignment"]),
+        "{doc}"
+    );
+    let w = warnings(&doc);
+    assert_eq!(w.len(), 1, "{w:#?}");
+    let summary = w[0]["summary"].as_str().unwrap();
+    assert!(
+        summary.contains("M=4096 N=4094 K=4094, BFloat16"),
+        "{summary}"
+    );
+    let text = String::from_utf8(flare([
+        "compare".as_ref(),
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../tests/fixtures/real_gpu/h100_regressions/baseline")
+            .as_os_str(),
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../tests/fixtures/real_gpu/h100_regressions/misaligned")
+            .as_os_str(),
+    ]))
+    .unwrap();
+    assert!(
+        text.contains("Kernel2 [cutlass_80_tensorop_bf16_s16816gemm_bf16_256x128_64x3_nt_align2]"),
+        "{text}"
+    );
+    assert!(
+        !text.contains("TensorIteratorBase"),
+        "signatures shortened: {text}"
+    );
+}
+
+/// The same job twice on the GPU: nothing to act on.
+#[test]
+fn a_real_gpu_job_against_itself_raises_no_warning() {
+    let doc = gpu_compare("baseline_again");
+    assert!(warnings(&doc).is_empty(), "{doc}");
+    assert!(doc["comparison"].get("causes").is_none(), "{doc}");
+}

@@ -18,6 +18,7 @@ pub mod op;
 pub mod parallel;
 pub mod startup;
 pub mod summary;
+pub mod symbol;
 pub mod topology;
 pub mod trace;
 
@@ -39,6 +40,7 @@ pub use summary::{
     LogExcerptLine, LogProgressLine, NcclProgress, OpStats, PeerStacks, RankSummary, StalledLink,
     SteppingTime, TemplateCount, ThreadStack, WindowSummary,
 };
+pub use symbol::short_symbol;
 pub use topology::{ClusterTopology, GpuLoc, PathElement};
 pub use trace::{iterations_with_ops, IterationSpan, JobInfo, RankTrace, Trace, TraceMeta, Window};
 

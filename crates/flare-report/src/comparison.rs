@@ -279,9 +279,10 @@ fn write_classes(s: &mut String, cmp: &Comparison) {
         }
         let _ = writeln!(
             s,
-            "<tr><td>{}</td><td><code>{}</code></td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}{}</td><td class=\"num\">{} &rarr; {}</td><td>{achieved}</td></tr>",
+            "<tr><td>{}</td><td><code title=\"{}\">{}</code></td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}{}</td><td class=\"num\">{} &rarr; {}</td><td>{achieved}</td></tr>",
             escape(r.kind.as_str()),
             escape(&r.class),
+            escape(&r.short_class()),
             fmt_num(r.baseline_ms),
             fmt_num(r.current_ms),
             if r.delta_ms() > 0.0 { "+" } else { "" },

@@ -225,7 +225,7 @@ fn text(doc: &FindingsDocument, top: usize) -> String {
             r.current_ms,
             format!("{:.1} -> {:.1}", r.baseline_count, r.current_count),
             r.kind.as_str(),
-            r.class
+            r.short_class()
         ));
     }
     if c.classes.len() > top {

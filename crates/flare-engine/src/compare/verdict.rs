@@ -2,8 +2,8 @@
 //! with the action their kind calls for.
 
 use flare_model::{
-    Comparison, DetectorId, Evidence, EvidenceKey, Finding, FindingKind, Severity, TimeClassChange,
-    TimeClassKind, Unit,
+    short_symbol, Comparison, DetectorId, Evidence, EvidenceKey, Finding, FindingKind, Severity,
+    TimeClassChange, TimeClassKind, Unit,
 };
 
 #[derive(Clone, Debug)]
@@ -83,9 +83,9 @@ fn sequence_finding(c: &Comparison, cfg: &CompareConfig) -> Option<Finding> {
             .sum()
     };
     let list = |names: &[String]| -> String {
-        let mut shown: Vec<&str> = names.iter().take(6).map(String::as_str).collect();
+        let mut shown: Vec<_> = names.iter().take(6).map(|n| short_symbol(n)).collect();
         if names.len() > 6 {
-            shown.push("...");
+            shown.push("...".into());
         }
         shown.join(", ")
     };

@@ -7,7 +7,7 @@
 //! | `cuda_runtime` / `cuda_driver` `cudaDeviceSynchronize`, `cudaStreamSynchronize`, `cudaEventSynchronize`, blocking `cudaMemcpy`, their driver and HIP twins; `cuda_sync` events | a synchronization |
 //! | `cudaMalloc`, `cudaFree`, `cudaMallocAsync`, `cudaFreeAsync`, `cudaMallocHost`, `cudaHostAlloc`, `cudaFreeHost`, `cuMemAlloc*`, `cuMemFree*`, `cuMemCreate`, `cuMemMap`, `cuMemUnmap`, `cuMemRelease`, `hipMalloc`, `hipFree` | memory management outside the caching allocator's pool |
 //! | `cpu_op` `aten::mm`, `aten::addmm`, `aten::bmm`, `aten::baddbmm`, `aten::matmul`, `aten::linear`, `aten::_scaled_mm` with `Input Dims` | a GEMM, named with its shapes, with its element type |
-//! | `python_function` (`with_stack=True`) | the Python frame a call or a GC pause happened in: the innermost frame of the program's own code (not PyTorch's, not the standard library's, not an installed package's) |
+//! | `python_function` (`with_stack=True`) | the Python frame a call or a GC pause happened in: the innermost frame of the program's own code (not PyTorch's, not the standard library's, not an installed package's), and the call it made out of the program's code on the way (`train.py(20): step -> Tensor.item`), since the line in the profiler's frame name is not the call's (the function's first line, or the line it was at when tracing began) |
 //! | `python_function` `Python GC` (`record_python_gc_info=True`) | a garbage collection pause (a host phase of the trace, read in `parse`) |
 
 use flare_model::{CallSites, HostCallCount, HostCallKind};
@@ -110,13 +110,37 @@ struct CallRec {
     dtype: Option<&'static str>,
 }
 
-/// A Python frame of the program's own code.
+/// A Python frame: the program's own code, or a call out of it (PyTorch's, a builtin).
 #[derive(Debug, Clone, Copy)]
 struct Frame {
     tid: u64,
     start: i64,
     end: i64,
     name: u32,
+    program: bool,
+}
+
+/// No enclosing frame.
+const NO_PARENT: u32 = u32::MAX;
+
+/// How a call out of the program's code is named: `Tensor.item` for `<built-in method
+/// item of Tensor object at 0x7f..>` (the address differs per object), `print` for
+/// `<built-in function print>`, a library frame as the profiler names it.
+fn call_out_name(name: &str) -> String {
+    let inner = name.trim_start_matches('<').trim_end_matches('>');
+    if let Some(rest) = inner.strip_prefix("built-in method ") {
+        let (method, of) = rest.split_once(" of ").unwrap_or((rest, ""));
+        let object = of.split(" object").next().unwrap_or("").trim();
+        return if object.is_empty() {
+            method.to_string()
+        } else {
+            format!("{object}.{method}")
+        };
+    }
+    if let Some(function) = inner.strip_prefix("built-in function ") {
+        return function.to_string();
+    }
+    name.to_string()
 }
 
 /// A file's host calls, Python frames and GC pauses, gathered while it is parsed.
@@ -131,10 +155,6 @@ pub struct HostCallRecords {
     frame_names: Vec<String>,
     frame_index: HashMap<String, u32>,
 }
-
-/// How far back from a call its enclosing frame is looked for among the thread's frames
-/// (each step back a frame that ended before the call): bounds the cost on deep traces.
-const MAX_SCAN: usize = 20_000;
 
 impl HostCallRecords {
     /// Records a call over `[start, end]` (a GEMM named with its input shapes).
@@ -183,21 +203,21 @@ impl HostCallRecords {
             .collect()
     }
 
-    /// Keeps a `python_function` frame when it is the program's own code.
+    /// Keeps a `python_function` frame.
     pub fn frame(&mut self, tid: u64, start: i64, end: i64, name: &str) {
-        if !is_program_frame(name) {
-            return;
-        }
-        let id = intern(
-            &mut self.frame_names,
-            &mut self.frame_index,
-            name.to_string(),
-        );
+        let program = is_program_frame(name);
+        let label = if program {
+            name.to_string()
+        } else {
+            call_out_name(name)
+        };
+        let id = intern(&mut self.frame_names, &mut self.frame_index, label);
         self.frames.push(Frame {
             tid,
             start,
             end,
             name: id,
+            program,
         });
     }
 
@@ -212,8 +232,10 @@ impl HostCallRecords {
         if frames.is_empty() {
             return vec![];
         }
-        frames.sort_by_key(|f| (f.tid, f.start));
-        let mut by_name: BTreeMap<&str, BTreeMap<u32, u64>> = BTreeMap::new();
+        frames.sort_by_key(|f| (f.tid, f.start, std::cmp::Reverse(f.end)));
+        let parents = parents(&frames);
+        // Per call name, (program frame, call out of it) -> calls.
+        let mut by_name: BTreeMap<&str, BTreeMap<(u32, Option<u32>), u64>> = BTreeMap::new();
         let sited = self
             .calls
             .iter()
@@ -228,18 +250,23 @@ impl HostCallRecords {
             })
             .chain(self.gc.iter().map(|&(t, s, e)| (gc_name, t, s, e)));
         for (name, tid, start, end) in sited {
-            if let Some(f) = enclosing(&frames, tid, start, end) {
-                *by_name.entry(name).or_default().entry(f).or_default() += 1;
+            if let Some(site) = placed(&frames, &parents, tid, start, end) {
+                *by_name.entry(name).or_default().entry(site).or_default() += 1;
             }
         }
+        let names = &self.frame_names;
         let out = by_name
             .into_iter()
             .map(|(name, counts)| {
                 call_sites(
                     name,
-                    counts
-                        .into_iter()
-                        .map(|(f, n)| (self.frame_names[f as usize].clone(), n)),
+                    counts.into_iter().map(|((f, via), n)| {
+                        let site = &names[f as usize];
+                        match via {
+                            Some(v) => (format!("{site} -> {}", names[v as usize]), n),
+                            None => (site.clone(), n),
+                        }
+                    }),
                 )
             })
             .collect();
@@ -271,17 +298,55 @@ pub fn call_sites(name: &str, counts: impl IntoIterator<Item = (String, u64)>) -
     }
 }
 
-/// The innermost frame of thread `tid` (in `frames`, sorted by thread and start) around
-/// `[start, end]`: the latest-starting one that contains it.
-fn enclosing(frames: &[Frame], tid: u64, start: i64, end: i64) -> Option<u32> {
+/// Each frame's enclosing frame (frames sorted by thread, start, and longest first:
+/// Python frames on one thread nest).
+fn parents(frames: &[Frame]) -> Vec<u32> {
+    let mut out = Vec::with_capacity(frames.len());
+    let mut open: Vec<usize> = Vec::new();
+    for f in frames {
+        while let Some(&top) = open.last() {
+            let t = &frames[top];
+            if t.tid == f.tid && t.start <= f.start && f.end <= t.end {
+                break;
+            }
+            open.pop();
+        }
+        out.push(open.last().map_or(NO_PARENT, |&t| t as u32));
+        open.push(out.len() - 1);
+    }
+    out
+}
+
+/// Where a call over `[start, end]` on thread `tid` was made: the innermost program frame
+/// around it, and the outermost other frame inside that one around it (the call out of
+/// the program's code). The innermost frame around a moment is the latest-starting
+/// frame before it or one of its ancestors, so the walk is as deep as the stack.
+fn placed(
+    frames: &[Frame],
+    parents: &[u32],
+    tid: u64,
+    start: i64,
+    end: i64,
+) -> Option<(u32, Option<u32>)> {
     let lo = frames.partition_point(|f| f.tid < tid);
     let hi = frames.partition_point(|f| f.tid < tid || (f.tid == tid && f.start <= start));
-    frames[lo..hi]
-        .iter()
-        .rev()
-        .take(MAX_SCAN)
-        .find(|f| f.end >= end)
-        .map(|f| f.name)
+    if hi <= lo {
+        return None;
+    }
+    let (mut i, mut via) = (hi - 1, None);
+    loop {
+        let f = &frames[i];
+        if f.end >= end {
+            if f.program {
+                return Some((f.name, via));
+            }
+            via = Some(f.name);
+        }
+        match parents[i] {
+            NO_PARENT => return None,
+            p => i = p as usize,
+        }
+    }
 }
 
 #[cfg(test)]
@@ -338,8 +403,21 @@ mod tests {
         r.frame(1, 0, 100, "train.py(10): main");
         r.frame(1, 10, 50, "train.py(20): step");
         r.frame(1, 12, 14, "train.py(30): helper"); // ended before the call
-        r.frame(1, 15, 40, "torch/_tensor.py(5): item"); // PyTorch's: skipped
+        r.frame(1, 15, 40, "torch/_tensor.py(5): item"); // PyTorch's: the call out
+        r.frame(
+            1,
+            19,
+            23,
+            "<built-in method item of Tensor object at 0x7f0>",
+        );
         r.frame(2, 0, 100, "other.py(1): thread");
+        r.frame(
+            1,
+            55,
+            80,
+            "<built-in method append of list object at 0x7f1>",
+        );
+        r.frame(1, 81, 99, "<built-in function print>");
         r.call(
             HostCallKind::Synchronize,
             "aten::_local_scalar_dense".into(),
@@ -351,8 +429,54 @@ mod tests {
         let sites = r.sites("Python GC");
         assert_eq!(sites.len(), 2);
         assert_eq!(sites[0].name, "Python GC");
-        assert_eq!(sites[0].sites, vec![("train.py(10): main".to_string(), 1)]);
+        assert_eq!(
+            sites[0].sites,
+            vec![("train.py(10): main -> list.append".to_string(), 1)]
+        );
         assert_eq!(sites[1].name, "aten::_local_scalar_dense");
-        assert_eq!(sites[1].sites, vec![("train.py(20): step".to_string(), 1)]);
+        assert_eq!(
+            sites[1].sites,
+            vec![(
+                "train.py(20): step -> torch/_tensor.py(5): item".to_string(),
+                1
+            )]
+        );
+    }
+
+    #[test]
+    fn calls_out_of_the_program_are_named_without_their_address() {
+        for (frame, name) in [
+            (
+                "<built-in method item of Tensor object at 0x7f3a2c>",
+                "Tensor.item",
+            ),
+            ("<built-in method cpu of Tensor object>", "Tensor.cpu"),
+            ("<built-in function print>", "print"),
+            ("<built-in method sleep>", "sleep"),
+            (
+                "torch/nn/modules/module.py(1751): _call_impl",
+                "torch/nn/modules/module.py(1751): _call_impl",
+            ),
+        ] {
+            assert_eq!(call_out_name(frame), name, "{frame}");
+        }
+    }
+
+    #[test]
+    fn a_call_outside_every_frame_or_thread_has_no_site() {
+        let mut r = HostCallRecords::default();
+        r.frame(1, 10, 20, "train.py(1): step");
+        r.frame(1, 30, 40, "<built-in function print>");
+        for (tid, at) in [(1, 5), (1, 25), (1, 35), (2, 15)] {
+            r.call(
+                HostCallKind::Synchronize,
+                "cudaStreamSynchronize".into(),
+                Some(tid),
+                (at, at + 1),
+                None,
+            );
+        }
+        let sites = r.sites("Python GC");
+        assert!(sites.is_empty(), "{sites:?}");
     }
 }

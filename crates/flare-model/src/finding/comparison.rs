@@ -150,12 +150,17 @@ impl TimeClassChange {
     }
 
     /// "compute gemm", "communication all_reduce 4.0 MiB"; waiting and untraced time by
-    /// their class alone.
+    /// their class alone; a kernel's C++ signature shortened ([`crate::short_symbol`]).
     pub fn label(&self) -> String {
         match self.kind {
             TimeClassKind::Waiting | TimeClassKind::Untraced => self.class.clone(),
-            k => format!("{} {}", k.as_str(), self.class),
+            k => format!("{} {}", k.as_str(), self.short_class()),
         }
+    }
+
+    /// The class as a person reads it: a kernel's C++ signature shortened.
+    pub fn short_class(&self) -> std::borrow::Cow<'_, str> {
+        crate::short_symbol(&self.class)
     }
 
     /// The standard error of `delta_ms` with the runs' `n` (rank, iteration) pairs each.

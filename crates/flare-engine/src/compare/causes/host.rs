@@ -143,7 +143,7 @@ pub fn minority_kernel(c: &Comparison, cfg: &CompareConfig) -> Option<Finding> {
                 Unit::Ms,
                 format!(
                     "{}: x{ratio:.2} per call, {:.1} calls per step in both, {:+.2} ms per step",
-                    r.class,
+                    r.short_class(),
                     r.current_count,
                     r.delta_ms()
                 ),
@@ -155,7 +155,7 @@ pub fn minority_kernel(c: &Comparison, cfg: &CompareConfig) -> Option<Finding> {
         Severity::Warning,
         format!(
             "a minor op became slow: {} x{ratio:.2} per call ({:+.2} ms per step; {:.1}% of the baseline's step before){}",
-            top.class,
+            top.short_class(),
             top.delta_ms(),
             top.baseline_ms / step * 100.0,
             if slow.len() > 1 {
@@ -168,7 +168,7 @@ pub fn minority_kernel(c: &Comparison, cfg: &CompareConfig) -> Option<Finding> {
         evidence,
         format!(
             "{} runs as often but slower per call: compare its input shapes, dtype and memory layout (contiguity) between the runs, and the library versions (PyTorch, cuDNN, Triton kernels, compiled graphs) that pick its kernel",
-            top.class
+            top.short_class()
         ),
     ))
 }

@@ -204,6 +204,41 @@ fn each_cause_is_named_from_its_own_evidence() {
             vec![],
         ),
         (
+            "loss.item() beside the framework's own syncs (DDP's first-iterations statistics: 7.2 event syncs per step in both runs, as on a real H100 job)",
+            |c| {
+                for r in [&mut c.baseline, &mut c.current] {
+                    r.host_calls.push(call(
+                        HostCallKind::Synchronize,
+                        "cudaEventSynchronize",
+                        None,
+                        7.2,
+                    ));
+                }
+                c.current.host_calls.push(item_sync());
+                c.current.host_calls.push(call(
+                    HostCallKind::Synchronize,
+                    "cudaStreamSynchronize",
+                    None,
+                    1.0,
+                ));
+            },
+            vec![Cause::DeviceSynchronization],
+        ),
+        (
+            "the framework's own syncs vary (7.2 -> 8.0 event syncs per step): not a new sync",
+            |c| {
+                for (r, n) in [(&mut c.baseline, 7.2), (&mut c.current, 8.0)] {
+                    r.host_calls.push(call(
+                        HostCallKind::Synchronize,
+                        "cudaEventSynchronize",
+                        None,
+                        n,
+                    ));
+                }
+            },
+            vec![],
+        ),
+        (
             "a sync every twenty steps: below one per two steps",
             |c| {
                 c.current.host_calls.push(call(
