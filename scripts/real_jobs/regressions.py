@@ -18,6 +18,9 @@ regression traces it (shapes, Python stacks, Python GC events):
                   multiplies it, the work a heavier data pipeline adds
   bucket          DDP's gradient buckets cut to 1 MB: the all-reduces change size and
                   count (the same bytes in smaller collectives)
+  loop_work       the training loop formats 20,000 metrics as a JSON log line after each
+                  step: pure Python between steps, no op runs (the work a logging or
+                  metrics change adds outside the model)
 
 With --device cuda the same job runs on GPUs (one rank per GPU, NCCL, bf16 autocast, each
 sample broadcast to a 64-token sequence and the hidden width 4096, 4094 when misaligned, so
@@ -55,6 +58,7 @@ VARIANTS = {
     "gc": ("GC on (baseline: off in the loop) with 600,000 live objects", "garbage_collection"),
     "dataloader": ("a 384 x 384 mask built per sample", "dataloader"),
     "bucket": ("DDP bucket_cap_mb 25 -> 1", "collective_change"),
+    "loop_work": ("20,000 metrics formatted as JSON after each step", "host_between_steps"),
 }
 
 
@@ -156,6 +160,9 @@ def run_variant(rank, a, job, variant):
             if variant == "item_sync":
                 print(f"rank {rank} step {step} loss {loss.item():.4f}", end="\r")
             cache.append([[step, k] for k in range(20_000)])
+            if variant == "loop_work":
+                line = json.dumps({f"layer{i}.grad_norm": i * 0.5 + step for i in range(20_000)})
+                assert line
             prof.step()
     gc.enable()
     prof.export_chrome_trace(os.path.join(out, f"rank{rank}.json"))

@@ -23,6 +23,7 @@ SUMMARY = {
     "garbage_collection": "garbage collection",
     "dataloader": "the DataLoader is slower",
     "collective_change": "collectives changed",
+    "host_between_steps": "the host's own time between steps grew",
 }
 
 
@@ -45,7 +46,9 @@ def compare(out, variant):
     return doc
 
 
-@pytest.mark.parametrize("variant", ["misaligned", "item_sync", "gc", "dataloader", "bucket"])
+@pytest.mark.parametrize(
+    "variant", ["misaligned", "item_sync", "gc", "dataloader", "bucket", "loop_work"]
+)
 def test_each_change_is_named(runs, variant):
     out, truth = runs
     doc = compare(out, variant)

@@ -248,7 +248,7 @@ fn text(doc: &FindingsDocument, top: usize) -> String {
 fn header(c: &Comparison) -> String {
     let (b, cur) = (&c.baseline, &c.current);
     format!(
-        "Flare comparison: {} against {}\n  step (a rank's mean, first op to last): {:.2} ms -> {:.2} ms ({:+.2} ms, {:+.1}%)\n  baseline: {} ranks, {} rank-iterations; current: {} ranks, {} rank-iterations\n",
+        "Flare comparison: {} against {}\n  step (a rank's mean iteration): {:.2} ms -> {:.2} ms ({:+.2} ms, {:+.1}%)\n  baseline: {} ranks, {} rank-iterations; current: {} ranks, {} rank-iterations\n",
         cur.source,
         b.source,
         b.step_ms,

@@ -27,7 +27,7 @@ pub fn compare(baseline: &Trace, current: &Trace, sources: (&str, &str)) -> Comp
     let (b, c) = (profile(baseline), profile(current));
     let run = |p: &profile::Profile, t: &Trace, source: &str| RunProfile {
         cpu_compute: t.meta.cpu_compute,
-        host_calls: host_call_rates(t, p.rank_iterations),
+        host_calls: host_call_rates(t, p.iterations_with_ops),
         gc_sites: gc_sites(t),
         issue_latency: (p.issue_latency.count() > 0).then(|| LatencyQuantiles {
             count: p.issue_latency.count(),
@@ -134,8 +134,9 @@ fn compare_profiles(
     }
 }
 
-/// The trace's host calls per step of a rank, by kind, name and type.
-fn host_call_rates(t: &Trace, rank_iterations: u64) -> Vec<HostCallRate> {
+/// The trace's host calls per iteration of a rank (`iterations`: the (rank, iteration)
+/// pairs they were counted over), by kind, name and type.
+fn host_call_rates(t: &Trace, iterations: u64) -> Vec<HostCallRate> {
     let mut sums: BTreeMap<(HostCallKind, &str, Option<&str>), (u64, i64)> = BTreeMap::new();
     for c in &t.meta.host_calls.counts {
         let e = sums
@@ -144,7 +145,7 @@ fn host_call_rates(t: &Trace, rank_iterations: u64) -> Vec<HostCallRate> {
         e.0 += c.count;
         e.1 = e.1.saturating_add(c.ns);
     }
-    let n = rank_iterations.max(1) as f64;
+    let n = iterations.max(1) as f64;
     sums.into_iter()
         .map(|((kind, name, dtype), (count, ns))| HostCallRate {
             kind,

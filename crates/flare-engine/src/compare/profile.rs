@@ -1,12 +1,19 @@
-//! One run's steps, class by class. Each rank's iteration, from its first op's start to
-//! its last op's end, is cut at every op boundary; each piece of time goes to what ran
-//! then, compute first (the device or CPU was working), then communication (split into
-//! waiting for the collective's last member and moving the data), then host phases (in a
-//! CPU-only trace host phases first: the CPU ops inside them are their work), and to
-//! `untraced` when nothing ran. Pieces shared by ops of the same rank go to them in
-//! equal parts. So the classes of a step add up to the step.
+//! One run's steps, class by class. A rank's steps partition its timeline: each runs from
+//! its iteration's first op (on a GPU its first device op, so the steps follow the
+//! device's cadence, which is the job's throughput however far the host runs ahead) to the
+//! next iteration's first op, the last to the end the trace marks for it (where it marks
+//! none, the last only ends the step before it). What runs inside that window
+//! is its time, whatever iteration launched it. The step is cut at every op boundary; each
+//! piece of time goes to what ran then, compute first (the device or CPU was working),
+//! then communication (split into waiting for the collective's last member and moving the
+//! data), then host phases (in a CPU-only trace host phases first: the CPU ops inside them
+//! are their work). When nothing ran, the time is `untraced` between the iteration's own
+//! first and last op, and `between_steps` after its last: the void a device sees while the
+//! host runs the training loop's own work between steps (logging, metrics, reading values
+//! back, a timer), which a span from first op to last op never sees. Pieces shared by ops
+//! of the same rank go to them in equal parts. So the classes of a step add up to the step.
 
-use flare_model::{Op, OpKind, TimeClassKind, Trace};
+use flare_model::{IterationSpan, Op, OpKind, TimeClassKind, Trace};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 /// Time and op count of one class over a run (sums over ranks and iterations).
@@ -46,7 +53,12 @@ impl ClassTime {
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Profile {
     pub ranks: u32,
+    /// The steps, all ranks together.
     pub rank_iterations: u64,
+    /// The (rank, iteration) pairs that ran an op: what per-iteration records that are
+    /// not cut into steps (host calls) are counted over. The last iteration of a rank is
+    /// one of these but no step of its own.
+    pub iterations_with_ops: u64,
     /// The iterations' spans, summed: the classes' times add up to it.
     pub span_ns: f64,
     /// The iterations' spans, summed squared (for their spread).
@@ -135,6 +147,8 @@ struct Piece {
     end: i64,
     priority: u8,
     class: usize,
+    /// Whether it can begin a step: a device op on a GPU, any op on CPUs.
+    begins_step: bool,
 }
 
 /// The classes seen so far: their keys, indexed.
@@ -257,7 +271,13 @@ pub fn profile(trace: &Trace) -> Profile {
     }
     let mut classes = Classes::default();
     let waiting = classes.of((TimeClassKind::Waiting, "waiting for other ranks".into()));
-    let untraced = classes.of((TimeClassKind::Untraced, "untraced time".into()));
+    let gaps = Gaps {
+        untraced: classes.of((TimeClassKind::Untraced, "untraced time".into())),
+        between: classes.of((
+            TimeClassKind::BetweenSteps,
+            "host time between steps".into(),
+        )),
+    };
     let mut out = Profile {
         ranks: trace.ranks.len() as u32,
         ..Profile::default()
@@ -266,8 +286,11 @@ pub fn profile(trace: &Trace) -> Profile {
     // One iteration's time per class, and the classes it touched.
     let mut step_time: Vec<f64> = Vec::new();
     let mut touched: Vec<usize> = Vec::new();
+    // Each op's start and class: an op counts in the step it starts in.
+    let mut started: Vec<(i64, usize)> = Vec::new();
     for r in &trace.ranks {
         pieces.values_mut().for_each(Vec::clear);
+        started.clear();
         for o in &r.ops {
             let Some(end) = o.end().filter(|&e| e > o.start_ns) else {
                 continue;
@@ -278,6 +301,7 @@ pub fn profile(trace: &Trace) -> Profile {
                 end,
                 priority,
                 class,
+                begins_step: trace.meta.cpu_compute || !o.kind.is_host(),
             };
             if o.kind == OpKind::Compute {
                 if !trace.meta.cpu_compute && o.issue_ns != Op::UNKNOWN && o.issue_ns <= o.start_ns
@@ -285,8 +309,8 @@ pub fn profile(trace: &Trace) -> Profile {
                     out.issue_latency.add(o.start_ns - o.issue_ns);
                 }
                 let c = classes.compute(trace, o.name);
+                started.push((o.start_ns, c));
                 let t = &mut classes.time[c];
-                t.count += 1;
                 if o.amount > 0 {
                     t.amount += o.amount as f64;
                     t.amount_ns += (end - o.start_ns) as f64;
@@ -294,7 +318,7 @@ pub fn profile(trace: &Trace) -> Profile {
                 v.push(piece(compute, c));
             } else if o.kind.is_sync() {
                 let c = classes.transfer(o.kind, o.amount);
-                classes.time[c].count += 1;
+                started.push((o.start_ns, c));
                 let algorithm = classes
                     .algorithm_of
                     .entry(o.name)
@@ -331,14 +355,22 @@ pub fn profile(trace: &Trace) -> Profile {
                 }
             } else if o.kind.is_host() {
                 let c = classes.host(o.kind);
-                classes.time[c].count += 1;
+                started.push((o.start_ns, c));
                 v.push(piece(host, c));
             }
         }
-        for v in pieces.values().filter(|v| !v.is_empty()) {
+        out.iterations_with_ops += pieces.values().filter(|v| !v.is_empty()).count() as u64;
+        let windows = step_windows(&pieces, &r.iterations);
+        for &(start, c) in &started {
+            let k = windows.partition_point(|w| w.2 <= start);
+            if windows.get(k).is_some_and(|w| w.1 <= start) {
+                classes.time[c].count += 1;
+            }
+        }
+        for (v, extent) in within_windows(&pieces, &windows) {
             out.rank_iterations += 1;
             step_time.resize(classes.time.len(), 0.0);
-            let span = sweep(v, untraced, &mut step_time, &mut touched);
+            let span = sweep(&v, extent, gaps, &mut step_time, &mut touched);
             for c in touched.drain(..) {
                 let t = std::mem::take(&mut step_time[c]);
                 classes.time[c].ns += t;
@@ -359,10 +391,121 @@ pub fn profile(trace: &Trace) -> Profile {
     out
 }
 
-/// Adds one iteration's time to its classes in `time` (see the module), listing in
-/// `touched` the classes it added to; returns its span.
-fn sweep(pieces: &[Piece], untraced: usize, time: &mut [f64], touched: &mut Vec<usize>) -> f64 {
+/// The classes that time no op covers goes to.
+#[derive(Clone, Copy)]
+struct Gaps {
+    /// Between the step's own first and last op.
+    untraced: usize,
+    /// Outside the step's own ops' extent, inside its window.
+    between: usize,
+}
+
+/// A step: its window, and the extent of its own iteration's ops inside it (`None` when
+/// none ran there).
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Extent {
+    span: (i64, i64),
+    own: Option<(i64, i64)>,
+}
+
+/// The rank's steps as windows of its timeline, in order: (iteration, start, end), each
+/// from the iteration's first op that can begin a step to the next one's. The last
+/// iteration runs to the end the trace marks for it (`ProfilerStep#N`'s, or its last op's
+/// if later); where the trace marks none it only ends the step before it (a window to its
+/// last op would be shorter than the rest and read as noise), unless it is the only one,
+/// which runs to its last op's end. An iteration with no op that can begin a step is no
+/// step of its own.
+fn step_windows(
+    pieces: &BTreeMap<u32, Vec<Piece>>,
+    marks: &[IterationSpan],
+) -> Vec<(u32, i64, i64)> {
+    let mut starts: Vec<(i64, u32, i64)> = pieces
+        .iter()
+        .filter_map(|(&it, v)| {
+            let first = v.iter().filter(|p| p.begins_step).map(|p| p.start).min()?;
+            let last = v.iter().map(|p| p.end).max()?;
+            Some((first, it, last))
+        })
+        .collect();
+    starts.sort_unstable();
+    let mut out: Vec<(u32, i64, i64)> = starts
+        .windows(2)
+        .filter(|w| w[1].0 > w[0].0)
+        .map(|w| (w[0].1, w[0].0, w[1].0))
+        .collect();
+    if let Some(&(start, it, last)) = starts.last() {
+        let marked_end = marks
+            .iter()
+            .find(|m| m.iteration == it)
+            .and_then(|m| m.end_ns);
+        let end = match marked_end {
+            Some(end) => Some(end.max(last)),
+            None if starts.len() == 1 => Some(last),
+            None => None,
+        };
+        if let Some(end) = end.filter(|&e| e > start) {
+            out.push((it, start, end));
+        }
+    }
+    out
+}
+
+/// Each step's pieces: every piece of the rank that overlaps its window, clipped to it,
+/// and the extent of the step's own ones.
+fn within_windows(
+    pieces: &BTreeMap<u32, Vec<Piece>>,
+    windows: &[(u32, i64, i64)],
+) -> Vec<(Vec<Piece>, Extent)> {
+    let mut out: Vec<(Vec<Piece>, Extent)> = windows
+        .iter()
+        .map(|&(_, s, e)| {
+            (
+                Vec::new(),
+                Extent {
+                    span: (s, e),
+                    own: None,
+                },
+            )
+        })
+        .collect();
+    for (&iteration, v) in pieces {
+        for p in v {
+            let mut k = windows.partition_point(|w| w.2 <= p.start);
+            while k < windows.len() && windows[k].1 < p.end {
+                let (w_iteration, ws, we) = windows[k];
+                let clipped = Piece {
+                    start: p.start.max(ws),
+                    end: p.end.min(we),
+                    ..*p
+                };
+                let (step, extent) = &mut out[k];
+                step.push(clipped);
+                if w_iteration == iteration {
+                    extent.own = Some(match extent.own {
+                        None => (clipped.start, clipped.end),
+                        Some((a, b)) => (a.min(clipped.start), b.max(clipped.end)),
+                    });
+                }
+                k += 1;
+            }
+        }
+    }
+    out
+}
+
+/// Adds one step's time to its classes in `time` (see the module), listing in `touched`
+/// the classes it added to; returns its span.
+fn sweep(
+    pieces: &[Piece],
+    extent: Extent,
+    gaps: Gaps,
+    time: &mut [f64],
+    touched: &mut Vec<usize>,
+) -> f64 {
     let mut add = |c: usize, dt: f64| {
+        if dt <= 0.0 {
+            return;
+        }
         if time[c] == 0.0 {
             touched.push(c);
         }
@@ -375,20 +518,30 @@ fn sweep(pieces: &[Piece], untraced: usize, time: &mut [f64], touched: &mut Vec<
     }
     // Ends before starts at the same instant: touching ops do not overlap.
     events.sort_unstable_by_key(|&(t, starts, i)| (t, starts, i));
+    let (lo, hi) = extent.span;
+    // Time no op covers: inside the step's own ops' extent it is untraced, outside it
+    // between steps.
+    let own = extent.own;
+    let split = |from: i64, to: i64| -> (f64, f64) {
+        let inside = own.map_or(0, |(a, b)| (to.min(b) - from.max(a)).max(0));
+        (inside as f64, ((to - from) - inside) as f64)
+    };
     let mut active: [Vec<usize>; 3] = Default::default();
-    let (lo, hi) = (events[0].0, events[events.len() - 1].0);
     let mut prev = lo;
     for (t, starts, i) in events {
-        let dt = (t - prev) as f64;
-        if dt > 0.0 {
+        if t > prev {
             match active.iter().find(|a| !a.is_empty()) {
                 Some(top) => {
-                    let share = dt / top.len() as f64;
+                    let share = (t - prev) as f64 / top.len() as f64;
                     for &k in top {
                         add(pieces[k].class, share);
                     }
                 }
-                None => add(untraced, dt),
+                None => {
+                    let (inside, outside) = split(prev, t);
+                    add(gaps.untraced, inside);
+                    add(gaps.between, outside);
+                }
             }
             prev = t;
         }
@@ -398,6 +551,11 @@ fn sweep(pieces: &[Piece], untraced: usize, time: &mut [f64], touched: &mut Vec<
         } else if let Some(pos) = set.iter().position(|&k| k == i) {
             set.swap_remove(pos);
         }
+    }
+    if hi > prev {
+        let (inside, outside) = split(prev, hi);
+        add(gaps.untraced, inside);
+        add(gaps.between, outside);
     }
     (hi - lo) as f64
 }
@@ -427,6 +585,166 @@ mod tests {
         ] {
             assert_eq!(nccl_algorithm(name).as_deref(), want, "{name}");
         }
+    }
+
+    /// One rank, two iterations: a kernel (name 0) of iteration 0 runs 2-6 ms and one
+    /// (name 1) 6.5-8 ms (with `tail`, on to 11 ms); iteration 1's kernel runs 12-16 ms.
+    /// With `loader`, iteration 1 first reads its batch on the CPU, 9-11 ms.
+    fn two_iterations(tail: bool, loader: bool, cpu: bool) -> Trace {
+        use flare_model::{ClusterTopology, JobInfo, RankTrace, TraceMeta};
+        // Half-milliseconds, so that 6.5 ms is whole.
+        const HALF_MS: i64 = 500_000;
+        let op = |kind: OpKind, name: u32, iteration: u32, start: i64, end: i64| Op {
+            kind,
+            name,
+            iteration,
+            comm: Op::NO_COMM,
+            seq: 0,
+            peer: Op::NO_PEER,
+            start_ns: start * HALF_MS,
+            end_ns: end * HALF_MS,
+            issue_ns: Op::UNKNOWN,
+            amount: 0,
+        };
+        let mut ops = vec![
+            op(OpKind::Compute, 0, 0, 4, 12),
+            op(OpKind::Compute, 1, 0, 13, if tail { 22 } else { 16 }),
+            op(OpKind::Compute, 0, 1, 24, 32),
+        ];
+        if loader {
+            ops.push(op(OpKind::DataLoader, 2, 1, 18, 22));
+        }
+        ops.sort_by_key(|o| o.start_ns);
+        Trace {
+            meta: TraceMeta {
+                cpu_compute: cpu,
+                ..TraceMeta::default()
+            },
+            job: JobInfo {
+                job_id: "t".into(),
+                world_size: 1,
+                cluster: ClusterTopology::for_world(1, 8, 1),
+                parallel: None,
+                microbatches: None,
+            },
+            communicators: vec![],
+            names: vec!["gemm".into(), "softmax".into(), "dataloader".into()],
+            ranks: vec![RankTrace {
+                rank: 0,
+                ops,
+                iterations: vec![],
+            }],
+        }
+    }
+
+    #[test]
+    fn a_step_runs_from_its_first_op_to_the_next_ones_and_the_void_after_is_between_steps() {
+        let ms = |p: &Profile, kind: TimeClassKind, class: &str| {
+            p.classes
+                .get(&(kind, class.to_string()))
+                .map_or(0.0, |t| t.ns / 1e6)
+        };
+        // (case, tail, loader, cpu, span ms, gemm, softmax, dataloader, untraced, between)
+        let cases = [
+            (
+                "the step runs 2-12 ms, to the next one's first op: the 0.5-ms gap inside it is untraced, 8-12 ms between steps",
+                false,
+                false,
+                false,
+                10.0,
+                [4.0, 1.5, 0.0, 0.5, 4.0],
+            ),
+            (
+                "a kernel running on to 11 ms is busy time, not void",
+                true,
+                false,
+                false,
+                10.0,
+                [4.0, 4.5, 0.0, 0.5, 1.0],
+            ),
+            (
+                "on a GPU the next batch's read (9-11 ms) does not begin a step: the device waits for it in step 0",
+                false,
+                true,
+                false,
+                10.0,
+                [4.0, 1.5, 2.0, 0.5, 2.0],
+            ),
+            (
+                "on CPUs it does: the step runs 2-9 ms",
+                false,
+                true,
+                true,
+                7.0,
+                [4.0, 1.5, 0.0, 0.5, 1.0],
+            ),
+        ];
+        for (case, tail, loader, cpu, span, want) in cases {
+            let p = profile(&two_iterations(tail, loader, cpu));
+            // The last iteration only ends the step before it.
+            assert_eq!(p.rank_iterations, 1, "{case}");
+            assert!(
+                (p.span_ns / 1e6 - span).abs() < 1e-9,
+                "{case}: {}",
+                p.span_ns
+            );
+            for ((kind, class), want) in [
+                (TimeClassKind::Compute, "gemm"),
+                (TimeClassKind::Compute, "softmax"),
+                (TimeClassKind::Host, "dataloader"),
+                (TimeClassKind::Untraced, "untraced time"),
+                (TimeClassKind::BetweenSteps, "host time between steps"),
+            ]
+            .into_iter()
+            .zip(want)
+            {
+                let got = ms(&p, kind, class);
+                assert!(
+                    (got - want).abs() < 1e-9,
+                    "{case}: {class} {got} against {want}"
+                );
+            }
+            let total: f64 = p.classes.values().map(|t| t.ns).sum();
+            assert!(
+                (total - p.span_ns).abs() < 1.0,
+                "{case}: the classes add up to the steps"
+            );
+        }
+    }
+
+    #[test]
+    fn a_marked_last_iteration_runs_to_its_mark() {
+        let mut t = two_iterations(false, false, false);
+        // ProfilerStep#1 ends at 20 ms: its last 4 ms are the loop's, after its kernel.
+        t.ranks[0].iterations = vec![flare_model::IterationSpan {
+            iteration: 1,
+            start_ns: 11_000_000,
+            end_ns: Some(20_000_000),
+        }];
+        let p = profile(&t);
+        assert_eq!(p.rank_iterations, 2);
+        assert!((p.span_ns / 1e6 - 18.0).abs() < 1e-9, "{}", p.span_ns);
+        let between = p.classes[&(
+            TimeClassKind::BetweenSteps,
+            "host time between steps".into(),
+        )];
+        assert!((between.ns / 1e6 - 8.0).abs() < 1e-9, "{between:?}");
+        // An unfinished mark is no end.
+        t.ranks[0].iterations[0].end_ns = None;
+        assert_eq!(profile(&t).rank_iterations, 1);
+    }
+
+    #[test]
+    fn a_lone_iteration_runs_from_its_first_op_to_its_last() {
+        let mut t = two_iterations(false, false, false);
+        t.ranks[0].ops.retain(|o| o.iteration == 0);
+        let p = profile(&t);
+        assert_eq!(p.rank_iterations, 1);
+        assert!((p.span_ns / 1e6 - 6.0).abs() < 1e-9, "{}", p.span_ns);
+        assert!(!p.classes.contains_key(&(
+            TimeClassKind::BetweenSteps,
+            "host time between steps".into()
+        )));
     }
 
     #[test]

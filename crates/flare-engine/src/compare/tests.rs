@@ -12,14 +12,14 @@ const MS: i64 = 1_000_000;
 /// Four ranks, `its` iterations: per iteration each rank computes `gemm` (name 0) `gemms`
 /// times for `gemm_ms` each, then all-reduces; rank 3 pauses `late_ms` (untraced) before
 /// it, and the all-reduce ends 10 ms after its arrival; 5 ms later each rank reads its
-/// next batch for 2 ms.
+/// next batch for 2 ms, and 1 ms after that the next iteration begins.
 fn run(its: u32, gemms: u32, gemm_ms: i64, late_ms: i64) -> Trace {
     let ranks = (0..4u32)
         .map(|r| {
             let mut ops = Vec::new();
+            let mut next = 0;
             for it in 0..its {
-                let t0 = it as i64 * 200 * MS;
-                let mut t = t0;
+                let mut t = next;
                 for _ in 0..gemms {
                     ops.push(op(
                         OpKind::Compute,
@@ -45,6 +45,7 @@ fn run(its: u32, gemms: u32, gemm_ms: i64, late_ms: i64) -> Trace {
                     end + 5 * MS,
                     end + 7 * MS,
                 ));
+                next = end + 8 * MS;
             }
             RankTrace {
                 rank: r,
@@ -111,16 +112,22 @@ fn the_classes_partition_the_step_and_their_changes_add_up() {
         "{c:#?}"
     );
     // Every rank's step: gemms, the lateness (waited for by ranks 0-2, paused by rank 3),
-    // 10 ms of transfer, 5 ms untraced, 2 ms reading the batch.
+    // 10 ms of transfer, 5 ms untraced, 2 ms reading the batch, 1 ms before the next
+    // step's first op.
     assert!(
-        (c.baseline.step_ms - (40.0 + 3.0 + 17.0)).abs() < 1e-9,
+        (c.baseline.step_ms - (40.0 + 3.0 + 18.0)).abs() < 1e-9,
         "{c:#?}"
     );
     assert!(
-        (c.current.step_ms - (60.0 + 8.0 + 17.0)).abs() < 1e-9,
+        (c.current.step_ms - (60.0 + 8.0 + 18.0)).abs() < 1e-9,
         "{c:#?}"
     );
-    assert_eq!(c.current.rank_iterations, 12);
+    // Three iterations make two steps: the last only ends the one before it.
+    assert_eq!(c.current.rank_iterations, 8);
+    assert!(
+        (row(&c, TimeClassKind::BetweenSteps).current_ms - 1.0).abs() < 1e-9,
+        "{c:#?}"
+    );
     let gemm = row(&c, TimeClassKind::Compute);
     assert_eq!(
         (gemm.class.as_str(), gemm.baseline_count, gemm.current_count),

@@ -198,7 +198,7 @@ fn step_findings(c: &Comparison, cfg: &CompareConfig) -> Vec<Finding> {
         Some(before),
         Unit::Ms,
         format!(
-            "a rank's mean step, its first op's start to its last op's end: {} against {} (ranks x iterations: {} against {})",
+            "a rank's mean step (its marked iteration, or its first op to its last where the trace marks none): {} against {} (ranks x iterations: {} against {})",
             c.current.source, c.baseline.source, c.current.rank_iterations, c.baseline.rank_iterations
         ),
     )
@@ -284,7 +284,12 @@ fn count_changed(r: &TimeClassChange, cfg: &CompareConfig) -> bool {
 
 fn class_detail(r: &TimeClassChange, step_delta: f64) -> String {
     let presence = match (r.baseline_count > 0.0, r.current_count > 0.0) {
-        (false, true) if r.kind != TimeClassKind::Waiting && r.kind != TimeClassKind::Untraced => {
+        (false, true)
+            if !matches!(
+                r.kind,
+                TimeClassKind::Waiting | TimeClassKind::Untraced | TimeClassKind::BetweenSteps
+            ) =>
+        {
             "; appears: not in the baseline"
         }
         (true, false) => "; disappears: not in the current run",
@@ -312,7 +317,7 @@ fn class_detail(r: &TimeClassChange, step_delta: f64) -> String {
 }
 
 fn action(top: &TimeClassChange, slower: bool, more_often: bool) -> String {
-    let class = &top.class;
+    let class = top.short_class();
     if !slower {
         return format!(
             "nothing to fix: the current run is faster, mostly through {class}; keep what changed"
@@ -333,5 +338,6 @@ fn action(top: &TimeClassChange, slower: bool, more_often: bool) -> String {
             "the host phase {class} takes longer: profile it (py-spy); for GC, gc.freeze() after setup and fewer Python objects per step; for the dataloader, more workers and prefetching; for checkpoints, asynchronous saving"
         ),
         TimeClassKind::Untraced => "time no traced op covers grew: CPU work between ops (Python, device synchronizations, data preparation in the main process); profile the host side of both runs (py-spy record) and compare".to_string(),
+        TimeClassKind::BetweenSteps => "the host's own time between steps grew (no op runs before the step's first op or after its last): the training loop's per-step work outside the model (logging and metrics, reading values back with .item() or .cpu(), timers that synchronize, checkpoint or evaluation triggers); profile the loop of both runs (py-spy record, torch.profiler with with_stack=True) and compare".to_string(),
     }
 }

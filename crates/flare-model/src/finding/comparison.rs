@@ -16,8 +16,12 @@ string_enum! {
         Waiting => "waiting",
         /// A host phase (GC, dataloader, optimizer, checkpoint, ...).
         Host => "host",
-        /// Time no traced op covers.
+        /// Time no traced op covers, inside a step's own ops' extent.
         Untraced => "untraced",
+        /// Time no traced op covers at a marked step's edges, before its own first op or
+        /// after its last: the training loop's own host work between steps (logging,
+        /// metrics, reading values back) while the device idles.
+        BetweenSteps => "between_steps",
     }
 }
 
@@ -43,6 +47,10 @@ string_enum! {
         /// The GPU waits for the CPU: kernels start soon after they are launched, where
         /// the baseline's queued ahead (a shift of the issue-latency distribution).
         LaunchBound => "launch_bound",
+        /// The host's own time between steps grew: after a step's last op no op runs
+        /// while the training loop does its work outside the model (logging, metrics,
+        /// timers), and the device idles.
+        HostBetweenSteps => "host_between_steps",
     }
 }
 
@@ -93,7 +101,8 @@ pub struct RunProfile {
     pub ranks: u32,
     /// (rank, iteration) pairs averaged over.
     pub rank_iterations: u64,
-    /// A rank's mean step, from its first op's start to its last op's end, ms.
+    /// A rank's mean step, ms: its marked iteration (`ProfilerStep#N`, the tracer's
+    /// markers), else from its first op's start to its last op's end.
     pub step_ms: f64,
     /// The standard deviation of those steps, ms: the noise a change is judged against.
     #[serde(default)]
@@ -153,7 +162,9 @@ impl TimeClassChange {
     /// their class alone; a kernel's C++ signature shortened ([`crate::short_symbol`]).
     pub fn label(&self) -> String {
         match self.kind {
-            TimeClassKind::Waiting | TimeClassKind::Untraced => self.class.clone(),
+            TimeClassKind::Waiting | TimeClassKind::Untraced | TimeClassKind::BetweenSteps => {
+                self.class.clone()
+            }
             k => format!("{} {}", k.as_str(), self.short_class()),
         }
     }

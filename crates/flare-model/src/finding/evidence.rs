@@ -161,6 +161,9 @@ string_enum! {
         GcTimeMs => "gc_time_ms",
         /// Time the DataLoader took to hand over a step's batches.
         DataloaderTimeMs => "dataloader_time_ms",
+        /// Time per step after the step's last op that no op covers: the host's own
+        /// work between steps.
+        BetweenStepsMs => "between_steps_ms",
         /// Collectives of one kind per step; baseline: the baseline's.
         CollectivesPerStep => "collectives_per_step",
         /// Time per step in collectives of one kind (waiting excluded).

@@ -105,6 +105,38 @@ pub fn dataloader(c: &Comparison, cfg: &CompareConfig) -> Option<Finding> {
     ))
 }
 
+/// The host's own time between steps grew: after each step's last op nothing runs for
+/// longer, by more than the noise (the loop's logging, metrics or timers; a sync's wait
+/// shows there too, and is named on its own by its calls).
+pub fn between_steps(c: &Comparison, cfg: &CompareConfig) -> Option<Finding> {
+    let r = c
+        .classes
+        .iter()
+        .find(|r| r.kind == TimeClassKind::BetweenSteps)?;
+    if r.delta_ms() <= 0.0 || !time_changed(r, c, cfg) {
+        return None;
+    }
+    Some(finding(
+        Severity::Warning,
+        format!(
+            "the host's own time between steps grew: {:.2} -> {:.2} ms per step with no op running after the step's last ({:.1}% of the current step)",
+            r.baseline_ms,
+            r.current_ms,
+            r.current_ms / c.current.step_ms.max(1e-9) * 100.0
+        ),
+        0.75,
+        vec![Evidence::new(
+            EvidenceKey::BetweenStepsMs,
+            r.current_ms,
+            Some(r.baseline_ms),
+            Unit::Ms,
+            "time per step of a rank from the step's last op to the next step's first, with no op running (the device idles while the host runs the loop)".into(),
+        )
+        .decisive()],
+        "the training loop does more outside the model each step: logging and metrics computed in Python, values read back from the device, timers that synchronize, checkpoint or evaluation triggers; profile the loop of both runs (py-spy record, torch.profiler with with_stack=True), and log or compute metrics every N steps".into(),
+    ))
+}
+
 /// Time per call, ms.
 fn per_call(ms: f64, calls: f64) -> f64 {
     ms / calls.max(1e-9)

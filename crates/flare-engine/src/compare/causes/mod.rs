@@ -1,6 +1,7 @@
 //! Named causes of a regression, each from its own evidence in the comparison: the shape
 //! of the GEMMs, the host calls that synchronize or manage memory, host phases (GC, the
-//! DataLoader), the collectives' sizes, and small ops that became slow. A cause whose
+//! DataLoader), the host's own time between steps, the collectives' sizes, and small ops
+//! that became slow. A cause whose
 //! evidence is a change of structure (a new shape, a new sync per step, other message
 //! sizes) is named whatever it cost on this run, since its cost depends on the hardware;
 //! a cause whose evidence is time must stand above the run's noise.
@@ -19,7 +20,7 @@ use flare_model::{
 /// The causes the comparison's evidence names, each with its finding.
 pub fn named_causes(c: &Comparison, cfg: &CompareConfig) -> Vec<(RegressionCause, Finding)> {
     type Rule = fn(&Comparison, &CompareConfig) -> Option<Finding>;
-    let causes: [(RegressionCause, Rule); 8] = [
+    let causes: [(RegressionCause, Rule); 9] = [
         (RegressionCause::TensorCoreMisalignment, gemm::misalignment),
         (
             RegressionCause::DeviceSynchronization,
@@ -33,6 +34,7 @@ pub fn named_causes(c: &Comparison, cfg: &CompareConfig) -> Vec<(RegressionCause
         ),
         (RegressionCause::GarbageCollection, host::garbage_collection),
         (RegressionCause::Dataloader, host::dataloader),
+        (RegressionCause::HostBetweenSteps, host::between_steps),
         (RegressionCause::MinorityKernel, host::minority_kernel),
     ];
     causes

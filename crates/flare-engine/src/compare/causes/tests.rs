@@ -102,6 +102,12 @@ fn steady() -> Comparison {
         ),
         class(TimeClassKind::Host, "gc", (0.2, 0.1), (0.2, 0.1)),
         class(TimeClassKind::Host, "dataloader", (1.0, 1.0), (1.0, 1.0)),
+        class(
+            TimeClassKind::BetweenSteps,
+            "host time between steps",
+            (2.0, 0.0),
+            (2.0, 0.0),
+        ),
     ];
     Comparison {
         baseline: run(40.0, calls.clone()),
@@ -337,6 +343,21 @@ fn each_cause_is_named_from_its_own_evidence() {
             "a heavier DataLoader",
             |c| set(c, "dataloader", (1.0, 1.0), (6.0, 1.0)),
             vec![Cause::Dataloader],
+        ),
+        (
+            "the loop formats its metrics in Python every step: 2 -> 10 ms between steps",
+            |c| set(c, "host time between steps", (2.0, 0.0), (10.0, 0.0)),
+            vec![Cause::HostBetweenSteps],
+        ),
+        (
+            "between-steps noise: 2.0 -> 2.3 ms",
+            |c| set(c, "host time between steps", (2.0, 0.0), (2.3, 0.0)),
+            vec![],
+        ),
+        (
+            "less time between steps: nothing to name",
+            |c| set(c, "host time between steps", (2.0, 0.0), (0.5, 0.0)),
+            vec![],
         ),
         (
             "a small op three times slower per call",
