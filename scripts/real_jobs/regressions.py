@@ -21,6 +21,8 @@ regression traces it (shapes, Python stacks, Python GC events):
   loop_work       the training loop formats 20,000 metrics as a JSON log line after each
                   step: pure Python between steps, no op runs (the work a logging or
                   metrics change adds outside the model)
+  empty_cache     (GPU only) torch.cuda.empty_cache() after each step: the caching
+                  allocator hands its blocks back, so every step allocates them again
 
 With --device cuda the same job runs on GPUs (one rank per GPU, NCCL, bf16 autocast, each
 sample broadcast to a 64-token sequence and the hidden width 4096, 4094 when misaligned, so
@@ -59,7 +61,10 @@ VARIANTS = {
     "dataloader": ("a 384 x 384 mask built per sample", "dataloader"),
     "bucket": ("DDP bucket_cap_mb 25 -> 1", "collective_change"),
     "loop_work": ("20,000 metrics formatted as JSON after each step", "host_between_steps"),
+    "empty_cache": ("torch.cuda.empty_cache() after each step", "memory_churn"),
 }
+#: Variants that only change anything on a GPU.
+GPU_ONLY = {"empty_cache"}
 
 
 class Samples(Dataset):
@@ -163,6 +168,8 @@ def run_variant(rank, a, job, variant):
             if variant == "loop_work":
                 line = json.dumps({f"layer{i}.grad_norm": i * 0.5 + step for i in range(20_000)})
                 assert line
+            if variant == "empty_cache":
+                torch.cuda.empty_cache()
             prof.step()
     gc.enable()
     prof.export_chrome_trace(os.path.join(out, f"rank{rank}.json"))
@@ -195,10 +202,15 @@ def main():
     a = p.parse_args()
     if a.device == "cuda" and a.world > torch.cuda.device_count():
         p.error(f"--world {a.world} needs as many GPUs; this machine has {torch.cuda.device_count()}")
-    chosen = [v for v in a.only.split(",") if v] or list(VARIANTS)
+    cuda = a.device == "cuda"
+    chosen = [v for v in a.only.split(",") if v] or [
+        v for v in VARIANTS if cuda or v not in GPU_ONLY
+    ]
     unknown = [v for v in chosen if v not in VARIANTS]
     if unknown:
         p.error(f"unknown variant(s) {unknown}; expected some of {list(VARIANTS)}")
+    if not cuda and GPU_ONLY & set(chosen):
+        p.error(f"{sorted(GPU_ONLY & set(chosen))} change nothing without --device cuda")
     a.variants = ["baseline"] + chosen
     os.makedirs(a.out, exist_ok=True)
     mp.spawn(run, args=(a, free_port()), nprocs=a.world, join=True)

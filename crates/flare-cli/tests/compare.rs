@@ -233,8 +233,14 @@ fn two_ranks_of_a_real_gpu_job_raise_no_warning() {
 /// by `loss.item()` per step, by a hidden width off the tensor cores' alignment, or by
 /// nothing.
 fn gpu_compare(current: &str) -> serde_json::Value {
+    gpu_compare_in("h100_regressions", current)
+}
+
+/// `current` against the baseline of the same run of the script, in `run`.
+fn gpu_compare_in(run: &str, current: &str) -> serde_json::Value {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../tests/fixtures/real_gpu/h100_regressions");
+        .join("../../tests/fixtures/real_gpu")
+        .join(run);
     let (b, c) = (dir.join("baseline"), dir.join(current));
     let out = flare([
         "compare".as_ref(),
@@ -331,4 +337,46 @@ fn a_real_gpu_job_against_itself_raises_no_warning() {
     let doc = gpu_compare("baseline_again");
     assert!(warnings(&doc).is_empty(), "{doc}");
     assert!(doc["comparison"].get("causes").is_none(), "{doc}");
+}
+
+/// `torch.cuda.empty_cache()` after each step: the caching allocator gives its blocks back
+/// and every step allocates them again.
+#[test]
+fn a_real_gpu_jobs_allocator_churn_is_named() {
+    let doc = gpu_compare_in("h100_run2", "empty_cache");
+    assert_eq!(
+        doc["comparison"]["causes"],
+        serde_json::json!(["memory_churn"]),
+        "{doc}"
+    );
+    let e = &warnings(&doc)[0]["evidence"][0];
+    let detail = e["detail"].as_str().unwrap();
+    assert!(
+        detail.contains("cudaMalloc 0.0 -> 16.0") && detail.contains("cudaFree 0.0 -> 16."),
+        "{detail}"
+    );
+}
+
+/// The loop formats its metrics in Python after each step: the device idles between
+/// steps, where a step from first op to last never looked.
+#[test]
+fn a_real_gpu_jobs_work_between_steps_is_named() {
+    let doc = gpu_compare_in("h100_run2", "loop_work");
+    assert_eq!(
+        doc["comparison"]["causes"],
+        serde_json::json!(["host_between_steps"]),
+        "{doc}"
+    );
+    let between = doc["comparison"]["classes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["kind"] == "between_steps")
+        .unwrap();
+    let grew = between["current_ms"].as_f64().unwrap() - between["baseline_ms"].as_f64().unwrap();
+    assert!(grew > 5.0, "{between}");
+    assert_eq!(
+        doc["comparison"]["classes"][0]["kind"], "between_steps",
+        "the largest change"
+    );
 }
