@@ -250,6 +250,20 @@ mod tests {
         );
     }
 
+    proptest::proptest! {
+        /// Kernel names come from other programs: any text, cut anywhere.
+        #[test]
+        fn any_name_gets_a_short_one_without_panicking(name in "\\PC{0,300}") {
+            let short = short_symbol(&name);
+            proptest::prop_assert!(name.is_empty() || !short.is_empty());
+        }
+
+        #[test]
+        fn signature_like_names_get_a_short_one(name in "(void )?[a-zA-Z_:<>(){}, 0-9#&*]{1,200}") {
+            proptest::prop_assert!(!short_symbol(&name).is_empty());
+        }
+    }
+
     #[test]
     fn odd_input_never_panics_and_never_comes_back_empty() {
         for s in [
