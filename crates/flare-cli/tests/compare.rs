@@ -28,11 +28,15 @@ fn flare<S: AsRef<std::ffi::OsStr>>(args: impl IntoIterator<Item = S>) -> Vec<u8
 }
 
 fn compare(baseline: &str, current: &str) -> serde_json::Value {
-    let (b, c) = (fixture(baseline), fixture(current));
+    compare_dirs(&fixture(baseline), &fixture(current))
+}
+
+/// `flare compare BASELINE CURRENT --json`'s document.
+fn compare_dirs(baseline: &Path, current: &Path) -> serde_json::Value {
     let out = flare([
         "compare".as_ref(),
-        b.as_os_str(),
-        c.as_os_str(),
+        baseline.as_os_str(),
+        current.as_os_str(),
         "--json".as_ref(),
     ]);
     serde_json::from_slice(&out).expect("a findings document")
@@ -238,17 +242,15 @@ fn gpu_compare(current: &str) -> serde_json::Value {
 
 /// `current` against the baseline of the same run of the script, in `run`.
 fn gpu_compare_in(run: &str, current: &str) -> serde_json::Value {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+    compare_dirs(&gpu_run(run, "baseline"), &gpu_run(run, current))
+}
+
+/// One variant's traces in one run of the script on the H100.
+fn gpu_run(run: &str, variant: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../../tests/fixtures/real_gpu")
-        .join(run);
-    let (b, c) = (dir.join("baseline"), dir.join(current));
-    let out = flare([
-        "compare".as_ref(),
-        b.as_os_str(),
-        c.as_os_str(),
-        "--json".as_ref(),
-    ]);
-    serde_json::from_slice(&out).expect("a findings document")
+        .join(run)
+        .join(variant)
 }
 
 fn warnings(doc: &serde_json::Value) -> Vec<&serde_json::Value> {
@@ -313,12 +315,8 @@ fn a_real_gpu_jobs_misaligned_gemms_are_named_with_their_shapes() {
     );
     let text = String::from_utf8(flare([
         "compare".as_ref(),
-        Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../../tests/fixtures/real_gpu/h100_regressions/baseline")
-            .as_os_str(),
-        Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../../tests/fixtures/real_gpu/h100_regressions/misaligned")
-            .as_os_str(),
+        gpu_run("h100_regressions", "baseline").as_os_str(),
+        gpu_run("h100_regressions", "misaligned").as_os_str(),
     ]))
     .unwrap();
     assert!(

@@ -55,14 +55,14 @@ fn latency(p50_us: f64) -> flare_model::LatencyQuantiles {
     }
 }
 
+/// Synchronizing calls named `name`, `per_step` a step.
+fn sync(name: &str, per_step: f64) -> HostCallRate {
+    call(HostCallKind::Synchronize, name, None, per_step)
+}
+
 /// `loss.item()` once per step at train.py line 88.
 fn item_sync() -> HostCallRate {
-    let mut item = call(
-        HostCallKind::Synchronize,
-        "aten::_local_scalar_dense",
-        None,
-        1.0,
-    );
+    let mut item = sync("aten::_local_scalar_dense", 1.0);
     item.sites = vec![("train.py(88): step".into(), 20)];
     item
 }
@@ -162,18 +162,8 @@ fn each_cause_is_named_from_its_own_evidence() {
             |c| {
                 c.current.host_calls.push(item_sync());
                 // The runtime's sync under it is the same sync.
-                c.current.host_calls.push(call(
-                    HostCallKind::Synchronize,
-                    "cudaStreamSynchronize",
-                    None,
-                    1.0,
-                ));
-                c.baseline.host_calls.push(call(
-                    HostCallKind::Synchronize,
-                    "cudaStreamSynchronize",
-                    None,
-                    0.1,
-                ));
+                c.current.host_calls.push(sync("cudaStreamSynchronize", 1.0));
+                c.baseline.host_calls.push(sync("cudaStreamSynchronize", 0.1));
             },
             vec![Cause::DeviceSynchronization],
         ),
@@ -190,12 +180,7 @@ fn each_cause_is_named_from_its_own_evidence() {
             "a data-dependent sync a little more often: 1.5 -> 2.0 per step",
             |c| {
                 for (r, n) in [(&mut c.baseline, 1.5), (&mut c.current, 2.0)] {
-                    r.host_calls.push(call(
-                        HostCallKind::Synchronize,
-                        "aten::_local_scalar_dense",
-                        None,
-                        n,
-                    ));
+                    r.host_calls.push(sync("aten::_local_scalar_dense", n));
                 }
             },
             vec![],
@@ -213,20 +198,10 @@ fn each_cause_is_named_from_its_own_evidence() {
             "loss.item() beside the framework's own syncs (DDP's first-iterations statistics: 7.2 event syncs per step in both runs, as on a real H100 job)",
             |c| {
                 for r in [&mut c.baseline, &mut c.current] {
-                    r.host_calls.push(call(
-                        HostCallKind::Synchronize,
-                        "cudaEventSynchronize",
-                        None,
-                        7.2,
-                    ));
+                    r.host_calls.push(sync("cudaEventSynchronize", 7.2));
                 }
                 c.current.host_calls.push(item_sync());
-                c.current.host_calls.push(call(
-                    HostCallKind::Synchronize,
-                    "cudaStreamSynchronize",
-                    None,
-                    1.0,
-                ));
+                c.current.host_calls.push(sync("cudaStreamSynchronize", 1.0));
             },
             vec![Cause::DeviceSynchronization],
         ),
@@ -234,12 +209,7 @@ fn each_cause_is_named_from_its_own_evidence() {
             "the framework's own syncs vary (7.2 -> 8.0 event syncs per step): not a new sync",
             |c| {
                 for (r, n) in [(&mut c.baseline, 7.2), (&mut c.current, 8.0)] {
-                    r.host_calls.push(call(
-                        HostCallKind::Synchronize,
-                        "cudaEventSynchronize",
-                        None,
-                        n,
-                    ));
+                    r.host_calls.push(sync("cudaEventSynchronize", n));
                 }
             },
             vec![],
@@ -247,12 +217,7 @@ fn each_cause_is_named_from_its_own_evidence() {
         (
             "a sync every twenty steps: below one per two steps",
             |c| {
-                c.current.host_calls.push(call(
-                    HostCallKind::Synchronize,
-                    "aten::nonzero",
-                    None,
-                    0.05,
-                ))
+                c.current.host_calls.push(sync("aten::nonzero", 0.05))
             },
             vec![],
         ),
