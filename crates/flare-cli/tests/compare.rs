@@ -313,6 +313,19 @@ fn a_real_gpu_jobs_misaligned_gemms_are_named_with_their_shapes() {
         summary.contains("M=4096 N=4094 K=4094, BFloat16"),
         "{summary}"
     );
+    // What the kernels achieved, from the launching GEMM ops' shapes: cuBLAS's aligned
+    // kernels ran at over 800 TFLOPS, the align2 ones at about a third of that.
+    let tflops = w[0]["evidence"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["metric"] == "gemm_tflops")
+        .expect("the GEMM kernels' TFLOPS");
+    let (now, before) = (
+        tflops["value"].as_f64().unwrap(),
+        tflops["baseline"].as_f64().unwrap(),
+    );
+    assert!(before > 700.0 && now < before / 2.5, "{tflops}");
     let text = String::from_utf8(flare([
         "compare".as_ref(),
         gpu_run("h100_regressions", "baseline").as_os_str(),

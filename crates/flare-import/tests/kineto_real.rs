@@ -182,3 +182,29 @@ fn real_files_read_through_the_writer_and_back() {
     b.sort();
     assert_eq!(a, b);
 }
+
+/// A real H100 trace (tests/fixtures/real_gpu): cuBLAS's kernels carry no `FLOPs`, so each
+/// GEMM kernel takes those of the `aten::addmm` / `aten::mm` that launched it, and nothing
+/// else does (autocast's casts under `aten::linear`, elementwise kernels).
+#[test]
+fn gpu_gemm_kernels_take_their_flops_from_the_gemm_op_that_launched_them() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/fixtures/real_gpu/h100_regressions/baseline");
+    let (trace, stats) = read_kineto_dir_with_stats(&dir, &KinetoOptions::default())
+        .expect("the H100 trace imports");
+    let with_flops: Vec<&Op> = trace.ranks[0]
+        .ops
+        .iter()
+        .filter(|o| o.kind == OpKind::Compute && o.amount > 0)
+        .collect();
+    assert_eq!(with_flops.len() as u64, stats.kernel_flops_from_gemm_ops);
+    // 4 forward and 7 backward GEMMs a step, over the profiled steps.
+    assert!(with_flops.len() >= 4 * 11, "{}", with_flops.len());
+    assert_eq!(with_flops.len() % 11, 0, "{}", with_flops.len());
+    for o in &with_flops {
+        let name = trace.name(o.name);
+        assert!(name.starts_with("nvjet_sm90"), "{name}");
+        // 2 x 4096^3: every GEMM of this model is 4096 x 4096 x 4096.
+        assert_eq!(o.amount, 2 * 4096u64.pow(3), "{name}");
+    }
+}

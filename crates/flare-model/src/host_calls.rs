@@ -67,3 +67,122 @@ impl HostCalls {
         self.counts.retain(|c| keep(c.iteration));
     }
 }
+
+/// A GEMM's problem size: `batch` products of an M x K by a K x N matrix.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Gemm {
+    pub m: u64,
+    pub n: u64,
+    pub k: u64,
+    pub batch: u64,
+}
+
+impl Gemm {
+    /// Its floating-point operations (a multiply and an add per term); `None` where that
+    /// overflows (shapes come from a file).
+    pub fn flops(&self) -> Option<u64> {
+        2u64.checked_mul(self.m)?
+            .checked_mul(self.n)?
+            .checked_mul(self.k)?
+            .checked_mul(self.batch)
+    }
+}
+
+/// The op and input shapes of a GEMM host call named `op [[..],[..]]`.
+pub fn gemm_call_shapes(name: &str) -> Option<(&str, Vec<Vec<u64>>)> {
+    let (op, dims) = name.split_once(" [")?;
+    let v: Vec<serde_json::Value> = serde_json::from_str(&format!("[{dims}")).ok()?;
+    let shapes = v
+        .iter()
+        .map(|s| {
+            s.as_array()
+                .map(|d| d.iter().filter_map(serde_json::Value::as_u64).collect())
+                .unwrap_or_default()
+        })
+        .collect();
+    Some((op, shapes))
+}
+
+/// M, N, K and the batch of a GEMM op from its input shapes, when they make one.
+pub fn gemm_of(op: &str, inputs: &[Vec<u64>]) -> Option<Gemm> {
+    let mk_kn = |a: &[u64], b: &[u64]| -> Option<Gemm> {
+        let (&k, rest) = a.split_last()?;
+        let (&m, lead) = rest.split_last()?;
+        let n = *b.last()?;
+        // Shapes come from a file: a product that overflows is no GEMM.
+        let batch = lead.iter().try_fold(1u64, |x, &d| x.checked_mul(d))?;
+        (b.len() >= 2 && b[b.len() - 2] == k).then_some(Gemm { m, n, k, batch })
+    };
+    match op {
+        "aten::mm" | "aten::bmm" | "aten::_scaled_mm" | "aten::matmul" => {
+            mk_kn(inputs.first()?, inputs.get(1)?)
+        }
+        "aten::addmm" | "aten::baddbmm" => mk_kn(inputs.get(1)?, inputs.get(2)?),
+        "aten::linear" => {
+            let (x, w) = (inputs.first()?, inputs.get(1)?);
+            let (&k, lead) = x.split_last()?;
+            let m = lead.iter().try_fold(1u64, |a, &d| a.checked_mul(d))?;
+            (w.len() == 2 && w[1] == k).then_some(Gemm {
+                m,
+                n: w[0],
+                k,
+                batch: 1,
+            })
+        }
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gemm_sizes_from_the_ops_input_shapes() {
+        // (host call, (M, N, K, batch), FLOPs)
+        for (name, want, flops) in [
+            (
+                "aten::mm [[64,1022],[1022,512]]",
+                Some((64, 512, 1022, 1)),
+                Some(2 * 64 * 512 * 1022),
+            ),
+            (
+                "aten::addmm [[512],[64,1024],[1024,512]]",
+                Some((64, 512, 1024, 1)),
+                Some(2 * 64 * 512 * 1024),
+            ),
+            (
+                "aten::bmm [[8,128,64],[8,64,128]]",
+                Some((128, 128, 64, 8)),
+                Some(2 * 8 * 128 * 128 * 64),
+            ),
+            (
+                "aten::matmul [[4,16,1022],[1022,512]]",
+                Some((16, 512, 1022, 4)),
+                Some(2 * 4 * 16 * 512 * 1022),
+            ),
+            (
+                "aten::linear [[4,16,1022],[512,1022],[512]]",
+                Some((64, 512, 1022, 1)),
+                Some(2 * 64 * 512 * 1022),
+            ),
+            ("aten::linear [[4,16,1022],[512,1000],[512]]", None, None),
+            ("aten::mm [[64],[64,3]]", None, None),
+            (
+                "aten::linear [[18446744073709551615,4,8],[16,8],[16]]",
+                None,
+                None,
+            ),
+            (
+                "aten::mm [[4294967296,4294967296],[4294967296,8]]",
+                Some((4294967296, 8, 4294967296, 1)),
+                None,
+            ),
+        ] {
+            let (op, inputs) = gemm_call_shapes(name).unwrap();
+            let g = gemm_of(op, &inputs);
+            assert_eq!(g.map(|g| (g.m, g.n, g.k, g.batch)), want, "{name}");
+            assert_eq!(g.and_then(|g| g.flops()), flops, "{name}");
+        }
+    }
+}

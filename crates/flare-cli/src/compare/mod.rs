@@ -207,16 +207,17 @@ fn text(doc: &FindingsDocument, top: usize) -> String {
         "change", "baseline", "current", "ops per step", "kind"
     ));
     for r in c.classes.iter().take(top) {
+        let unit = if r.kind == flare_model::TimeClassKind::Compute {
+            "TFLOPS"
+        } else {
+            "bus GB/s"
+        };
+        // A class in one run only (a GEMM whose kernel changed) still says what it achieved.
         let rate = match (r.baseline_rate, r.current_rate) {
-            (Some(b), Some(c)) => format!(
-                "  ({b:.3} -> {c:.3} {})",
-                if r.kind == flare_model::TimeClassKind::Compute {
-                    "TFLOPS"
-                } else {
-                    "bus GB/s"
-                }
-            ),
-            _ => String::new(),
+            (Some(b), Some(c)) => format!("  ({b:.3} -> {c:.3} {unit})"),
+            (Some(b), None) => format!("  ({b:.3} {unit} in the baseline)"),
+            (None, Some(c)) => format!("  ({c:.3} {unit})"),
+            (None, None) => String::new(),
         };
         out.push_str(&format!(
             "  {:>+9.2}  {:>9.2}  {:>9.2}  {:>13}  {:<13} {}{rate}\n",

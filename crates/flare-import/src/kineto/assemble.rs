@@ -453,6 +453,7 @@ fn add_file_stats(stats: &mut KinetoImportStats, f: &ParsedFile) {
     stats.launch_calls += f.stats.launches;
     stats.runtime_host_calls += f.stats.runtime_host_calls;
     stats.nccl_args_from_param_comms += f.stats.args_from_param_comms;
+    stats.kernel_flops_from_gemm_ops += f.stats.flops_from_gemm_ops;
     stats.other_comm_kernels += f.stats.other_comm_kernels;
     stats.other_comm_kernels_unknown += f.stats.other_comm_kernels_unknown;
     stats.cpu_collectives += f.stats.cpu_collectives;

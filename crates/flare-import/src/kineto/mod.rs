@@ -19,7 +19,9 @@
 //!   `flare_group_kind` in `pg_config` or a Megatron-style description
 //!   (`TENSOR_MODEL_PARALLEL_GROUP`, `DATA_PARALLEL_GROUP`, ...), else `Other`.
 //! * Other kernels become [`OpKind::Compute`](flare_model::OpKind::Compute) ops named
-//!   after the kernel, with `FLOPs` as the amount when present.
+//!   after the kernel, with `FLOPs` as the amount when present; a kernel without them
+//!   that a GEMM op with recorded shapes launched (`aten::addmm`, ...; the innermost one
+//!   around its launch call) takes the GEMM's 2·M·N·K·batch, the op's first kernel only.
 //! * `cpu_op` / `user_annotation` spans whose names say DataLoader, gc, optimizer or
 //!   checkpoint become host ops, issued at their start since the CPU runs them itself (a
 //!   span nested in another of the same kind is merged into it and counted in
@@ -127,6 +129,9 @@ pub struct KinetoImportStats {
     /// NCCL kernels without collective arguments that took them from the
     /// `record_param_comms` CPU op that launched them (older PyTorch traces).
     pub nccl_args_from_param_comms: u64,
+    /// GPU kernels without `FLOPs` whose FLOPs came from the shapes of the GEMM op that
+    /// launched them.
+    pub kernel_flops_from_gemm_ops: u64,
     /// Ranks whose file has no `ProfilerStep#N` span.
     pub ranks_without_steps: u64,
     /// Communicators made up because the trace did not say which group an NCCL kernel ran on.

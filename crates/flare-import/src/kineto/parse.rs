@@ -499,6 +499,8 @@ pub struct FileStats {
     /// NCCL kernels whose collective arguments came from the `record_param_comms` op
     /// that launched them (traces that put them only there).
     pub args_from_param_comms: u64,
+    /// Kernels without `FLOPs` that took theirs from the GEMM op that launched them.
+    pub flops_from_gemm_ops: u64,
     pub host_spans: u64,
     pub profiler_steps: u64,
     /// Communication kernels outside NCCL (DeepEP, NVSHMEM, MSCCL++) read as sync ops,
@@ -561,6 +563,8 @@ struct Collector {
     launches: HashMap<u64, LaunchRec>,
     /// `record_param_comms` CPU ops: (thread, start, end, their collective arguments).
     param_comms: Vec<(u64, i64, i64, NcclArgs)>,
+    /// GEMM CPU ops with shapes: (thread, start, end, FLOPs).
+    gemm_ops: Vec<(u64, i64, i64, u64)>,
     /// The CPU side, for a file without GPU kernels (see [`super::cpu_side`]).
     cpu: super::cpu_side::CpuRecords,
     hosts: Vec<HostRec>,
@@ -848,6 +852,12 @@ impl Collector {
             };
             call_name = format!("{name} {key}");
             dtype = input_dtype_any(&a);
+            let flops = flare_model::host_calls::gemm_call_shapes(&call_name)
+                .and_then(|(op, inputs)| flare_model::host_calls::gemm_of(op, &inputs))
+                .and_then(|g| g.flops());
+            if let (Some(flops), Some(tid)) = (flops, thread_id(ev)) {
+                self.gemm_ops.push((tid, start, end, flops));
+            }
             dims = Some(key);
         }
         self.calls
@@ -1044,6 +1054,58 @@ impl Collector {
                 *args = p.3.clone();
                 self.stats.args_from_param_comms += 1;
             }
+        }
+    }
+}
+
+impl Collector {
+    /// Gives GPU kernels without `FLOPs` those of the GEMM op (`aten::mm`, `aten::addmm`,
+    /// ... with its input shapes) that launched them, so that a GEMM kernel's achieved
+    /// TFLOPS can be read: the innermost GEMM op on the launching thread around the launch
+    /// call, when it wraps no other GEMM op (`aten::linear` around `aten::addmm` launches
+    /// autocast's casts, not the GEMM), to the longest kernel it launched (a bias copy or
+    /// a split-K reduction beside it does no GEMM's work).
+    fn flops_from_gemm_ops(&mut self) {
+        if self.gemm_ops.is_empty() {
+            return;
+        }
+        // Outer ops before the ops they wrap.
+        self.gemm_ops
+            .sort_by_key(|g| (g.0, g.1, std::cmp::Reverse(g.2)));
+        let ops = &self.gemm_ops;
+        let wraps = |i: usize| {
+            ops.get(i + 1)
+                .is_some_and(|n| n.0 == ops[i].0 && n.1 < ops[i].2)
+        };
+        // Per op, its longest kernel: (kernel, duration).
+        let mut longest: HashMap<usize, (usize, i64)> = HashMap::new();
+        for (i, k) in self.kernels.iter().enumerate() {
+            if k.flops != 0 || k.nccl.is_some() || k.cpu_side {
+                continue;
+            }
+            let (Some(c), Some(end)) = (k.correlation, k.end) else {
+                continue;
+            };
+            let Some(&LaunchRec { ts, tid: Some(tid) }) = self.launches.get(&c) else {
+                continue;
+            };
+            let hi = ops.partition_point(|g| (g.0, g.1) <= (tid, ts));
+            let found = ops[..hi]
+                .iter()
+                .enumerate()
+                .rev()
+                .take_while(|(_, g)| g.0 == tid)
+                .find(|(_, g)| g.2 >= ts);
+            if let Some((op, _)) = found.filter(|&(op, _)| !wraps(op)) {
+                let e = longest.entry(op).or_insert((i, end - k.start));
+                if end - k.start > e.1 {
+                    *e = (i, end - k.start);
+                }
+            }
+        }
+        for (op, (kernel, _)) in longest {
+            self.kernels[kernel].flops = self.gemm_ops[op].3;
+            self.stats.flops_from_gemm_ops += 1;
         }
     }
 }
@@ -1302,6 +1364,7 @@ pub fn parse_file(path: &str, data: &[u8]) -> Result<ParsedFile, KinetoError> {
         kernels: Vec::new(),
         launches: HashMap::new(),
         param_comms: Vec::new(),
+        gemm_ops: Vec::new(),
         cpu: Default::default(),
         hosts: Vec::new(),
         calls: HostCallRecords::default(),
@@ -1352,6 +1415,7 @@ pub fn parse_file(path: &str, data: &[u8]) -> Result<ParsedFile, KinetoError> {
         std::mem::take(&mut c.calls).counts(|t| index.iteration_at(t))
     };
     c.args_from_param_comms();
+    c.flops_from_gemm_ops();
     if c.kernels.is_empty() {
         c.kernels = std::mem::take(&mut c.cpu).into_kernels(&mut c.stats);
     } else {

@@ -159,6 +159,9 @@ string_enum! {
         GcPausesPerStep => "gc_pauses_per_step",
         /// Time in garbage collection per step.
         GcTimeMs => "gc_time_ms",
+        /// What GEMM kernels achieved: their FLOPs (from the shapes of the GEMM ops that
+        /// launched them) over their time.
+        GemmTflops => "gemm_tflops",
         /// Time the DataLoader took to hand over a step's batches.
         DataloaderTimeMs => "dataloader_time_ms",
         /// Time per step after the step's last op that no op covers: the host's own
@@ -279,6 +282,7 @@ string_enum! {
         Groups => "groups",
         Pods => "pods",
         Frames => "frames",
+        Tflops => "TFLOPS",
     }
 }
 

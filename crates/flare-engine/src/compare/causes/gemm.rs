@@ -5,61 +5,16 @@
 use super::{cpu_caveat, finding};
 
 use crate::compare::CompareConfig;
+use flare_model::host_calls::{gemm_call_shapes as shapes, gemm_of, Gemm};
 use flare_model::{
-    Comparison, Evidence, EvidenceKey, Finding, HostCallKind, RunProfile, Severity, Unit,
+    Comparison, Evidence, EvidenceKey, Finding, HostCallKind, RunProfile, Severity,
+    TimeClassChange, TimeClassKind, Unit,
 };
 use std::collections::BTreeSet;
-
-/// A GEMM's problem size.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Gemm {
-    pub m: u64,
-    pub n: u64,
-    pub k: u64,
-}
 
 /// Ops that wrap the GEMM the library runs (`aten::linear` calls `aten::addmm`): read only
 /// where the run recorded none of the GEMMs themselves, so that a call counts once.
 const WRAPPERS: [&str; 2] = ["aten::linear", "aten::matmul"];
-
-/// The input shapes of a host call named `op [[..],[..]]`.
-fn shapes(name: &str) -> Option<(&str, Vec<Vec<u64>>)> {
-    let (op, dims) = name.split_once(" [")?;
-    let v: Vec<serde_json::Value> = serde_json::from_str(&format!("[{dims}")).ok()?;
-    let shapes = v
-        .iter()
-        .map(|s| {
-            s.as_array()
-                .map(|d| d.iter().filter_map(serde_json::Value::as_u64).collect())
-                .unwrap_or_default()
-        })
-        .collect();
-    Some((op, shapes))
-}
-
-/// M, N and K of a GEMM op from its input shapes, when they make one.
-pub fn gemm_of(op: &str, inputs: &[Vec<u64>]) -> Option<Gemm> {
-    let mk_kn = |a: &[u64], b: &[u64]| -> Option<Gemm> {
-        let (&k, rest) = a.split_last()?;
-        let &m = rest.last()?;
-        let n = *b.last()?;
-        (b.len() >= 2 && b[b.len() - 2] == k).then_some(Gemm { m, n, k })
-    };
-    match op {
-        "aten::mm" | "aten::bmm" | "aten::_scaled_mm" | "aten::matmul" => {
-            mk_kn(inputs.first()?, inputs.get(1)?)
-        }
-        "aten::addmm" | "aten::baddbmm" => mk_kn(inputs.get(1)?, inputs.get(2)?),
-        "aten::linear" => {
-            let (x, w) = (inputs.first()?, inputs.get(1)?);
-            let (&k, lead) = x.split_last()?;
-            // Shapes come from a file: a product that overflows is no GEMM.
-            let m = lead.iter().try_fold(1u64, |a, &d| a.checked_mul(d))?;
-            (w.len() == 2 && w[1] == k).then_some(Gemm { m, n: w[0], k })
-        }
-        _ => None,
-    }
-}
 
 /// Elements a dimension must be a multiple of for tensor cores, by element type (`None`
 /// for types tensor cores do not run, such as fp64).
@@ -160,7 +115,7 @@ pub fn misalignment(c: &Comparison, _cfg: &CompareConfig) -> Option<Finding> {
         )
     };
     let shown: Vec<String> = new.iter().take(3).map(|m| dims(m)).collect();
-    let evidence = vec![
+    let mut evidence = vec![
         Evidence::new(
             EvidenceKey::MisalignedGemmsPerStep,
             c_n,
@@ -186,6 +141,19 @@ pub fn misalignment(c: &Comparison, _cfg: &CompareConfig) -> Option<Finding> {
         )
         .decisive(),
     ];
+    let achieved = gemm_kernel_tflops(c);
+    if let (Some(b), Some(now)) = achieved {
+        evidence.push(
+            Evidence::new(
+                EvidenceKey::GemmTflops,
+                now,
+                Some(b),
+                Unit::Tflops,
+                "what the GEMM kernels achieved: the FLOPs of the GEMM ops that launched them (2·M·N·K from their shapes) over the kernels' time".into(),
+            )
+            .decisive(),
+        );
+    }
     let slower = c_ms > b_ms * 1.05;
     Some(finding(
         Severity::Warning,
@@ -195,10 +163,10 @@ pub fn misalignment(c: &Comparison, _cfg: &CompareConfig) -> Option<Finding> {
             if new.len() == 1 { "" } else { "s" },
             if new.len() == 1 { "es" } else { "" },
             dims(first),
-            if slower {
-                format!("; GEMM time {:.2} -> {:.2} ms per step", b_ms, c_ms)
-            } else {
-                String::new()
+            match achieved {
+                (Some(b), Some(now)) => format!("; GEMM kernels {b:.0} -> {now:.0} TFLOPS"),
+                _ if slower => format!("; GEMM time {:.2} -> {:.2} ms per step", b_ms, c_ms),
+                _ => String::new(),
             }
         ),
         0.9,
@@ -211,38 +179,28 @@ pub fn misalignment(c: &Comparison, _cfg: &CompareConfig) -> Option<Finding> {
     ))
 }
 
+/// The TFLOPS the compute classes that carry FLOPs achieved, in the baseline and the
+/// current run, weighted by their time (on a GPU trace: the GEMM kernels, whose FLOPs come
+/// from the GEMM ops that launched them).
+fn gemm_kernel_tflops(c: &Comparison) -> (Option<f64>, Option<f64>) {
+    let weighted = |rate: fn(&TimeClassChange) -> Option<f64>, ms: fn(&TimeClassChange) -> f64| {
+        let (flops, time) = c
+            .classes
+            .iter()
+            .filter(|r| r.kind == TimeClassKind::Compute)
+            .filter_map(|r| rate(r).map(|x| (x * ms(r), ms(r))))
+            .fold((0.0, 0.0), |(f, t), (x, m)| (f + x, t + m));
+        (time > 0.0).then(|| flops / time)
+    };
+    (
+        weighted(|r| r.baseline_rate, |r| r.baseline_ms),
+        weighted(|r| r.current_rate, |r| r.current_ms),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn gemm_sizes_from_the_ops_input_shapes() {
-        for (name, want) in [
-            ("aten::mm [[64,1022],[1022,512]]", Some((64, 512, 1022))),
-            (
-                "aten::addmm [[512],[64,1024],[1024,512]]",
-                Some((64, 512, 1024)),
-            ),
-            ("aten::bmm [[8,128,64],[8,64,128]]", Some((128, 128, 64))),
-            (
-                "aten::linear [[4,16,1022],[512,1022],[512]]",
-                Some((64, 512, 1022)),
-            ),
-            ("aten::linear [[4,16,1022],[512,1000],[512]]", None),
-            ("aten::mm [[64],[64,3]]", None),
-            (
-                "aten::linear [[18446744073709551615,4,8],[16,8],[16]]",
-                None,
-            ),
-        ] {
-            let (op, inputs) = shapes(name).unwrap();
-            assert_eq!(
-                gemm_of(op, &inputs).map(|g| (g.m, g.n, g.k)),
-                want,
-                "{name}"
-            );
-        }
-    }
 
     #[test]
     fn alignment_follows_the_element_type() {
