@@ -198,7 +198,7 @@ fn step_findings(c: &Comparison, cfg: &CompareConfig) -> Vec<Finding> {
         Some(before),
         Unit::Ms,
         format!(
-            "a rank's mean step (its marked iteration, or its first op to its last where the trace marks none): {} against {} (ranks x iterations: {} against {})",
+            "a rank's mean step, from an iteration's first op (on a GPU its first device op) to the next one's: {} against {} (ranks x iterations: {} against {})",
             c.current.source, c.baseline.source, c.current.rank_iterations, c.baseline.rank_iterations
         ),
     )

@@ -99,10 +99,11 @@ pub struct RunProfile {
     /// The input it was read from.
     pub source: String,
     pub ranks: u32,
-    /// (rank, iteration) pairs averaged over.
+    /// The steps averaged over, all ranks together: a rank's (rank, iteration) pairs, its
+    /// last iteration counted only where the trace marks its end.
     pub rank_iterations: u64,
-    /// A rank's mean step, ms: its marked iteration (`ProfilerStep#N`, the tracer's
-    /// markers), else from its first op's start to its last op's end.
+    /// A rank's mean step, ms: from an iteration's first op (its first device op on a
+    /// GPU) to the next iteration's, the last to the end the trace marks for it.
     pub step_ms: f64,
     /// The standard deviation of those steps, ms: the noise a change is judged against.
     #[serde(default)]
