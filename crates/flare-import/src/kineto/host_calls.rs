@@ -10,6 +10,7 @@
 //! | `python_function` (`with_stack=True`) | the Python frame a call or a GC pause happened in: the innermost frame of the program's own code (not PyTorch's, not the standard library's, not an installed package's), and the call it made out of the program's code on the way (`train.py(20): step -> Tensor.item`), since the line in the profiler's frame name is not the call's (the function's first line, or the line it was at when tracing began) |
 //! | `python_function` `Python GC` (`record_python_gc_info=True`) | a garbage collection pause (a host phase of the trace, read in `parse`) |
 
+use super::nesting::Nested;
 use flare_model::{CallSites, HostCallCount, HostCallKind};
 use std::collections::{BTreeMap, HashMap};
 
@@ -120,9 +121,6 @@ struct Frame {
     program: bool,
 }
 
-/// No enclosing frame.
-const NO_PARENT: u32 = u32::MAX;
-
 /// How a call out of the program's code is named: `Tensor.item` for `<built-in method
 /// item of Tensor object at 0x7f..>` (the address differs per object), `print` for
 /// `<built-in function print>`, a library frame as the profiler names it.
@@ -228,12 +226,11 @@ impl HostCallRecords {
     /// Where the synchronizations and GC pauses were made (see [`CallSites`]), then
     /// forgets the frames.
     pub fn sites(&mut self, gc_name: &str) -> Vec<CallSites> {
-        let mut frames = std::mem::take(&mut self.frames);
+        let frames = std::mem::take(&mut self.frames);
         if frames.is_empty() {
             return vec![];
         }
-        frames.sort_by_key(|f| (f.tid, f.start, std::cmp::Reverse(f.end)));
-        let parents = parents(&frames);
+        let frames = Nested::new(frames, |f| (f.tid, f.start, f.end));
         // Per call name, (program frame, call out of it) -> calls.
         let mut by_name: BTreeMap<&str, BTreeMap<(u32, Option<u32>), u64>> = BTreeMap::new();
         let sited = self
@@ -250,7 +247,7 @@ impl HostCallRecords {
             })
             .chain(self.gc.iter().map(|&(t, s, e)| (gc_name, t, s, e)));
         for (name, tid, start, end) in sited {
-            if let Some(site) = placed(&frames, &parents, tid, start, end) {
+            if let Some(site) = placed(&frames, tid, start, end) {
                 *by_name.entry(name).or_default().entry(site).or_default() += 1;
             }
         }
@@ -298,55 +295,18 @@ pub fn call_sites(name: &str, counts: impl IntoIterator<Item = (String, u64)>) -
     }
 }
 
-/// Each frame's enclosing frame (frames sorted by thread, start, and longest first:
-/// Python frames on one thread nest).
-fn parents(frames: &[Frame]) -> Vec<u32> {
-    let mut out = Vec::with_capacity(frames.len());
-    let mut open: Vec<usize> = Vec::new();
-    for f in frames {
-        while let Some(&top) = open.last() {
-            let t = &frames[top];
-            if t.tid == f.tid && t.start <= f.start && f.end <= t.end {
-                break;
-            }
-            open.pop();
-        }
-        out.push(open.last().map_or(NO_PARENT, |&t| t as u32));
-        open.push(out.len() - 1);
-    }
-    out
-}
-
 /// Where a call over `[start, end]` on thread `tid` was made: the innermost program frame
 /// around it, and the outermost other frame inside that one around it (the call out of
-/// the program's code). The innermost frame around a moment is the latest-starting
-/// frame before it or one of its ancestors, so the walk is as deep as the stack.
-fn placed(
-    frames: &[Frame],
-    parents: &[u32],
-    tid: u64,
-    start: i64,
-    end: i64,
-) -> Option<(u32, Option<u32>)> {
-    let lo = frames.partition_point(|f| f.tid < tid);
-    let hi = frames.partition_point(|f| f.tid < tid || (f.tid == tid && f.start <= start));
-    if hi <= lo {
-        return None;
-    }
-    let (mut i, mut via) = (hi - 1, None);
-    loop {
-        let f = &frames[i];
-        if f.end >= end {
-            if f.program {
-                return Some((f.name, via));
-            }
-            via = Some(f.name);
+/// the program's code).
+fn placed(frames: &Nested<Frame>, tid: u64, start: i64, end: i64) -> Option<(u32, Option<u32>)> {
+    let mut via = None;
+    for f in frames.around(tid, start, end).map(|i| frames.get(i)) {
+        if f.program {
+            return Some((f.name, via));
         }
-        match parents[i] {
-            NO_PARENT => return None,
-            p => i = p as usize,
-        }
+        via = Some(f.name);
     }
+    None
 }
 
 #[cfg(test)]

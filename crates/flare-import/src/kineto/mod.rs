@@ -48,6 +48,7 @@ mod comm;
 mod cpu_side;
 mod host_calls;
 mod names;
+mod nesting;
 mod parse;
 mod write;
 

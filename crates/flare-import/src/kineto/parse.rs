@@ -9,6 +9,7 @@
 use super::comm::{self, CommEvent};
 use super::host_calls::{self, HostCallRecords};
 use super::names::{self, RankList};
+use super::nesting::Nested;
 use super::KinetoError;
 use flare_model::trace::NameTable;
 use flare_model::{CallSites, HostCallCount, HostCallKind, OpKind};
@@ -1022,43 +1023,38 @@ impl NcclArgs {
 }
 
 impl Collector {
+    /// The CPU thread and time of the call that launched kernel `k`, where recorded.
+    fn launch_of(&self, k: &KernelRec) -> Option<(u64, i64)> {
+        match self.launches.get(&k.correlation?) {
+            Some(&LaunchRec { ts, tid: Some(tid) }) => Some((tid, ts)),
+            _ => None,
+        }
+    }
+
     /// Gives NCCL kernels without arguments those of the `record_param_comms` op that
     /// launched them: the innermost one on the launching thread around the launch call.
     fn args_from_param_comms(&mut self) {
         if self.param_comms.is_empty() {
             return;
         }
-        self.param_comms.sort_by_key(|p| (p.0, p.1));
-        for k in &mut self.kernels {
-            let Some(args) = k.nccl.as_deref_mut() else {
-                continue;
-            };
-            if !args.is_empty() {
+        let ops = Nested::new(std::mem::take(&mut self.param_comms), |p| (p.0, p.1, p.2));
+        for i in 0..self.kernels.len() {
+            let k = &self.kernels[i];
+            if !k.nccl.as_deref().is_some_and(NcclArgs::is_empty) {
                 continue;
             }
-            let Some(c) = k.correlation else { continue };
-            let Some(&LaunchRec { ts, tid: Some(tid) }) = self.launches.get(&c) else {
+            let Some((tid, ts)) = self.launch_of(k) else {
                 continue;
             };
-            // Ops of that thread starting at or before the launch; the last one that still
-            // covers it is the innermost.
-            let hi = self
-                .param_comms
-                .partition_point(|p| (p.0, p.1) <= (tid, ts));
-            let found = self.param_comms[..hi]
-                .iter()
-                .rev()
-                .take_while(|p| p.0 == tid)
-                .find(|p| p.2 >= ts);
-            if let Some(p) = found {
-                *args = p.3.clone();
+            if let Some(op) = ops.around(tid, ts, ts).next() {
+                if let Some(args) = self.kernels[i].nccl.as_deref_mut() {
+                    *args = ops.get(op).3.clone();
+                }
                 self.stats.args_from_param_comms += 1;
             }
         }
     }
-}
 
-impl Collector {
     /// Gives GPU kernels without `FLOPs` those of the GEMM op (`aten::mm`, `aten::addmm`,
     /// ... with its input shapes) that launched them, so that a GEMM kernel's achieved
     /// TFLOPS can be read: the innermost GEMM op on the launching thread around the launch
@@ -1069,34 +1065,18 @@ impl Collector {
         if self.gemm_ops.is_empty() {
             return;
         }
-        // Outer ops before the ops they wrap.
-        self.gemm_ops
-            .sort_by_key(|g| (g.0, g.1, std::cmp::Reverse(g.2)));
-        let ops = &self.gemm_ops;
-        let wraps = |i: usize| {
-            ops.get(i + 1)
-                .is_some_and(|n| n.0 == ops[i].0 && n.1 < ops[i].2)
-        };
+        let ops = Nested::new(std::mem::take(&mut self.gemm_ops), |g| (g.0, g.1, g.2));
+        let wraps = ops.holds_others();
         // Per op, its longest kernel: (kernel, duration).
         let mut longest: HashMap<usize, (usize, i64)> = HashMap::new();
         for (i, k) in self.kernels.iter().enumerate() {
             if k.flops != 0 || k.nccl.is_some() || k.cpu_side {
                 continue;
             }
-            let (Some(c), Some(end)) = (k.correlation, k.end) else {
+            let (Some((tid, ts)), Some(end)) = (self.launch_of(k), k.end) else {
                 continue;
             };
-            let Some(&LaunchRec { ts, tid: Some(tid) }) = self.launches.get(&c) else {
-                continue;
-            };
-            let hi = ops.partition_point(|g| (g.0, g.1) <= (tid, ts));
-            let found = ops[..hi]
-                .iter()
-                .enumerate()
-                .rev()
-                .take_while(|(_, g)| g.0 == tid)
-                .find(|(_, g)| g.2 >= ts);
-            if let Some((op, _)) = found.filter(|&(op, _)| !wraps(op)) {
+            if let Some(op) = ops.around(tid, ts, ts).next().filter(|&op| !wraps[op]) {
                 let e = longest.entry(op).or_insert((i, end - k.start));
                 if end - k.start > e.1 {
                     *e = (i, end - k.start);
@@ -1104,7 +1084,7 @@ impl Collector {
             }
         }
         for (op, (kernel, _)) in longest {
-            self.kernels[kernel].flops = self.gemm_ops[op].3;
+            self.kernels[kernel].flops = ops.get(op).3;
             self.stats.flops_from_gemm_ops += 1;
         }
     }
