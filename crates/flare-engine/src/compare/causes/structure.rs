@@ -29,19 +29,24 @@ pub(super) fn syncs_per_step(run: &RunProfile) -> f64 {
     f64::max(ops, runtime)
 }
 
-/// Syncs per step that the current run adds, call by call: a call new to the run, or one
-/// made half as many times again as before, counts with its growth; a call that varies
-/// less counts nothing, since syncs that depend on the data (`if loss.item() > x:`) come
-/// and go between runs. Judged per call rather than in total because frameworks sync on
-/// their own too (DDP's runtime statistics sync CUDA events in its first iterations):
+/// The sync calls that the current run adds, call by call, with their baseline per-step
+/// counts: a call new to the run, or one made half as many times again as before; a call
+/// that varies less is none, since syncs that depend on the data (`if loss.item() > x:`)
+/// come and go between runs. Judged per call rather than in total because frameworks sync
+/// on their own too (DDP's runtime statistics sync CUDA events in its first iterations):
 /// one new sync per step beside seven of those is a change, however small a share.
-/// Ops and runtime calls apart, as in [`syncs_per_step`].
-fn added_syncs_per_step(c: &Comparison) -> f64 {
+fn added_syncs(c: &Comparison) -> Vec<(&HostCallRate, f64)> {
+    grown(c, HostCallKind::Synchronize)
+        .into_iter()
+        .filter(|(h, before)| h.per_step >= 1.5 * before)
+        .collect()
+}
+
+/// How many more syncs per step `added` makes: ops and runtime calls apart, as in
+/// [`syncs_per_step`].
+fn added_per_step(added: &[(&HostCallRate, f64)]) -> f64 {
     let (mut ops, mut runtime) = (0.0, 0.0);
-    for (h, before) in grown(c, HostCallKind::Synchronize) {
-        if h.per_step < 1.5 * before {
-            continue;
-        }
+    for (h, before) in added {
         if h.name.starts_with("aten::") {
             ops += h.per_step - before;
         } else {
@@ -80,16 +85,13 @@ fn grown_words(grown: &[(&HostCallRate, f64)], n: usize) -> Vec<String> {
 }
 
 /// The host waits for the device more often per step: calls that sync at least once more
-/// every two steps ([`added_syncs_per_step`]).
+/// every two steps ([`added_syncs`]).
 pub fn synchronization(c: &Comparison, _cfg: &CompareConfig) -> Option<Finding> {
-    if added_syncs_per_step(c) < 0.5 {
+    let grown = added_syncs(c);
+    if added_per_step(&grown) < 0.5 {
         return None;
     }
     let (before, after) = (syncs_per_step(&c.baseline), syncs_per_step(&c.current));
-    let grown: Vec<_> = grown(c, HostCallKind::Synchronize)
-        .into_iter()
-        .filter(|(h, before)| h.per_step >= 1.5 * before)
-        .collect();
     let names = grown_words(&grown, 3);
     // An op and the runtime call under it are one sync made at one site: a site once,
     // with the larger count.
