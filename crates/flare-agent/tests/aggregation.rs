@@ -219,6 +219,13 @@ fn two_ranks_of_a_job_share_one_summary_and_other_jobs_are_ignored() {
     assert_eq!(c.stats().files_open, 2);
 }
 
+/// A collective of rank 0's main thread on its 4-rank `dp` communicator over
+/// `[start, end)` (unix ns).
+fn dp_collective(r: &mut Ring, name: &str, kind: OpKind, start: u64, end: u64) {
+    let a = r.comm("dp", 4, 1_000_000, 0);
+    r.span(0, name, kind, start, end, a);
+}
+
 #[test]
 fn the_stepping_span_leaves_out_start_up_and_shutdown_collectives_included() {
     // A rank's init barrier before its first step and a last all-reduce after its last
@@ -229,18 +236,13 @@ fn the_stepping_span_leaves_out_start_up_and_shutdown_collectives_included() {
     let w = (unix_now() - 25 * SEC) / window_ns;
     let at = |ms: u64| w * window_ns + ms * MS;
     let mut r = Ring::create(dir.path(), "st", 0, 4, std::process::id());
-    let ar = |r: &mut Ring| r.comm("dp", 4, 1_000_000, 0);
-    let a = ar(&mut r);
-    r.span(0, "barrier", OpKind::Barrier, at(200), at(500), a);
+    dp_collective(&mut r, "barrier", OpKind::Barrier, at(200), at(500));
     r.step(0, 1, at(1000));
-    let a = ar(&mut r);
-    r.span(0, "all_reduce", OpKind::AllReduce, at(1500), at(1800), a);
+    dp_collective(&mut r, "all_reduce", OpKind::AllReduce, at(1500), at(1800));
     r.step(0, 2, at(2000));
-    let a = ar(&mut r);
-    r.span(0, "all_reduce", OpKind::AllReduce, at(2500), at(2900), a);
+    dp_collective(&mut r, "all_reduce", OpKind::AllReduce, at(2500), at(2900));
     r.step(0, 3, at(3000));
-    let a = ar(&mut r);
-    r.span(0, "all_reduce", OpKind::AllReduce, at(3200), at(3300), a);
+    dp_collective(&mut r, "all_reduce", OpKind::AllReduce, at(3200), at(3300));
     let mut c = Collector::new(cfg).unwrap();
     let all = c.poll();
     let rk = &window(&all, w).ranks[0];
@@ -266,13 +268,16 @@ fn an_iteration_across_a_window_edge_is_counted_whole_where_it_ends() {
     let w = (unix_now() - 35 * SEC) / window_ns;
     let at = |ms: u64| w * window_ns + ms * MS;
     let mut r = Ring::create(dir.path(), "edge", 0, 4, std::process::id());
-    let ar = |r: &mut Ring| r.comm("dp", 4, 1_000_000, 0);
     r.step(0, 1, at(1000));
-    let a = ar(&mut r);
-    r.span(0, "all_reduce", OpKind::AllReduce, at(2000), at(2400), a);
+    dp_collective(&mut r, "all_reduce", OpKind::AllReduce, at(2000), at(2400));
     r.step(0, 2, at(3000));
-    let a = ar(&mut r);
-    r.span(0, "all_reduce", OpKind::AllReduce, at(9700), at(10_200), a);
+    dp_collective(
+        &mut r,
+        "all_reduce",
+        OpKind::AllReduce,
+        at(9700),
+        at(10_200),
+    );
     r.step(0, 3, at(10_500));
     let mut c = Collector::new(cfg).unwrap();
     let all = c.poll();
