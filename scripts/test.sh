@@ -2,8 +2,9 @@
 # The whole test suite: formatting, lints, and every test of the workspace.
 # Installs what it needs itself, idempotently: a Python venv under target/ with the
 # pinned tools (maturin, pytest, numpy, py-spy, jsonschema) and Flare's Python package
-# (scripts/python-env.sh), and Debian's chromium and chromium-driver
-# (scripts/browser-env.sh).
+# (scripts/python-env.sh), Debian's chromium and chromium-driver
+# (scripts/browser-env.sh), and Debian's postgresql, of which it runs a private,
+# throw-away server for the store's PostgreSQL tests (scripts/postgres-env.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ ! -d ../shared/data ]; then
@@ -11,7 +12,11 @@ if [ ! -d ../shared/data ]; then
 fi
 cargo fmt --all -- --check
 cargo clippy --workspace --release --all-targets -- -D warnings
-cargo test --workspace --release
+pg_dir=$(mktemp -d /tmp/flare-pg.XXXXXX)
+trap 'bash scripts/postgres-env.sh --stop "$pg_dir"' EXIT
+FLARE_TEST_POSTGRES=$(bash scripts/postgres-env.sh "$pg_dir")
+export FLARE_TEST_POSTGRES
+FLARE_E2E_REQUIRED=1 cargo test --workspace --release
 # HTTPS (the `tls` features, off in the default build): the server's listener and the
 # agent's client, with certificates made by openssl.
 # systemd-analyze checks the unit files in deploy/systemd (tests/e2e/test_deploy.py).

@@ -33,6 +33,9 @@ pub enum Which {
     /// `flare logs diagnose` on labelled real failure logs: root-cause line, category,
     /// culprit, stage, restart, and effects never named as the cause.
     LogsCorpus(crate::logs::CorpusArgs),
+    /// The server's storage (SQLite or PostgreSQL): summaries ingested per second and
+    /// the time each takes, stored and its window re-analysed.
+    Store(crate::store_bench::StoreBenchArgs),
 }
 
 #[derive(Args)]
@@ -101,6 +104,7 @@ pub fn run(a: BenchArgs) -> Result<ExitCode> {
         Which::Overhead(a) => crate::overhead::overhead(a),
         Which::Logs(a) => crate::logs::bench(a),
         Which::LogsCorpus(a) => crate::logs::corpus::run(a),
+        Which::Store(a) => crate::store_bench::run(a),
     }
 }
 

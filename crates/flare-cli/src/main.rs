@@ -15,6 +15,7 @@ mod present;
 mod serve;
 mod sim;
 mod sim_logs;
+mod store_bench;
 mod timeline;
 mod train;
 mod whatif;

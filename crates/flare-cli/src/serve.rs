@@ -3,6 +3,7 @@
 use anyhow::{bail, Result};
 use clap::Args;
 use flare_model::Severity;
+use flare_server::store::DbLocation;
 use flare_server::{ConnLimits, IngestRate, ServerConfig, TlsFiles, DEFAULT_MAX_BODY_BYTES};
 use std::io::Write;
 use std::net::SocketAddr;
@@ -15,9 +16,13 @@ pub struct ServeArgs {
     /// Address to listen on; port 0 picks a free port (printed on the first line).
     #[arg(long, default_value = "127.0.0.1:7470")]
     pub listen: SocketAddr,
-    /// SQLite database file, created if missing.
-    #[arg(long, default_value = "flare-server.db")]
-    pub db: PathBuf,
+    /// Where the data is kept: a SQLite file, created if missing (one server per file;
+    /// default flare-server.db), or a PostgreSQL database as
+    /// `postgres://USER:PASSWORD@HOST:PORT/DATABASE`, shared by any number of servers.
+    /// Prefer the FLARE_DB environment variable for a URL with a password: a
+    /// command-line argument is visible to other users in `ps`.
+    #[arg(long, value_name = "FILE|URL", value_parser = db_location)]
+    pub db: Option<DbLocation>,
     /// The operator's token: posts, reads and silences (clients send tokens as
     /// `Authorization: Bearer TOKEN`). Prefer the FLARE_TOKEN environment variable: a
     /// command-line argument is visible to other users in `ps`.
@@ -90,24 +95,37 @@ pub struct ServeArgs {
 /// `flare backup`: a consistent copy of the server's database, taken while it runs.
 #[derive(Args)]
 pub struct BackupArgs {
-    /// The server's SQLite database.
-    #[arg(long, default_value = "flare-server.db")]
-    pub db: PathBuf,
+    /// The server's SQLite database (PostgreSQL is copied with its own `pg_dump`).
+    #[arg(long, default_value = "flare-server.db", value_parser = db_location)]
+    pub db: DbLocation,
     /// The copy to write (a new file).
     #[arg(long)]
     pub out: PathBuf,
 }
 
 pub fn run_backup(args: BackupArgs) -> Result<ExitCode> {
+    let DbLocation::Sqlite(db) = &args.db else {
+        bail!(
+            "{} is a PostgreSQL database: back it up with PostgreSQL's own tools (pg_dump, or the server's base backups); `flare backup` copies SQLite files",
+            args.db
+        );
+    };
     let t = std::time::Instant::now();
-    let size = flare_server::retention::backup(&args.db, &args.out)?;
+    let size = flare_server::retention::backup(db, &args.out)?;
     println!(
         "copied {} to {} ({size} bytes) in {:.1} s",
-        args.db.display(),
+        db.display(),
         args.out.display(),
         t.elapsed().as_secs_f64()
     );
     Ok(ExitCode::SUCCESS)
+}
+
+fn db_location(s: &str) -> Result<DbLocation, String> {
+    if s.trim().is_empty() {
+        return Err("give a SQLite file or a postgres:// URL".into());
+    }
+    Ok(DbLocation::parse(s))
 }
 
 fn duration(s: &str) -> Result<Duration, String> {
@@ -177,6 +195,13 @@ pub fn run(args: ServeArgs) -> Result<ExitCode> {
     if token.trim().is_empty() {
         bail!("the token is empty: pass --token TOKEN or set FLARE_TOKEN to a non-empty secret");
     }
+    let db = match args.db {
+        Some(db) => db,
+        None => match env_token("FLARE_DB")? {
+            Some(url) => DbLocation::parse(url.trim()),
+            None => DbLocation::Sqlite("flare-server.db".into()),
+        },
+    };
     let mut ingest_tokens = args.ingest_tokens;
     ingest_tokens.extend(env_token("FLARE_INGEST_TOKEN")?);
     let mut read_tokens = args.read_tokens;
@@ -215,7 +240,7 @@ pub fn run(args: ServeArgs) -> Result<ExitCode> {
                 .map(|d| d.as_nanos().min(u64::MAX as u128) as u64),
             max_summary_bytes: args.retain_summary_bytes,
         },
-        ..ServerConfig::new(args.listen, args.db, token)
+        ..ServerConfig::new(args.listen, db, token)
     };
     let scheme = if cfg.tls.is_some() { "https" } else { "http" };
     flare_server::run_blocking(

@@ -38,11 +38,15 @@ pub(crate) struct AppState {
     /// Sends alert events to the webhooks; none without webhooks.
     notifier: Option<Arc<Notifier>>,
     /// This server's claim on the database, held while any request may still use it.
-    _lock: Arc<crate::files::ServerLock>,
+    _lock: Arc<Option<crate::files::ServerLock>>,
 }
 
 impl AppState {
-    pub(crate) fn new(store: Store, lock: crate::files::ServerLock, cfg: &ServerConfig) -> Self {
+    pub(crate) fn new(
+        store: Store,
+        lock: Option<crate::files::ServerLock>,
+        cfg: &ServerConfig,
+    ) -> Self {
         AppState {
             store: Arc::new(Mutex::new(store)),
             tokens: Arc::new(Tokens::new(

@@ -83,8 +83,9 @@ impl Default for IngestRate {
 #[derive(Clone, Debug)]
 pub struct ServerConfig {
     pub listen: SocketAddr,
-    /// SQLite database file; created if missing.
-    pub db: PathBuf,
+    /// Where the data is: a SQLite file (created if missing; one server at a time) or a
+    /// PostgreSQL database (shared by any number of servers).
+    pub db: store::DbLocation,
     /// Shared secret clients send as `Authorization: Bearer <token>`: everything,
     /// silences included (the operators').
     pub token: String,
@@ -118,10 +119,10 @@ pub struct TlsFiles {
 }
 
 impl ServerConfig {
-    pub fn new(listen: SocketAddr, db: PathBuf, token: String) -> Self {
+    pub fn new(listen: SocketAddr, db: impl Into<store::DbLocation>, token: String) -> Self {
         ServerConfig {
             listen,
-            db,
+            db: db.into(),
             token,
             ingest_tokens: Vec::new(),
             read_tokens: Vec::new(),
@@ -233,8 +234,12 @@ impl Server {
             addr: cfg.listen,
             source,
         })?;
-        // Claimed once the real address is known: the refusal of a second server names it.
-        let lock = files::ServerLock::claim(&cfg.db, addr)?;
+        // Claimed once the real address is known: the refusal of a second server names
+        // it. Servers sharing PostgreSQL take each job's lock in turn instead.
+        let lock = match &cfg.db {
+            store::DbLocation::Sqlite(path) => Some(files::ServerLock::claim(path, addr)?),
+            store::DbLocation::Postgres(_) => None,
+        };
         let path = cfg.db.clone();
         let (rules, cache_bytes) = (cfg.alert_rules.clone(), cfg.cache_bytes);
         let store = tokio::task::spawn_blocking(move || {
@@ -245,7 +250,7 @@ impl Server {
             })
         })
         .await??;
-        info!(%addr, db = %cfg.db.display(), https = cfg.tls.is_some(), "flare server bound");
+        info!(%addr, db = %cfg.db, https = cfg.tls.is_some(), "flare server bound");
         let state = api::AppState::new(store, lock, &cfg);
         let router = api::router(state.clone());
         Ok(Server {

@@ -1,5 +1,5 @@
 //! A job's logs as its agents send them (`flare agent --logs`: per window, the excerpt of
-//! each followed file, see `flare_log_diagnosis::excerpt`): kept in SQLite, bounded per
+//! each followed file, see `flare_log_diagnosis::excerpt`): kept in the database, bounded per
 //! file and per job, and followed in memory by one log collector per job, so that each
 //! window's diagnosis can say why the job failed seconds after its logs said it.
 //!
@@ -8,12 +8,13 @@
 //! rebuilt from its stored lines: what is stored is each file's kept lines and each
 //! writer's latest progress line, so a rebuilt verdict may know less of the iterations
 //! at which early lines were written; the root cause, culprit and category come from the
-//! kept lines.
+//! kept lines. A followed job is rebuilt too when the database holds lines it did not
+//! fold (another server sharing the database stored them).
 
+use crate::store::db::{params, Db};
 use crate::store::{to_i64, StoreError};
 use flare_log_diagnosis::{Collector, Limits, LogDiagnosis};
 use flare_model::{LogExcerpt, WindowSummary};
-use rusqlite::{params, Connection, Transaction};
 use std::collections::HashMap;
 
 pub const SCHEMA: &str = "
@@ -63,31 +64,39 @@ pub struct Stored {
     lines: Vec<(String, u64, String)>,
     /// The excerpt held failure lines that were stored.
     failure_lines: bool,
+    /// The job's stored failure lines before these and after, as the database counted.
+    lines_before: i64,
+    lines_after: i64,
 }
 
 /// Stores `s`'s excerpt within the caps (in the summary's transaction).
-pub fn persist(tx: &Transaction, s: &WindowSummary, x: &LogExcerpt) -> Result<Stored, StoreError> {
+pub fn persist(tx: &Db, s: &WindowSummary, x: &LogExcerpt) -> Result<Stored, StoreError> {
     let w = to_i64("window", s.window)?;
-    let mut job_lines: i64 = tx
-        .prepare_cached("SELECT COUNT(*) FROM log_lines WHERE job_id = ?1")?
-        .query_row(params![s.job_id], |r| r.get(0))?;
+    let lines_before = tx
+        .query_one(
+            "SELECT COUNT(*) FROM log_lines WHERE job_id = ?1",
+            params![&s.job_id],
+        )?
+        .int(0)?;
+    let mut job_lines = lines_before;
     let mut file_lines: HashMap<&str, i64> = HashMap::new();
-    let mut insert = tx.prepare_cached(
-        "INSERT OR IGNORE INTO log_lines (job_id, node, file, line, text) VALUES (?1, ?2, ?3, ?4, ?5)",
-    )?;
-    let mut count = tx.prepare_cached(
-        "SELECT COUNT(*) FROM log_lines WHERE job_id = ?1 AND node = ?2 AND file = ?3",
-    )?;
     let mut out = Stored {
         lines: Vec::new(),
         failure_lines: false,
+        lines_before,
+        lines_after: lines_before,
     };
     let mut over_cap = 0i64;
     for l in &x.lines {
         let n = match file_lines.get_mut(l.file.as_str()) {
             Some(n) => n,
             None => {
-                let n: i64 = count.query_row(params![s.job_id, s.node, l.file], |r| r.get(0))?;
+                let n = tx
+                    .query_one(
+                        "SELECT COUNT(*) FROM log_lines WHERE job_id = ?1 AND node = ?2 AND file = ?3",
+                        params![&s.job_id, &s.node, &l.file],
+                    )?
+                    .int(0)?;
                 file_lines.entry(l.file.as_str()).or_insert(n)
             }
         };
@@ -95,13 +104,17 @@ pub fn persist(tx: &Transaction, s: &WindowSummary, x: &LogExcerpt) -> Result<St
             over_cap += 1;
             continue;
         }
-        let added = insert.execute(params![
-            s.job_id,
-            s.node,
-            l.file,
-            to_i64("line", l.line)?,
-            l.text
-        ])?;
+        let added = tx.execute(
+            "INSERT INTO log_lines (job_id, node, file, line, text) VALUES (?1, ?2, ?3, ?4, ?5)
+             ON CONFLICT DO NOTHING",
+            params![
+                &s.job_id,
+                &s.node,
+                &l.file,
+                to_i64("line", l.line)?,
+                &l.text
+            ],
+        )?;
         if added > 0 {
             *n += 1;
             job_lines += 1;
@@ -110,37 +123,41 @@ pub fn persist(tx: &Transaction, s: &WindowSummary, x: &LogExcerpt) -> Result<St
         }
     }
     // each writer's latest progress line replaces its earlier one
-    let mut progress = tx.prepare_cached(
-        "INSERT INTO log_progress (job_id, node, file, writer, line, text) VALUES (?1, ?2, ?3, ?4, ?5, ?6)
-         ON CONFLICT(job_id, node, file, writer) DO UPDATE SET line = excluded.line, text = excluded.text
-         WHERE excluded.line > log_progress.line",
-    )?;
     for p in &x.progress {
-        let changed = progress.execute(params![
-            s.job_id,
-            s.node,
-            p.file,
-            p.writer,
-            to_i64("line", p.line)?,
-            p.text
-        ])?;
+        let changed = tx.execute(
+            "INSERT INTO log_progress (job_id, node, file, writer, line, text) VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+             ON CONFLICT(job_id, node, file, writer) DO UPDATE SET line = excluded.line, text = excluded.text
+             WHERE excluded.line > log_progress.line",
+            params![
+                &s.job_id,
+                &s.node,
+                &p.file,
+                &p.writer,
+                to_i64("line", p.line)?,
+                &p.text
+            ],
+        )?;
         if changed > 0 {
             out.lines.push((p.file.clone(), p.line, p.text.clone()));
         }
     }
-    tx.prepare_cached(
-        "INSERT OR REPLACE INTO log_windows (job_id, node, window_index, lines_read, lines_sent, lines_dropped, over_cap)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-    )?
-    .execute(params![
-        s.job_id,
-        s.node,
-        w,
-        to_i64("lines", x.lines_read)?,
-        x.lines.len() as i64,
-        to_i64("lines", x.lines_dropped)?,
-        over_cap
-    ])?;
+    tx.execute(
+        "INSERT INTO log_windows (job_id, node, window_index, lines_read, lines_sent, lines_dropped, over_cap)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+         ON CONFLICT(job_id, node, window_index) DO UPDATE SET
+            lines_read = excluded.lines_read, lines_sent = excluded.lines_sent,
+            lines_dropped = excluded.lines_dropped, over_cap = excluded.over_cap",
+        params![
+            &s.job_id,
+            &s.node,
+            w,
+            to_i64("lines", x.lines_read)?,
+            x.lines.len() as i64,
+            to_i64("lines", x.lines_dropped)?,
+            over_cap
+        ],
+    )?;
+    out.lines_after = job_lines;
     // each file in its order (its progress lines among its other lines)
     out.lines.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.cmp(&b.1)));
     Ok(out)
@@ -156,6 +173,8 @@ struct JobLogs {
     /// The verdict, while no line came since.
     verdict: Option<LogDiagnosis>,
     used: u64,
+    /// The job's stored failure lines folded in.
+    lines_folded: i64,
 }
 
 impl JobLogs {
@@ -166,6 +185,7 @@ impl JobLogs {
             last_failure_window: None,
             verdict: None,
             used: 0,
+            lines_folded: 0,
         }
     }
 
@@ -195,26 +215,25 @@ pub struct Logs {
 
 impl Logs {
     /// Folds what `persist` stored for `s` into the job's collector (rebuilding the job
-    /// from the database first when it is not followed, which then holds them already).
-    pub fn follow(
-        &mut self,
-        conn: &Connection,
-        s: &WindowSummary,
-        stored: Stored,
-    ) -> Result<(), StoreError> {
+    /// from the database first when it is not followed, or when the database held lines
+    /// it had not folded; the rebuilt job holds the new ones already).
+    pub fn follow(&mut self, db: &Db, s: &WindowSummary, stored: Stored) -> Result<(), StoreError> {
         self.clock += 1;
         let clock = self.clock;
-        if !self.jobs.contains_key(&s.job_id) {
-            let job = rebuild(conn, &s.job_id)?;
-            self.insert(s.job_id.clone(), job);
-        } else {
-            let job = self.jobs.get_mut(&s.job_id).expect("followed");
-            for (file, line, text) in &stored.lines {
-                job.fold(&s.node, file, *line, text);
+        match self.jobs.get_mut(&s.job_id) {
+            Some(job) if job.lines_folded == stored.lines_before => {
+                for (file, line, text) in &stored.lines {
+                    job.fold(&s.node, file, *line, text);
+                }
+            }
+            _ => {
+                let job = rebuild(db, &s.job_id)?;
+                self.insert(s.job_id.clone(), job);
             }
         }
         let job = self.jobs.get_mut(&s.job_id).expect("followed");
         job.used = clock;
+        job.lines_folded = stored.lines_after;
         if stored.failure_lines {
             job.last_failure_window = job.last_failure_window.max(Some(s.window));
         }
@@ -256,55 +275,49 @@ impl Logs {
 }
 
 /// A job's collector from its stored lines and latest progress lines, each file in order.
-fn rebuild(conn: &Connection, job_id: &str) -> Result<JobLogs, StoreError> {
+fn rebuild(db: &Db, job_id: &str) -> Result<JobLogs, StoreError> {
     let mut job = JobLogs::new();
-    let mut st = conn.prepare_cached(
+    let mut rows = db.query(
         "SELECT node, file, line, text FROM log_lines WHERE job_id = ?1
          UNION ALL
-         SELECT node, file, line, text FROM log_progress WHERE job_id = ?1
-         ORDER BY 1, 2, 3",
+         SELECT node, file, line, text FROM log_progress WHERE job_id = ?1",
+        params![job_id],
     )?;
-    let rows = st.query_map(params![job_id], |r| {
-        Ok((
-            r.get::<_, String>(0)?,
-            r.get::<_, String>(1)?,
-            r.get::<_, i64>(2)?,
-            r.get::<_, String>(3)?,
-        ))
-    })?;
-    for row in rows {
-        let (node, file, line, text) = row?;
-        job.fold(&node, &file, line.max(0) as u64, &text);
+    // Byte order, whatever the database's collation.
+    let mut lines = Vec::with_capacity(rows.len());
+    for r in &mut rows {
+        lines.push((r.text(0)?, r.text(1)?, r.uint(2)?, r.text(3)?));
+    }
+    lines.sort_by(|a, b| (&a.0, &a.1, a.2).cmp(&(&b.0, &b.1, b.2)));
+    for (node, file, line, text) in &lines {
+        job.fold(node, file, *line, text);
     }
     // the latest window that brought failure lines, as stored
-    let last: Option<i64> = conn
-        .prepare_cached(
+    let last = db
+        .query_one(
             "SELECT max(window_index) FROM log_windows WHERE job_id = ?1 AND lines_sent > 0",
+            params![job_id],
         )?
-        .query_row(params![job_id], |r| r.get(0))?;
+        .opt_int(0)?;
     job.last_failure_window = last.map(|w| w.max(0) as u64);
     Ok(job)
 }
 
 /// What the job's logs cost and lost, for the notes: (lines read, sent, dropped by the
 /// agents, over the server's caps).
-pub fn totals(conn: &Connection, job_id: &str) -> Result<(u64, u64, u64, u64), StoreError> {
-    let t: (i64, i64, i64, i64) = conn
-        .prepare_cached(
-            "SELECT coalesce(sum(lines_read), 0), coalesce(sum(lines_sent), 0),
-                    coalesce(sum(lines_dropped), 0), coalesce(sum(over_cap), 0)
-             FROM log_windows WHERE job_id = ?1",
-        )?
-        .query_row(params![job_id], |r| {
-            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
-        })?;
-    let u = |v: i64| v.max(0) as u64;
-    Ok((u(t.0), u(t.1), u(t.2), u(t.3)))
+pub fn totals(db: &Db, job_id: &str) -> Result<(u64, u64, u64, u64), StoreError> {
+    let mut t = db.query_one(
+        "SELECT CAST(coalesce(sum(lines_read), 0) AS BIGINT), CAST(coalesce(sum(lines_sent), 0) AS BIGINT),
+                CAST(coalesce(sum(lines_dropped), 0) AS BIGINT), CAST(coalesce(sum(over_cap), 0) AS BIGINT)
+         FROM log_windows WHERE job_id = ?1",
+        params![job_id],
+    )?;
+    Ok((t.uint(0)?, t.uint(1)?, t.uint(2)?, t.uint(3)?))
 }
 
 #[cfg(test)]
 mod tests {
-    use crate::store::Store;
+    use crate::store::{DbLocation, Store};
     use flare_log_diagnosis::Excerpter;
     use flare_model::summary::SUMMARY_VERSION;
     use flare_model::{
@@ -390,7 +403,7 @@ mod tests {
     #[test]
     fn a_job_s_logs_say_why_it_failed_across_windows_and_restarts() {
         let dir = tempfile::tempdir().unwrap();
-        let db = dir.path().join("db.sqlite");
+        let db = DbLocation::Sqlite(dir.path().join("db.sqlite"));
         let (first, second) = excerpts();
         let want = Some((FindingKind::JobFailure, Some(2), FailureCategory::UserCode));
         {
@@ -432,7 +445,7 @@ mod tests {
     #[test]
     fn lines_over_the_file_cap_are_counted_not_kept() {
         let dir = tempfile::tempdir().unwrap();
-        let mut store = Store::open(&dir.path().join("db.sqlite")).unwrap();
+        let mut store = Store::open(&DbLocation::Sqlite(dir.path().join("db.sqlite"))).unwrap();
         let n = super::MAX_LINES_PER_FILE as u64 + 10;
         let x = LogExcerpt {
             lines_read: n,
@@ -446,11 +459,7 @@ mod tests {
             ..LogExcerpt::default()
         };
         put(&mut store, logs_only(3, x));
-        let totals = super::totals(&store_conn(&dir), "job").unwrap();
+        let totals = super::totals(&store.db, "job").unwrap();
         assert_eq!(totals, (n, n, 0, 10));
-    }
-
-    fn store_conn(dir: &tempfile::TempDir) -> rusqlite::Connection {
-        rusqlite::Connection::open(dir.path().join("db.sqlite")).unwrap()
     }
 }

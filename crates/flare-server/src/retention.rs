@@ -4,13 +4,16 @@
 //! table); then, while the stored summaries (the bulk of the database) exceed the size
 //! limit, the oldest windows' summaries are deleted, oldest first across jobs (their
 //! diagnoses stay: the history and the dashboard's charts keep them). SQLite reuses the
-//! freed pages, so the file stops growing rather than shrinking.
+//! freed pages, so the file stops growing rather than shrinking; PostgreSQL's autovacuum
+//! does the same for its tables.
 //!
-//! Backup: `VACUUM INTO` from a connection of its own reads one consistent snapshot (WAL
-//! lets the server go on writing meanwhile) into a new, compact file.
+//! Backup (SQLite; PostgreSQL has `pg_dump`): `VACUUM INTO` from a connection of its own
+//! reads one consistent snapshot (WAL lets the server go on writing meanwhile) into a
+//! new, compact file.
 
+use crate::store::db::{params, Db};
 use crate::store::StoreError;
-use rusqlite::{params, Connection, OpenFlags};
+use rusqlite::{Connection, OpenFlags};
 use std::path::Path;
 
 /// What to keep.
@@ -49,69 +52,78 @@ const JOB_TABLES: &[&str] = &[
 pub const SCHEMA: &str =
     "CREATE INDEX IF NOT EXISTS summaries_received ON summaries (received_unix_ns);";
 
+/// Summaries read at a time while the oldest are chosen for deletion.
+const VICTIMS_PER_PASS: i64 = 1_000;
+
 /// One retention pass at `now_ns`; returns the ids of the jobs deleted with the counts.
-pub fn prune(
-    conn: &Connection,
-    policy: Retention,
-    now_ns: u64,
-) -> Result<(Vec<String>, Pruned), StoreError> {
+pub fn prune(db: &Db, policy: Retention, now_ns: u64) -> Result<(Vec<String>, Pruned), StoreError> {
     let mut out = Pruned::default();
     let mut gone = Vec::new();
     if let Some(age) = policy.max_age_ns {
         let cutoff = i64::try_from(now_ns.saturating_sub(age)).unwrap_or(i64::MAX);
-        let old: Vec<String> = conn
-            .prepare_cached("SELECT job_id FROM jobs WHERE last_seen_unix_ns < ?1")?
-            .query_map(params![cutoff], |r| r.get(0))?
-            .collect::<Result<_, _>>()?;
-        for job in old {
-            let (n, bytes): (i64, i64) = conn
-                .prepare_cached("SELECT count(*), coalesce(sum(length(body)), 0) FROM summaries WHERE job_id = ?1")?
-                .query_row(params![job], |r| Ok((r.get(0)?, r.get(1)?)))?;
-            let tx = conn.unchecked_transaction()?;
-            for t in JOB_TABLES {
-                tx.execute(&format!("DELETE FROM {t} WHERE job_id = ?1"), params![job])?;
-            }
-            tx.commit()?;
+        let old = db.query(
+            "SELECT job_id FROM jobs WHERE last_seen_unix_ns < ?1",
+            params![cutoff],
+        )?;
+        for mut row in old {
+            let job = row.text(0)?;
+            let mut size = db.query_one(
+                "SELECT count(*), CAST(coalesce(sum(length(body)), 0) AS BIGINT) FROM summaries WHERE job_id = ?1",
+                params![&job],
+            )?;
+            let (n, bytes) = (size.uint(0)?, size.uint(1)?);
+            db.transaction(|tx| {
+                for t in JOB_TABLES {
+                    tx.execute(&format!("DELETE FROM {t} WHERE job_id = ?1"), params![&job])?;
+                }
+                Ok(())
+            })?;
             out.jobs += 1;
-            out.summaries += n.max(0) as u64;
-            out.bytes += bytes.max(0) as u64;
+            out.summaries += n;
+            out.bytes += bytes;
             gone.push(job);
         }
     }
     if let Some(cap) = policy.max_summary_bytes {
-        let total: i64 = conn.query_row(
-            "SELECT coalesce(sum(length(body)), 0) FROM summaries",
-            [],
-            |r| r.get(0),
-        )?;
+        let total = db
+            .query_one(
+                "SELECT CAST(coalesce(sum(length(body)), 0) AS BIGINT) FROM summaries",
+                &[],
+            )?
+            .int(0)?;
         let mut excess = total - i64::try_from(cap).unwrap_or(i64::MAX);
-        if excess > 0 {
-            // The oldest summaries first (by when they arrived, across jobs), until
-            // enough is freed.
-            let mut victims: Vec<(String, i64, String, i64)> = Vec::new();
-            {
-                let mut st = conn.prepare_cached(
-                    "SELECT job_id, window_index, node, length(body) FROM summaries ORDER BY received_unix_ns",
-                )?;
-                let mut rows = st.query([])?;
-                while excess > 0 {
-                    let Some(r) = rows.next()? else { break };
-                    let v: (String, i64, String, i64) =
-                        (r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?);
-                    excess -= v.3;
-                    victims.push(v);
+        // The oldest summaries first (by when they arrived, across jobs), until enough is
+        // freed; read a page at a time, each deleted before the next is read.
+        while excess > 0 {
+            let page = db.query(
+                "SELECT job_id, window_index, node, length(body) FROM summaries
+                 ORDER BY received_unix_ns LIMIT ?1",
+                params![VICTIMS_PER_PASS],
+            )?;
+            let full = page.len() as i64 == VICTIMS_PER_PASS;
+            let mut victims = Vec::new();
+            for mut r in page {
+                if excess <= 0 {
+                    break;
                 }
+                let v = (r.text(0)?, r.int(1)?, r.text(2)?, r.int(3)?);
+                excess -= v.3;
+                victims.push(v);
             }
-            let tx = conn.unchecked_transaction()?;
-            for (job, window, node, len) in &victims {
-                tx.prepare_cached(
-                    "DELETE FROM summaries WHERE job_id = ?1 AND window_index = ?2 AND node = ?3",
-                )?
-                .execute(params![job, window, node])?;
-                out.summaries += 1;
-                out.bytes += (*len).max(0) as u64;
+            db.transaction(|tx| {
+                for (job, window, node, len) in &victims {
+                    tx.execute(
+                        "DELETE FROM summaries WHERE job_id = ?1 AND window_index = ?2 AND node = ?3",
+                        params![job, *window, node],
+                    )?;
+                    out.summaries += 1;
+                    out.bytes += (*len).max(0) as u64;
+                }
+                Ok(())
+            })?;
+            if !full {
+                break;
             }
-            tx.commit()?;
         }
     }
     Ok((gone, out))
@@ -151,7 +163,7 @@ pub fn backup(db: &Path, out: &Path) -> Result<u64, StoreError> {
     })?;
     // VACUUM INTO writes into an empty file as into a new one: made first, it is private.
     crate::files::create_private(out)?;
-    conn.execute("VACUUM INTO ?1", params![target])
+    conn.execute("VACUUM INTO ?1", rusqlite::params![target])
         .map_err(|e| {
             // Not left behind half-written, nor in the way of the next try.
             let _ = std::fs::remove_file(out);

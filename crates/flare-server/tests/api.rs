@@ -426,7 +426,7 @@ fn retention_deletes_quiet_jobs_whole_and_trims_summaries_to_size() {
     use flare_server::retention::Retention;
     use flare_server::store::Store;
     let dir = tempfile::tempdir().unwrap();
-    let mut store = Store::open(&dir.path().join("flare.db")).unwrap();
+    let mut store = Store::open(&dir.path().join("flare.db").into()).unwrap();
     let s = 1_000_000_000u64;
     let mut t = 1_000 * s;
     let mut body_bytes = 0;
@@ -525,7 +525,7 @@ fn a_backup_taken_while_the_server_runs_opens_with_everything() {
         &serde_json::to_vec(&node_summary("job", 0, 4, Some(2))).unwrap(),
     );
     assert_eq!(status, 200);
-    let copy = flare_server::store::Store::open(&out).unwrap();
+    let copy = flare_server::store::Store::open(&out.clone().into()).unwrap();
     let jobs = copy.jobs().unwrap();
     assert_eq!(jobs.len(), 1);
     assert_eq!(jobs[0].last_window, 3);

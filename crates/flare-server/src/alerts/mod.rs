@@ -11,9 +11,9 @@ pub mod rules;
 pub use notify::{Notifier, NotifyStats};
 pub use rules::{AlertRules, AlertState, Transition};
 
+use crate::store::db::{params, Db};
 use crate::store::StoreError;
 use flare_model::{Culprit, DetectorId, Finding, FindingKind, Severity};
-use rusqlite::{params, Connection, OptionalExtension};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -147,68 +147,52 @@ impl AlertEvent {
 }
 
 /// A job's silence, if one is in force at `now`.
-pub fn silence(
-    conn: &Connection,
-    job_id: &str,
-    now: u64,
-) -> Result<Option<(u64, String)>, StoreError> {
-    let row: Option<(i64, String)> = conn
-        .prepare_cached("SELECT until_unix_ns, reason FROM silences WHERE job_id = ?1")?
-        .query_row(params![job_id], |r| Ok((r.get(0)?, r.get(1)?)))
-        .optional()?;
-    Ok(row
-        .map(|(u, r)| (u.max(0) as u64, r))
-        .filter(|(u, _)| *u > now))
+pub fn silence(db: &Db, job_id: &str, now: u64) -> Result<Option<(u64, String)>, StoreError> {
+    let Some(mut row) = db.query_opt(
+        "SELECT until_unix_ns, reason FROM silences WHERE job_id = ?1",
+        params![job_id],
+    )?
+    else {
+        return Ok(None);
+    };
+    let (until, reason) = (row.uint(0)?, row.text(1)?);
+    Ok(Some((until, reason)).filter(|(u, _)| *u > now))
 }
 
-pub fn set_silence(
-    conn: &Connection,
-    job_id: &str,
-    until: u64,
-    reason: &str,
-) -> Result<(), StoreError> {
-    conn.prepare_cached(
-        "INSERT OR REPLACE INTO silences (job_id, until_unix_ns, reason) VALUES (?1, ?2, ?3)",
-    )?
-    .execute(params![
-        job_id,
-        i64::try_from(until).unwrap_or(i64::MAX),
-        reason
-    ])?;
+pub fn set_silence(db: &Db, job_id: &str, until: u64, reason: &str) -> Result<(), StoreError> {
+    db.execute(
+        "INSERT INTO silences (job_id, until_unix_ns, reason) VALUES (?1, ?2, ?3)
+         ON CONFLICT(job_id) DO UPDATE SET until_unix_ns = excluded.until_unix_ns, reason = excluded.reason",
+        params![job_id, i64::try_from(until).unwrap_or(i64::MAX), reason],
+    )?;
     Ok(())
 }
 
-pub fn clear_silence(conn: &Connection, job_id: &str) -> Result<bool, StoreError> {
-    Ok(conn
-        .prepare_cached("DELETE FROM silences WHERE job_id = ?1")?
-        .execute(params![job_id])?
-        > 0)
+pub fn clear_silence(db: &Db, job_id: &str) -> Result<bool, StoreError> {
+    Ok(db.execute("DELETE FROM silences WHERE job_id = ?1", params![job_id])? > 0)
 }
 
 /// The latest alert events, newest first (of one job, or of all).
-pub fn events(
-    conn: &Connection,
-    job_id: Option<&str>,
-    limit: usize,
-) -> Result<Vec<AlertEvent>, StoreError> {
-    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-    let rows: Vec<String> = match job_id {
-        Some(j) => conn
-            .prepare_cached(
-                "SELECT event FROM alert_events WHERE job_id = ?1 ORDER BY id DESC LIMIT ?2",
-            )?
-            .query_map(params![j, limit], |r| r.get(0))?
-            .collect::<Result<_, _>>()?,
-        None => conn
-            .prepare_cached("SELECT event FROM alert_events ORDER BY id DESC LIMIT ?1")?
-            .query_map(params![limit], |r| r.get(0))?
-            .collect::<Result<_, _>>()?,
+pub fn events(db: &Db, job_id: Option<&str>, limit: usize) -> Result<Vec<AlertEvent>, StoreError> {
+    let limit = crate::store::limit_i64(limit);
+    let rows = match job_id {
+        Some(j) => db.query(
+            "SELECT event FROM alert_events WHERE job_id = ?1 ORDER BY id DESC LIMIT ?2",
+            params![j, limit],
+        )?,
+        None => db.query(
+            "SELECT event FROM alert_events ORDER BY id DESC LIMIT ?1",
+            params![limit],
+        )?,
     };
     // An event that no longer parses (written by a newer server) is skipped, not fatal.
-    Ok(rows
-        .iter()
-        .filter_map(|t| serde_json::from_str(t).ok())
-        .collect())
+    let mut out = Vec::new();
+    for mut r in rows {
+        if let Ok(e) = serde_json::from_str(&r.text(0)?) {
+            out.push(e);
+        }
+    }
+    Ok(out)
 }
 
 /// Advances the job's alerts after window `window` was (re)diagnosed with `current`:
@@ -216,7 +200,7 @@ pub fn events(
 /// critical findings of `current`. Returns the events to send (none while the job is
 /// silenced; they are recorded all the same).
 pub fn evaluate(
-    conn: &Connection,
+    db: &Db,
     job_id: &str,
     window: u64,
     current: &[Finding],
@@ -224,11 +208,14 @@ pub fn evaluate(
     now: u64,
     mut findings_of: impl FnMut(u64) -> Result<Option<Vec<Finding>>, StoreError>,
 ) -> Result<Vec<AlertEvent>, StoreError> {
-    let last: Option<i64> = conn
-        .prepare_cached("SELECT last_window FROM alert_progress WHERE job_id = ?1")?
-        .query_row(params![job_id], |r| r.get(0))
-        .optional()?;
-    let mut states = load(conn, job_id)?;
+    let last = match db.query_opt(
+        "SELECT last_window FROM alert_progress WHERE job_id = ?1",
+        params![job_id],
+    )? {
+        Some(mut r) => Some(r.int(0)?),
+        None => None,
+    };
+    let mut states = load(db, job_id)?;
     // Windows before this one are complete: advance through those not yet advanced.
     let from = match last {
         Some(l) => (l.max(-1) + 1) as u64,
@@ -252,7 +239,7 @@ pub fn evaluate(
             .into_iter()
             .map(|c| (window, c)),
     );
-    let silenced = silence(conn, job_id, now)?.is_some();
+    let silenced = silence(db, job_id, now)?.is_some();
     let mut events = Vec::new();
     for (w, (key, t, state)) in changes {
         match t {
@@ -269,60 +256,65 @@ pub fn evaluate(
         e.silenced = silenced;
         events.push(e);
     }
-    let tx = conn.unchecked_transaction()?;
-    save(&tx, job_id, &states)?;
-    if let Some(w) = advanced {
-        tx.prepare_cached(
-            "INSERT INTO alert_progress (job_id, last_window) VALUES (?1, ?2)
-             ON CONFLICT(job_id) DO UPDATE SET last_window = max(last_window, excluded.last_window)",
-        )?
-        .execute(params![job_id, i64::try_from(w).unwrap_or(i64::MAX)])?;
-    }
-    for e in &events {
-        let text = serde_json::to_string(e).map_err(StoreError::Encode)?;
-        tx.prepare_cached("INSERT INTO alert_events (job_id, event) VALUES (?1, ?2)")?
-            .execute(params![job_id, text])?;
-    }
-    if !events.is_empty() {
-        tx.prepare_cached(
-            "DELETE FROM alert_events WHERE job_id = ?1 AND id <= (SELECT id FROM alert_events WHERE job_id = ?1 ORDER BY id DESC LIMIT 1 OFFSET ?2)",
-        )?
-        .execute(params![job_id, EVENTS_KEPT])?;
-    }
-    tx.commit()?;
+    db.transaction(|tx| {
+        save(tx, job_id, &states)?;
+        if let Some(w) = advanced {
+            tx.execute(
+                "INSERT INTO alert_progress (job_id, last_window) VALUES (?1, ?2)
+                 ON CONFLICT(job_id) DO UPDATE SET last_window =
+                    CASE WHEN excluded.last_window > alert_progress.last_window
+                         THEN excluded.last_window ELSE alert_progress.last_window END",
+                params![job_id, i64::try_from(w).unwrap_or(i64::MAX)],
+            )?;
+        }
+        for e in &events {
+            let text = serde_json::to_string(e).map_err(StoreError::Encode)?;
+            tx.execute(
+                "INSERT INTO alert_events (job_id, event) VALUES (?1, ?2)",
+                params![job_id, &text],
+            )?;
+        }
+        if !events.is_empty() {
+            tx.execute(
+                "DELETE FROM alert_events WHERE job_id = ?1 AND id <= (SELECT id FROM alert_events WHERE job_id = ?1 ORDER BY id DESC LIMIT 1 OFFSET ?2)",
+                params![job_id, EVENTS_KEPT],
+            )?;
+        }
+        Ok(())
+    })?;
     Ok(events.into_iter().filter(|e| !e.silenced).collect())
 }
 
-fn load(conn: &Connection, job_id: &str) -> Result<BTreeMap<String, AlertState>, StoreError> {
-    let rows: Vec<(String, String)> = conn
-        .prepare_cached("SELECT alert_key, state FROM alerts WHERE job_id = ?1")?
-        .query_map(params![job_id], |r| Ok((r.get(0)?, r.get(1)?)))?
-        .collect::<Result<_, _>>()?;
+fn load(db: &Db, job_id: &str) -> Result<BTreeMap<String, AlertState>, StoreError> {
+    let rows = db.query(
+        "SELECT alert_key, state FROM alerts WHERE job_id = ?1",
+        params![job_id],
+    )?;
     // A state that no longer parses starts over (it may page again; it is never lost
     // silently: the log says so).
-    Ok(rows
-        .into_iter()
-        .filter_map(|(k, s)| match serde_json::from_str(&s) {
-            Ok(state) => Some((k, state)),
+    let mut out = BTreeMap::new();
+    for mut r in rows {
+        let (k, s) = (r.text(0)?, r.text(1)?);
+        match serde_json::from_str(&s) {
+            Ok(state) => {
+                out.insert(k, state);
+            }
             Err(e) => {
                 tracing::warn!(job = job_id, alert = %k, "alert state unreadable, starting over: {e}");
-                None
             }
-        })
-        .collect())
+        }
+    }
+    Ok(out)
 }
 
-fn save(
-    conn: &Connection,
-    job_id: &str,
-    states: &BTreeMap<String, AlertState>,
-) -> Result<(), StoreError> {
-    conn.prepare_cached("DELETE FROM alerts WHERE job_id = ?1")?
-        .execute(params![job_id])?;
+fn save(db: &Db, job_id: &str, states: &BTreeMap<String, AlertState>) -> Result<(), StoreError> {
+    db.execute("DELETE FROM alerts WHERE job_id = ?1", params![job_id])?;
     for (k, s) in states {
         let text = serde_json::to_string(s).map_err(StoreError::Encode)?;
-        conn.prepare_cached("INSERT INTO alerts (job_id, alert_key, state) VALUES (?1, ?2, ?3)")?
-            .execute(params![job_id, k, text])?;
+        db.execute(
+            "INSERT INTO alerts (job_id, alert_key, state) VALUES (?1, ?2, ?3)",
+            params![job_id, k, &text],
+        )?;
     }
     Ok(())
 }

@@ -15,10 +15,16 @@ use std::mem::size_of;
 /// decoded); one third merged windows, which the next windows' analyses read.
 pub const DEFAULT_CACHE_BYTES: usize = 384 << 20;
 
+/// What a window's stored summaries were when a value was made of them (see
+/// `window_stamps`): a server sharing its database with others checks it before trusting
+/// the value. A single server's values carry the default.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Stamp(pub i64, pub i64);
+
 /// Least-recently-used values per (job, window), bounded in a weight (their estimated
 /// bytes): the entry just used stays even when it alone exceeds the bound.
 pub(super) struct Lru<V> {
-    entries: HashMap<(String, u64), (u64, V)>,
+    entries: HashMap<(String, u64), (u64, V, Stamp)>,
     clock: u64,
     weight: usize,
     bound: usize,
@@ -36,18 +42,23 @@ impl<V> Lru<V> {
         }
     }
 
-    /// Takes the value out (the caller puts it back once done with it).
-    pub(super) fn take(&mut self, key: &(String, u64)) -> Option<V> {
-        let (_, v) = self.entries.remove(key)?;
+    /// Takes the value out, with its stamp (the caller puts it back once done with it).
+    pub(super) fn take(&mut self, key: &(String, u64)) -> Option<(V, Stamp)> {
+        let (_, v, stamp) = self.entries.remove(key)?;
         self.weight -= (self.weigh)(&v);
-        Some(v)
+        Some((v, stamp))
+    }
+
+    /// The stamp of the value held for `key`, if any.
+    pub(super) fn stamp(&self, key: &(String, u64)) -> Option<Stamp> {
+        self.entries.get(key).map(|e| e.2)
     }
 
     /// Drops every entry of a job.
     pub(super) fn forget_job(&mut self, job_id: &str) {
         let weigh = self.weigh;
         let mut freed = 0;
-        self.entries.retain(|k, (_, v)| {
+        self.entries.retain(|k, (_, v, _)| {
             let keep = k.0 != job_id;
             if !keep {
                 freed += weigh(v);
@@ -69,22 +80,22 @@ impl<V> Lru<V> {
         Some(&e.1)
     }
 
-    pub(super) fn put(&mut self, key: (String, u64), v: V) {
+    pub(super) fn put(&mut self, key: (String, u64), v: V, stamp: Stamp) {
         self.clock += 1;
         self.weight += (self.weigh)(&v);
-        if let Some((_, old)) = self.entries.insert(key, (self.clock, v)) {
+        if let Some((_, old, _)) = self.entries.insert(key, (self.clock, v, stamp)) {
             self.weight -= (self.weigh)(&old);
         }
         while self.weight > self.bound && self.entries.len() > 1 {
             let Some(oldest) = self
                 .entries
                 .iter()
-                .min_by_key(|(_, (used, _))| *used)
+                .min_by_key(|(_, (used, _, _))| *used)
                 .map(|(k, _)| k.clone())
             else {
                 break;
             };
-            if let Some((_, v)) = self.entries.remove(&oldest) {
+            if let Some((_, v, _)) = self.entries.remove(&oldest) {
                 self.weight -= (self.weigh)(&v);
             }
         }
@@ -328,7 +339,11 @@ mod tests {
         let bound = 50 * one;
         let mut c = summaries_cache(bound);
         for w in 0..200 {
-            c.put(("j".into(), w), vec![summary("a", w, 64, 10)]);
+            c.put(
+                ("j".into(), w),
+                vec![summary("a", w, 64, 10)],
+                Stamp::default(),
+            );
             assert!(c.weight <= bound);
         }
         assert_eq!(c.entries.len(), 50);
@@ -338,11 +353,17 @@ mod tests {
         c.put(
             key.clone(),
             vec![summary("a", 199, 64, 10), summary("b", 199, 64, 10)],
+            Stamp(2, 7),
         );
+        assert_eq!(c.stamp(&key), Some(Stamp(2, 7)));
         assert!(c.weight <= bound);
         assert_eq!(c.get(&key).map(Vec::len), Some(2));
         // One entry larger than the bound stays while it is the one in use.
-        c.put(("j".into(), 500), vec![summary("a", 500, 64 * 60, 10)]);
+        c.put(
+            ("j".into(), 500),
+            vec![summary("a", 500, 64 * 60, 10)],
+            Stamp::default(),
+        );
         assert_eq!(c.entries.len(), 1);
         assert!(c.take(&("j".into(), 500)).is_some());
         assert_eq!(c.weight, 0);

@@ -1,30 +1,36 @@
-//! SQLite storage: jobs, the summaries agents posted (zstd-compressed JSON, one row per
-//! job, window and node; a re-sent summary replaces its row), the ranks seen, and one
-//! diagnosis per job and window.
+//! Storage: jobs, the summaries agents posted (zstd-compressed JSON, one row per job,
+//! window and node; a re-sent summary replaces its row), the ranks seen, and one
+//! diagnosis per job and window; in SQLite (the default) or PostgreSQL ([`db`]).
 //!
-//! One connection behind a mutex serves every request (callers run it on blocking
-//! threads): SQLite serialises writers anyway, and ingest must read-modify-write a window
-//! atomically so two nodes posting at once cannot leave a diagnosis that misses one.
+//! One connection behind a mutex serves every request of a server (callers run it on
+//! blocking threads). Ingest must read-modify-write a window atomically so two nodes
+//! posting at once cannot leave a diagnosis that misses one: SQLite serialises writers
+//! and one server owns the file; servers sharing PostgreSQL take the job's advisory lock
+//! for the whole ingest, and check what they cached against the database first.
 
 mod cache;
+pub mod db;
 
 pub use cache::DEFAULT_CACHE_BYTES;
+pub use db::DbLocation;
 
 use crate::ingest;
-use cache::{LiveWindowCache, WindowCache};
+use cache::{LiveWindowCache, Stamp, WindowCache};
+use db::{params, Db};
 use flare_engine::live::{diagnose_window, LiveConfig, LiveDiagnosis, LiveWindow};
 use flare_model::{
     Finding, FindingKind, FindingsDocument, JobSummary, RankTime, SkippedDetector, WindowHistory,
     WindowSummary,
 };
-use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
-/// Version of the tables below, kept in SQLite's `user_version`.
+/// Version of the tables below, kept in SQLite's `user_version` (PostgreSQL:
+/// `flare_schema`).
 pub const SCHEMA_VERSION: i64 = 1;
 
+/// The store's tables in SQLite's DDL (see [`db::postgres::ddl`] for PostgreSQL's).
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS jobs (
     job_id             TEXT PRIMARY KEY NOT NULL,
@@ -61,17 +67,28 @@ CREATE TABLE IF NOT EXISTS findings (
 ) WITHOUT ROWID;
 ";
 
+/// Every table and index, this module's and those of the logs, alerts and retention.
+pub(crate) fn schema() -> String {
+    [
+        SCHEMA,
+        crate::logs::SCHEMA,
+        crate::alerts::SCHEMA,
+        crate::retention::SCHEMA,
+    ]
+    .concat()
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
-    #[error("cannot open database {path}: {source}")]
+    #[error("cannot open database {at}: {source}")]
     Open {
-        path: PathBuf,
+        at: String,
         #[source]
-        source: rusqlite::Error,
+        source: Box<dyn std::error::Error + Send + Sync>,
     },
-    #[error("database {path} has schema version {found}, newer than this server's {supported}: run a newer flare")]
+    #[error("database {at} has schema version {found}, newer than this server's {supported}: run a newer flare")]
     SchemaTooNew {
-        path: PathBuf,
+        at: String,
         found: i64,
         supported: i64,
     },
@@ -81,6 +98,18 @@ pub enum StoreError {
     Backup { path: PathBuf, why: String },
     #[error("database error: {0}")]
     Sqlite(#[from] rusqlite::Error),
+    #[error("database error: {0}")]
+    Postgres(#[from] postgres::Error),
+    #[error("database column {index} holds {found}, expected {expected}")]
+    Column {
+        index: usize,
+        expected: &'static str,
+        found: &'static str,
+    },
+    #[error("database column {index} has type {found}, which the store does not read")]
+    ColumnType { index: usize, found: String },
+    #[error("the database returned no row for {0}")]
+    NoRow(String),
     #[error(transparent)]
     File(#[from] crate::files::FileError),
     #[error(
@@ -327,7 +356,7 @@ pub struct JobRow {
 }
 
 pub struct Store {
-    conn: Connection,
+    pub(crate) db: Db,
     cache: WindowCache,
     windows: LiveWindowCache,
     live: LiveConfig,
@@ -336,49 +365,11 @@ pub struct Store {
 }
 
 impl Store {
-    /// Opens or creates the database in WAL mode and brings its schema up to date.
-    pub fn open(path: &Path) -> Result<Store, StoreError> {
-        let open_err = |source| StoreError::Open {
-            path: path.to_path_buf(),
-            source,
-        };
-        crate::files::create_private(path)?;
-        let conn = Connection::open(path).map_err(open_err)?;
-        // WAL lets readers run while a summary is written; NORMAL syncs at checkpoints,
-        // which in WAL mode can lose the last commits on power loss but never corrupts,
-        // and agents re-send.
-        let mode: String = conn
-            .query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))
-            .map_err(open_err)?;
-        if !mode.eq_ignore_ascii_case("wal") {
-            return Err(StoreError::NoWal {
-                path: path.to_path_buf(),
-                mode,
-            });
-        }
-        conn.execute_batch(
-            "PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON; PRAGMA busy_timeout=5000;",
-        )
-        .map_err(open_err)?;
-        let found: i64 = conn
-            .query_row("PRAGMA user_version", [], |r| r.get(0))
-            .map_err(open_err)?;
-        if found > SCHEMA_VERSION {
-            return Err(StoreError::SchemaTooNew {
-                path: path.to_path_buf(),
-                found,
-                supported: SCHEMA_VERSION,
-            });
-        }
-        conn.execute_batch(&format!(
-            "BEGIN; {SCHEMA} {} {} {} PRAGMA user_version={SCHEMA_VERSION}; COMMIT;",
-            crate::logs::SCHEMA,
-            crate::alerts::SCHEMA,
-            crate::retention::SCHEMA
-        ))
-        .map_err(open_err)?;
+    /// Opens the database (creating a SQLite file if missing) and brings its schema up
+    /// to date.
+    pub fn open(at: &DbLocation) -> Result<Store, StoreError> {
         Ok(Store {
-            conn,
+            db: Db::open(at)?,
             cache: cache::summaries_cache(DEFAULT_CACHE_BYTES / 3 * 2),
             windows: cache::windows_cache(DEFAULT_CACHE_BYTES / 3),
             live: LiveConfig::default(),
@@ -392,23 +383,41 @@ impl Store {
     /// window from every stored summary of it (the engine's live diagnosis, continuity
     /// with the previous window included) outside any transaction, and stores the
     /// diagnosis. A crash between the two leaves the window's previous diagnosis until its
-    /// next summary arrives.
+    /// next summary arrives. Servers sharing the database ingest one job at a time.
     pub fn ingest(
         &mut self,
         summary: WindowSummary,
         compressed: Vec<u8>,
         now_ns: u64,
     ) -> Result<Ingested, StoreError> {
+        let job_id = summary.job_id.clone();
+        self.db.lock_job(&job_id)?;
+        let out = self.ingest_locked(summary, compressed, now_ns);
+        let unlocked = self.db.unlock_job(&job_id);
+        let out = out?;
+        unlocked?;
+        Ok(out)
+    }
+
+    fn ingest_locked(
+        &mut self,
+        summary: WindowSummary,
+        compressed: Vec<u8>,
+        now_ns: u64,
+    ) -> Result<Ingested, StoreError> {
         let key = (summary.job_id.clone(), summary.window);
-        let stored_logs = self.persist(&summary, compressed, now_ns)?;
+        let first = key.1.saturating_sub(self.live.history as u64);
+        // Earlier windows' stamps, read before this summary changes the current one's.
+        let earlier_stamps = self.drop_stale(&key.0, first, key.1)?;
+        let (stored_logs, stamp) = self.persist(&summary, compressed, now_ns)?;
         if let Some(stored) = stored_logs {
-            self.logs.follow(&self.conn, &summary, stored)?;
+            self.logs.follow(&self.db, &summary, stored)?;
         }
         // The cache entry is taken out while in use: if anything below fails, the next
         // ingest reloads the window from the database instead of trusting a half update.
         let mut summaries = match self.cache.take(&key) {
-            Some(v) => v,
-            None => load_window(&self.conn, &key.0, key.1)?,
+            Some((v, _)) => v,
+            None => load_window(&self.db, &key.0, key.1)?,
         };
         match summaries.binary_search_by(|s| s.node.as_str().cmp(&summary.node)) {
             Ok(i) => summaries[i] = summary,
@@ -417,15 +426,14 @@ impl Store {
         // A stored diagnosis that no longer parses only costs the continuity check; the
         // API reports it as corrupt when asked for that window.
         let previous = match key.1.checked_sub(1) {
-            Some(prev) => match read_diagnosis(&self.conn, &key.0, prev) {
+            Some(prev) => match read_diagnosis(&self.db, &key.0, prev) {
                 Err(StoreError::CorruptDiagnosis { .. }) => None,
                 other => other?,
             },
             None => None,
         };
         let current = LiveWindow::from_summaries(&summaries);
-        let first = key.1.saturating_sub(self.live.history as u64);
-        self.cache_earlier_windows(&key.0, first..key.1)?;
+        self.cache_earlier_windows(&key.0, first..key.1, &earlier_stamps)?;
         // Read in place: a merged window holds a record per rank, too much to copy per post.
         let earlier: Vec<&LiveWindow> = (first..key.1)
             .filter_map(|w| self.windows.peek(&(key.0.clone(), w)))
@@ -437,25 +445,25 @@ impl Store {
             &self.live,
         );
         let figures = WindowFigures::of(&current);
-        self.windows.put(key.clone(), current);
+        self.windows.put(key.clone(), current, stamp);
         let mut diagnosis = WindowDiagnosis::new(&summaries, live, now_ns);
         diagnosis.figures = figures;
         if let Some(logs) = self.logs.verdict_for(&key.0, key.1) {
-            let totals = crate::logs::totals(&self.conn, &key.0)?;
+            let totals = crate::logs::totals(&self.db, &key.0)?;
             diagnosis.merge_logs(logs, totals);
         }
         let n = diagnosis.findings.len();
         self.store_diagnosis(&key.0, key.1, &diagnosis, now_ns)?;
-        self.cache.put(key.clone(), summaries);
-        let conn = &self.conn;
+        self.cache.put(key.clone(), summaries, stamp);
+        let db = &self.db;
         let alerts = crate::alerts::evaluate(
-            conn,
+            db,
             &key.0,
             key.1,
             &diagnosis.findings,
             &self.alert_rules,
             now_ns,
-            |w| match read_diagnosis(conn, &key.0, w) {
+            |w| match read_diagnosis(db, &key.0, w) {
                 Ok(d) => Ok(d.map(|d| d.findings)),
                 // A diagnosis that no longer parses counts as a window without data.
                 Err(StoreError::CorruptDiagnosis { .. }) => Ok(None),
@@ -470,6 +478,33 @@ impl Store {
         })
     }
 
+    /// In a shared database, drops what the caches hold of the job's windows
+    /// `from..=to` that another server changed since it was cached; returns the
+    /// windows' stamps as stored. A single server's caches are the database's: nothing
+    /// to check.
+    fn drop_stale(
+        &mut self,
+        job_id: &str,
+        from: u64,
+        to: u64,
+    ) -> Result<std::collections::BTreeMap<u64, Stamp>, StoreError> {
+        if !self.db.shared() {
+            return Ok(Default::default());
+        }
+        let stamps = window_stamps(&self.db, job_id, from, to)?;
+        for w in from..=to {
+            let key = (job_id.to_string(), w);
+            let stored = stamps.get(&w).copied().unwrap_or_default();
+            if self.cache.stamp(&key).is_some_and(|s| s != stored) {
+                self.cache.take(&key);
+            }
+            if self.windows.stamp(&key).is_some_and(|s| s != stored) {
+                self.windows.take(&key);
+            }
+        }
+        Ok(stamps)
+    }
+
     /// The job's latest `limit` analysed windows, oldest first, each with its diagnosis
     /// (for the dashboard's charts).
     pub fn timeline(
@@ -478,20 +513,17 @@ impl Store {
         limit: usize,
     ) -> Result<Vec<(u64, WindowDiagnosis)>, StoreError> {
         // One query for the rows; a diagnosis that no longer parses is left out.
-        let rows: Vec<(i64, String)> = self
-            .conn
-            .prepare_cached(
-                "SELECT window_index, diagnosis FROM findings WHERE job_id = ?1
-                 ORDER BY window_index DESC LIMIT ?2",
-            )?
-            .query_map(params![job_id, limit as i64], |r| {
-                Ok((r.get(0)?, r.get(1)?))
-            })?
-            .collect::<Result<_, _>>()?;
-        let mut out: Vec<(u64, WindowDiagnosis)> = rows
-            .into_iter()
-            .filter_map(|(w, d)| Some((w as u64, serde_json::from_str(&d).ok()?)))
-            .collect();
+        let rows = self.db.query(
+            "SELECT window_index, diagnosis FROM findings WHERE job_id = ?1
+             ORDER BY window_index DESC LIMIT ?2",
+            params![job_id, limit_i64(limit)],
+        )?;
+        let mut out = Vec::new();
+        for mut r in rows {
+            if let Ok(d) = serde_json::from_str(&r.text(1)?) {
+                out.push((r.uint(0)?, d));
+            }
+        }
         out.reverse();
         Ok(out)
     }
@@ -502,7 +534,7 @@ impl Store {
         policy: crate::retention::Retention,
         now_ns: u64,
     ) -> Result<crate::retention::Pruned, StoreError> {
-        let (gone, pruned) = crate::retention::prune(&self.conn, policy, now_ns)?;
+        let (gone, pruned) = crate::retention::prune(&self.db, policy, now_ns)?;
         for job in &gone {
             self.cache.forget_job(job);
             self.windows.forget_job(job);
@@ -520,13 +552,14 @@ impl Store {
     ) -> Result<Vec<flare_report::RankStack>, StoreError> {
         let mut out: std::collections::BTreeMap<u32, Vec<String>> = Default::default();
         // The window's decoded summaries when ingest still holds them: a page refreshing
-        // every 2 s must not decode them again each time.
+        // every 2 s must not decode them again each time. Another server may have
+        // changed a shared database's since.
         let key = (job_id.to_string(), window);
         let loaded;
-        let summaries = match self.cache.peek(&key) {
+        let summaries = match self.cache.peek(&key).filter(|_| !self.db.shared()) {
             Some(v) => v,
             None => {
-                loaded = load_window(&self.conn, job_id, window)?;
+                loaded = load_window(&self.db, job_id, window)?;
                 &loaded
             }
         };
@@ -568,7 +601,7 @@ impl Store {
         job_id: Option<&str>,
         limit: usize,
     ) -> Result<Vec<crate::alerts::AlertEvent>, StoreError> {
-        crate::alerts::events(&self.conn, job_id, limit)
+        crate::alerts::events(&self.db, job_id, limit)
     }
 
     /// Silences a job's alerts until `until` (Unix ns); false when the job is unknown.
@@ -576,107 +609,114 @@ impl Store {
         if !self.job_exists(job_id)? {
             return Ok(false);
         }
-        crate::alerts::set_silence(&self.conn, job_id, until, reason)?;
+        crate::alerts::set_silence(&self.db, job_id, until, reason)?;
         Ok(true)
     }
 
     /// Lifts a job's silence; false when it had none.
     pub fn unsilence(&self, job_id: &str) -> Result<bool, StoreError> {
-        crate::alerts::clear_silence(&self.conn, job_id)
+        crate::alerts::clear_silence(&self.db, job_id)
     }
 
     fn job_exists(&self, job_id: &str) -> Result<bool, StoreError> {
         Ok(self
-            .conn
-            .prepare_cached("SELECT 1 FROM jobs WHERE job_id = ?1")?
-            .query_row(params![job_id], |_| Ok(()))
-            .optional()?
+            .db
+            .query_opt("SELECT 1 FROM jobs WHERE job_id = ?1", params![job_id])?
             .is_some())
     }
 
     /// Brings the job's `windows` (those before the one analysed that the live analysis
     /// reads with it) into the merged-window cache, from the decoded summaries or else
-    /// from the stored ones; windows without summaries stay out.
+    /// from the stored ones; windows without summaries stay out. `stamps`: the windows'
+    /// stamps in a shared database.
     fn cache_earlier_windows(
         &mut self,
         job_id: &str,
         windows: std::ops::Range<u64>,
+        stamps: &std::collections::BTreeMap<u64, Stamp>,
     ) -> Result<(), StoreError> {
         for w in windows {
             let key = (job_id.to_string(), w);
             if self.windows.get(&key).is_some() {
                 continue;
             }
+            let stamp = stamps.get(&w).copied().unwrap_or_default();
             let merged = match self.cache.take(&key) {
-                Some(v) => {
+                Some((v, stamp)) => {
                     let lw = LiveWindow::from_summaries(&v);
-                    self.cache.put(key.clone(), v);
+                    self.cache.put(key.clone(), v, stamp);
                     lw
                 }
                 None => {
-                    let v = load_window(&self.conn, job_id, w)?;
+                    let v = load_window(&self.db, job_id, w)?;
                     if v.is_empty() {
                         continue;
                     }
                     LiveWindow::from_summaries(&v)
                 }
             };
-            self.windows.put(key, merged);
+            self.windows.put(key, merged, stamp);
         }
         Ok(())
     }
 
-    /// The job, its ranks, the summary and its log lines, in one transaction.
+    /// The job, its ranks, the summary and its log lines, in one transaction; returns
+    /// the stored log lines and (in a shared database) the window's new stamp.
     fn persist(
         &mut self,
         summary: &WindowSummary,
         compressed: Vec<u8>,
         now_ns: u64,
-    ) -> Result<Option<crate::logs::Stored>, StoreError> {
+    ) -> Result<(Option<crate::logs::Stored>, Stamp), StoreError> {
         let w = to_i64("window", summary.window)?;
         let now = to_i64("time", now_ns)?;
-        let tx = self
-            .conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)?;
-        tx.prepare_cached(
-            "INSERT INTO jobs (job_id, world_size, first_window, last_window, first_seen_unix_ns, last_seen_unix_ns)
-             VALUES (?1, ?2, ?3, ?3, ?4, ?4)
-             ON CONFLICT(job_id) DO UPDATE SET
-                world_size = max(world_size, excluded.world_size),
-                first_window = min(first_window, excluded.first_window),
-                last_window = max(last_window, excluded.last_window),
-                last_seen_unix_ns = max(last_seen_unix_ns, excluded.last_seen_unix_ns)",
-        )?
-        .execute(params![summary.job_id, summary.world_size, w, now])?;
-        {
-            let mut st = tx.prepare_cached(
-                "INSERT INTO ranks (job_id, rank, node, last_window) VALUES (?1, ?2, ?3, ?4)
-                 ON CONFLICT(job_id, rank) DO UPDATE SET
-                    node = CASE WHEN excluded.last_window >= last_window THEN excluded.node ELSE node END,
-                    last_window = max(last_window, excluded.last_window)",
+        let stored = self.db.transaction(|tx| {
+            tx.execute(
+                "INSERT INTO jobs (job_id, world_size, first_window, last_window, first_seen_unix_ns, last_seen_unix_ns)
+                 VALUES (?1, ?2, ?3, ?3, ?4, ?4)
+                 ON CONFLICT(job_id) DO UPDATE SET
+                    world_size = CASE WHEN excluded.world_size > jobs.world_size THEN excluded.world_size ELSE jobs.world_size END,
+                    first_window = CASE WHEN excluded.first_window < jobs.first_window THEN excluded.first_window ELSE jobs.first_window END,
+                    last_window = CASE WHEN excluded.last_window > jobs.last_window THEN excluded.last_window ELSE jobs.last_window END,
+                    last_seen_unix_ns = CASE WHEN excluded.last_seen_unix_ns > jobs.last_seen_unix_ns THEN excluded.last_seen_unix_ns ELSE jobs.last_seen_unix_ns END",
+                params![&summary.job_id, summary.world_size, w, now],
             )?;
             for r in &summary.ranks {
-                st.execute(params![summary.job_id, r.rank, summary.node, w])?;
+                tx.execute(
+                    "INSERT INTO ranks (job_id, rank, node, last_window) VALUES (?1, ?2, ?3, ?4)
+                     ON CONFLICT(job_id, rank) DO UPDATE SET
+                        node = CASE WHEN excluded.last_window >= ranks.last_window THEN excluded.node ELSE ranks.node END,
+                        last_window = CASE WHEN excluded.last_window > ranks.last_window THEN excluded.last_window ELSE ranks.last_window END",
+                    params![&summary.job_id, r.rank, &summary.node, w],
+                )?;
             }
-        }
-        tx.prepare_cached(
-            "INSERT OR REPLACE INTO summaries (job_id, window_index, node, received_unix_ns, ranks, body)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-        )?
-        .execute(params![
-            summary.job_id,
-            w,
-            summary.node,
-            now,
-            summary.ranks.len() as i64,
-            compressed
-        ])?;
-        let stored = match &summary.logs {
-            Some(x) => Some(crate::logs::persist(&tx, summary, x)?),
-            None => None,
+            tx.execute(
+                "INSERT INTO summaries (job_id, window_index, node, received_unix_ns, ranks, body)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+                 ON CONFLICT(job_id, window_index, node) DO UPDATE SET
+                    received_unix_ns = excluded.received_unix_ns, ranks = excluded.ranks, body = excluded.body",
+                params![
+                    &summary.job_id,
+                    w,
+                    &summary.node,
+                    now,
+                    summary.ranks.len() as i64,
+                    &compressed
+                ],
+            )?;
+            match &summary.logs {
+                Some(x) => Ok(Some(crate::logs::persist(tx, summary, x)?)),
+                None => Ok(None),
+            }
+        })?;
+        let stamp = if self.db.shared() {
+            window_stamps(&self.db, &summary.job_id, summary.window, summary.window)?
+                .remove(&summary.window)
+                .unwrap_or_default()
+        } else {
+            Stamp::default()
         };
-        tx.commit()?;
-        Ok(stored)
+        Ok((stored, stamp))
     }
 
     /// Stores a window's diagnosis (one statement, so atomic by itself).
@@ -689,19 +729,21 @@ impl Store {
     ) -> Result<(), StoreError> {
         let kinds = serde_json::to_string(&diagnosis.kinds()).map_err(StoreError::Encode)?;
         let body = serde_json::to_string(diagnosis).map_err(StoreError::Encode)?;
-        self.conn
-            .prepare_cached(
-                "INSERT OR REPLACE INTO findings (job_id, window_index, findings, kinds, diagnosis, created_unix_ns)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-            )?
-            .execute(params![
+        self.db.execute(
+            "INSERT INTO findings (job_id, window_index, findings, kinds, diagnosis, created_unix_ns)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+             ON CONFLICT(job_id, window_index) DO UPDATE SET
+                findings = excluded.findings, kinds = excluded.kinds,
+                diagnosis = excluded.diagnosis, created_unix_ns = excluded.created_unix_ns",
+            params![
                 job_id,
                 to_i64("window", window)?,
                 diagnosis.findings.len() as i64,
-                kinds,
-                body,
+                &kinds,
+                &body,
                 to_i64("time", now_ns)?
-            ])?;
+            ],
+        )?;
         Ok(())
     }
 
@@ -714,7 +756,7 @@ impl Store {
     }
 
     fn job_rows(&self, only: Option<&str>) -> Result<Vec<JobRow>, StoreError> {
-        let mut st = self.conn.prepare_cached(
+        let rows = self.db.query(
             "SELECT j.job_id, j.world_size, j.first_window, j.last_window, j.last_seen_unix_ns,
                     (SELECT COUNT(DISTINCT node) FROM ranks r WHERE r.job_id = j.job_id),
                     (SELECT COUNT(*) FROM ranks r WHERE r.job_id = j.job_id),
@@ -722,37 +764,40 @@ impl Store {
              FROM jobs j
              LEFT JOIN findings f ON f.job_id = j.job_id AND f.window_index =
                  (SELECT max(window_index) FROM findings g WHERE g.job_id = j.job_id)
-             WHERE ?1 IS NULL OR j.job_id = ?1
+             WHERE CAST(?1 AS TEXT) IS NULL OR j.job_id = ?1
              ORDER BY j.last_seen_unix_ns DESC, j.job_id",
+            params![only],
         )?;
-        let rows = st.query_map(params![only], |r| {
-            Ok(JobRow {
-                job_id: r.get(0)?,
-                world_size: r.get(1)?,
-                first_window: r.get::<_, i64>(2)? as u64,
-                last_window: r.get::<_, i64>(3)? as u64,
-                last_seen_unix_ns: r.get::<_, i64>(4)? as u64,
-                nodes: r.get::<_, i64>(5)? as u64,
-                ranks_seen: r.get::<_, i64>(6)? as u64,
-                latest_analysed_window: r.get::<_, Option<i64>>(7)?.map(|w| w as u64),
-                open_findings: r.get::<_, Option<i64>>(8)?.unwrap_or(0) as u64,
+        rows.into_iter()
+            .map(|mut r| {
+                Ok(JobRow {
+                    job_id: r.text(0)?,
+                    world_size: u32::try_from(r.uint(1)?).unwrap_or(u32::MAX),
+                    first_window: r.uint(2)?,
+                    last_window: r.uint(3)?,
+                    last_seen_unix_ns: r.uint(4)?,
+                    nodes: r.uint(5)?,
+                    ranks_seen: r.uint(6)?,
+                    latest_analysed_window: r.opt_int(7)?.map(|w| w.max(0) as u64),
+                    open_findings: r.opt_int(8)?.unwrap_or(0).max(0) as u64,
+                })
             })
-        })?;
-        Ok(rows.collect::<Result<_, _>>()?)
+            .collect()
     }
 
     /// The window to show when none is asked for: the latest with findings, else the
     /// latest analysed.
     pub fn default_window(&self, job_id: &str) -> Result<Option<u64>, StoreError> {
-        let w: Option<i64> = self
-            .conn
-            .prepare_cached(
+        let w = self
+            .db
+            .query_one(
                 "SELECT coalesce(
                     (SELECT max(window_index) FROM findings WHERE job_id = ?1 AND findings > 0),
                     (SELECT max(window_index) FROM findings WHERE job_id = ?1))",
+                params![job_id],
             )?
-            .query_row(params![job_id], |r| r.get(0))?;
-        Ok(w.map(|w| w as u64))
+            .opt_int(0)?;
+        Ok(w.map(|w| w.max(0) as u64))
     }
 
     pub fn diagnosis(
@@ -760,7 +805,7 @@ impl Store {
         job_id: &str,
         window: u64,
     ) -> Result<Option<WindowDiagnosis>, StoreError> {
-        read_diagnosis(&self.conn, job_id, window)
+        read_diagnosis(&self.db, job_id, window)
     }
 
     /// A job's stored summaries of windows `from..=to`, every node's, in window order
@@ -777,51 +822,46 @@ impl Store {
             return Ok(StoredSummaries::UnknownJob);
         }
         let range = params![job_id, to_i64("from", from)?, to_i64("to", to)?];
-        let count: i64 = self.conn.query_row(
-            "SELECT COUNT(*) FROM summaries WHERE job_id = ?1 AND window_index BETWEEN ?2 AND ?3",
-            range,
-            |r| r.get(0),
-        )?;
+        let count = self
+            .db
+            .query_one(
+                "SELECT COUNT(*) FROM summaries WHERE job_id = ?1 AND window_index BETWEEN ?2 AND ?3",
+                range,
+            )?
+            .uint(0)?;
         if count as usize > max {
             return Ok(StoredSummaries::TooMany(count as usize));
         }
-        let mut st = self.conn.prepare_cached(
+        let windows = self.db.query(
             "SELECT DISTINCT window_index FROM summaries WHERE job_id = ?1 AND window_index BETWEEN ?2 AND ?3 ORDER BY window_index",
+            range,
         )?;
-        let windows = st
-            .query_map(range, |r| r.get::<_, i64>(0))?
-            .collect::<Result<Vec<i64>, _>>()?;
         let mut out = Vec::new();
-        for w in windows {
-            out.extend(load_window(&self.conn, job_id, w as u64)?);
+        for mut w in windows {
+            out.extend(load_window(&self.db, job_id, w.uint(0)?)?);
         }
         Ok(StoredSummaries::Summaries(out))
     }
 
     pub fn windows_analysed(&self, job_id: &str) -> Result<u64, StoreError> {
-        let n: i64 = self
-            .conn
-            .prepare_cached("SELECT COUNT(*) FROM findings WHERE job_id = ?1")?
-            .query_row(params![job_id], |r| r.get(0))?;
-        Ok(n as u64)
+        self.db
+            .query_one(
+                "SELECT COUNT(*) FROM findings WHERE job_id = ?1",
+                params![job_id],
+            )?
+            .uint(0)
     }
 
     /// Per window, oldest first, the last `limit` analysed windows: count and kinds.
     pub fn history(&self, job_id: &str, limit: usize) -> Result<Vec<WindowHistory>, StoreError> {
-        let mut st = self.conn.prepare_cached(
+        let rows = self.db.query(
             "SELECT window_index, findings, kinds FROM findings WHERE job_id = ?1
              ORDER BY window_index DESC LIMIT ?2",
+            params![job_id, limit_i64(limit)],
         )?;
-        let rows = st.query_map(params![job_id, limit as i64], |r| {
-            Ok((
-                r.get::<_, i64>(0)? as u64,
-                r.get::<_, i64>(1)? as u64,
-                r.get::<_, String>(2)?,
-            ))
-        })?;
         let mut out = Vec::new();
-        for row in rows {
-            let (window, findings, kinds) = row?;
+        for mut row in rows {
+            let (window, findings, kinds) = (row.uint(0)?, row.uint(1)?, row.text(2)?);
             let kinds =
                 serde_json::from_str(&kinds).map_err(|source| StoreError::CorruptDiagnosis {
                     job_id: job_id.to_string(),
@@ -843,44 +883,65 @@ pub(crate) fn to_i64(what: &'static str, value: u64) -> Result<i64, StoreError> 
     i64::try_from(value).map_err(|_| StoreError::OutOfRange { what, value })
 }
 
-/// Every stored summary of a window, sorted by node.
-/// The stored diagnosis of one window (any connection or open transaction).
+/// A row limit as SQL's 64-bit integer (`usize::MAX`: no limit).
+pub(crate) fn limit_i64(limit: usize) -> i64 {
+    i64::try_from(limit).unwrap_or(i64::MAX)
+}
+
+/// Per window of `from..=to` that has summaries: how many, and the sum of their arrival
+/// times modulo a prime. A summary added or replaced (by any server) changes it.
+fn window_stamps(
+    db: &Db,
+    job_id: &str,
+    from: u64,
+    to: u64,
+) -> Result<std::collections::BTreeMap<u64, Stamp>, StoreError> {
+    let rows = db.query(
+        "SELECT window_index, COUNT(*), CAST(SUM(received_unix_ns % 1000000007) AS BIGINT)
+         FROM summaries WHERE job_id = ?1 AND window_index BETWEEN ?2 AND ?3
+         GROUP BY window_index",
+        params![job_id, to_i64("window", from)?, to_i64("window", to)?],
+    )?;
+    rows.into_iter()
+        .map(|mut r| Ok((r.uint(0)?, Stamp(r.int(1)?, r.int(2)?))))
+        .collect()
+}
+
+/// The stored diagnosis of one window (in or out of a transaction).
 fn read_diagnosis(
-    conn: &Connection,
+    db: &Db,
     job_id: &str,
     window: u64,
 ) -> Result<Option<WindowDiagnosis>, StoreError> {
     let Ok(w) = i64::try_from(window) else {
         return Ok(None);
     };
-    let text: Option<String> = conn
-        .prepare_cached("SELECT diagnosis FROM findings WHERE job_id = ?1 AND window_index = ?2")?
-        .query_row(params![job_id, w], |r| r.get(0))
-        .optional()?;
-    text.map(|t| {
-        serde_json::from_str(&t).map_err(|source| StoreError::CorruptDiagnosis {
+    let Some(mut row) = db.query_opt(
+        "SELECT diagnosis FROM findings WHERE job_id = ?1 AND window_index = ?2",
+        params![job_id, w],
+    )?
+    else {
+        return Ok(None);
+    };
+    serde_json::from_str(&row.text(0)?)
+        .map(Some)
+        .map_err(|source| StoreError::CorruptDiagnosis {
             job_id: job_id.to_string(),
             window,
             source,
         })
-    })
-    .transpose()
 }
 
-fn load_window(
-    conn: &Connection,
-    job_id: &str,
-    window: u64,
-) -> Result<Vec<WindowSummary>, StoreError> {
-    let mut st = conn.prepare_cached(
-        "SELECT node, body FROM summaries WHERE job_id = ?1 AND window_index = ?2 ORDER BY node",
+/// Every stored summary of a window, sorted by node (byte order, whatever the
+/// database's collation).
+fn load_window(db: &Db, job_id: &str, window: u64) -> Result<Vec<WindowSummary>, StoreError> {
+    let rows = db.query(
+        "SELECT node, body FROM summaries WHERE job_id = ?1 AND window_index = ?2",
+        params![job_id, to_i64("window", window)?],
     )?;
-    let rows = st.query_map(params![job_id, to_i64("window", window)?], |r| {
-        Ok((r.get::<_, String>(0)?, r.get::<_, Vec<u8>>(1)?))
-    })?;
     let mut out = Vec::new();
-    for row in rows {
-        let (node, body) = row?;
+    for mut row in rows {
+        let (node, body) = (row.text(0)?, row.bytes(1)?);
         let corrupt = |reason: String| StoreError::CorruptSummary {
             job_id: job_id.to_string(),
             window,
@@ -893,6 +954,7 @@ fn load_window(
         let s: WindowSummary = serde_json::from_slice(&json).map_err(|e| corrupt(e.to_string()))?;
         out.push(s);
     }
+    out.sort_by(|a, b| a.node.cmp(&b.node));
     Ok(out)
 }
 
@@ -941,7 +1003,7 @@ mod tests {
     #[test]
     fn resent_summaries_replace_and_missing_ranks_are_ranges() {
         let dir = tempfile::tempdir().unwrap();
-        let mut store = Store::open(&dir.path().join("db.sqlite")).unwrap();
+        let mut store = Store::open(&DbLocation::Sqlite(dir.path().join("db.sqlite"))).unwrap();
         put(&mut store, summary("a", 5, &[0, 1]));
         put(&mut store, summary("a", 5, &[0, 1]));
         put(&mut store, summary("b", 5, &[4]));
@@ -951,9 +1013,11 @@ mod tests {
         let doc = d.document("j", 0, 1, vec![]);
         assert_eq!(doc.job.missing_ranks, vec![2, 3, 5, 6, 7]);
         assert_eq!(doc.job.missing_rank_count, 5);
-        let n: i64 = store
-            .conn
-            .query_row("SELECT COUNT(*) FROM summaries", [], |r| r.get(0))
+        let n = store
+            .db
+            .query_one("SELECT COUNT(*) FROM summaries", &[])
+            .unwrap()
+            .int(0)
             .unwrap();
         assert_eq!(n, 2);
         let jobs = store.jobs().unwrap();
@@ -967,10 +1031,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("db.sqlite");
         {
-            let mut store = Store::open(&path).unwrap();
+            let mut store = Store::open(&DbLocation::Sqlite(path.clone())).unwrap();
             put(&mut store, summary("a", 1, &[0, 1, 2, 3]));
         }
-        let mut store = Store::open(&path).unwrap();
+        let mut store = Store::open(&DbLocation::Sqlite(path.clone())).unwrap();
         put(&mut store, summary("b", 1, &[4, 5, 6, 7]));
         let d = store.diagnosis("job", 1).unwrap().unwrap();
         assert_eq!((d.nodes, d.ranks_with_data), (2, 8));
@@ -981,11 +1045,14 @@ mod tests {
     fn a_newer_schema_is_refused() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("db.sqlite");
-        Connection::open(&path)
+        rusqlite::Connection::open(&path)
             .unwrap()
             .execute_batch("PRAGMA user_version=99")
             .unwrap();
-        let err = Store::open(&path).err().unwrap().to_string();
+        let err = Store::open(&DbLocation::Sqlite(path.clone()))
+            .err()
+            .unwrap()
+            .to_string();
         assert!(err.contains("schema version 99"), "{err}");
     }
 }

@@ -5,6 +5,7 @@
 use flare_model::summary::SUMMARY_VERSION;
 use flare_model::{IterationSample, OpKind, OpStats, RankSummary, WindowSummary};
 use flare_server::alerts::Webhook;
+use flare_server::store::DbLocation;
 use flare_server::{run_blocking, ServerConfig};
 use serde_json::Value;
 use std::net::SocketAddr;
@@ -18,11 +19,12 @@ pub const MS: u64 = 1_000_000;
 
 /// The tests' server configuration: port 0, the test token, a small body limit.
 pub fn config(db: &Path) -> ServerConfig {
-    let mut cfg = ServerConfig::new(
-        "127.0.0.1:0".parse().unwrap(),
-        db.to_path_buf(),
-        TOKEN.into(),
-    );
+    config_at(db.to_path_buf().into())
+}
+
+/// [`config`] on any database.
+pub fn config_at(db: DbLocation) -> ServerConfig {
+    let mut cfg = ServerConfig::new("127.0.0.1:0".parse().unwrap(), db, TOKEN.into());
     cfg.max_body_bytes = MAX_BODY;
     cfg
 }

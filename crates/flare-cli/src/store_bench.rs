@@ -1,0 +1,120 @@
+//! `flare bench store`: what the server's storage costs per summary, on SQLite or
+//! PostgreSQL, with the same job. A simulated job (a slow GPU) is replayed through the
+//! agent's own aggregation into the summaries its nodes would post, window by window;
+//! each is ingested as the server does (stored, its window re-analysed, the diagnosis and
+//! alerts stored), timed one by one, without HTTP.
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use flare_server::store::{DbLocation, Store};
+use flare_sim::{fault::FaultKind, simulate, SimConfig};
+use std::process::ExitCode;
+use std::time::Instant;
+
+#[derive(Args)]
+pub struct StoreBenchArgs {
+    /// A new SQLite file, or a `postgres://` URL of a database with no Flare data (the
+    /// job is stored as `bench-store`).
+    #[arg(long, value_name = "FILE|URL")]
+    pub db: String,
+    /// Ranks of the simulated job (8 per node).
+    #[arg(long, default_value_t = 1024)]
+    pub ranks: u32,
+    /// Iterations simulated.
+    #[arg(long, default_value_t = 24)]
+    pub iterations: u32,
+    /// Iterations per window.
+    #[arg(long, default_value_t = 4)]
+    pub window_iterations: u32,
+    /// Servers sharing the database, each ingesting every n-th node's summaries in turn
+    /// (PostgreSQL only): what sharing costs in checks and locks.
+    #[arg(long, default_value_t = 1)]
+    pub servers: usize,
+}
+
+pub fn run(a: StoreBenchArgs) -> Result<ExitCode> {
+    let at = DbLocation::parse(&a.db);
+    if let DbLocation::Sqlite(path) = &at {
+        if path.exists() {
+            bail!("{}: give a new file", path.display());
+        }
+        if a.servers > 1 {
+            bail!("one server per SQLite file: --servers needs a postgres:// URL");
+        }
+    }
+    let mut cfg = SimConfig::for_scale(a.ranks);
+    cfg.iterations = a.iterations;
+    cfg.fault = FaultKind::SlowGpu;
+    let sim = simulate(&cfg).context("simulating the job")?;
+    let batch = flare_engine::diagnose(&sim.trace, &flare_engine::EngineConfig::default());
+    let its: Vec<f64> = batch.iteration_ns.iter().flatten().copied().collect();
+    let window_ns =
+        (f64::from(a.window_iterations) * its.iter().sum::<f64>() / its.len().max(1) as f64) as u64;
+    let windows = flare_agent::replay::summaries_of_trace(&sim.trace, "bench-store", window_ns);
+    let mut posts = Vec::new();
+    for w in &windows {
+        for s in w {
+            let z = flare_agent::encode_summary(s).context("encoding a summary")?;
+            posts.push((s.clone(), z));
+        }
+    }
+    let bytes: usize = posts.iter().map(|p| p.1.len()).sum();
+    let mut stores = (0..a.servers.max(1))
+        .map(|_| Store::open(&at))
+        .collect::<Result<Vec<_>, _>>()
+        .with_context(|| format!("opening {at}"))?;
+    let mut ms = Vec::with_capacity(posts.len());
+    let wall = Instant::now();
+    for (i, (s, z)) in posts.into_iter().enumerate() {
+        let t = Instant::now();
+        let now = s.end_unix_ns;
+        let store = &mut stores[i % a.servers.max(1)];
+        store.ingest(s, z, now).context("ingesting")?;
+        ms.push(t.elapsed().as_secs_f64() * 1e3);
+    }
+    let wall_s = wall.elapsed().as_secs_f64();
+    let n = ms.len();
+    ms.sort_by(f64::total_cmp);
+    let pct = |p: f64| ms.get(((n as f64 * p) as usize).min(n.saturating_sub(1)));
+    println!(
+        "{} ranks on {} nodes, {} windows of {} iterations: {n} summaries, {:.1} KB each (zstd JSON)",
+        a.ranks,
+        windows.first().map_or(0, Vec::len),
+        windows.len(),
+        a.window_iterations,
+        bytes as f64 / n.max(1) as f64 / 1e3
+    );
+    println!(
+        "stored on {at} by {} server(s): {:.0} summaries/s; per summary p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms; peak RSS {:.0} MB",
+        a.servers.max(1),
+        n as f64 / wall_s,
+        pct(0.5).copied().unwrap_or(0.0),
+        pct(0.99).copied().unwrap_or(0.0),
+        ms.last().copied().unwrap_or(0.0),
+        crate::bench::peak_rss_mb().unwrap_or(0.0)
+    );
+    // The answer is the same whatever the store: each window's top culprit.
+    let truth = sim.truth.culprits.first().and_then(|c| c.rank);
+    let mut named = 0;
+    for w in &windows {
+        let Some(window) = w.first().map(|s| s.window) else {
+            continue;
+        };
+        let d = stores[0].diagnosis("bench-store", window)?;
+        let top = d.and_then(|d| d.findings.into_iter().next());
+        if top
+            .as_ref()
+            .and_then(|f| f.culprits.first())
+            .and_then(|c| c.rank)
+            == truth
+        {
+            named += 1;
+        }
+    }
+    println!(
+        "windows whose top finding names the simulated slow GPU (rank {}): {named} of {}",
+        truth.map_or("none".into(), |r| r.to_string()),
+        windows.len()
+    );
+    Ok(ExitCode::SUCCESS)
+}
