@@ -3,8 +3,9 @@
 # Installs what it needs itself, idempotently: a Python venv under target/ with the
 # pinned tools (maturin, pytest, numpy, py-spy, jsonschema) and Flare's Python package
 # (scripts/python-env.sh), Debian's chromium and chromium-driver
-# (scripts/browser-env.sh), and Debian's postgresql, of which it runs a private,
-# throw-away server for the store's PostgreSQL tests (scripts/postgres-env.sh).
+# (scripts/browser-env.sh), Debian's nats-server, and Debian's postgresql, of which it
+# runs a private, throw-away server for the PostgreSQL and scale-out tests
+# (scripts/postgres-env.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ ! -d ../shared/data ]; then
@@ -12,6 +13,10 @@ if [ ! -d ../shared/data ]; then
 fi
 cargo fmt --all -- --check
 cargo clippy --workspace --release --all-targets -- -D warnings
+# Debian's nats-server (JetStream), which the scale-out test starts itself.
+command -v nats-server >/dev/null || {
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nats-server >/dev/null
+}
 pg_dir=$(mktemp -d /tmp/flare-pg.XXXXXX)
 trap 'bash scripts/postgres-env.sh --stop "$pg_dir"' EXIT
 FLARE_TEST_POSTGRES=$(bash scripts/postgres-env.sh "$pg_dir")

@@ -41,7 +41,7 @@ pub use config::{hostname, parse_duration, AgentConfig, PushConfig, DEFAULT_METR
 pub use error::AgentError;
 pub use logs::{LogConfig, LogStats};
 pub use metrics::{Metrics, MetricsServer, OpLabels, RankLabels, CONTENT_TYPE, OTHER};
-pub use pusher::{encode as encode_summary, endpoint, PushStats, Pusher, SUMMARIES_PATH};
+pub use pusher::{encode as encode_summary, endpoint, is_nats, PushStats, Pusher, SUMMARIES_PATH};
 pub use stats::{IntervalUnion, LogHistogram, Samples};
 
 use flare_model::WindowSummary;

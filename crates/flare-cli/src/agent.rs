@@ -28,7 +28,9 @@ pub struct AgentArgs {
     /// How often the rings are drained.
     #[arg(long, default_value = "100ms", value_parser = duration)]
     pub poll: Duration,
-    /// Server to push summaries to (`http://host:port` of `flare serve`).
+    /// Where summaries go: `http://host:port` of `flare serve`, or `nats://host:4222`
+    /// to publish them to NATS JetStream for `flare serve --nats` workers (the token, if
+    /// any, is then the NATS server's auth token).
     #[arg(long, value_name = "URL")]
     pub server: Option<String>,
     /// Bearer token for the server. Prefer the FLARE_TOKEN environment variable: a
@@ -127,12 +129,13 @@ pub fn run(args: AgentArgs) -> Result<ExitCode> {
     };
     let push = match args.server {
         Some(server) => {
-            let Some(token) = token.filter(|t| !t.trim().is_empty()) else {
+            let token = token.filter(|t| !t.trim().is_empty());
+            if token.is_none() && !flare_agent::is_nats(&server) {
                 bail!("--server needs a token: pass --token TOKEN or set FLARE_TOKEN");
-            };
+            }
             Some(PushConfig {
                 ca_cert: args.ca_cert,
-                ..PushConfig::new(server, Some(token))
+                ..PushConfig::new(server, token)
             })
         }
         None => None,

@@ -86,6 +86,11 @@ pub struct ServeArgs {
     /// deleted. Checked every minute.
     #[arg(long, value_name = "AGE", value_parser = duration)]
     pub retain: Option<Duration>,
+    /// Also store the summaries agents publish to NATS JetStream at this URL
+    /// (`nats://host:4222`; `flare agent --server nats://...`). Any number of servers
+    /// sharing a PostgreSQL --db consume the stream together, each summary stored by one.
+    #[arg(long, value_name = "URL")]
+    pub nats: Option<String>,
     /// Keep at most this much of stored summaries (`20GiB`, `500MiB`, bytes): the oldest
     /// windows' summaries go first (their diagnoses stay).
     #[arg(long, value_name = "SIZE", value_parser = bytes)]
@@ -234,6 +239,7 @@ pub fn run(args: ServeArgs) -> Result<ExitCode> {
             resolve_after: args.resolve_after_windows,
         },
         max_body_bytes: args.max_body_bytes,
+        nats: args.nats.map(|url| flare_server::nats::NatsConfig { url }),
         retention: flare_server::retention::Retention {
             max_age_ns: args
                 .retain

@@ -18,6 +18,7 @@ pub mod op;
 pub mod parallel;
 pub mod startup;
 pub mod summary;
+pub mod summary_queue;
 pub mod symbol;
 pub mod topology;
 pub mod trace;

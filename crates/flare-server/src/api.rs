@@ -18,7 +18,7 @@ use flare_model::FindingsDocument;
 use serde_json::{json, Value};
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 use tracing::{debug, error, warn};
 
 /// Windows of history the findings document carries.
@@ -68,6 +68,69 @@ impl AppState {
         policy: crate::retention::Retention,
     ) -> Result<crate::retention::Pruned, ApiError> {
         self.with_store(move |s| s.prune(policy, unix_ns())).await
+    }
+
+    /// Decodes, checks and stores one summary (an HTTP post's body, or a message from
+    /// the queue) and sends the alerts of what it analysed.
+    pub(crate) async fn ingest(
+        &self,
+        body: impl AsRef<[u8]> + Send + 'static,
+        encoding: Encoding,
+    ) -> Result<crate::store::Ingested, ApiError> {
+        let limit = self.max_body_bytes;
+        let prepared =
+            tokio::task::spawn_blocking(move || ingest::prepare(body.as_ref(), encoding, limit))
+                .await
+                .map_err(|e| ApiError::internal(format!("decoding task failed: {e}")))??;
+        let (node, ranks) = (prepared.summary.node.clone(), prepared.summary.ranks.len());
+        let now = unix_ns();
+        let mut done = self
+            .with_store(move |s| s.ingest(prepared.summary, prepared.compressed, now))
+            .await?;
+        debug!(
+            job = %done.job_id,
+            window = done.window,
+            %node,
+            ranks,
+            findings = done.findings,
+            alerts = done.alerts.len(),
+            "summary stored"
+        );
+        self.notify(std::mem::take(&mut done.alerts));
+        Ok(done)
+    }
+
+    /// Analyses the windows whose analysis is due (see [`Store::ingest`]) and sends
+    /// their alerts.
+    pub(crate) async fn analyse_due(&self) -> Result<(), ApiError> {
+        let alerts = self.with_store(|s| s.analyse_due(unix_ns())).await?;
+        self.notify(alerts);
+        Ok(())
+    }
+
+    fn notify(&self, alerts: Vec<crate::alerts::AlertEvent>) {
+        if let Some(n) = &self.notifier {
+            if !alerts.is_empty() {
+                n.send(alerts);
+            }
+        }
+    }
+
+    /// Runs `f` on the store once the pending windows of `job` (of every job when
+    /// `None`) are analysed: a read sees every summary stored before it.
+    async fn read<R, F>(&self, job: Option<String>, f: F) -> Result<R, ApiError>
+    where
+        R: Send + 'static,
+        F: FnOnce(&mut Store) -> Result<R, StoreError> + Send + 'static,
+    {
+        let (alerts, out) = self
+            .with_store(move |s| {
+                let alerts = s.settle(job.as_deref(), unix_ns())?;
+                Ok((alerts, f(s)?))
+            })
+            .await?;
+        self.notify(alerts);
+        Ok(out)
     }
 
     /// Runs `f` on the store on a blocking thread.
@@ -146,6 +209,10 @@ impl ApiError {
     }
     pub(crate) fn message(&self) -> &str {
         &self.message
+    }
+    /// The request itself is at fault (retrying it cannot help).
+    pub(crate) fn is_client_error(&self) -> bool {
+        self.status.is_client_error()
     }
 }
 
@@ -286,12 +353,7 @@ async fn wrong_method(method: Method, uri: Uri) -> ApiError {
     )
 }
 
-fn unix_ns() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_nanos().min(i64::MAX as u128) as u64)
-        .unwrap_or(0)
-}
+use crate::unix_ns;
 
 async fn post_summary(
     State(state): State<AppState>,
@@ -315,35 +377,17 @@ async fn post_summary(
             IngestError::UnsupportedEncoding(String::from_utf8_lossy(v.as_bytes()).into())
         })?))?,
     };
-    let prepared = tokio::task::spawn_blocking(move || ingest::prepare(&body, encoding, limit))
-        .await
-        .map_err(|e| ApiError::internal(format!("decoding task failed: {e}")))??;
-    let (node, ranks) = (prepared.summary.node.clone(), prepared.summary.ranks.len());
-    let now = unix_ns();
-    let done = state
-        .with_store(move |s| s.ingest(prepared.summary, prepared.compressed, now))
-        .await?;
-    debug!(
-        job = %done.job_id,
-        window = done.window,
-        %node,
-        ranks,
-        findings = done.findings,
-        alerts = done.alerts.len(),
-        "summary stored and window analysed"
-    );
-    if let Some(n) = &state.notifier {
-        n.send(done.alerts);
-    }
+    let done = state.ingest(body, encoding).await?;
     Ok(Json(json!({
         "job_id": done.job_id,
         "window": done.window,
+        "analysed": done.findings.is_some(),
         "findings": done.findings,
     })))
 }
 
 async fn list_jobs(State(state): State<AppState>) -> Result<Json<Value>, ApiError> {
-    let jobs = state.with_store(|s| s.jobs()).await?;
+    let jobs = state.read(None, |s| s.jobs()).await?;
     Ok(Json(json!(jobs)))
 }
 
@@ -365,7 +409,9 @@ async fn job_findings(
     })?;
     let id = job_id.clone();
     let found = state
-        .with_store(move |s| find_document(s, &id, q.window, HISTORY_WINDOWS))
+        .read(Some(job_id.clone()), move |s| {
+            find_document(s, &id, q.window, HISTORY_WINDOWS)
+        })
         .await?;
     Ok(Json(found.document(&job_id)?))
 }
@@ -483,7 +529,7 @@ fn find_document(
 /// The dashboard's jobs table.
 async fn ui_jobs(State(state): State<AppState>) -> Result<Response, ApiError> {
     let jobs = state
-        .with_store(|s| {
+        .read(None, |s| {
             let mut out = Vec::new();
             for row in s.jobs()? {
                 let doc = match find_document(s, &row.job_id, None, 0)? {
@@ -505,7 +551,7 @@ async fn ui_job(
 ) -> Result<Response, ApiError> {
     let id = job_id.clone();
     let (found, timeline, alerts, stacks) = state
-        .with_store(move |s| {
+        .read(Some(job_id.clone()), move |s| {
             let found = find_document(s, &id, None, 0)?;
             let stacks = match &found {
                 Found::Document(d) => s.stacks(&id, d.job.window.unwrap_or(0))?,
@@ -544,7 +590,9 @@ async fn list_alerts(
     })?;
     let limit = q.limit.unwrap_or(100).min(1000);
     let events = state
-        .with_store(move |s| s.alert_events(q.job.as_deref(), limit))
+        .read(q.job.clone(), move |s| {
+            s.alert_events(q.job.as_deref(), limit)
+        })
         .await?;
     Ok(Json(json!(events)))
 }

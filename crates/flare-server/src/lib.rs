@@ -39,6 +39,7 @@ mod dashboard;
 pub mod files;
 mod ingest;
 mod logs;
+pub mod nats;
 pub mod retention;
 pub mod store;
 #[cfg(feature = "tls")]
@@ -109,6 +110,8 @@ pub struct ServerConfig {
     pub connections: ConnLimits,
     /// HTTPS: the certificate chain and key, PEM (needs the `tls` feature).
     pub tls: Option<TlsFiles>,
+    /// Also store the summaries agents publish to NATS JetStream (see [`nats`]).
+    pub nats: Option<nats::NatsConfig>,
 }
 
 /// A PEM certificate chain (leaf first) and its private key.
@@ -134,6 +137,7 @@ impl ServerConfig {
             cache_bytes: store::DEFAULT_CACHE_BYTES,
             connections: ConnLimits::default(),
             tls: None,
+            nats: None,
         }
     }
 }
@@ -156,6 +160,8 @@ pub enum ServerError {
     Runtime(#[source] std::io::Error),
     #[error("opening the database failed unexpectedly: {0}")]
     Task(#[from] tokio::task::JoinError),
+    #[error("{0}")]
+    Nats(String),
 }
 
 /// A server bound to its address, not yet serving: tests bind port 0 and read the port.
@@ -167,12 +173,23 @@ pub struct Server {
     retention: retention::Retention,
     limits: ConnLimits,
     counters: Arc<ConnCounters>,
+    nats: Option<async_nats::jetstream::consumer::PullConsumer>,
     #[cfg(feature = "tls")]
     tls: Option<tls::Tls>,
 }
 
 /// How often retention runs.
+/// Now, as Unix nanoseconds (the store's clock).
+pub(crate) fn unix_ns() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos().min(i64::MAX as u128) as u64)
+        .unwrap_or(0)
+}
+
 const PRUNE_EVERY: std::time::Duration = std::time::Duration::from_secs(60);
+/// How often windows pending analysis are checked for being due (see `Store::ingest`).
+const ANALYSE_EVERY: std::time::Duration = std::time::Duration::from_millis(250);
 
 impl Server {
     /// Opens (or creates) the database and binds the listening socket.
@@ -253,6 +270,10 @@ impl Server {
         info!(%addr, db = %cfg.db, https = cfg.tls.is_some(), "flare server bound");
         let state = api::AppState::new(store, lock, &cfg);
         let router = api::router(state.clone());
+        let nats = match &cfg.nats {
+            Some(n) => Some(nats::connect(n).await.map_err(ServerError::Nats)?),
+            None => None,
+        };
         Ok(Server {
             listener,
             addr,
@@ -261,6 +282,7 @@ impl Server {
             retention: cfg.retention,
             limits: cfg.connections,
             counters: Arc::new(ConnCounters::default()),
+            nats,
             #[cfg(feature = "tls")]
             tls,
         })
@@ -282,6 +304,22 @@ impl Server {
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> Result<(), ServerError> {
         info!(addr = %self.addr, "serving");
+        if let Some(consumer) = self.nats {
+            tokio::spawn(nats::consume(consumer, self.state.clone()));
+        }
+        {
+            let state = self.state.clone();
+            tokio::spawn(async move {
+                let mut every = tokio::time::interval(ANALYSE_EVERY);
+                every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+                loop {
+                    every.tick().await;
+                    if let Err(e) = state.analyse_due().await {
+                        tracing::error!("analysis of pending windows failed: {}", e.message());
+                    }
+                }
+            });
+        }
         if self.retention != retention::Retention::default() {
             let (state, policy) = (self.state.clone(), self.retention);
             tokio::spawn(async move {

@@ -23,7 +23,7 @@ use flare_model::{
     WindowSummary,
 };
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 
 /// Version of the tables below, kept in SQLite's `user_version` (PostgreSQL:
@@ -336,7 +336,9 @@ impl WindowDiagnosis {
 pub struct Ingested {
     pub job_id: String,
     pub window: u64,
-    pub findings: usize,
+    /// The window's findings when it was analysed at once (it holds every rank); `None`
+    /// while its analysis is pending.
+    pub findings: Option<usize>,
     /// Alert events to send (not silenced).
     pub alerts: Vec<crate::alerts::AlertEvent>,
 }
@@ -355,8 +357,66 @@ pub struct JobRow {
     pub open_findings: u64,
 }
 
+/// Time without a new summary after which a window that does not hold every rank is
+/// analysed as it is (a node that died, a rank without an agent).
+pub const ANALYSIS_DELAY_NS: u64 = 1_000_000_000;
+
+/// A window stored but not analysed since.
+#[derive(Clone, Debug, Default)]
+struct Pending {
+    /// When its latest summary came.
+    last_post_ns: u64,
+    /// Ranks per node of the summaries this server stored since the window's ranks
+    /// were last counted (a re-sent one counts once).
+    nodes: BTreeMap<String, usize>,
+    /// Ranks of the other nodes' stored summaries, when last counted.
+    base_ranks: usize,
+    /// The job's world size as its summaries declare it.
+    world_size: u32,
+}
+
+impl Pending {
+    /// One more summary; `stored_ranks`: the window's ranks as now stored, where they
+    /// were counted (this one included).
+    fn posted(&mut self, s: &WindowSummary, stored_ranks: Option<usize>, now_ns: u64) {
+        self.last_post_ns = now_ns;
+        self.world_size = self.world_size.max(s.world_size);
+        if let Some(stored) = stored_ranks {
+            self.nodes.clear();
+            self.base_ranks = stored.saturating_sub(s.ranks.len());
+        }
+        self.nodes.insert(s.node.clone(), s.ranks.len());
+    }
+
+    /// Every rank is in, or no summary came for `delay_ns`.
+    fn due(&self, now_ns: u64, delay_ns: u64) -> bool {
+        let ranks = self.base_ranks + self.nodes.values().sum::<usize>();
+        (self.world_size > 0 && ranks >= self.world_size as usize)
+            || now_ns.saturating_sub(self.last_post_ns) >= delay_ns
+    }
+}
+
+/// Windows analysed, with their findings, and the alert events to send.
+#[derive(Default)]
+struct Analysed {
+    windows: Vec<(u64, usize)>,
+    alerts: Vec<crate::alerts::AlertEvent>,
+}
+
+/// What [`Store::persist`] did.
+struct Persisted {
+    logs: Option<crate::logs::Stored>,
+    /// The window's stamp (in a shared database; the default otherwise).
+    stamp: Stamp,
+    /// The window's ranks as stored (in a shared database).
+    stored_ranks: Option<usize>,
+}
+
 pub struct Store {
     pub(crate) db: Db,
+    /// Per job, its windows pending analysis.
+    pending: BTreeMap<String, BTreeMap<u64, Pending>>,
+    analysis_delay_ns: u64,
     cache: WindowCache,
     windows: LiveWindowCache,
     live: LiveConfig,
@@ -368,8 +428,12 @@ impl Store {
     /// Opens the database (creating a SQLite file if missing) and brings its schema up
     /// to date.
     pub fn open(at: &DbLocation) -> Result<Store, StoreError> {
+        let db = Db::open(at)?;
+        let pending = recover_pending(&db, crate::unix_ns())?;
         Ok(Store {
-            db: Db::open(at)?,
+            db,
+            pending,
+            analysis_delay_ns: ANALYSIS_DELAY_NS,
             cache: cache::summaries_cache(DEFAULT_CACHE_BYTES / 3 * 2),
             windows: cache::windows_cache(DEFAULT_CACHE_BYTES / 3),
             live: LiveConfig::default(),
@@ -379,11 +443,14 @@ impl Store {
     }
 
     /// Stores one summary (replacing the node's earlier one for the window) in one
-    /// transaction: once this returns, the summary survives a crash. Then re-analyses the
-    /// window from every stored summary of it (the engine's live diagnosis, continuity
-    /// with the previous window included) outside any transaction, and stores the
-    /// diagnosis. A crash between the two leaves the window's previous diagnosis until its
-    /// next summary arrives. Servers sharing the database ingest one job at a time.
+    /// transaction: once this returns, the summary survives a crash. The window is then
+    /// pending analysis, done outside any transaction, from every stored summary of it
+    /// (the engine's live diagnosis, continuity with the previous window included): at
+    /// once when the window holds every rank of the job, else once no summary came for
+    /// [`ANALYSIS_DELAY_NS`] ([`Store::analyse_due`]) or a reader asks
+    /// ([`Store::settle`]). A window of 1,280 nodes is analysed once, not 1,280 times.
+    /// Pending windows of a job are analysed in order. Servers sharing the database
+    /// ingest one job at a time.
     pub fn ingest(
         &mut self,
         summary: WindowSummary,
@@ -406,37 +473,163 @@ impl Store {
         now_ns: u64,
     ) -> Result<Ingested, StoreError> {
         let key = (summary.job_id.clone(), summary.window);
-        let first = key.1.saturating_sub(self.live.history as u64);
-        // Earlier windows' stamps, read before this summary changes the current one's.
-        let earlier_stamps = self.drop_stale(&key.0, first, key.1)?;
-        let (stored_logs, stamp) = self.persist(&summary, compressed, now_ns)?;
-        if let Some(stored) = stored_logs {
-            self.logs.follow(&self.db, &summary, stored)?;
-        }
-        // The cache entry is taken out while in use: if anything below fails, the next
-        // ingest reloads the window from the database instead of trusting a half update.
-        let mut summaries = match self.cache.take(&key) {
-            Some((v, _)) => v,
-            None => load_window(&self.db, &key.0, key.1)?,
+        // What another server changed of the window since it was cached goes.
+        self.drop_stale(&key.0, key.1, key.1)?;
+        // The window's first summary starts its cache entry, complete by construction;
+        // later ones join the entry while it is held. The window is never loaded here:
+        // a job of 1,280 nodes would decode it once per post.
+        let first_of_window = match self.db.query_opt(
+            "SELECT last_window FROM jobs WHERE job_id = ?1",
+            params![&key.0],
+        )? {
+            Some(mut r) => r.int(0)? < to_i64("window", key.1)?,
+            None => true,
         };
-        match summaries.binary_search_by(|s| s.node.as_str().cmp(&summary.node)) {
-            Ok(i) => summaries[i] = summary,
-            Err(i) => summaries.insert(i, summary),
+        let stored = self.persist(&summary, compressed, now_ns)?;
+        if let Some(logs) = stored.logs {
+            self.logs.follow(&self.db, &summary, logs)?;
         }
+        let known = self
+            .pending
+            .get(&key.0)
+            .is_some_and(|p| p.contains_key(&key.1));
+        let cached = match self.cache.take(&key) {
+            Some((mut summaries, _)) => {
+                match summaries.binary_search_by(|s| s.node.as_str().cmp(&summary.node)) {
+                    Ok(i) => summaries[i] = summary.clone(),
+                    Err(i) => summaries.insert(i, summary.clone()),
+                }
+                let ranks = summaries.iter().map(|s| s.ranks.len()).sum();
+                self.cache.put(key.clone(), summaries, stored.stamp);
+                Some(ranks)
+            }
+            None if first_of_window => {
+                let ranks = summary.ranks.len();
+                self.cache
+                    .put(key.clone(), vec![summary.clone()], stored.stamp);
+                Some(ranks)
+            }
+            None => None,
+        };
+        // The window's ranks: as stored where the database counted them, else from its
+        // cache entry; a window neither holds is counted once (after a restart).
+        let stored_ranks = match (stored.stored_ranks.or(cached), known) {
+            (Some(r), _) => Some(r),
+            (None, true) => None,
+            (None, false) => Some(
+                self.db
+                    .query_one(
+                        "SELECT CAST(coalesce(SUM(ranks), 0) AS BIGINT) FROM summaries
+                         WHERE job_id = ?1 AND window_index = ?2",
+                        params![&key.0, to_i64("window", key.1)?],
+                    )?
+                    .uint(0)? as usize,
+            ),
+        };
+        self.pending
+            .entry(key.0.clone())
+            .or_default()
+            .entry(key.1)
+            .or_default()
+            .posted(&summary, stored_ranks, now_ns);
+        let delay = self.analysis_delay_ns;
+        let due = self.pending[&key.0].values().any(|p| p.due(now_ns, delay));
+        let analysed = if due {
+            let first = self.pending[&key.0].keys().next().copied().unwrap_or(key.1);
+            let stamps = self.drop_stale(&key.0, self.first_read(first), key.1)?;
+            self.analyse_pending(&key.0, now_ns, &stamps, false)?
+        } else {
+            Analysed::default()
+        };
+        Ok(Ingested {
+            findings: analysed
+                .windows
+                .iter()
+                .find(|(w, _)| *w == key.1)
+                .map(|(_, n)| *n),
+            job_id: key.0,
+            window: key.1,
+            alerts: analysed.alerts,
+        })
+    }
+
+    /// The first window the analysis of `window` reads (the earlier ones with it).
+    fn first_read(&self, window: u64) -> u64 {
+        window.saturating_sub(self.live.history as u64)
+    }
+
+    /// Analyses the job's pending windows that are due at `now_ns` (all of them when
+    /// `all`), and every pending window before them, in order; returns (window,
+    /// findings) per window analysed and the alert events to send. The caller holds the
+    /// job's lock; `stamps`: the windows' stamps in a shared database.
+    fn analyse_pending(
+        &mut self,
+        job_id: &str,
+        now_ns: u64,
+        stamps: &BTreeMap<u64, Stamp>,
+        all: bool,
+    ) -> Result<Analysed, StoreError> {
+        let Some(pending) = self.pending.get(job_id) else {
+            return Ok(Analysed::default());
+        };
+        let delay = self.analysis_delay_ns;
+        let due = pending
+            .iter()
+            .filter(|(_, p)| all || p.due(now_ns, delay))
+            .map(|(w, _)| *w)
+            .max();
+        let Some(last) = due else {
+            return Ok(Analysed::default());
+        };
+        let windows: Vec<u64> = pending.range(..=last).map(|(w, _)| *w).collect();
+        let mut out = Analysed::default();
+        for w in windows {
+            let (n, a) = self.analyse(job_id, w, now_ns, stamps)?;
+            // Done only once analysed: a failure leaves it pending for the next try.
+            if let Some(p) = self.pending.get_mut(job_id) {
+                p.remove(&w);
+                if p.is_empty() {
+                    self.pending.remove(job_id);
+                }
+            }
+            out.windows.push((w, n));
+            out.alerts.extend(a);
+        }
+        Ok(out)
+    }
+
+    /// Analyses one window from its stored summaries (with the earlier windows the live
+    /// analysis reads), stores its diagnosis and advances the job's alerts.
+    fn analyse(
+        &mut self,
+        job_id: &str,
+        window: u64,
+        now_ns: u64,
+        stamps: &BTreeMap<u64, Stamp>,
+    ) -> Result<(usize, Vec<crate::alerts::AlertEvent>), StoreError> {
+        let key = (job_id.to_string(), window);
+        let (summaries, stamp) = match self.cache.take(&key) {
+            Some(v) => v,
+            None => (
+                load_window(&self.db, job_id, window)?,
+                stamps.get(&window).copied().unwrap_or_default(),
+            ),
+        };
         // A stored diagnosis that no longer parses only costs the continuity check; the
         // API reports it as corrupt when asked for that window.
-        let previous = match key.1.checked_sub(1) {
-            Some(prev) => match read_diagnosis(&self.db, &key.0, prev) {
+        let previous = match window.checked_sub(1) {
+            Some(prev) => match read_diagnosis(&self.db, job_id, prev) {
                 Err(StoreError::CorruptDiagnosis { .. }) => None,
                 other => other?,
             },
             None => None,
         };
         let current = LiveWindow::from_summaries(&summaries);
-        self.cache_earlier_windows(&key.0, first..key.1, &earlier_stamps)?;
+        let first = self.first_read(window);
+        self.cache_earlier_windows(job_id, first..window, stamps)?;
         // Read in place: a merged window holds a record per rank, too much to copy per post.
-        let earlier: Vec<&LiveWindow> = (first..key.1)
-            .filter_map(|w| self.windows.peek(&(key.0.clone(), w)))
+        let earlier: Vec<&LiveWindow> = (first..window)
+            .filter_map(|w| self.windows.peek(&(job_id.to_string(), w)))
             .collect();
         let live = diagnose_window(
             &current,
@@ -448,34 +641,96 @@ impl Store {
         self.windows.put(key.clone(), current, stamp);
         let mut diagnosis = WindowDiagnosis::new(&summaries, live, now_ns);
         diagnosis.figures = figures;
-        if let Some(logs) = self.logs.verdict_for(&key.0, key.1) {
-            let totals = crate::logs::totals(&self.db, &key.0)?;
+        if let Some(logs) = self.logs.verdict_for(job_id, window) {
+            let totals = crate::logs::totals(&self.db, job_id)?;
             diagnosis.merge_logs(logs, totals);
         }
         let n = diagnosis.findings.len();
-        self.store_diagnosis(&key.0, key.1, &diagnosis, now_ns)?;
-        self.cache.put(key.clone(), summaries, stamp);
+        self.store_diagnosis(job_id, window, &diagnosis, now_ns)?;
+        self.cache.put(key, summaries, stamp);
         let db = &self.db;
         let alerts = crate::alerts::evaluate(
             db,
-            &key.0,
-            key.1,
+            job_id,
+            window,
             &diagnosis.findings,
             &self.alert_rules,
             now_ns,
-            |w| match read_diagnosis(db, &key.0, w) {
+            |w| match read_diagnosis(db, job_id, w) {
                 Ok(d) => Ok(d.map(|d| d.findings)),
                 // A diagnosis that no longer parses counts as a window without data.
                 Err(StoreError::CorruptDiagnosis { .. }) => Ok(None),
                 Err(e) => Err(e),
             },
         )?;
-        Ok(Ingested {
-            job_id: key.0,
-            window: key.1,
-            findings: n,
-            alerts,
-        })
+        Ok((n, alerts))
+    }
+
+    /// Analyses the pending windows that are due at `now_ns`, every job's (the server
+    /// calls it a few times a second); returns the alert events to send.
+    pub fn analyse_due(
+        &mut self,
+        now_ns: u64,
+    ) -> Result<Vec<crate::alerts::AlertEvent>, StoreError> {
+        let delay = self.analysis_delay_ns;
+        let jobs: Vec<String> = self
+            .pending
+            .iter()
+            .filter(|(_, p)| p.values().any(|p| p.due(now_ns, delay)))
+            .map(|(j, _)| j.clone())
+            .collect();
+        let mut alerts = Vec::new();
+        for job in jobs {
+            alerts.extend(self.with_job_locked(&job, |s, stamps| {
+                s.analyse_pending(&job, now_ns, stamps, false)
+            })?);
+        }
+        Ok(alerts)
+    }
+
+    /// Analyses every pending window of `job_id` (of every job when `None`), so that
+    /// what is read next holds every summary stored; returns the alert events to send.
+    pub fn settle(
+        &mut self,
+        job_id: Option<&str>,
+        now_ns: u64,
+    ) -> Result<Vec<crate::alerts::AlertEvent>, StoreError> {
+        let jobs: Vec<String> = match job_id {
+            Some(j) if self.pending.contains_key(j) => vec![j.to_string()],
+            Some(_) => vec![],
+            None => self.pending.keys().cloned().collect(),
+        };
+        let mut alerts = Vec::new();
+        for job in jobs {
+            alerts.extend(self.with_job_locked(&job, |s, stamps| {
+                s.analyse_pending(&job, now_ns, stamps, true)
+            })?);
+        }
+        Ok(alerts)
+    }
+
+    /// Runs `f` under the job's lock, after dropping what another server changed of
+    /// the job's pending windows (and those their analyses read); the alerts it made.
+    fn with_job_locked(
+        &mut self,
+        job_id: &str,
+        f: impl FnOnce(&mut Store, &BTreeMap<u64, Stamp>) -> Result<Analysed, StoreError>,
+    ) -> Result<Vec<crate::alerts::AlertEvent>, StoreError> {
+        let Some((first, last)) = self
+            .pending
+            .get(job_id)
+            .and_then(|p| Some((*p.keys().next()?, *p.keys().next_back()?)))
+        else {
+            return Ok(Vec::new());
+        };
+        self.db.lock_job(job_id)?;
+        let out = self
+            .drop_stale(job_id, self.first_read(first), last)
+            .and_then(|stamps| f(self, &stamps));
+        let unlocked = self.db.unlock_job(job_id);
+        let out = out?;
+        unlocked?;
+        Ok(out.alerts)
     }
 
     /// In a shared database, drops what the caches hold of the job's windows
@@ -487,11 +742,14 @@ impl Store {
         job_id: &str,
         from: u64,
         to: u64,
-    ) -> Result<std::collections::BTreeMap<u64, Stamp>, StoreError> {
+    ) -> Result<BTreeMap<u64, Stamp>, StoreError> {
         if !self.db.shared() {
             return Ok(Default::default());
         }
-        let stamps = window_stamps(&self.db, job_id, from, to)?;
+        let stamps: BTreeMap<u64, Stamp> = window_stamps(&self.db, job_id, from, to)?
+            .into_iter()
+            .map(|(w, (stamp, _))| (w, stamp))
+            .collect();
         for w in from..=to {
             let key = (job_id.to_string(), w);
             let stored = stamps.get(&w).copied().unwrap_or_default();
@@ -536,6 +794,7 @@ impl Store {
     ) -> Result<crate::retention::Pruned, StoreError> {
         let (gone, pruned) = crate::retention::prune(&self.db, policy, now_ns)?;
         for job in &gone {
+            self.pending.remove(job);
             self.cache.forget_job(job);
             self.windows.forget_job(job);
             self.logs.forget(job);
@@ -633,7 +892,7 @@ impl Store {
         &mut self,
         job_id: &str,
         windows: std::ops::Range<u64>,
-        stamps: &std::collections::BTreeMap<u64, Stamp>,
+        stamps: &BTreeMap<u64, Stamp>,
     ) -> Result<(), StoreError> {
         for w in windows {
             let key = (job_id.to_string(), w);
@@ -660,14 +919,13 @@ impl Store {
         Ok(())
     }
 
-    /// The job, its ranks, the summary and its log lines, in one transaction; returns
-    /// the stored log lines and (in a shared database) the window's new stamp.
+    /// The job, its ranks, the summary and its log lines, in one transaction.
     fn persist(
         &mut self,
         summary: &WindowSummary,
         compressed: Vec<u8>,
         now_ns: u64,
-    ) -> Result<(Option<crate::logs::Stored>, Stamp), StoreError> {
+    ) -> Result<Persisted, StoreError> {
         let w = to_i64("window", summary.window)?;
         let now = to_i64("time", now_ns)?;
         let stored = self.db.transaction(|tx| {
@@ -709,14 +967,20 @@ impl Store {
                 None => Ok(None),
             }
         })?;
-        let stamp = if self.db.shared() {
-            window_stamps(&self.db, &summary.job_id, summary.window, summary.window)?
-                .remove(&summary.window)
-                .unwrap_or_default()
+        let (stamp, ranks) = if self.db.shared() {
+            let (stamp, ranks) =
+                window_stamps(&self.db, &summary.job_id, summary.window, summary.window)?
+                    .remove(&summary.window)
+                    .unwrap_or_default();
+            (stamp, Some(ranks))
         } else {
-            Stamp::default()
+            (Stamp::default(), None)
         };
-        Ok((stored, stamp))
+        Ok(Persisted {
+            logs: stored,
+            stamp,
+            stored_ranks: ranks,
+        })
     }
 
     /// Stores a window's diagnosis (one statement, so atomic by itself).
@@ -895,16 +1159,62 @@ fn window_stamps(
     job_id: &str,
     from: u64,
     to: u64,
-) -> Result<std::collections::BTreeMap<u64, Stamp>, StoreError> {
+) -> Result<BTreeMap<u64, (Stamp, usize)>, StoreError> {
     let rows = db.query(
-        "SELECT window_index, COUNT(*), CAST(SUM(received_unix_ns % 1000000007) AS BIGINT)
+        "SELECT window_index, COUNT(*), CAST(SUM(received_unix_ns % 1000000007) AS BIGINT),
+                CAST(SUM(ranks) AS BIGINT)
          FROM summaries WHERE job_id = ?1 AND window_index BETWEEN ?2 AND ?3
          GROUP BY window_index",
         params![job_id, to_i64("window", from)?, to_i64("window", to)?],
     )?;
     rows.into_iter()
-        .map(|mut r| Ok((r.uint(0)?, Stamp(r.int(1)?, r.int(2)?))))
+        .map(|mut r| {
+            Ok((
+                r.uint(0)?,
+                (Stamp(r.int(1)?, r.int(2)?), r.uint(3)? as usize),
+            ))
+        })
         .collect()
+}
+
+/// Summaries received this long before a server starts are looked at for windows left
+/// pending by the server before it (stopped or crashed between storing and analysing).
+const RECOVER_NS: u64 = 3_600_000_000_000;
+
+/// The windows with summaries received in the last [`RECOVER_NS`] after their diagnosis
+/// (or with none): pending, as the server that stored them left them.
+fn recover_pending(
+    db: &Db,
+    now_ns: u64,
+) -> Result<BTreeMap<String, BTreeMap<u64, Pending>>, StoreError> {
+    let since = i64::try_from(now_ns.saturating_sub(RECOVER_NS)).unwrap_or(i64::MAX);
+    let rows = db.query(
+        "SELECT s.job_id, s.window_index, max(s.received_unix_ns), CAST(SUM(s.ranks) AS BIGINT),
+                max(j.world_size), max(f.created_unix_ns)
+         FROM summaries s
+         JOIN jobs j ON j.job_id = s.job_id
+         LEFT JOIN findings f ON f.job_id = s.job_id AND f.window_index = s.window_index
+         WHERE s.received_unix_ns >= ?1
+         GROUP BY s.job_id, s.window_index",
+        params![since],
+    )?;
+    let mut out: BTreeMap<String, BTreeMap<u64, Pending>> = BTreeMap::new();
+    for mut r in rows {
+        let (last_post_ns, analysed) = (r.uint(2)?, r.opt_int(5)?);
+        if analysed.is_some_and(|a| a.max(0) as u64 >= last_post_ns) {
+            continue;
+        }
+        let pending = Pending {
+            last_post_ns,
+            nodes: BTreeMap::new(),
+            base_ranks: r.uint(3)? as usize,
+            world_size: u32::try_from(r.uint(4)?).unwrap_or(u32::MAX),
+        };
+        out.entry(r.text(0)?)
+            .or_default()
+            .insert(r.uint(1)?, pending);
+    }
+    Ok(out)
 }
 
 /// The stored diagnosis of one window (in or out of a transaction).
@@ -1007,6 +1317,9 @@ mod tests {
         put(&mut store, summary("a", 5, &[0, 1]));
         put(&mut store, summary("a", 5, &[0, 1]));
         put(&mut store, summary("b", 5, &[4]));
+        // Three ranks of eight: pending until read (or a second passes).
+        assert_eq!(store.diagnosis("job", 5).unwrap(), None);
+        store.settle(Some("job"), 43).unwrap();
         let d = store.diagnosis("job", 5).unwrap().unwrap();
         assert_eq!(d.nodes, 2);
         assert_eq!(d.missing, vec![(2, 3), (5, 7)]);
@@ -1024,6 +1337,84 @@ mod tests {
         assert_eq!(jobs.len(), 1);
         assert_eq!((jobs[0].nodes, jobs[0].ranks_seen), (2, 3));
         assert_eq!(jobs[0].latest_analysed_window, Some(5));
+    }
+
+    fn put_at(store: &mut Store, s: WindowSummary, now_ns: u64) -> Ingested {
+        let z = zstd::encode_all(serde_json::to_vec(&s).unwrap().as_slice(), 3).unwrap();
+        store.ingest(s, z, now_ns).unwrap()
+    }
+
+    const SECOND: u64 = 1_000_000_000;
+
+    #[test]
+    fn a_window_is_analysed_once_when_every_rank_is_in_or_when_its_posts_stop() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = Store::open(&DbLocation::Sqlite(dir.path().join("db.sqlite"))).unwrap();
+        let t = 100 * SECOND;
+        // Window 1: four nodes of two ranks; analysed at the fourth post only.
+        let analysed: Vec<Option<usize>> = (0..4u32)
+            .map(|n| {
+                put_at(
+                    &mut store,
+                    summary(&format!("n{n}"), 1, &[2 * n, 2 * n + 1]),
+                    t,
+                )
+                .findings
+            })
+            .collect();
+        assert_eq!(analysed, [None, None, None, Some(0)]);
+        assert_eq!(store.windows_analysed("job").unwrap(), 1);
+        // Window 2: one node posts, then nothing: due a second after its last post.
+        assert_eq!(
+            put_at(&mut store, summary("n0", 2, &[0, 1]), t).findings,
+            None
+        );
+        store.analyse_due(t + SECOND / 2).unwrap();
+        assert_eq!(store.diagnosis("job", 2).unwrap(), None);
+        store.analyse_due(t + SECOND).unwrap();
+        let d = store.diagnosis("job", 2).unwrap().unwrap();
+        assert_eq!(d.missing, vec![(2, 7)]);
+        // Window 3 pending, window 4 complete: 3 is analysed first, then 4.
+        put_at(&mut store, summary("n0", 3, &[0, 1]), t + 2 * SECOND);
+        for n in 0..4u32 {
+            put_at(
+                &mut store,
+                summary(&format!("n{n}"), 4, &[2 * n, 2 * n + 1]),
+                t + 2 * SECOND,
+            );
+        }
+        assert_eq!(
+            store.diagnosis("job", 3).unwrap().unwrap().missing,
+            vec![(2, 7)]
+        );
+        assert!(store
+            .diagnosis("job", 4)
+            .unwrap()
+            .unwrap()
+            .missing
+            .is_empty());
+        assert_eq!(store.windows_analysed("job").unwrap(), 4);
+    }
+
+    #[test]
+    fn a_window_left_pending_by_a_stopped_server_is_analysed_by_the_next() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("db.sqlite");
+        let now = crate::unix_ns();
+        {
+            let mut store = Store::open(&DbLocation::Sqlite(path.clone())).unwrap();
+            put_at(&mut store, summary("n0", 7, &[0, 1, 2, 3]), now);
+        }
+        let mut store = Store::open(&DbLocation::Sqlite(path.clone())).unwrap();
+        store.analyse_due(now + SECOND / 2).unwrap();
+        assert_eq!(store.diagnosis("job", 7).unwrap(), None);
+        store.analyse_due(now + SECOND).unwrap();
+        let d = store.diagnosis("job", 7).unwrap().unwrap();
+        assert_eq!((d.ranks_with_data, d.missing.clone()), (4, vec![(4, 7)]));
+        // Analysed: a third server has nothing left to do.
+        drop(store);
+        let store = Store::open(&DbLocation::Sqlite(path)).unwrap();
+        assert!(store.pending.is_empty());
     }
 
     #[test]

@@ -10,6 +10,8 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+mod nats;
+
 pub const SUMMARIES_PATH: &str = "/api/v1/summaries";
 
 /// What the pusher did so far.
@@ -30,6 +32,7 @@ pub struct PushStats {
 struct Pending {
     job: String,
     window: u64,
+    node: String,
     body: Vec<u8>,
 }
 
@@ -73,6 +76,32 @@ enum Failure {
     Retry(String),
     /// The server refused this summary; sending it again would not help.
     Permanent(String),
+}
+
+/// Where summaries go: the server's summaries endpoint, or NATS JetStream.
+enum Transport {
+    Http { agent: ureq::Agent, url: String },
+    // Boxed: it holds its own runtime, several times the HTTP agent's size.
+    Nats(Box<nats::NatsSink>),
+}
+
+impl Transport {
+    fn send(
+        &mut self,
+        item: &Pending,
+        token: Option<&str>,
+        timeout: Duration,
+    ) -> Result<(), Failure> {
+        match self {
+            Transport::Http { agent, url } => send(agent, url, token, &item.body, timeout),
+            Transport::Nats(sink) => sink.send(item, timeout),
+        }
+    }
+}
+
+/// A `nats://` URL: summaries go to NATS JetStream rather than to a server over HTTP.
+pub fn is_nats(server: &str) -> bool {
+    server.trim().to_ascii_lowercase().starts_with("nats://")
 }
 
 /// The summaries endpoint for a server URL (a base URL or the endpoint itself).
@@ -132,7 +161,19 @@ fn read_ca(path: &std::path::Path) -> Result<Vec<ureq::tls::Certificate<'static>
 
 impl Pusher {
     pub fn start(cfg: PushConfig) -> Result<Pusher, AgentError> {
-        let url = endpoint(&cfg.server)?;
+        let nats = is_nats(&cfg.server);
+        let url = if nats {
+            let rest = cfg.server.trim()["nats://".len()..].trim_end_matches('/');
+            if rest.is_empty() || rest.starts_with('@') {
+                return Err(AgentError::ServerUrl {
+                    url: cfg.server.clone(),
+                    why: "no host".into(),
+                });
+            }
+            cfg.server.trim().to_string()
+        } else {
+            endpoint(&cfg.server)?
+        };
         let shared = Arc::new(Shared {
             state: Mutex::new(State {
                 items: VecDeque::new(),
@@ -164,12 +205,27 @@ impl Pusher {
                     .build(),
             ),
         };
-        let agent: ureq::Agent = builder.build().into();
+        let mut transport = if nats {
+            let sink = nats::NatsSink::new(&url, cfg.token.clone()).map_err(|source| {
+                AgentError::Thread {
+                    what: "NATS runtime",
+                    source,
+                }
+            })?;
+            Transport::Nats(Box::new(sink))
+        } else {
+            Transport::Http {
+                agent: builder.build().into(),
+                url: url.clone(),
+            }
+        };
+        // Logs never show a password in the URL.
+        let url = redact(&url);
         let thread = {
             let (shared, cfg, url) = (shared.clone(), cfg.clone(), url.clone());
             std::thread::Builder::new()
                 .name("flare-push".into())
-                .spawn(move || deliver(&shared, &cfg, &url, &agent))
+                .spawn(move || deliver(&shared, &cfg, &url, &mut transport))
                 .map_err(|source| AgentError::Thread {
                     what: "push",
                     source,
@@ -207,6 +263,7 @@ impl Pusher {
         st.items.push_back(Pending {
             job: summary.job_id.clone(),
             window: summary.window,
+            node: summary.node.clone(),
             body,
         });
         enforce_limits(&mut st, &self.cfg);
@@ -293,7 +350,7 @@ fn enforce_limits(st: &mut State, cfg: &PushConfig) {
     }
 }
 
-fn deliver(shared: &Shared, cfg: &PushConfig, url: &str, agent: &ureq::Agent) {
+fn deliver(shared: &Shared, cfg: &PushConfig, url: &str, transport: &mut Transport) {
     let mut backoff = cfg.initial_backoff;
     loop {
         let (item, closing) = {
@@ -322,7 +379,7 @@ fn deliver(shared: &Shared, cfg: &PushConfig, url: &str, agent: &ureq::Agent) {
                 .max(Duration::from_millis(1)),
             None => cfg.request_timeout,
         };
-        let result = send(agent, url, cfg.token.as_deref(), &item.body, timeout);
+        let result = transport.send(&item, cfg.token.as_deref(), timeout);
         let mut st = shared.lock();
         st.in_flight = None;
         let doomed = std::mem::take(&mut st.in_flight_doomed);
@@ -376,6 +433,26 @@ fn deliver(shared: &Shared, cfg: &PushConfig, url: &str, agent: &ureq::Agent) {
                 drop(g);
             }
         }
+    }
+}
+
+/// A URL with the password of its user part replaced by `***`.
+fn redact(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_string();
+    };
+    let (authority, tail) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+    match authority.rsplit_once('@') {
+        Some((user_info, host)) => {
+            let user = user_info.split(':').next().unwrap_or("");
+            let hidden = if user_info.contains(':') {
+                format!("{user}:***")
+            } else {
+                "***".to_string()
+            };
+            format!("{scheme}://{hidden}@{host}{tail}")
+        }
+        None => url.to_string(),
     }
 }
 
@@ -437,6 +514,21 @@ pub(crate) fn reply_text(resp: &mut ureq::http::Response<ureq::Body>) -> String 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn urls_in_logs_hide_credentials() {
+        for (url, shown) in [
+            ("nats://a:secret@h:4222", "nats://a:***@h:4222"),
+            ("nats://tok3n@h:4222", "nats://***@h:4222"),
+            (
+                "http://h:7470/api/v1/summaries",
+                "http://h:7470/api/v1/summaries",
+            ),
+        ] {
+            assert_eq!(redact(url), shown);
+        }
+        assert!(is_nats(" NATS://h:4222") && !is_nats("http://h"));
+    }
 
     #[test]
     fn endpoints_accept_a_base_or_the_full_path() {
