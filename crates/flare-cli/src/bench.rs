@@ -36,6 +36,9 @@ pub enum Which {
     /// The server's storage (SQLite or PostgreSQL): summaries ingested per second and
     /// the time each takes, stored and its window re-analysed.
     Store(crate::store_bench::StoreBenchArgs),
+    /// A 10,240-GPU job's agents against real servers (HTTP + SQLite, or NATS
+    /// JetStream + PostgreSQL): loss, finding latency, server CPU and memory, bytes.
+    Load(crate::load_bench::LoadBenchArgs),
 }
 
 #[derive(Args)]
@@ -105,6 +108,7 @@ pub fn run(a: BenchArgs) -> Result<ExitCode> {
         Which::Logs(a) => crate::logs::bench(a),
         Which::LogsCorpus(a) => crate::logs::corpus::run(a),
         Which::Store(a) => crate::store_bench::run(a),
+        Which::Load(a) => crate::load_bench::run(a),
     }
 }
 

@@ -9,6 +9,7 @@ mod compare;
 mod demo;
 mod diagnose;
 mod labels;
+mod load_bench;
 mod logs;
 mod overhead;
 mod present;

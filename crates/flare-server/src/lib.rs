@@ -263,6 +263,7 @@ impl Server {
             store::Store::open(&path).map(|mut s| {
                 s.set_alert_rules(rules);
                 s.set_cache_bytes(cache_bytes);
+                s.use_system_clock();
                 s
             })
         })

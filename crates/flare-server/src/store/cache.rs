@@ -18,8 +18,8 @@ pub const DEFAULT_CACHE_BYTES: usize = 384 << 20;
 /// What a window's stored summaries were when a value was made of them (see
 /// `window_stamps`): a server sharing its database with others checks it before trusting
 /// the value. A single server's values carry the default.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(crate) struct Stamp(pub i64, pub i64);
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Stamp(pub i64, pub i64);
 
 /// Least-recently-used values per (job, window), bounded in a weight (their estimated
 /// bytes): the entry just used stays even when it alone exceeds the bound.

@@ -154,6 +154,10 @@ pub struct WindowDiagnosis {
     /// The window's figures for the dashboard's charts (absent from older servers' rows).
     #[serde(default)]
     pub figures: WindowFigures,
+    /// In a shared database, the stamp of the summaries it was made from: a server
+    /// finding the window's summaries unchanged since leaves it as it is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub basis: Option<Stamp>,
 }
 
 /// What the dashboard charts of one window.
@@ -267,6 +271,7 @@ impl WindowDiagnosis {
             missing,
             analysed_unix_ns: now_ns,
             figures: WindowFigures::default(),
+            basis: None,
         }
     }
 
@@ -417,6 +422,9 @@ pub struct Store {
     /// Per job, its windows pending analysis.
     pending: BTreeMap<String, BTreeMap<u64, Pending>>,
     analysis_delay_ns: u64,
+    /// Diagnoses are stamped with the system clock when done (a server), not with the
+    /// time the caller gave (tests).
+    system_clock: bool,
     cache: WindowCache,
     windows: LiveWindowCache,
     live: LiveConfig,
@@ -434,6 +442,7 @@ impl Store {
             db,
             pending,
             analysis_delay_ns: ANALYSIS_DELAY_NS,
+            system_clock: false,
             cache: cache::summaries_cache(DEFAULT_CACHE_BYTES / 3 * 2),
             windows: cache::windows_cache(DEFAULT_CACHE_BYTES / 3),
             live: LiveConfig::default(),
@@ -584,7 +593,15 @@ impl Store {
         let windows: Vec<u64> = pending.range(..=last).map(|(w, _)| *w).collect();
         let mut out = Analysed::default();
         for w in windows {
-            let (n, a) = self.analyse(job_id, w, now_ns, stamps)?;
+            // Another server sharing the database analysed these very summaries already.
+            let done_elsewhere = self.db.shared()
+                && stamps.contains_key(&w)
+                && matches!(read_diagnosis(&self.db, job_id, w), Ok(Some(d)) if d.basis.as_ref() == stamps.get(&w));
+            let (n, a) = if done_elsewhere {
+                (0, Vec::new())
+            } else {
+                self.analyse(job_id, w, now_ns, stamps)?
+            };
             // Done only once analysed: a failure leaves it pending for the next try.
             if let Some(p) = self.pending.get_mut(job_id) {
                 p.remove(&w);
@@ -592,8 +609,10 @@ impl Store {
                     self.pending.remove(job_id);
                 }
             }
-            out.windows.push((w, n));
-            out.alerts.extend(a);
+            if !done_elsewhere {
+                out.windows.push((w, n));
+                out.alerts.extend(a);
+            }
         }
         Ok(out)
     }
@@ -639,14 +658,22 @@ impl Store {
         );
         let figures = WindowFigures::of(&current);
         self.windows.put(key.clone(), current, stamp);
-        let mut diagnosis = WindowDiagnosis::new(&summaries, live, now_ns);
+        // Stamped when the analysis is done, on a server: the time a finding became
+        // readable. Tests give their own time.
+        let done_ns = if self.system_clock {
+            crate::unix_ns().max(now_ns)
+        } else {
+            now_ns
+        };
+        let mut diagnosis = WindowDiagnosis::new(&summaries, live, done_ns);
         diagnosis.figures = figures;
+        diagnosis.basis = self.db.shared().then_some(stamp);
         if let Some(logs) = self.logs.verdict_for(job_id, window) {
             let totals = crate::logs::totals(&self.db, job_id)?;
             diagnosis.merge_logs(logs, totals);
         }
         let n = diagnosis.findings.len();
-        self.store_diagnosis(job_id, window, &diagnosis, now_ns)?;
+        self.store_diagnosis(job_id, window, &diagnosis, done_ns)?;
         self.cache.put(key, summaries, stamp);
         let db = &self.db;
         let alerts = crate::alerts::evaluate(
@@ -839,6 +866,11 @@ impl Store {
             .into_iter()
             .map(|(rank, frames)| flare_report::RankStack { rank, frames })
             .collect())
+    }
+
+    /// Stamps diagnoses with the system clock when their analysis is done (servers).
+    pub fn use_system_clock(&mut self) {
+        self.system_clock = true;
     }
 
     /// The rules alerts follow (the default until set).
