@@ -544,8 +544,10 @@ impl Store {
         let delay = self.analysis_delay_ns;
         let due = self.pending[&key.0].values().any(|p| p.due(now_ns, delay));
         let analysed = if due {
-            let first = self.pending[&key.0].keys().next().copied().unwrap_or(key.1);
-            let stamps = self.drop_stale(&key.0, self.first_read(first), key.1)?;
+            let pending = &self.pending[&key.0];
+            let first = pending.keys().next().copied().unwrap_or(key.1);
+            let last = pending.keys().next_back().copied().unwrap_or(key.1);
+            let stamps = self.drop_stale(&key.0, self.first_read(first), last)?;
             self.analyse_pending(&key.0, now_ns, &stamps, false)?
         } else {
             Analysed::default()
