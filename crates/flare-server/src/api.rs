@@ -5,7 +5,7 @@ use crate::auth::{Need, RateLimiter, Tokens};
 use crate::dashboard;
 use crate::ingest::{self, Encoding, IngestError};
 use crate::store::{Store, StoreError, StoredSummaries};
-use crate::ServerConfig;
+use crate::{unix_ns, ServerConfig};
 use axum::body::Bytes;
 use axum::extract::rejection::{BytesRejection, QueryRejection};
 use axum::extract::{ConnectInfo, DefaultBodyLimit, Path, Query, Request, State};
@@ -352,8 +352,6 @@ async fn wrong_method(method: Method, uri: Uri) -> ApiError {
         format!("{method} is not allowed on {}", uri.path()),
     )
 }
-
-use crate::unix_ns;
 
 async fn post_summary(
     State(state): State<AppState>,
