@@ -80,7 +80,8 @@ pub struct AgentArgs {
 #[derive(Clone, Copy, Debug)]
 pub struct Listen(Option<SocketAddr>);
 
-fn duration(s: &str) -> Result<Duration, String> {
+/// A command-line duration (`10s`, `100ms`, `30d`), as the agent's configuration reads it.
+pub(crate) fn duration(s: &str) -> Result<Duration, String> {
     flare_agent::parse_duration(s).map_err(|e| e.to_string())
 }
 

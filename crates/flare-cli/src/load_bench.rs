@@ -15,13 +15,14 @@ use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
 use flare_agent::{PushConfig, Pusher};
 use flare_model::WindowSummary;
-use flare_sim::{fault::FaultKind, simulate, SimConfig};
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, ExitCode, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 const TOKEN: &str = "flare-bench-load-token";
 const JOB: &str = "bench-load";
+/// Iterations of the simulated job per window.
+const ITERATIONS_PER_WINDOW: u32 = 4;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum LoadMode {
@@ -44,20 +45,16 @@ pub struct LoadBenchArgs {
     /// Agents (nodes); the job has 8 GPUs per agent.
     #[arg(long, default_value_t = 1280)]
     pub agents: u32,
-    #[arg(long, default_value = "10s", value_parser = duration)]
+    #[arg(long, default_value = "10s", value_parser = crate::agent::duration)]
     pub window: Duration,
     #[arg(long, default_value_t = 60)]
     pub windows: u64,
     /// Agents send within this long after a window ends (spread evenly).
-    #[arg(long, default_value = "2s", value_parser = duration)]
+    #[arg(long, default_value = "2s", value_parser = crate::agent::duration)]
     pub jitter: Duration,
     /// Pushers (connections) the agents' summaries are spread over.
     #[arg(long, default_value_t = 32)]
     pub connections: usize,
-}
-
-fn duration(s: &str) -> Result<Duration, String> {
-    flare_agent::parse_duration(s).map_err(|e| e.to_string())
 }
 
 /// A scratch directory (the SQLite file, NATS's store), removed when the bench ends.
@@ -207,17 +204,8 @@ fn get(agent: &ureq::Agent, api: &str, path: &str) -> Result<serde_json::Value> 
 
 pub fn run(a: LoadBenchArgs) -> Result<ExitCode> {
     let ranks = a.agents * 8;
-    let mut cfg = SimConfig::for_scale(ranks);
-    cfg.iterations = 12;
-    cfg.fault = FaultKind::SlowGpu;
     eprintln!("simulating the {ranks}-GPU job...");
-    let sim = simulate(&cfg).context("simulating the job")?;
-    let slow = sim.truth.culprits.first().and_then(|c| c.rank);
-    let batch = flare_engine::diagnose(&sim.trace, &flare_engine::EngineConfig::default());
-    let its: Vec<f64> = batch.iteration_ns.iter().flatten().copied().collect();
-    let window_ns = (4.0 * its.iter().sum::<f64>() / its.len().max(1) as f64) as u64;
-    let replayed = flare_agent::replay::summaries_of_trace(&sim.trace, JOB, window_ns);
-    drop(sim);
+    let (replayed, slow) = crate::store_bench::slow_gpu_job(ranks, 12, ITERATIONS_PER_WINDOW, JOB)?;
     let nodes = replayed.iter().map(Vec::len).max().unwrap_or(0);
     // Windows every node sent: the job's steady state.
     let templates: Vec<Vec<WindowSummary>> =
@@ -304,14 +292,13 @@ pub fn run(a: LoadBenchArgs) -> Result<ExitCode> {
     );
     let mut last_sent_ns = vec![0u64; a.windows as usize];
     let mut bytes = 0usize;
-    let its_per_window = 4;
     let start = Instant::now();
     for (i, &(at, k, node)) in schedule.iter().enumerate() {
         if let Some(wait) = at.checked_sub(start.elapsed()) {
             std::thread::sleep(wait);
         }
         let t = (k as usize) % templates.len();
-        let s = renumber(&templates[t][node], k, its_per_window);
+        let s = renumber(&templates[t][node], k, u64::from(ITERATIONS_PER_WINDOW));
         pushers[i % pushers.len()].submit(&s)?;
         last_sent_ns[k as usize] = unix_ns();
         if node == 0 {

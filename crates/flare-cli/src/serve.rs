@@ -51,7 +51,7 @@ pub struct ServeArgs {
     #[arg(long, default_value_t = ConnLimits::default().max_connections_per_ip)]
     pub max_connections_per_ip: usize,
     /// Time a client has to send a request's header; idle connections close after it too.
-    #[arg(long, default_value = "20s", value_parser = duration)]
+    #[arg(long, default_value = "20s", value_parser = crate::agent::duration)]
     pub header_timeout: Duration,
     /// Summaries one IP address may post per second, sustained (429 beyond, and agents
     /// retry); 0 for no bound (behind a proxy every agent comes through).
@@ -84,7 +84,7 @@ pub struct ServeArgs {
     pub resolve_after_windows: u32,
     /// Delete jobs not heard from for this long (`30d`, `12h`); by default nothing is
     /// deleted. Checked every minute.
-    #[arg(long, value_name = "AGE", value_parser = duration)]
+    #[arg(long, value_name = "AGE", value_parser = crate::agent::duration)]
     pub retain: Option<Duration>,
     /// Also store the summaries agents publish to NATS JetStream at this URL
     /// (`nats://host:4222`; `flare agent --server nats://...`). Any number of servers
@@ -131,10 +131,6 @@ fn db_location(s: &str) -> Result<DbLocation, String> {
         return Err("give a SQLite file or a postgres:// URL".into());
     }
     Ok(DbLocation::parse(s))
-}
-
-fn duration(s: &str) -> Result<Duration, String> {
-    flare_agent::parse_duration(s).map_err(|e| e.to_string())
 }
 
 /// A size: a number of bytes, or with a unit (KiB, MiB, GiB, TiB; KB, MB, GB, TB).

@@ -6,6 +6,7 @@
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
+use flare_model::WindowSummary;
 use flare_server::store::{DbLocation, Store};
 use flare_sim::{fault::FaultKind, simulate, SimConfig};
 use std::process::ExitCode;
@@ -32,6 +33,28 @@ pub struct StoreBenchArgs {
     pub servers: usize,
 }
 
+/// A simulated job of `ranks` with a slow GPU, as its agents would have summarised it
+/// (its ops replayed through the agent's aggregation): windows of `window_iterations`
+/// iterations, each the summaries its nodes post; and the slow GPU's rank. The
+/// simulation itself is dropped here (2 GB at 10,240 ranks).
+pub(crate) fn slow_gpu_job(
+    ranks: u32,
+    iterations: u32,
+    window_iterations: u32,
+    job_id: &str,
+) -> Result<(Vec<Vec<WindowSummary>>, Option<u32>)> {
+    let mut cfg = SimConfig::for_scale(ranks);
+    cfg.iterations = iterations;
+    cfg.fault = FaultKind::SlowGpu;
+    let sim = simulate(&cfg).context("simulating the job")?;
+    let batch = flare_engine::diagnose(&sim.trace, &flare_engine::EngineConfig::default());
+    let its: Vec<f64> = batch.iteration_ns.iter().flatten().copied().collect();
+    let window_ns =
+        (f64::from(window_iterations) * its.iter().sum::<f64>() / its.len().max(1) as f64) as u64;
+    let windows = flare_agent::replay::summaries_of_trace(&sim.trace, job_id, window_ns);
+    Ok((windows, sim.truth.culprits.first().and_then(|c| c.rank)))
+}
+
 pub fn run(a: StoreBenchArgs) -> Result<ExitCode> {
     let at = DbLocation::parse(&a.db);
     if let DbLocation::Sqlite(path) = &at {
@@ -42,15 +65,7 @@ pub fn run(a: StoreBenchArgs) -> Result<ExitCode> {
             bail!("one server per SQLite file: --servers needs a postgres:// URL");
         }
     }
-    let mut cfg = SimConfig::for_scale(a.ranks);
-    cfg.iterations = a.iterations;
-    cfg.fault = FaultKind::SlowGpu;
-    let sim = simulate(&cfg).context("simulating the job")?;
-    let batch = flare_engine::diagnose(&sim.trace, &flare_engine::EngineConfig::default());
-    let its: Vec<f64> = batch.iteration_ns.iter().flatten().copied().collect();
-    let window_ns =
-        (f64::from(a.window_iterations) * its.iter().sum::<f64>() / its.len().max(1) as f64) as u64;
-    let windows = flare_agent::replay::summaries_of_trace(&sim.trace, "bench-store", window_ns);
+    let (windows, truth) = slow_gpu_job(a.ranks, a.iterations, a.window_iterations, "bench-store")?;
     let mut posts = Vec::new();
     for w in &windows {
         for s in w {
@@ -117,7 +132,6 @@ pub fn run(a: StoreBenchArgs) -> Result<ExitCode> {
         crate::bench::peak_rss_mb().unwrap_or(0.0)
     );
     // The answer is the same whatever the store: each window's top culprit.
-    let truth = sim.truth.culprits.first().and_then(|c| c.rank);
     let mut named = 0;
     for w in &windows {
         let Some(window) = w.first().map(|s| s.window) else {

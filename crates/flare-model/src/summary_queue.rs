@@ -32,6 +32,25 @@ pub fn message_id(job_id: &str, window: u64, node: &str) -> String {
     format!("{job_id}/{window}/{node}")
 }
 
+/// A NATS or HTTP URL for logs and errors: the user part's password replaced by `***`,
+/// and a user part without one (a NATS token) hidden whole.
+pub fn redact(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_string();
+    };
+    let (authority, tail) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+    match authority.rsplit_once('@') {
+        Some((user_info, host)) => {
+            let hidden = match user_info.split_once(':') {
+                Some((user, _)) => format!("{user}:***"),
+                None => "***".to_string(),
+            };
+            format!("{scheme}://{hidden}@{host}{tail}")
+        }
+        None => url.to_string(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

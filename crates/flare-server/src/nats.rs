@@ -21,7 +21,8 @@ use futures_util::StreamExt;
 use std::time::Duration;
 use tracing::{error, info, warn};
 
-pub use flare_model::summary_queue::{STREAM, SUBJECT_PREFIX};
+// A NATS URL in logs and errors hides its token or password.
+pub use flare_model::summary_queue::{redact, STREAM, SUBJECT_PREFIX};
 
 /// The durable consumer the servers share.
 pub const CONSUMER: &str = "flare-serve";
@@ -133,9 +134,4 @@ async fn store(state: &AppState, m: jetstream::Message) {
         // Delivered again after ACK_WAIT; storing it again changes nothing.
         warn!(%subject, "acknowledgement lost ({e})");
     }
-}
-
-/// A NATS URL without its password, for logs and errors.
-pub fn redact(url: &str) -> String {
-    crate::store::db::postgres::redact(url)
 }

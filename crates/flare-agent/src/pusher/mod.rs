@@ -220,7 +220,7 @@ impl Pusher {
             }
         };
         // Logs never show a password in the URL.
-        let url = redact(&url);
+        let url = flare_model::summary_queue::redact(&url);
         let thread = {
             let (shared, cfg, url) = (shared.clone(), cfg.clone(), url.clone());
             std::thread::Builder::new()
@@ -436,26 +436,6 @@ fn deliver(shared: &Shared, cfg: &PushConfig, url: &str, transport: &mut Transpo
     }
 }
 
-/// A URL with the password of its user part replaced by `***`.
-fn redact(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_string();
-    };
-    let (authority, tail) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
-    match authority.rsplit_once('@') {
-        Some((user_info, host)) => {
-            let user = user_info.split(':').next().unwrap_or("");
-            let hidden = if user_info.contains(':') {
-                format!("{user}:***")
-            } else {
-                "***".to_string()
-            };
-            format!("{scheme}://{hidden}@{host}{tail}")
-        }
-        None => url.to_string(),
-    }
-}
-
 /// Backoff with ±25% jitter drawn from the clock's low bits (no RNG dependency needed
 /// for spreading retries).
 fn jitter(d: Duration) -> Duration {
@@ -525,7 +505,7 @@ mod tests {
                 "http://h:7470/api/v1/summaries",
             ),
         ] {
-            assert_eq!(redact(url), shown);
+            assert_eq!(flare_model::summary_queue::redact(url), shown);
         }
         assert!(is_nats(" NATS://h:4222") && !is_nats("http://h"));
     }

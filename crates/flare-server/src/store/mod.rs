@@ -710,9 +710,7 @@ impl Store {
             .collect();
         let mut alerts = Vec::new();
         for job in jobs {
-            alerts.extend(self.with_job_locked(&job, |s, stamps| {
-                s.analyse_pending(&job, now_ns, stamps, false)
-            })?);
+            alerts.extend(self.analyse_locked(&job, now_ns, false)?);
         }
         Ok(alerts)
     }
@@ -731,19 +729,19 @@ impl Store {
         };
         let mut alerts = Vec::new();
         for job in jobs {
-            alerts.extend(self.with_job_locked(&job, |s, stamps| {
-                s.analyse_pending(&job, now_ns, stamps, true)
-            })?);
+            alerts.extend(self.analyse_locked(&job, now_ns, true)?);
         }
         Ok(alerts)
     }
 
-    /// Runs `f` under the job's lock, after dropping what another server changed of
-    /// the job's pending windows (and those their analyses read); the alerts it made.
-    fn with_job_locked(
+    /// [`Store::analyse_pending`] under the job's lock, after dropping what another
+    /// server changed of the job's pending windows (and those their analyses read);
+    /// the alerts it made.
+    fn analyse_locked(
         &mut self,
         job_id: &str,
-        f: impl FnOnce(&mut Store, &BTreeMap<u64, Stamp>) -> Result<Analysed, StoreError>,
+        now_ns: u64,
+        all: bool,
     ) -> Result<Vec<crate::alerts::AlertEvent>, StoreError> {
         let Some((first, last)) = self
             .pending
@@ -755,7 +753,7 @@ impl Store {
         self.db.lock_job(job_id)?;
         let out = self
             .drop_stale(job_id, self.first_read(first), last)
-            .and_then(|stamps| f(self, &stamps));
+            .and_then(|stamps| self.analyse_pending(job_id, now_ns, &stamps, all));
         let unlocked = self.db.unlock_job(job_id);
         let out = out?;
         unlocked?;
