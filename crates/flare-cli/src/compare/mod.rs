@@ -60,7 +60,11 @@ pub fn run(a: CompareArgs) -> Result<ExitCode> {
             }
         );
     }
-    let findings = regression_findings(&mut comparison, &CompareConfig::default());
+    let cfg = CompareConfig {
+        within_one_run: a.current.is_none(),
+        ..CompareConfig::default()
+    };
+    let findings = regression_findings(&mut comparison, &cfg);
     let mut doc = FindingsDocument::new(job, findings, true);
     doc.comparison = Some(comparison);
     if let Some(report) = &a.report {

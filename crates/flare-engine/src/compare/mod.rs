@@ -8,11 +8,13 @@
 
 mod causes;
 mod profile;
+mod scale;
 mod sequence;
 mod verdict;
 mod windows;
 
 pub use profile::profile;
+pub use scale::{machine_scale, MachineScale};
 pub use sequence::sequence_change;
 pub use verdict::{regression_findings, CompareConfig};
 

@@ -23,6 +23,9 @@ pub struct CompareConfig {
     /// Steps (rank x iteration) each run needs before a change of time is told from its
     /// noise: fewer say nothing of the spread.
     pub min_steps: u64,
+    /// Both sides come from one run (before and after a change within it), so a change
+    /// of the machine's speed is an event of that run, not a difference of machines.
+    pub within_one_run: bool,
 }
 
 impl Default for CompareConfig {
@@ -34,6 +37,7 @@ impl Default for CompareConfig {
             min_change_se: 3.0,
             min_cause_share: 0.01,
             min_steps: 5,
+            within_one_run: false,
         }
     }
 }
@@ -181,6 +185,9 @@ fn step_findings(c: &Comparison, cfg: &CompareConfig) -> Vec<Finding> {
         return vec![];
     }
     let slower = delta > 0.0;
+    if let Some(scale) = super::machine_scale(c) {
+        return vec![machine_finding(c, cfg, &scale, se)];
+    }
     // The classes that moved the way the step did, most first.
     let movers: Vec<&TimeClassChange> = c
         .classes
@@ -192,29 +199,7 @@ fn step_findings(c: &Comparison, cfg: &CompareConfig) -> Vec<Finding> {
         return vec![];
     };
     let more_often = count_changed(top, cfg);
-    let mut evidence = vec![Evidence::new(
-        EvidenceKey::StepTimeMs,
-        after,
-        Some(before),
-        Unit::Ms,
-        format!(
-            "a rank's mean step, from an iteration's first op (on a GPU its first device op) to the next one's: {} against {} (ranks x iterations: {} against {})",
-            c.current.source, c.baseline.source, c.current.rank_iterations, c.baseline.rank_iterations
-        ),
-    )
-    .decisive()];
-    if se > 0.0 {
-        evidence.push(Evidence::new(
-            EvidenceKey::StepChangeSe,
-            delta.abs() / se,
-            Some(cfg.min_change_se),
-            Unit::None,
-            format!(
-                "the change over the noise: steps vary by {:.2} ms (sd) in the baseline and {:.2} in the current run",
-                c.baseline.step_sd_ms, c.current.step_sd_ms
-            ),
-        ));
-    }
+    let mut evidence = step_evidence(c, cfg, se);
     for (i, r) in movers.iter().enumerate() {
         evidence.push(
             Evidence::new(
@@ -274,6 +259,106 @@ fn step_findings(c: &Comparison, cfg: &CompareConfig) -> Vec<Finding> {
         corroborated_by: vec![],
         failure: None,
     }]
+}
+
+/// The step's evidence: its time against the baseline's (decisive), and its change over
+/// the noise where the runs have a spread.
+fn step_evidence(c: &Comparison, cfg: &CompareConfig, se: f64) -> Vec<Evidence> {
+    let mut evidence = vec![Evidence::new(
+        EvidenceKey::StepTimeMs,
+        c.current.step_ms,
+        Some(c.baseline.step_ms),
+        Unit::Ms,
+        format!(
+            "a rank's mean step, from an iteration's first op (on a GPU its first device op) to the next one's: {} against {} (ranks x iterations: {} against {})",
+            c.current.source, c.baseline.source, c.current.rank_iterations, c.baseline.rank_iterations
+        ),
+    )
+    .decisive()];
+    if se > 0.0 {
+        evidence.push(Evidence::new(
+            EvidenceKey::StepChangeSe,
+            (c.current.step_ms - c.baseline.step_ms).abs() / se,
+            Some(cfg.min_change_se),
+            Unit::None,
+            format!(
+                "the change over the noise: steps vary by {:.2} ms (sd) in the baseline and {:.2} in the current run",
+                c.baseline.step_sd_ms, c.current.step_sd_ms
+            ),
+        ));
+    }
+    evidence
+}
+
+/// The step's change when it is the whole step scaled (see [`super::scale`]): no class
+/// is named as its cause. Between two runs it is an `info`, since one run of each cannot
+/// tell the machines' speed from the program's; within one run, the machine slowing
+/// down mid-job is a warning.
+fn machine_finding(
+    c: &Comparison,
+    cfg: &CompareConfig,
+    scale: &super::MachineScale,
+    se: f64,
+) -> Finding {
+    let (before, after) = (c.baseline.step_ms, c.current.step_ms);
+    let slower = after > before;
+    let mut evidence = step_evidence(c, cfg, se);
+    for &(part, b, cur) in &scale.parts {
+        evidence.push(
+            Evidence::new(
+                EvidenceKey::PartTimeMs,
+                cur,
+                Some(b),
+                Unit::Ms,
+                format!(
+                    "all {} time per step of a rank: {:+.0}% against the step's {:+.0}%",
+                    part.as_str(),
+                    (cur / b - 1.0) * 100.0,
+                    (scale.factor - 1.0) * 100.0
+                ),
+            )
+            .decisive(),
+        );
+    }
+    evidence.push(Evidence::new(
+        EvidenceKey::ConcentratedShare,
+        scale.concentrated,
+        Some(0.5),
+        Unit::None,
+        "the share of the change that classes of time carry beyond their share of a uniform change (1: all of it in classes that grew alone)".into(),
+    ));
+    let (severity, action) = match (cfg.within_one_run, slower) {
+        (true, true) => (
+            Severity::Warning,
+            "the whole job slowed at once, every part of its step alike: look at its machines at that moment (other processes on the nodes: top, pidstat; CPU and GPU clocks and throttling: nvidia-smi -q -d PERFORMANCE; thermal or power events: dmesg); `flare diagnose` names a rank or node that slowed alone".to_string(),
+        ),
+        (false, true) => (
+            Severity::Info,
+            "no part of the program stands out: a change of every part of the step alike is the machine's speed (another load on its CPUs, CPU or GPU clocks and power limits, another node or network) more than the program's, and one run of each cannot tell them apart; run both on the same idle machines, or each several times, before looking for a cause in the code".to_string(),
+        ),
+        (_, false) => (
+            Severity::Info,
+            "nothing to fix: every part of the step is faster alike, which is the machine's speed more than the program's".to_string(),
+        ),
+    };
+    Finding {
+        kind: FindingKind::Regression,
+        severity,
+        summary: format!(
+            "steps {} by {:.1}% ({before:.2} -> {after:.2} ms per step of a rank), every part of the step alike ({}): the machine's speed, not one part of the program",
+            if slower { "slower" } else { "faster" },
+            ((after - before) / before).abs() * 100.0,
+            scale.parts_text()
+        ),
+        confidence: (1.0 - scale.concentrated).clamp(0.0, 0.99),
+        culprits: vec![],
+        evidence,
+        action,
+        iterations: vec![],
+        detector: DetectorId::Compare,
+        corroborated_by: vec![],
+        failure: None,
+    }
 }
 
 /// Whether a class runs a different number of ops per step (beyond `cfg.count_change`).

@@ -177,6 +177,12 @@ string_enum! {
         OpTimePerCallMs => "op_time_per_call_ms",
         /// The step's change over its noise (standard errors of the difference of means).
         StepChangeSe => "step_change_se",
+        /// One part of a step's time (compute, communication with its waiting, or the
+        /// host's) in the current run; baseline: in the baseline run.
+        PartTimeMs => "part_time_ms",
+        /// The share of the step's change that classes of time carry beyond their share of
+        /// a uniform change of the step (0: the step scaled as a whole).
+        ConcentratedShare => "concentrated_share",
         /// The median GPU kernel's issue latency (start minus launch), current against
         /// baseline.
         IssueLatencyP50Us => "issue_latency_p50_us",

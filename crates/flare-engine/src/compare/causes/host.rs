@@ -1,7 +1,7 @@
 //! Causes read from time: host phases that grew (GC, the DataLoader) and small compute
 //! ops that became slow per call. Each must stand above the run's noise.
 
-use super::{finding, sites_text, time_changed};
+use super::{finding, sites_text, time_grew};
 use crate::compare::CompareConfig;
 use flare_model::{
     Comparison, Evidence, EvidenceKey, Finding, OpKind, Severity, TimeClassChange, TimeClassKind,
@@ -23,7 +23,7 @@ pub fn garbage_collection(c: &Comparison, cfg: &CompareConfig) -> Option<Finding
     let switched_on = super::enough_steps(c, cfg)
         && r.baseline_count < 0.05 * r.current_count
         && r.delta_ms() >= cfg.min_cause_share * c.baseline.step_ms;
-    if r.delta_ms() <= 0.0 || !(switched_on || time_changed(r, c, cfg)) {
+    if r.delta_ms() <= 0.0 || !(switched_on || time_grew(r, c, cfg)) {
         return None;
     }
     let pause = |ms: f64, n: f64| if n > 0.0 { ms / n } else { 0.0 };
@@ -78,7 +78,7 @@ pub fn garbage_collection(c: &Comparison, cfg: &CompareConfig) -> Option<Finding
 /// The DataLoader takes longer to hand over a step's batches.
 pub fn dataloader(c: &Comparison, cfg: &CompareConfig) -> Option<Finding> {
     let r = host_class(c, OpKind::DataLoader)?;
-    if r.delta_ms() <= 0.0 || !time_changed(r, c, cfg) {
+    if r.delta_ms() <= 0.0 || !time_grew(r, c, cfg) {
         return None;
     }
     Some(finding(
@@ -113,7 +113,7 @@ pub fn between_steps(c: &Comparison, cfg: &CompareConfig) -> Option<Finding> {
         .classes
         .iter()
         .find(|r| r.kind == TimeClassKind::BetweenSteps)?;
-    if r.delta_ms() <= 0.0 || !time_changed(r, c, cfg) {
+    if r.delta_ms() <= 0.0 || !time_grew(r, c, cfg) {
         return None;
     }
     Some(finding(
@@ -158,7 +158,7 @@ pub fn minority_kernel(c: &Comparison, cfg: &CompareConfig) -> Option<Finding> {
         .filter_map(|r| {
             let ratio = per_call(r.current_ms, r.current_count)
                 / per_call(r.baseline_ms, r.baseline_count).max(1e-12);
-            (ratio >= 1.5 && time_changed(r, c, cfg)).then_some((r, ratio))
+            (ratio >= 1.5 && time_grew(r, c, cfg)).then_some((r, ratio))
         })
         .collect();
     slow.sort_by(|a, b| b.0.delta_ms().total_cmp(&a.0.delta_ms()));

@@ -66,12 +66,13 @@ fn finding(
     }
 }
 
-/// A class's change of time per step worth naming: with `cfg.min_steps` steps in each
+/// A class's growth of time per step worth naming (beyond its share of the machine's,
+/// where the step's change is the machine's speed): with `cfg.min_steps` steps in each
 /// run, at least `cfg.min_cause_share` of the baseline's step, a quarter of the class's
 /// time, and `cfg.min_change_se` standard errors (two runs of the same job differ by
 /// noise).
-fn time_changed(r: &TimeClassChange, c: &Comparison, cfg: &CompareConfig) -> bool {
-    let delta = r.delta_ms().abs();
+fn time_grew(r: &TimeClassChange, c: &Comparison, cfg: &CompareConfig) -> bool {
+    let delta = super::scale::own_delta_ms(r, super::machine_scale(c).as_ref());
     enough_steps(c, cfg)
         && delta >= cfg.min_cause_share * c.baseline.step_ms
         && delta >= 0.25 * r.baseline_ms.max(r.current_ms)
