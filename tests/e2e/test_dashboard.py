@@ -3,7 +3,8 @@ WebDriver (chromedriver; scripts/browser-env.sh installs both), against the real
 fed by the real agent tracing an 8-process job (worker.py: rank 5 does more work).
 
 - the job's page names the culprit, with its evidence and action, and updates itself as
-  windows arrive (the page is never reloaded);
+  windows arrive (the page is never reloaded); the ranks are laid out by the parallel
+  groups the job states (`FLARE_PARALLEL`, read by the agent from the ranks' environment);
 - the jobs list shows the job and its health;
 - job ids, node names, op names and stack frames cannot inject markup or script; a
   hang's stacks are merged into a flame graph with the odd rank out in red.
@@ -113,7 +114,10 @@ def test_the_job_page_names_the_culprit_and_updates_itself(tmp_path, procs, brow
     # Long enough for the checks below to end while it still runs (the jobs list shows
     # the latest window's health, and a finished job's last window holds a fraction of a
     # step).
-    url, workers = start_job(tmp_path, procs, slow_rank=SLOW_RANK, seconds=30)
+    # The job states its layout as a Megatron job's ranks would (TP 2 x PP 2 x DP 2): rank
+    # 5 is tensor rank 1 of stage 1 in the first replica.
+    url, workers = start_job(tmp_path, procs, slow_rank=SLOW_RANK, seconds=30,
+                             extra_env={"FLARE_PARALLEL": "tp=2,pp=2"})
     browser.go(f"{url}/jobs/e2e#token={TOKEN}")
     # The token left the address bar (kept for the tab).
     assert "token" not in browser.js("return location.href")
@@ -130,6 +134,12 @@ def test_the_job_page_names_the_culprit_and_updates_itself(tmp_path, procs, brow
     assert browser.js("return window.flareMarker") == "still the same page"
     assert browser.js(text_of("#job")) != first
     assert browser.js("return document.querySelectorAll('#iterations svg, #heatmap svg').length") == 2
+    # The ranks laid out by parallel group, the culprit's row marked.
+    layout = browser.wait(text_of("#layout"), "the heatmap by parallel group")
+    assert "TP 2 × PP 2 × DP 2" in layout, layout
+    marked = browser.js(
+        "return [...document.querySelectorAll('#layout svg text[font-weight=\"700\"]')].map(t => t.textContent)")
+    assert marked == ["stage 1 · tp 1"], marked
     # The jobs list: the job, its health, a link to its page.
     browser.go(f"{url}/")
     row = browser.wait(text_of("table.jobs tbody"), "the jobs table")

@@ -81,6 +81,14 @@ fn take_due<T>(pending: &mut Vec<(u64, String, T)>, w: u64) -> BTreeMap<String, 
     due
 }
 
+/// One job's part of a window on this node: its world size, its parallel layout where a
+/// rank states it, and its ranks' parts.
+type JobParts = (
+    u32,
+    Option<flare_model::ParallelConfig>,
+    BTreeMap<u32, RankParts>,
+);
+
 /// A reported hang: its job, its first record (with the stacks), and the last time (Unix
 /// ns) its op was seen still stuck. A window is closed a grace after it ends; what the
 /// op did by its end, not at the close, says whether the window shows it (a job being
@@ -498,8 +506,8 @@ impl Collector {
                 }
             }
         }
-        // job -> (world size, rank -> parts)
-        let mut jobs: BTreeMap<String, (u32, BTreeMap<u32, RankParts>)> = BTreeMap::new();
+        // job -> (world size, its parallel layout, rank -> parts)
+        let mut jobs: BTreeMap<String, JobParts> = BTreeMap::new();
         for s in &mut self.sources {
             let mut rw = s.windows.remove(&w).unwrap_or_else(RankWindow::default);
             let observed = s.observed_in(w, win);
@@ -509,16 +517,16 @@ impl Collector {
                 continue;
             }
             let gpu = s.uses_gpu();
+            let parallel = s.parallel().cloned();
             // Transfers stopped at the window's end (or at the last drain, if earlier).
             let stalled = s.stalled_links(win.end(w).min(s.observed_to));
             let comms = s.memberships();
             let i = &s.info;
-            let job = jobs
-                .entry(i.job_id.clone())
-                .or_insert_with(|| (0, BTreeMap::new()));
+            let job = jobs.entry(i.job_id.clone()).or_default();
             job.0 = job.0.max(i.world_size);
+            job.1 = job.1.take().or(parallel);
             let parts = job
-                .1
+                .2
                 .entry(i.rank)
                 .or_insert_with(|| RankParts::new(i.rank, i.local_rank, i.pid));
             parts.absorb(rw, observed, s.dropped_total, i.pid, gpu);
@@ -532,12 +540,12 @@ impl Collector {
         let mut peers = take_due(&mut self.peers, w);
         // A job with only hang records in this window still gets its summary.
         for job in hangs.keys().chain(peers.keys()) {
-            jobs.entry(job.clone())
-                .or_insert_with(|| (0, BTreeMap::new()));
+            jobs.entry(job.clone()).or_default();
         }
         let out: Vec<WindowSummary> = jobs
             .into_iter()
-            .map(|(job_id, (world_size, ranks))| WindowSummary {
+            .map(|(job_id, (world_size, parallel, ranks))| WindowSummary {
+                parallel,
                 version: SUMMARY_VERSION,
                 hangs: hangs.remove(&job_id).unwrap_or_default(),
                 peer_stacks: peers.remove(&job_id).unwrap_or_default(),

@@ -1,6 +1,7 @@
 //! What `/proc` says about a traced process: whether it still is the process that wrote
 //! a file, whether it runs Python, and what its threads are blocked in.
 
+use flare_model::{ParallelConfig, ParallelConfigError};
 use std::path::Path;
 
 /// Whether `pid` is (still) the process that anchored its tracer file at `anchor_mono_ns`.
@@ -19,6 +20,35 @@ pub fn same_process(pid: u32, anchor_mono_ns: u64) -> Option<bool> {
     let ticks: u64 = fields.get(19)?.parse().ok()?;
     let start_mono = start_time_mono_ns(ticks)?;
     Some(start_mono <= anchor_mono_ns.saturating_add(2_000_000_000))
+}
+
+/// The job's parallel layout as the process states it: `FLARE_PARALLEL` in its
+/// environment, else the parallel sizes on its command line (Megatron-LM, torchtitan;
+/// see [`ParallelConfig::from_command_line`]), for a job of `world` ranks. `None` when
+/// neither says or `/proc` cannot be read (the environment is readable by the process's
+/// own user and root only).
+pub fn parallel_layout(
+    pid: u32,
+    world: u32,
+) -> Option<Result<ParallelConfig, ParallelConfigError>> {
+    let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
+    let prefix = format!("{}=", flare_model::PARALLEL_ENV);
+    let stated = environ
+        .split(|&b| b == 0)
+        .find_map(|kv| kv.strip_prefix(prefix.as_bytes()));
+    if let Some(spec) = stated {
+        return Some(ParallelConfig::from_spec(
+            &String::from_utf8_lossy(spec),
+            world,
+        ));
+    }
+    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+    let args: Vec<String> = cmdline
+        .split(|&b| b == 0)
+        .filter(|a| !a.is_empty())
+        .map(|a| String::from_utf8_lossy(a).into_owned())
+        .collect();
+    ParallelConfig::from_command_line(&args, world)
 }
 
 /// CPU time `pid` has used (user + system, all its threads), in ns; `None` when `/proc`
@@ -210,6 +240,62 @@ fn syscall_name(nr: i64) -> Option<&'static str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A live process with `args` after `sh -c "sleep 5; true" sh`, and `env`, once it
+    /// runs the shell (between fork and exec, /proc shows the test's own command line).
+    fn process(args: &[&str], env: &[(&str, &str)]) -> std::process::Child {
+        let child = std::process::Command::new("sh")
+            .args(["-c", "sleep 5; true", "sh"])
+            .args(args)
+            .env_remove(flare_model::PARALLEL_ENV)
+            .envs(env.iter().copied())
+            .spawn()
+            .unwrap();
+        let cmdline = format!("/proc/{}/cmdline", child.id());
+        let started = std::time::Instant::now();
+        while !std::fs::read(&cmdline)
+            .unwrap_or_default()
+            .windows(7)
+            .any(|w| w == b"sleep 5")
+        {
+            assert!(started.elapsed().as_secs() < 5, "sh did not start");
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        child
+    }
+
+    #[test]
+    fn a_processs_layout_is_read_from_its_environment_then_its_command_line() {
+        let mut stated = process(
+            &["--tensor-model-parallel-size", "4"],
+            &[(flare_model::PARALLEL_ENV, "tp=2,pp=2")],
+        );
+        let mut megatron = process(
+            &[
+                "--tensor-model-parallel-size",
+                "4",
+                "--pipeline-model-parallel-size",
+                "2",
+            ],
+            &[],
+        );
+        let mut plain = process(&["--lr", "3e-4"], &[]);
+        let mut wrong = process(&[], &[(flare_model::PARALLEL_ENV, "tp=3")]);
+        let got = |c: &std::process::Child| parallel_layout(c.id(), 16);
+        let sizes = |p: ParallelConfig| (p.tp, p.dp, p.pp);
+        assert_eq!(
+            got(&stated).unwrap().map(sizes),
+            Ok((2, 4, 2)),
+            "the environment first"
+        );
+        assert_eq!(got(&megatron).unwrap().map(sizes), Ok((4, 2, 2)));
+        assert_eq!(got(&plain), None);
+        assert!(got(&wrong).unwrap().unwrap_err().0.contains("cannot hold"));
+        for c in [&mut stated, &mut megatron, &mut plain, &mut wrong] {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
 
     #[test]
     fn cpu_time_grows_by_the_cpu_work_done_and_not_by_sleep() {

@@ -130,6 +130,7 @@ pub fn summaries_of_trace(trace: &Trace, job_id: &str, window_ns: u64) -> Vec<Ve
     let mut windows: BTreeMap<u64, Vec<WindowSummary>> = BTreeMap::new();
     for ((w, node), ranks) in parts {
         windows.entry(w).or_default().push(WindowSummary {
+            parallel: trace.job.parallel.clone(),
             version: SUMMARY_VERSION,
             job_id: job_id.to_string(),
             node: format!("node{node}"),

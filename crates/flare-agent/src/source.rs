@@ -8,7 +8,8 @@ use crate::stacks::RingStack;
 use crate::startup::StartupTracker;
 use crate::window::{add_to, OpAcc, RankWindow, Windows};
 use flare_model::{
-    CommMembership, HangRecord, IterationSample, PeerStacks, StalledLink, SteppingTime,
+    CommMembership, HangRecord, IterationSample, ParallelConfig, PeerStacks, StalledLink,
+    SteppingTime,
 };
 use flare_tracer::{Assembler, Item, NameId, OpenSpan, ProcessInfo, RingEvent, RingFile, Span};
 use std::collections::hash_map::Entry;
@@ -103,6 +104,9 @@ pub struct Source {
     names: HashMap<NameId, String>,
     /// Whether the process uses a GPU, as `/proc` last said (asked until it says yes).
     gpu: Option<bool>,
+    /// The job's parallel layout as the process states it, read once (see
+    /// [`Source::parallel`]).
+    parallel: Option<Option<ParallelConfig>>,
     /// The last reading of its CPU time.
     cpu_last: Option<CpuReading>,
     /// NCCL's transfers and kernels in flight (Flare's NCCL profiler plugin).
@@ -144,6 +148,7 @@ impl Source {
             fired: HashSet::new(),
             names: HashMap::new(),
             gpu: None,
+            parallel: None,
             cpu_last: None,
             nccl: NcclTracker::default(),
             inspector: Vec::new(),
@@ -159,6 +164,28 @@ impl Source {
             self.gpu = crate::procfs::uses_gpu(self.info.pid).or(self.gpu);
         }
         self.gpu
+    }
+
+    /// The job's parallel layout as the process states it (see
+    /// [`crate::procfs::parallel_layout`]), read once, while `/proc` still shows the
+    /// process that wrote the file; a layout that does not fit the job is said once and
+    /// not used.
+    pub fn parallel(&mut self) -> Option<&ParallelConfig> {
+        if self.parallel.is_none() {
+            let i = &self.info;
+            if procfs::same_process(i.pid, i.anchor_mono_ns) != Some(true) {
+                return None;
+            }
+            self.parallel = Some(match procfs::parallel_layout(i.pid, i.world_size) {
+                Some(Ok(p)) => Some(p),
+                Some(Err(e)) => {
+                    tracing::warn!(rank = i.rank, pid = i.pid, error = %e, "the job's parallel layout (FLARE_PARALLEL or its command line) does not fit it; ranks are shown in rank order");
+                    None
+                }
+                None => None,
+            });
+        }
+        self.parallel.as_ref().and_then(Option::as_ref)
     }
 
     pub fn is_open(&self) -> bool {

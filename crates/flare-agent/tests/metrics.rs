@@ -39,6 +39,7 @@ fn summary(window: u64, names: impl Fn(usize) -> String) -> WindowSummary {
         })
         .collect();
     WindowSummary {
+        parallel: None,
         version: SUMMARY_VERSION,
         job_id: "m".into(),
         node: "n".into(),

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 fn summary(window: u64) -> WindowSummary {
     WindowSummary {
+        parallel: None,
         version: SUMMARY_VERSION,
         job_id: "push".into(),
         node: "n1".into(),

@@ -4,6 +4,7 @@ use flare_engine::{Diagnosis, JobContext};
 use flare_model::{Finding, FindingsDocument, Severity, Verdict};
 use flare_report::{Heatmap, ReportInput};
 use indicatif::{ProgressBar, ProgressStyle};
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 pub fn spinner(msg: &str) -> ProgressBar {
@@ -306,6 +307,31 @@ pub fn report_html(
         .collect();
     highlight_rows.sort_unstable();
     highlight_rows.dedup();
+    let layout = doc.job.parallel.as_ref().and_then(|p| {
+        // Each rank's mean excess over the iterations it has one in.
+        let values: BTreeMap<u32, f64> = (0..ctx.ranks.len())
+            .filter_map(|ri| {
+                let v: Vec<f64> = (0..n_its)
+                    .map(|i| d.relative_excess(ri, i) * 100.0)
+                    .filter(|v| v.is_finite())
+                    .collect();
+                (!v.is_empty()).then(|| (ctx.ranks[ri], v.iter().sum::<f64>() / v.len() as f64))
+            })
+            .collect();
+        let culprits: BTreeSet<u32> = doc
+            .findings()
+            .iter()
+            .filter(|f| f.localizes())
+            .flat_map(|f| f.culprits.iter().filter_map(|c| c.rank))
+            .collect();
+        flare_report::layout_heatmap(
+            p,
+            &values,
+            &culprits,
+            "Self-time excess per rank by parallel group, mean over the iterations (%)",
+            "%",
+        )
+    });
     let input = ReportInput {
         title: title.to_string(),
         subtitle: subtitle.to_string(),
@@ -321,6 +347,7 @@ pub fn report_html(
             highlight_rows,
             column_label: "iteration".into(),
         },
+        layout,
         document: doc,
         step: flare_report::Step::Iteration,
     };

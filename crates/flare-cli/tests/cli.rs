@@ -155,12 +155,53 @@ fn simulated_kineto_traces_diagnose_like_the_native_trace() {
             .arg(d.join("kineto"))
             .args(["--format", "kineto", "--json"]),
     );
-    for v in [&native, &kineto] {
+    // Kineto files do not say the layout; the user states it, and the report lays the
+    // ranks out by it.
+    let p = &native["job"]["parallel"];
+    assert_eq!((&p["dp"], &p["pp"]), (&4.into(), &2.into()), "{p:#}");
+    assert!(
+        kineto["job"].get("parallel").is_none(),
+        "{:#}",
+        kineto["job"]
+    );
+    let spec = format!("tp={},pp={}", p["tp"], p["pp"]);
+    let report = d.join("stated.html");
+    let stated = run_json(
+        flare()
+            .arg("diagnose")
+            .arg(d.join("kineto"))
+            .args([
+                "--format",
+                "kineto",
+                "--json",
+                "--parallel",
+                &spec,
+                "--report",
+            ])
+            .arg(&report),
+    );
+    assert_eq!(&stated["job"]["parallel"], p);
+    let html = std::fs::read_to_string(&report).unwrap();
+    assert!(html.contains("id=\"layout\"") && html.contains("By parallel group"));
+    for v in [&native, &kineto, &stated] {
         let c = &v["findings"][0]["culprits"][0];
         assert_eq!(v["findings"][0]["kind"], "slow_link", "{v:#}");
         assert_eq!(c["node"], truth["culprits"][0]["node"]);
         assert_eq!(c["local_gpu"], truth["culprits"][0]["local_gpu"]);
     }
+    let wrong = flare()
+        .arg("diagnose")
+        .arg(d.join("kineto"))
+        .args(["--format", "kineto", "--parallel", "tp=3"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&wrong.stderr);
+    assert!(
+        !wrong.status.success()
+            && err.contains("--parallel \"tp=3\"")
+            && err.contains("cannot hold"),
+        "{err}"
+    );
 }
 
 #[test]

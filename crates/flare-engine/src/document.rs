@@ -19,6 +19,7 @@ pub fn of_run(run: &Offline, diagnosis_ms: f64) -> FindingsDocument {
         missing_ranks: ctx.meta.missing_ranks.clone(),
         iterations: d.iterations.clone(),
         ops: Some(run.ops),
+        parallel: ctx.job.parallel.clone(),
         ..JobSummary::default()
     };
     let mut doc = FindingsDocument::new(job, d.findings.clone(), d.conclusive());

@@ -34,7 +34,7 @@ pub use finding::{
 pub use host_calls::{CallSites, HostCallCount, HostCallKind, HostCalls};
 pub use machine::{Machine, MachineMetric, MachineMetrics, MetricSeries};
 pub use op::{Op, OpKind};
-pub use parallel::{Dim, ParallelConfig, RankCoords};
+pub use parallel::{Dim, ParallelConfig, ParallelConfigError, RankCoords, PARALLEL_ENV};
 pub use startup::{StartupPhase, StartupPhaseRecord, StartupRecord};
 pub use summary::{
     CommMembership, HangRecord, IterationSample, KernelStats, LinkStats, LogExcerpt,

@@ -41,6 +41,11 @@ pub struct WindowSummary {
     /// agent --logs`): a summary may carry only this, when the job's processes are gone.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub logs: Option<LogExcerpt>,
+    /// The job's parallel layout, where the agent could tell it (`FLARE_PARALLEL` in a
+    /// rank's environment, or the sizes on its command line); absent otherwise and from
+    /// older agents.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parallel: Option<crate::ParallelConfig>,
 }
 
 /// The part of a node's log files worth sending, for one window: the lines the

@@ -194,6 +194,7 @@ fn build(per_rank: bool, document: &mut FindingsDocument) -> ReportInput<'_> {
             highlight_rows,
             column_label: "iteration".into(),
         },
+        layout: None,
         document,
     }
 }

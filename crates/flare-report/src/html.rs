@@ -113,8 +113,13 @@ pub fn render_html(input: &ReportInput) -> String {
         s,
         "<header>\n<h1>{title}</h1>\n<p class=\"subtitle\">{}</p>\n\
          <nav><a href=\"#findings\">Findings</a><a href=\"#iterations\">Iteration time</a>\
-         <a href=\"#heatmap\">Per-rank heatmap</a>{}</nav>\n</header>\n",
+         <a href=\"#heatmap\">Per-rank heatmap</a>{}{}</nav>\n</header>\n",
         escape(&input.subtitle),
+        if input.layout.is_some() {
+            "<a href=\"#layout\">By parallel group</a>"
+        } else {
+            ""
+        },
         if input.document.rank_breakdown.is_empty() {
             ""
         } else {
@@ -177,11 +182,37 @@ pub fn render_sections(input: &ReportInput) -> String {
     );
     s.push_str("</section>\n");
 
+    if let Some(layout) = &input.layout {
+        write_layout(&mut s, layout, input);
+    }
+
     if !input.document.rank_breakdown.is_empty() {
         write_breakdown(&mut s, &input.document.rank_breakdown);
     }
 
     s
+}
+
+/// The per-rank metric on the job's parallel grid, with how to read it.
+fn write_layout(s: &mut String, layout: &crate::Heatmap, input: &ReportInput) {
+    let shape = input
+        .document
+        .job
+        .parallel
+        .as_ref()
+        .map(crate::layout_text)
+        .unwrap_or_default();
+    s.push_str("<section id=\"layout\">\n<h2>By parallel group</h2>\n");
+    let _ = writeln!(
+        s,
+        "<p class=\"note\">{}</p>",
+        escape(&format!(
+            "The job's layout, {shape}: one row per pipeline stage and model-parallel rank, one column per data-parallel replica, each cell one rank's mean over the {}s shown. A row dark across every replica is a place in the model's split (a stage with more work, a tensor shard); a column is one replica (its nodes); a lone dark cell is one GPU.",
+            input.step.word()
+        ))
+    );
+    let _ = writeln!(s, "<div class=\"chart-wrap\">{}</div>", heatmap_svg(layout));
+    s.push_str("</section>\n");
 }
 
 fn write_verdict(s: &mut String, findings: &[&Finding], input: &ReportInput) {

@@ -28,6 +28,7 @@
 //!         highlight_rows: vec![1],
 //!         column_label: "iteration".into(),
 //!     },
+//!     layout: None,
 //!     step: flare_report::Step::Iteration,
 //!     document: &document,
 //! };
@@ -42,6 +43,7 @@ mod comparison;
 mod flame;
 mod heatmap;
 mod html;
+mod layout;
 mod line_chart;
 mod util;
 
@@ -49,6 +51,7 @@ pub use comparison::render_comparison_html;
 pub use flame::{flame_svg, RankStack};
 pub use heatmap::heatmap_svg;
 pub use html::{render_html, render_sections, STYLE};
+pub use layout::{layout_heatmap, layout_text};
 pub use line_chart::{line_chart_svg, line_chart_svg_of};
 pub use util::escape;
 
@@ -65,6 +68,9 @@ pub struct ReportInput<'a> {
     pub flagged_iterations: Vec<u32>,
     /// The per-rank heatmap.
     pub heatmap: Heatmap,
+    /// The same metric per rank laid out by the job's parallel groups
+    /// ([`layout_heatmap`]), where the job states them.
+    pub layout: Option<Heatmap>,
     /// What the columns and points are: a trace's iterations, or a live job's windows.
     pub step: Step,
     /// What the engine concluded: the verdict, the findings (shown most severe, then most

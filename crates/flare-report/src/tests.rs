@@ -113,6 +113,7 @@ fn input(document: &FindingsDocument) -> ReportInput<'_> {
         iteration_times_ms: (0..5).map(|i| (i, 100.0 + i as f64)).collect(),
         flagged_iterations: vec![3],
         heatmap: small_heatmap(),
+        layout: None,
         document,
     }
 }
@@ -197,6 +198,7 @@ fn empty_inputs_render_a_healthy_report() {
         iteration_times_ms: vec![],
         flagged_iterations: vec![],
         heatmap: Heatmap::default(),
+        layout: None,
         document: &doc(vec![]),
     };
     let html = render_html(&inp);

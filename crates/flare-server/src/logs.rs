@@ -367,6 +367,7 @@ mod tests {
     /// A summary with logs only: the job's processes are gone.
     fn logs_only(window: u64, logs: LogExcerpt) -> WindowSummary {
         WindowSummary {
+            parallel: None,
             version: SUMMARY_VERSION,
             job_id: "job".into(),
             node: "node-a".into(),

@@ -319,6 +319,7 @@ impl LogFollower {
     /// A summary holding only the excerpt.
     fn alone(&self, window: u64, x: LogExcerpt) -> WindowSummary {
         WindowSummary {
+            parallel: None,
             version: SUMMARY_VERSION,
             job_id: self.job.clone(),
             node: self.node.clone(),

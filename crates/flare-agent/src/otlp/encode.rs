@@ -238,6 +238,7 @@ mod tests {
     #[test]
     fn a_window_is_one_request_of_delta_sums_and_gauges() {
         let s = WindowSummary {
+            parallel: None,
             version: SUMMARY_VERSION,
             job_id: "job-7".into(),
             node: "gpu-3".into(),

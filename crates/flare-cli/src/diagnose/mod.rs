@@ -102,6 +102,12 @@ pub struct DiagnoseArgs {
     /// Read no logs, not even those beside the input.
     #[arg(long, conflicts_with = "logs")]
     pub no_logs: bool,
+    /// The job's parallel layout, for a trace that does not state it: `tp=2,pp=4`, with
+    /// `cp`, `ep`, `dp` (the rest of the world by default) and `order=tp-cp-ep-dp-pp`
+    /// (Megatron's, the default) as needed. The detectors read pipeline stages and
+    /// replicas from it, and the report lays ranks out by it.
+    #[arg(long, value_name = "SPEC")]
+    pub parallel: Option<String>,
 }
 
 impl DiagnoseArgs {
@@ -172,10 +178,18 @@ fn run_flight_recorder(a: &DiagnoseArgs, job: FrJob, load_ms: f64) -> Result<Exi
 /// window by window, one document for the job.
 fn run_agent_summaries(
     a: &DiagnoseArgs,
-    summaries: Vec<flare_model::WindowSummary>,
+    mut summaries: Vec<flare_model::WindowSummary>,
     load_ms: f64,
 ) -> Result<ExitCode> {
     let path = &a.paths[0];
+    if let Some(spec) = &a.parallel {
+        let world = summaries.iter().map(|s| s.world_size).max().unwrap_or(0);
+        let p = flare_model::ParallelConfig::from_spec(spec, world)
+            .map_err(|e| anyhow::anyhow!("--parallel {spec:?} for a job of {world} ranks: {e}"))?;
+        for s in &mut summaries {
+            s.parallel = Some(p.clone());
+        }
+    }
     let jobs: std::collections::BTreeSet<&str> =
         summaries.iter().map(|s| s.job_id.as_str()).collect();
     if jobs.len() > 1 {
@@ -315,7 +329,13 @@ pub fn run(a: DiagnoseArgs) -> Result<ExitCode> {
     };
     let machine = machine_metrics(&a, &opts)?;
     let sp = crate::present::spinner(&format!("reading {shown}"));
-    let run = match flare_import::open_chunked(&a.paths, &opts) {
+    // A stated layout replaces the trace's own: read whole, where it is set.
+    let opened = if a.parallel.is_some() {
+        flare_import::open(&a.paths, &opts).map(Chunked::Whole)
+    } else {
+        flare_import::open_chunked(&a.paths, &opts)
+    };
+    let run = match opened {
         Ok(Chunked::Native(reader)) => {
             match chunked::diagnose(&a, *reader, window, machine.as_ref(), &opts.limits, &sp)? {
                 Some(run) => {
@@ -336,11 +356,11 @@ pub fn run(a: DiagnoseArgs) -> Result<ExitCode> {
                             bail!("{shown}: not a native trace")
                         }
                     };
-                    whole(&a, trace, window, machine.as_ref(), t0, &sp)
+                    whole(&a, trace, window, machine.as_ref(), t0, &sp)?
                 }
             }
         }
-        Ok(Chunked::Whole(Opened::Trace(t))) => whole(&a, *t, window, machine.as_ref(), t0, &sp),
+        Ok(Chunked::Whole(Opened::Trace(t))) => whole(&a, *t, window, machine.as_ref(), t0, &sp)?,
         Ok(Chunked::Whole(Opened::AgentSummaries(summaries))) => {
             sp.finish_and_clear();
             let load_ms = t0.elapsed().as_secs_f64() * 1e3;
@@ -348,6 +368,9 @@ pub fn run(a: DiagnoseArgs) -> Result<ExitCode> {
         }
         Ok(Chunked::Whole(Opened::FlightRecorder(job))) => {
             sp.finish_and_clear();
+            if a.parallel.is_some() {
+                bail!("--parallel: {shown} holds Flight Recorder dumps, whose hang analysis reads no layout");
+            }
             let load_ms = t0.elapsed().as_secs_f64() * 1e3;
             return run_flight_recorder(&a, *job, load_ms);
         }
@@ -396,7 +419,13 @@ fn whole(
     machine: Option<&MachineMetrics>,
     t0: Instant,
     sp: &indicatif::ProgressBar,
-) -> Offline {
+) -> Result<Offline> {
+    if let Some(spec) = &a.parallel {
+        let world = trace.job.world_size;
+        let p = flare_model::ParallelConfig::from_spec(spec, world)
+            .map_err(|e| anyhow::anyhow!("--parallel {spec:?} for a job of {world} ranks: {e}"))?;
+        trace.job.parallel = Some(p);
+    }
     if let Some(w) = window {
         trace = trace.window(w);
     }
@@ -411,7 +440,7 @@ fn whole(
     let diag_ms = t1.elapsed().as_secs_f64() * 1e3;
     sp.finish_and_clear();
     eprintln!("loaded in {load_ms:.0} ms, diagnosed in {diag_ms:.0} ms");
-    run
+    Ok(run)
 }
 
 /// Whether a trace's ranks' clocks need aligning: every source records each host's own

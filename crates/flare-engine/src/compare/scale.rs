@@ -126,7 +126,7 @@ impl MachineScale {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use flare_model::RunProfile;
 
@@ -167,7 +167,9 @@ mod tests {
         job_from([11.0, 6.6, 12.3, 0.7, 0.7, 1.6], cur)
     }
 
-    fn job_from(base: [f64; 6], cur: [f64; 6]) -> Comparison {
+    /// A CPU job of 2 ranks x 10 iterations from its classes' times, baseline and current
+    /// (see [`job`]).
+    pub(in crate::compare) fn job_from(base: [f64; 6], cur: [f64; 6]) -> Comparison {
         use TimeClassKind::*;
         let names = [
             (Compute, "AddmmBackward0"),

@@ -294,3 +294,36 @@ fn a_new_cheap_code_path_is_named_though_the_step_did_not_change() {
     let back = compare(&cur, &base, ("b", "a"));
     assert_eq!(back.sequence.as_ref().unwrap().disappeared, ["log_metrics"]);
 }
+
+#[test]
+fn noise_is_judged_per_iteration_and_more_ops_are_told_whatever_it() {
+    use super::scale::tests::job_from;
+    let cfg = CompareConfig::default();
+    let base = [11.0, 6.6, 12.3, 0.7, 0.7, 1.6];
+    // The all-reduce 5 ms slower, steps varying by 4 ms (sd), 2 ranks x 10 iterations:
+    // 2.8 standard errors over the 10 iterations (4.0 had the 20 pairs been independent
+    // samples; the ranks of a synchronous job are not).
+    let noisy = || {
+        let mut c = job_from(base, [11.0, 6.6, 17.3, 0.7, 0.7, 1.6]);
+        c.baseline.step_sd_ms = 4.0;
+        c.current.step_sd_ms = 4.0;
+        c
+    };
+    assert!(regression_findings(&mut noisy(), &cfg).is_empty());
+    // With DDP's forward run twice per step as well: what the program runs changed.
+    let mut c = noisy();
+    c.classes[1].current_ms += 1.0;
+    c.classes[1].current_count = 2.0;
+    c.current.step_ms += 1.0;
+    let f = regression_findings(&mut c, &cfg);
+    assert_eq!(f.len(), 1, "{f:#?}");
+    assert_eq!(f[0].severity, Severity::Warning);
+    assert!(
+        f[0].evidence
+            .iter()
+            .any(|e| e.detail.contains("DistributedDataParallel.forward")
+                && e.detail.contains("ops per step 2.0 against 1.0")),
+        "{:#?}",
+        f[0].evidence
+    );
+}

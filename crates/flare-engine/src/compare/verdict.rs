@@ -20,8 +20,9 @@ pub struct CompareConfig {
     pub min_change_se: f64,
     /// A cause read from time must change by at least this share of the baseline's step.
     pub min_cause_share: f64,
-    /// Steps (rank x iteration) each run needs before a change of time is told from its
-    /// noise: fewer say nothing of the spread.
+    /// Independent steps (iterations, see `RunProfile::independent_steps`) each run
+    /// needs before a change of time is told from its noise: fewer say nothing of the
+    /// spread.
     pub min_steps: u64,
     /// Both sides come from one run (before and after a change within it), so a change
     /// of the machine's speed is an event of that run, not a difference of machines.
@@ -60,9 +61,8 @@ pub fn regression_findings(c: &mut Comparison, cfg: &CompareConfig) -> Vec<Findi
 
 /// The standard error of the difference of the runs' mean steps, ms.
 fn step_se(c: &Comparison) -> f64 {
-    let var = |r: &flare_model::RunProfile| {
-        r.step_sd_ms * r.step_sd_ms / (r.rank_iterations.max(1) as f64)
-    };
+    let var =
+        |r: &flare_model::RunProfile| r.step_sd_ms * r.step_sd_ms / r.independent_steps() as f64;
     (var(&c.baseline) + var(&c.current)).sqrt()
 }
 
@@ -174,20 +174,13 @@ fn step_findings(c: &Comparison, cfg: &CompareConfig) -> Vec<Finding> {
     let se = step_se(c);
     // With too few steps to estimate the noise, only a change far beyond any run-to-run
     // spread (ten times the threshold) is told.
-    let few =
-        c.baseline.rank_iterations < cfg.min_steps || c.current.rank_iterations < cfg.min_steps;
+    let few = c.baseline.independent_steps() < cfg.min_steps
+        || c.current.independent_steps() < cfg.min_steps;
     let min_change = if few {
         10.0 * cfg.min_change
     } else {
         cfg.min_change
     };
-    if (delta / before).abs() < min_change || delta.abs() < cfg.min_change_se * se {
-        return vec![];
-    }
-    let slower = delta > 0.0;
-    if let Some(scale) = super::machine_scale(c) {
-        return vec![machine_finding(c, cfg, &scale, se)];
-    }
     // The classes that moved the way the step did, most first.
     let movers: Vec<&TimeClassChange> = c
         .classes
@@ -195,6 +188,32 @@ fn step_findings(c: &Comparison, cfg: &CompareConfig) -> Vec<Finding> {
         .filter(|r| r.delta_ms() * delta > 0.0)
         .take(SHOWN)
         .collect();
+    // Ops run more or less often per step are a change of what the program runs: when
+    // they carry `min_change` of the step in its direction, it is told whatever the noise
+    // of time says; a change of time alone must stand above the noise.
+    let structural_ms: f64 = c
+        .classes
+        .iter()
+        .filter(|r| {
+            matches!(
+                r.kind,
+                TimeClassKind::Compute | TimeClassKind::Communication
+            ) && count_changed(r, cfg)
+                && r.delta_ms() * delta > 0.0
+        })
+        .map(|r| r.delta_ms().abs())
+        .sum();
+    let structural = structural_ms >= cfg.min_change * before;
+    if (delta / before).abs() < min_change || (!structural && delta.abs() < cfg.min_change_se * se)
+    {
+        return vec![];
+    }
+    let slower = delta > 0.0;
+    if !structural {
+        if let Some(scale) = super::machine_scale(c) {
+            return vec![machine_finding(c, cfg, &scale, se)];
+        }
+    }
     let Some(top) = movers.first() else {
         return vec![];
     };
@@ -253,7 +272,7 @@ fn step_findings(c: &Comparison, cfg: &CompareConfig) -> Vec<Finding> {
         confidence: (top.delta_ms() / delta).clamp(0.0, 0.99),
         culprits: vec![],
         evidence,
-        action: action(top, slower, more_often),
+        action: action(top, slower, more_often, c.current.cpu_compute),
         iterations: vec![],
         detector: DetectorId::Compare,
         corroborated_by: vec![],
@@ -401,7 +420,7 @@ fn class_detail(r: &TimeClassChange, step_delta: f64) -> String {
     )
 }
 
-fn action(top: &TimeClassChange, slower: bool, more_often: bool) -> String {
+fn action(top: &TimeClassChange, slower: bool, more_often: bool, cpu: bool) -> String {
     let class = top.short_class();
     if !slower {
         return format!(
@@ -414,6 +433,9 @@ fn action(top: &TimeClassChange, slower: bool, more_often: bool) -> String {
         ),
         TimeClassKind::Compute => format!(
             "{class} runs as often but slower: compare its shapes and dtypes between the runs (tensor cores need dimensions that are multiples of 8 for fp16/bf16, 16 for fp8), the libraries (PyTorch, cuBLAS, cuDNN) and the GPU clocks"
+        ),
+        TimeClassKind::Communication if cpu => format!(
+            "{class} takes longer to move its data, with the same collectives: on CPUs (Gloo over TCP) that is the hosts' network path and load (GLOO_SOCKET_IFNAME, other traffic and processes on the hosts), which vary from run to run; rerun both on the same idle hosts before looking for a cause in the program"
         ),
         TimeClassKind::Communication => format!(
             "{class} takes longer to move its data: compare NCCL's algorithm and protocol between the runs (NCCL_DEBUG=INFO), the message sizes and the network path (NCCL_IB_* settings, topology)"

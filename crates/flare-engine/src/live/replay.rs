@@ -80,6 +80,7 @@ pub fn document(
         nodes: Some(nodes.len()),
         window: windows.last().map(|w| w.window),
         windows_analysed: Some(windows.len() as u64),
+        parallel: summaries.iter().find_map(|s| s.parallel.clone()),
         ..JobSummary::default()
     };
     let conclusive = windows.iter().any(|w| w.diagnosis.conclusive);

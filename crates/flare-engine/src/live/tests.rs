@@ -72,6 +72,7 @@ pub(crate) fn job(
         let sync = iter_ms - c - h;
         let node = r / 4;
         let s = nodes.entry(node).or_insert_with(|| WindowSummary {
+            parallel: None,
             version: SUMMARY_VERSION,
             job_id: "job".into(),
             node: format!("node-{node}"),

@@ -122,6 +122,16 @@ pub struct RunProfile {
     pub issue_latency: Option<LatencyQuantiles>,
 }
 
+impl RunProfile {
+    /// The steps a mean over this run's (rank, iteration) pairs rests on: its iterations,
+    /// not its pairs, since the ranks of a synchronous job wait for each other and share
+    /// each step's machine and data, so they do not vary independently (20 pairs of 2
+    /// ranks are 10 samples, not 20).
+    pub fn independent_steps(&self) -> u64 {
+        (self.rank_iterations / u64::from(self.ranks.max(1))).max(1)
+    }
+}
+
 /// One class of time in both runs, per step of a rank.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct TimeClassChange {
@@ -175,7 +185,8 @@ impl TimeClassChange {
         crate::short_symbol(&self.class)
     }
 
-    /// The standard error of `delta_ms` with the runs' `n` (rank, iteration) pairs each.
+    /// The standard error of `delta_ms` with `n` independent steps in each run (see
+    /// [`RunProfile::independent_steps`]).
     pub fn delta_se_ms(&self, baseline_n: u64, current_n: u64) -> f64 {
         let v = |sd: f64, n: u64| sd * sd / n.max(1) as f64;
         (v(self.baseline_sd_ms, baseline_n) + v(self.current_sd_ms, current_n)).sqrt()

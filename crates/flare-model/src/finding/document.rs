@@ -69,6 +69,10 @@ pub struct JobSummary {
     /// When the window was analysed, Unix ns (live).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub analysed_unix_ns: Option<u64>,
+    /// The job's parallel layout (tensor, context, expert, data and pipeline sizes and
+    /// the order ranks take in them), where the trace or the ranks state it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parallel: Option<crate::ParallelConfig>,
 }
 
 impl JobSummary {

@@ -131,11 +131,46 @@ pub(crate) fn job_fragment(
             .map(|(w, _)| *w as u32)
             .collect(),
         heatmap: heatmap(doc, timeline),
+        layout: layout(doc, timeline),
         document: doc,
         step: Step::Window,
     };
     s.push_str(&render_sections(&input));
     s
+}
+
+/// Each rank's mean over the windows shown, on the job's parallel grid (when its ranks
+/// state one).
+fn layout(doc: &FindingsDocument, timeline: &[(u64, WindowDiagnosis)]) -> Option<Heatmap> {
+    let parallel = doc.job.parallel.as_ref()?;
+    let mut sums: BTreeMap<u32, (f64, u32)> = BTreeMap::new();
+    for (_, d) in timeline {
+        for &(rank, pct) in &d.figures.rank_excess_pct {
+            let e = sums.entry(rank).or_default();
+            e.0 += f64::from(pct);
+            e.1 += 1;
+        }
+    }
+    let values: BTreeMap<u32, f64> = sums
+        .into_iter()
+        .map(|(r, (sum, n))| (r, sum / f64::from(n)))
+        .collect();
+    flare_report::layout_heatmap(
+        parallel,
+        &values,
+        &culprit_ranks(doc),
+        "Time outside collectives over the median rank's, per rank by parallel group, mean over the windows (%)",
+        "%",
+    )
+}
+
+/// Ranks that findings above `info` name.
+fn culprit_ranks(doc: &FindingsDocument) -> BTreeSet<u32> {
+    doc.findings()
+        .iter()
+        .filter(|f| f.severity > Severity::Info)
+        .flat_map(|f| f.culprits.iter().filter_map(|c| c.rank))
+        .collect()
 }
 
 /// Per rank and window: its time outside collectives over the median rank's.
@@ -154,12 +189,7 @@ fn heatmap(doc: &FindingsDocument, timeline: &[(u64, WindowDiagnosis)]) -> Heatm
             }
         }
     }
-    let culprits: BTreeSet<u32> = doc
-        .findings()
-        .iter()
-        .filter(|f| f.severity > Severity::Info)
-        .flat_map(|f| f.culprits.iter().filter_map(|c| c.rank))
-        .collect();
+    let culprits = culprit_ranks(doc);
     Heatmap {
         title: "Time outside collectives over the median rank's, per rank and window (%)".into(),
         row_label: "rank".into(),

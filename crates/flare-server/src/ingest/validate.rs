@@ -43,6 +43,9 @@ pub(super) fn summary(s: &WindowSummary) -> Result<(), IngestError> {
             s.world_size
         )));
     }
+    if let Some(p) = &s.parallel {
+        parallel(p, s.world_size)?;
+    }
     timestamp("start_unix_ns", s.start_unix_ns)?;
     timestamp("end_unix_ns", s.end_unix_ns)?;
     if s.end_unix_ns < s.start_unix_ns {
@@ -275,6 +278,24 @@ fn check_name(what: &str, v: &str) -> Result<(), IngestError> {
 /// Longest log file path accepted.
 const MAX_PATH_BYTES: usize = 4096;
 
+/// A stated layout must be one (sizes of at least 1, each dimension once in its order)
+/// and hold the job's ranks: the dashboard lays ranks out by it.
+fn parallel(p: &flare_model::ParallelConfig, world_size: u32) -> Result<(), IngestError> {
+    let invalid = |why: String| IngestError::Invalid(format!("parallel: {why}"));
+    flare_model::ParallelConfig::with_order(p.tp, p.cp, p.ep, p.dp, p.pp, &p.order)
+        .map_err(|e| invalid(e.0))?;
+    let total = [p.tp, p.cp, p.dp, p.pp]
+        .iter()
+        .map(|&v| u64::from(v))
+        .product::<u64>();
+    if world_size > 0 && total != u64::from(world_size) {
+        return Err(invalid(format!(
+            "tp x cp x dp x pp = {total}, but world_size is {world_size}"
+        )));
+    }
+    Ok(())
+}
+
 fn validate_logs(x: &flare_model::LogExcerpt) -> Result<(), IngestError> {
     let big = |v: u64| v > i64::MAX as u64;
     if big(x.lines_read) || big(x.lines_dropped) {
@@ -323,6 +344,9 @@ mod tests {
     #[test]
     fn a_real_summary_passes() {
         summary(&valid()).unwrap();
+        let mut laid_out = valid();
+        laid_out.parallel = flare_model::ParallelConfig::new(2, 1, 1, 1, 2).ok();
+        summary(&laid_out).unwrap();
     }
 
     #[test]
@@ -394,6 +418,29 @@ mod tests {
                 "a rank outside the job",
                 |s| s.ranks[0].rank = 4,
                 "rank 4 is outside world_size 4",
+            ),
+            (
+                "a layout of more ranks than the job",
+                |s| s.parallel = flare_model::ParallelConfig::new(2, 1, 1, 4, 1).ok(),
+                "parallel: tp x cp x dp x pp = 8, but world_size is 4",
+            ),
+            (
+                "a layout with a size of 0",
+                |s| {
+                    let mut p = flare_model::ParallelConfig::new(2, 1, 1, 2, 1).unwrap();
+                    p.pp = 0;
+                    s.parallel = Some(p);
+                },
+                "parallel: pp size must be at least 1",
+            ),
+            (
+                "a layout whose order repeats a dimension",
+                |s| {
+                    let mut p = flare_model::ParallelConfig::new(2, 1, 1, 2, 1).unwrap();
+                    p.order = vec![flare_model::Dim::Tp; 4];
+                    s.parallel = Some(p);
+                },
+                "parallel: dimension Tp repeats in the order",
             ),
         ];
         for (what, edit, expected) in cases {

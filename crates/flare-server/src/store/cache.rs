@@ -283,6 +283,7 @@ mod tests {
 
     fn summary(node: &str, window: u64, ranks: u32, ops: usize) -> WindowSummary {
         WindowSummary {
+            parallel: None,
             version: SUMMARY_VERSION,
             job_id: "j".into(),
             node: node.into(),

@@ -158,6 +158,9 @@ pub struct WindowDiagnosis {
     /// finding the window's summaries unchanged since leaves it as it is.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub basis: Option<Stamp>,
+    /// The job's parallel layout, as the window's summaries state it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parallel: Option<flare_model::ParallelConfig>,
 }
 
 /// What the dashboard charts of one window.
@@ -272,6 +275,7 @@ impl WindowDiagnosis {
             analysed_unix_ns: now_ns,
             figures: WindowFigures::default(),
             basis: None,
+            parallel: window.iter().find_map(|s| s.parallel.clone()),
         }
     }
 
@@ -319,6 +323,7 @@ impl WindowDiagnosis {
             window: Some(window),
             windows_analysed: Some(windows_analysed),
             analysed_unix_ns: Some(self.analysed_unix_ns),
+            parallel: self.parallel.clone(),
             ..JobSummary::default()
         };
         job.set_missing_rank_ranges(&self.missing);
@@ -1316,6 +1321,7 @@ mod tests {
 
     fn summary(node: &str, window: u64, ranks: &[u32]) -> WindowSummary {
         WindowSummary {
+            parallel: None,
             version: SUMMARY_VERSION,
             job_id: "job".into(),
             node: node.into(),

@@ -156,6 +156,7 @@ pub fn node_summary(job: &str, node: u32, window: u64, slow_rank: Option<u32>) -
     let iter_ms = (0..8).map(compute).fold(0.0, f64::max) + 10.0 + 20.0;
     let ns = |ms: f64| (ms * its as f64 * MS as f64) as u64;
     WindowSummary {
+        parallel: None,
         version: SUMMARY_VERSION,
         job_id: job.into(),
         node: format!("host-{node}"),

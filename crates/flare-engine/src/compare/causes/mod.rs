@@ -78,12 +78,16 @@ fn time_grew(r: &TimeClassChange, c: &Comparison, cfg: &CompareConfig) -> bool {
         && delta >= 0.25 * r.baseline_ms.max(r.current_ms)
         && delta
             >= cfg.min_change_se
-                * r.delta_se_ms(c.baseline.rank_iterations, c.current.rank_iterations)
+                * r.delta_se_ms(
+                    c.baseline.independent_steps(),
+                    c.current.independent_steps(),
+                )
 }
 
 /// Whether both runs have the steps a spread is estimated from.
 fn enough_steps(c: &Comparison, cfg: &CompareConfig) -> bool {
-    c.baseline.rank_iterations >= cfg.min_steps && c.current.rank_iterations >= cfg.min_steps
+    c.baseline.independent_steps() >= cfg.min_steps
+        && c.current.independent_steps() >= cfg.min_steps
 }
 
 /// "train.py(88): step (40), model.py(12): forward (2)".

@@ -116,6 +116,7 @@ fn summary(
         })
         .collect();
     WindowSummary {
+        parallel: None,
         version: SUMMARY_VERSION,
         job_id: "j".into(),
         node: "n0".into(),

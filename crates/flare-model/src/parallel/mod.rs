@@ -1,12 +1,16 @@
 //! Parallel decomposition of a job into TP, CP, EP, DP and PP groups, in Megatron-LM's rank
 //! order (`tp-cp-ep-dp-pp`: TP varies fastest) unless another order is configured.
 
+mod launch;
+
+pub use launch::PARALLEL_ENV;
+
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
 /// One dimension of the rank grid. Expert parallelism is carved out of data parallelism
 /// (as in Megatron's expert-data-parallel groups), so it is not a grid dimension of its own.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Dim {
     Tp,
@@ -16,7 +20,7 @@ pub enum Dim {
 }
 
 /// Sizes of the parallel groups and the order in which they vary across ranks.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ParallelConfig {
     pub tp: u32,
     pub cp: u32,
