@@ -4,7 +4,8 @@ fed by the real agent tracing an 8-process job (worker.py: rank 5 does more work
 
 - the job's page names the culprit, with its evidence and action, and updates itself as
   windows arrive (the page is never reloaded); the ranks are laid out by the parallel
-  groups the job states (`FLARE_PARALLEL`, read by the agent from the ranks' environment);
+  groups the job states (`FLARE_PARALLEL`, read by the agent from the ranks' environment),
+  and its windows are linked as one Perfetto timeline;
 - the jobs list shows the job and its health;
 - job ids, node names, op names and stack frames cannot inject markup or script; a
   hang's stacks are merged into a flame graph with the odd rank out in red.
@@ -140,6 +141,20 @@ def test_the_job_page_names_the_culprit_and_updates_itself(tmp_path, procs, brow
     marked = browser.js(
         "return [...document.querySelectorAll('#layout svg text[font-weight=\"700\"]')].map(t => t.textContent)")
     assert marked == ["stage 1 · tp 1"], marked
+    # The windows shown as one Perfetto timeline: the page fetches it with the tab's
+    # token and saves it; the API gives the same file, the culprit named on its rank.
+    browser.js("document.querySelector('#timeline a[data-action=\"save\"]').click();")
+    saved = browser.wait("return document.body.dataset.timelineSaved", "the timeline saved")
+    assert saved.startswith("flare-e2e-windows-") and saved.endswith(".json"), saved
+    link = browser.js("return document.querySelector('#timeline a').dataset.timeline")
+    req = urllib.request.Request(url + link, headers={"Authorization": f"Bearer {TOKEN}"})
+    with urllib.request.urlopen(req, timeout=30) as r:
+        timeline = json.loads(r.read())
+    names = {e["pid"]: e["args"]["name"] for e in timeline["traceEvents"] if e.get("name") == "process_name"}
+    assert len(names) == 8, names
+    assert names[SLOW_RANK].startswith(f"rank {SLOW_RANK} · stage 1 · dp 0 · tp 1 · node node0 ◀ culprit"), names
+    steps = [e for e in timeline["traceEvents"] if e.get("cat") == "iteration" and e["pid"] == SLOW_RANK]
+    assert steps and all(e["dur"] > 0 for e in steps), steps[:3]
     # The jobs list: the job, its health, a link to its page.
     browser.go(f"{url}/")
     row = browser.wait(text_of("table.jobs tbody"), "the jobs table")

@@ -1,19 +1,25 @@
 //! `flare timeline`: a trace as one Perfetto-readable timeline of every rank on one
 //! aligned clock, grouped by parallel group, the diagnosis's culprits marked.
 
+use crate::compare::source::Run;
 use crate::diagnose::{load, needs_alignment, Format};
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use flare_engine::EngineConfig;
-use flare_import::timeline::{write_timeline, TimelineOptions};
 use flare_model::Severity;
+use flare_report::timeline::{
+    write_timeline, write_window_timeline, TimelineOptions, TimelineStats,
+};
+use std::collections::BTreeMap;
 use std::io::{BufWriter, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 #[derive(Args)]
 pub struct TimelineArgs {
-    /// The trace (any format `flare diagnose` reads but Flight Recorder dumps).
+    /// The trace (any format `flare diagnose` reads but Flight Recorder dumps), or a live
+    /// job: its agents' summaries on disk (`flare agent --out`) or its address on a
+    /// server (`http://HOST:PORT/jobs/JOB[?from=A&to=B]`, token in FLARE_TOKEN).
     #[arg(required = true)]
     pub paths: Vec<PathBuf>,
     /// The Chrome trace-event JSON file to write (open it in ui.perfetto.dev).
@@ -46,43 +52,32 @@ fn iteration_range(s: &str) -> Result<(u32, u32), String> {
 }
 
 pub fn run(a: TimelineArgs) -> Result<ExitCode> {
-    let mut trace = load(&a.paths, a.format)?;
-    if needs_alignment(&trace.meta) {
-        flare_engine::clock::align_clocks(&mut trace);
-    }
-    let mut culprits = std::collections::BTreeMap::new();
+    // One input as `flare compare` reads it (a trace, a live job's summaries on disk or
+    // on a server); several, or a format named, as `flare diagnose` reads a trace.
+    let trace = if a.paths.len() == 1 && a.format == Format::Auto {
+        match crate::compare::source::read(&a.paths[0].to_string_lossy())? {
+            Run::Trace(t) => *t,
+            Run::Windows(w) => return windows(&a, &w),
+        }
+    } else {
+        let mut t = load(&a.paths, a.format)?;
+        if needs_alignment(&t.meta) {
+            flare_engine::clock::align_clocks(&mut t);
+        }
+        t
+    };
+    let mut culprits = BTreeMap::new();
     if !a.no_diagnosis {
         let doc =
             flare_engine::diagnose_whole(&trace, None, &EngineConfig::default()).document(0.0);
-        for f in doc
-            .findings()
-            .iter()
-            .filter(|f| f.severity > Severity::Info)
-        {
-            for c in f.culprits.iter() {
-                if let Some(r) = c.rank {
-                    culprits
-                        .entry(r)
-                        .or_insert_with(|| format!("{} ({})", f.kind, f.detector));
-                }
-            }
-        }
+        culprits = culprits_of(&doc);
     }
     let opts = TimelineOptions {
         culprits,
         iterations: a.iterations,
         flows: !a.no_flows,
     };
-    if a.out.exists() && a.out.is_dir() {
-        bail!("{}: a directory; give the file to write", a.out.display());
-    }
-    let file =
-        std::fs::File::create(&a.out).with_context(|| format!("creating {}", a.out.display()))?;
-    let mut w = BufWriter::new(file);
-    let stats = write_timeline(&trace, &opts, &mut w)
-        .with_context(|| format!("writing {}", a.out.display()))?;
-    w.flush()
-        .with_context(|| format!("writing {}", a.out.display()))?;
+    let stats = write_out(&a.out, |w| write_timeline(&trace, &opts, w))?;
     if stats.ops == 0 {
         eprintln!("note: no op in the iterations asked for");
     }
@@ -93,6 +88,66 @@ pub fn run(a: TimelineArgs) -> Result<ExitCode> {
         stats.ops,
         stats.flows,
         opts.culprits.len()
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Ranks that findings above `info` blame, with what the first says of each.
+fn culprits_of(doc: &flare_model::FindingsDocument) -> BTreeMap<u32, String> {
+    let mut culprits = BTreeMap::new();
+    for f in doc
+        .findings()
+        .iter()
+        .filter(|f| f.severity > Severity::Info)
+    {
+        for r in f.culprits.iter().filter_map(|c| c.rank) {
+            culprits
+                .entry(r)
+                .or_insert_with(|| format!("{} ({})", f.kind, f.detector));
+        }
+    }
+    culprits
+}
+
+/// Writes `out` (a file, not a directory) with `write`.
+fn write_out(
+    out: &Path,
+    write: impl FnOnce(&mut BufWriter<std::fs::File>) -> std::io::Result<TimelineStats>,
+) -> Result<TimelineStats> {
+    if out.is_dir() {
+        bail!("{}: a directory; give the file to write", out.display());
+    }
+    let file = std::fs::File::create(out).with_context(|| format!("creating {}", out.display()))?;
+    let mut w = BufWriter::new(file);
+    let stats = write(&mut w).with_context(|| format!("writing {}", out.display()))?;
+    w.flush()
+        .with_context(|| format!("writing {}", out.display()))?;
+    Ok(stats)
+}
+
+/// A live job's windows (its agents' summaries) as one timeline, the ranks the live
+/// engine blames over them marked.
+fn windows(a: &TimelineArgs, summaries: &[flare_model::WindowSummary]) -> Result<ExitCode> {
+    if a.iterations.is_some() {
+        bail!("--iterations: a live job's summaries are read by window; narrow a server's job with ?from=A&to=B");
+    }
+    let mut culprits = BTreeMap::new();
+    if !a.no_diagnosis {
+        let job = summaries.first().map_or("", |s| s.job_id.as_str());
+        let cfg = flare_engine::live::LiveConfig::default();
+        let replayed = flare_engine::live::replay::replay(summaries, &cfg);
+        culprits = culprits_of(&flare_engine::live::replay::document(
+            job, summaries, &replayed,
+        ));
+    }
+    let stats = write_out(&a.out, |w| write_window_timeline(summaries, &culprits, w))?;
+    println!(
+        "wrote {}: {} ranks from {} window summaries, {} steps and stuck ops, {} culprit rank(s) marked; open it in https://ui.perfetto.dev",
+        a.out.display(),
+        stats.ranks,
+        summaries.len(),
+        stats.ops,
+        culprits.len()
     );
     Ok(ExitCode::SUCCESS)
 }

@@ -708,4 +708,59 @@ fn timeline_writes_every_rank_on_one_clock_grouped_with_the_culprit_marked() {
         .unwrap();
     assert!(!st.status.success());
     assert!(String::from_utf8_lossy(&st.stderr).contains("expected A-B"));
+
+    // The same job traced live: the summaries its agents would have written, as a
+    // timeline of steps and windows on the wall clock, the culprit named by the live
+    // engine, its ranks ordered by the layout the summaries carry.
+    let trace =
+        flare_import::open(&[dir.to_path_buf()], &flare_import::OpenOptions::default()).unwrap();
+    let flare_import::Opened::Trace(trace) = trace else {
+        panic!("the simulator writes a trace")
+    };
+    let live = dir.join("summaries");
+    std::fs::create_dir(&live).unwrap();
+    let windows = flare_agent::replay::summaries_of_trace(&trace, "live", 200_000_000);
+    for s in windows.iter().flatten() {
+        flare_agent::write_summary(&live, s).unwrap();
+    }
+    let st = flare()
+        .arg("timeline")
+        .arg(&live)
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&st.stdout);
+    assert!(
+        st.status.success(),
+        "{}",
+        String::from_utf8_lossy(&st.stderr)
+    );
+    assert!(
+        said.contains("8 ranks from") && said.contains("1 culprit rank(s) marked"),
+        "{said}"
+    );
+    let doc: Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+    let ev = doc["traceEvents"].as_array().unwrap();
+    let name = |pid: u64| {
+        ev.iter()
+            .find(|e| e["name"] == "process_name" && e["pid"] == pid)
+            .unwrap()["args"]["name"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    assert!(name(culprit).contains("◀ culprit"), "{}", name(culprit));
+    assert!(name(culprit).contains(" · stage "), "{}", name(culprit));
+    let steps = ev.iter().filter(|e| e["cat"] == "iteration").count();
+    assert_eq!(steps, 8 * 4, "every rank's 4 steps");
+    let st = flare()
+        .arg("timeline")
+        .arg(&live)
+        .args(["--iterations", "1-2", "--out"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(!st.status.success());
+    assert!(String::from_utf8_lossy(&st.stderr).contains("read by window"));
 }

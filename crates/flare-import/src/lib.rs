@@ -26,7 +26,6 @@ pub mod open;
 pub mod prometheus;
 pub mod sniff;
 pub mod text_logs;
-pub mod timeline;
 mod varint;
 
 pub use limits::{LimitError, Limits};

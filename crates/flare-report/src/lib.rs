@@ -45,6 +45,7 @@ mod heatmap;
 mod html;
 mod layout;
 mod line_chart;
+pub mod timeline;
 mod util;
 
 pub use comparison::render_comparison_html;

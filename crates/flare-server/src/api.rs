@@ -163,6 +163,7 @@ pub(crate) fn router(state: AppState) -> Router {
         .route("/api/jobs", get(list_jobs))
         .route("/api/jobs/{id}/findings", get(job_findings))
         .route("/api/jobs/{id}/summaries", get(job_summaries))
+        .route("/api/jobs/{id}/timeline", get(job_timeline))
         .route("/api/alerts", get(list_alerts))
         .route("/api/ui/jobs", get(ui_jobs))
         .route("/api/ui/jobs/{id}", get(ui_job))
@@ -432,41 +433,128 @@ async fn job_summaries(
     Path(job_id): Path<String>,
     query: Result<Query<SummariesQuery>, QueryRejection>,
 ) -> Result<Json<Vec<flare_model::WindowSummary>>, ApiError> {
+    let q = window_range(query)?;
+    let (from, to) = (q.from.unwrap_or(0), q.to.unwrap_or(i64::MAX as u64));
+    let id = job_id.clone();
+    let found = state
+        .with_store(move |s| s.summaries(&id, from, to, MAX_SUMMARIES))
+        .await?;
+    Ok(Json(stored(found, &job_id, from, to)?))
+}
+
+/// A `?from=A&to=B` query, A <= B where both are given.
+fn window_range(
+    query: Result<Query<SummariesQuery>, QueryRejection>,
+) -> Result<SummariesQuery, ApiError> {
     let Query(q) = query.map_err(|r| {
         ApiError::new(
             StatusCode::BAD_REQUEST,
             format!("bad query ({}); expected ?from=N&to=M", r.body_text()),
         )
     })?;
-    let (from, to) = (q.from.unwrap_or(0), q.to.unwrap_or(i64::MAX as u64));
-    if from > to {
-        return Err(ApiError::new(
-            StatusCode::BAD_REQUEST,
-            format!("from={from} is after to={to}"),
-        ));
-    }
-    let id = job_id.clone();
-    let found = state
-        .with_store(move |s| s.summaries(&id, from, to, MAX_SUMMARIES))
-        .await?;
-    let summaries = match found {
-        StoredSummaries::Summaries(v) => v,
-        StoredSummaries::UnknownJob => {
-            return Err(ApiError::new(
-                StatusCode::NOT_FOUND,
-                format!("unknown job {job_id:?}"),
-            ))
-        }
-        StoredSummaries::TooMany(n) => {
+    if let (Some(from), Some(to)) = (q.from, q.to) {
+        if from > to {
             return Err(ApiError::new(
                 StatusCode::BAD_REQUEST,
-                format!(
-                    "windows {from}..{to} of job {job_id:?} hold {n} summaries; at most {MAX_SUMMARIES} per request: narrow ?from=&to="
-                ),
-            ))
+                format!("from={from} is after to={to}"),
+            ));
         }
-    };
-    Ok(Json(summaries))
+    }
+    Ok(q)
+}
+
+/// The summaries a read found, or why there are none to give.
+fn stored(
+    found: StoredSummaries,
+    job_id: &str,
+    from: u64,
+    to: u64,
+) -> Result<Vec<flare_model::WindowSummary>, ApiError> {
+    match found {
+        StoredSummaries::Summaries(v) => Ok(v),
+        StoredSummaries::UnknownJob => Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            format!("unknown job {job_id:?}"),
+        )),
+        StoredSummaries::TooMany(n) => Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            format!(
+                "windows {from}..{to} of job {job_id:?} hold {n} summaries; at most {MAX_SUMMARIES} per request: narrow ?from=&to="
+            ),
+        )),
+    }
+}
+
+/// Windows a timeline covers when the request names none: the latest 30 (five minutes of
+/// 10-s windows).
+const TIMELINE_WINDOWS: u64 = 30;
+
+/// `GET /api/jobs/{id}/timeline?from=A&to=B`: windows A..=B (default: the latest
+/// [`TIMELINE_WINDOWS`] up to its latest analysed one) as one Perfetto-readable timeline
+/// (`flare_report::timeline::windows`), the ranks its latest findings blame named on
+/// their process: what the dashboard's timeline link downloads.
+async fn job_timeline(
+    State(state): State<AppState>,
+    Path(job_id): Path<String>,
+    query: Result<Query<SummariesQuery>, QueryRejection>,
+) -> Result<Response, ApiError> {
+    let q = window_range(query)?;
+    let id = job_id.clone();
+    let (found, culprits, from, to) = state
+        .read(Some(job_id.clone()), move |s| {
+            let doc = match find_document(s, &id, None, 0)? {
+                Found::Document(d) => Some(d),
+                _ => None,
+            };
+            let latest = doc.as_ref().and_then(|d| d.job.window);
+            let to = q.to.or(latest).unwrap_or(i64::MAX as u64);
+            let from = q
+                .from
+                .unwrap_or(to.saturating_sub(TIMELINE_WINDOWS - 1))
+                .min(to);
+            let mut culprits = std::collections::BTreeMap::new();
+            for f in doc.iter().flat_map(|d| d.findings()) {
+                if f.severity > flare_model::Severity::Info {
+                    for r in f.culprits.iter().filter_map(|c| c.rank) {
+                        culprits.entry(r).or_insert_with(|| f.summary.clone());
+                    }
+                }
+            }
+            Ok((
+                s.summaries(&id, from, to, MAX_SUMMARIES)?,
+                culprits,
+                from,
+                to,
+            ))
+        })
+        .await?;
+    let summaries = stored(found, &job_id, from, to)?;
+    let mut body = Vec::with_capacity(64 * 1024);
+    flare_report::timeline::write_window_timeline(&summaries, &culprits, &mut body)
+        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
+    let file: String = job_id
+        .chars()
+        .take(64)
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "._-".contains(c) {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    let mut r = body.into_response();
+    let h = r.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    if let Ok(v) = HeaderValue::from_str(&format!(
+        "attachment; filename=\"flare-{file}-windows-{from}-{to}.json\""
+    )) {
+        h.insert(header::CONTENT_DISPOSITION, v);
+    }
+    Ok(r)
 }
 
 /// A job's findings document at a window (the default: its latest analysed one).

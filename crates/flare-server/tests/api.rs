@@ -576,3 +576,54 @@ fn a_jobs_stored_summaries_come_back_by_window_range() {
     let (status, _) = get(&s, "/api/jobs/hist/summaries", None);
     assert_eq!(status, 401);
 }
+
+#[test]
+fn a_jobs_windows_come_back_as_one_perfetto_timeline_with_the_culprit_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = TestServer::start(&dir.path().join("flare.db"));
+    post_windows(&s, "tl", 0..40, &(0..40).collect::<Vec<_>>());
+    // The latest 30 windows by default, as a file to save.
+    let resp = client()
+        .get(s.url("/api/jobs/tl/timeline"))
+        .header("Authorization", format!("Bearer {TOKEN}"))
+        .call()
+        .unwrap();
+    let disposition = resp.headers()["content-disposition"]
+        .to_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(
+        disposition,
+        "attachment; filename=\"flare-tl-windows-10-39.json\""
+    );
+    let (status, v) = reply(resp);
+    assert_eq!(status, 200, "{v}");
+    let events = v["traceEvents"].as_array().unwrap();
+    let windows: std::collections::BTreeSet<u64> = events
+        .iter()
+        .filter(|e| e["cat"] == "window")
+        .map(|e| e["args"]["window"].as_u64().unwrap())
+        .collect();
+    assert_eq!(windows, (10..40).collect());
+    let culprits: Vec<&str> = events
+        .iter()
+        .filter(|e| e["name"] == "process_name")
+        .filter_map(|e| e["args"]["name"].as_str())
+        .filter(|n| n.contains("culprit"))
+        .collect();
+    assert_eq!(culprits.len(), 1, "{culprits:?}");
+    assert!(
+        culprits[0].starts_with("rank 5 · node host-1"),
+        "{culprits:?}"
+    );
+    // A range of the caller's; a job nobody posted, a reversed range, no token.
+    let (status, v) = get(&s, "/api/jobs/tl/timeline?from=3&to=4", Some(TOKEN));
+    assert_eq!(status, 200);
+    assert_eq!(v["otherData"]["summaries"], 4, "2 nodes x 2 windows");
+    assert_eq!(get(&s, "/api/jobs/nobody/timeline", Some(TOKEN)).0, 404);
+    assert_eq!(
+        get(&s, "/api/jobs/tl/timeline?from=9&to=3", Some(TOKEN)).0,
+        400
+    );
+    assert_eq!(get(&s, "/api/jobs/tl/timeline", None).0, 401);
+}

@@ -14,7 +14,7 @@ use source::Run;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-mod source;
+pub(crate) mod source;
 
 #[derive(Args)]
 pub struct CompareArgs {

@@ -136,7 +136,29 @@ pub(crate) fn job_fragment(
         step: Step::Window,
     };
     s.push_str(&render_sections(&input));
+    write_timeline_links(&mut s, job_id, timeline);
     s
+}
+
+/// Links to the windows shown as one Perfetto timeline (`GET /api/jobs/{id}/timeline`):
+/// the page's script fetches it with the tab's token, then saves it or hands it to
+/// ui.perfetto.dev (the browser sends the file there, not the server's address).
+fn write_timeline_links(s: &mut String, job_id: &str, timeline: &[(u64, WindowDiagnosis)]) {
+    let (Some((from, _)), Some((to, _))) = (timeline.first(), timeline.last()) else {
+        return;
+    };
+    let url = format!(
+        "/api/jobs/{}/timeline?from={from}&to={to}",
+        path_segment(job_id)
+    );
+    let _ = writeln!(
+        s,
+        "<section id=\"timeline\">\n<h2>Timeline</h2>\n<p class=\"note\">{}</p>\n         <p><a href=\"#\" data-timeline=\"{url}\" data-action=\"save\">Download the timeline</a> ·          <a href=\"#\" data-timeline=\"{url}\" data-action=\"perfetto\">Open it in Perfetto</a></p>\n</section>",
+        escape(&format!(
+            "Windows {from} to {to} of every rank on one wall clock, in the trace-event JSON that Perfetto and chrome://tracing open: each rank's steps, its time per kind of work in each window, the ops the watchdog found stuck, the culprits named on their ranks."
+        )),
+        url = escape(&url)
+    );
 }
 
 /// Each rank's mean over the windows shown, on the job's parallel grid (when its ranks

@@ -101,6 +101,42 @@ const APP_JS: &str = r#"'use strict';
       busy = false;
     }
   }
+  // The timeline links: fetched with the token, then saved, or posted to Perfetto's UI
+  // once it answers (its documented postMessage handshake: PING until PONG).
+  content.addEventListener('click', async function (e) {
+    const a = e.target.closest('a[data-timeline]');
+    if (!a) return;
+    e.preventDefault();
+    const perfetto = a.dataset.action === 'perfetto' ? window.open('https://ui.perfetto.dev/#!/') : null;
+    const r = await fetch(a.dataset.timeline, { headers: { Authorization: 'Bearer ' + sessionStorage.getItem(KEY) }, cache: 'no-store' });
+    if (!r.ok) { status.textContent = 'timeline: error ' + r.status; if (perfetto) perfetto.close(); return; }
+    const buffer = await r.arrayBuffer();
+    const name = (r.headers.get('Content-Disposition') || '').match(/filename="([^"]+)"/);
+    const title = name ? name[1] : 'flare-timeline.json';
+    if (!perfetto) {
+      const link = document.createElement('a');
+      link.href = URL.createObjectURL(new Blob([buffer], { type: 'application/json' }));
+      link.download = title;
+      document.body.appendChild(link);
+      link.click();
+      link.remove();
+      status.textContent = 'timeline saved as ' + title;
+      document.body.dataset.timelineSaved = title;
+      return;
+    }
+    let answered = false;
+    function onMessage(m) {
+      if (m.source !== perfetto || m.data !== 'PONG') return;
+      answered = true;
+      window.removeEventListener('message', onMessage);
+      perfetto.postMessage({ perfetto: { buffer: buffer, title: title } }, 'https://ui.perfetto.dev');
+    }
+    window.addEventListener('message', onMessage);
+    const ping = setInterval(function () {
+      if (answered || perfetto.closed) { clearInterval(ping); return; }
+      perfetto.postMessage('PING', 'https://ui.perfetto.dev');
+    }, 250);
+  });
   refresh();
   setInterval(refresh, 2000);
 })();

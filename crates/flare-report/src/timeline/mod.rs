@@ -7,7 +7,11 @@
 //! slices of their own track; the culprits of a diagnosis named on their process and their
 //! ops marked. Written as it goes (nothing but the trace is held).
 
-use flare_model::{Op, OpKind, Trace};
+mod windows;
+
+pub use windows::write_window_timeline;
+
+use flare_model::{Op, OpKind, ParallelConfig, Trace};
 use std::collections::BTreeMap;
 use std::io::{self, Write};
 
@@ -25,8 +29,11 @@ pub struct TimelineOptions {
 /// What was written.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct TimelineStats {
+    /// Ranks (processes) written.
     pub ranks: usize,
+    /// Slices written: ops (or, for window summaries, iterations and stuck ops).
     pub ops: u64,
+    /// Launch-to-op flow arrows written.
     pub flows: u64,
 }
 
@@ -44,6 +51,44 @@ fn track(kind: OpKind) -> u32 {
     } else {
         TRACK_COMPUTE
     }
+}
+
+/// Each rank's place in the timeline's process list: a parallel group's ranks next to
+/// each other (by stage, then data-parallel rank, then tensor-parallel rank), else in
+/// rank order.
+fn sort_indices(
+    ranks: impl Iterator<Item = u32>,
+    parallel: Option<&ParallelConfig>,
+) -> BTreeMap<u32, usize> {
+    let mut order: Vec<u32> = ranks.collect();
+    order.sort_unstable();
+    order.dedup();
+    if let Some(p) = parallel {
+        order.sort_by_key(|&r| {
+            let c = p.coords(r);
+            (c.pp, c.dp, c.cp, c.tp, r)
+        });
+    }
+    order.iter().enumerate().map(|(i, &r)| (r, i)).collect()
+}
+
+/// "rank 5 · stage 1 · dp 0 · tp 1 · node n0 ◀ culprit: ...".
+fn process_name(
+    rank: u32,
+    parallel: Option<&ParallelConfig>,
+    node: &str,
+    culprit: Option<&str>,
+) -> String {
+    let mut name = format!("rank {rank}");
+    if let Some(p) = parallel.filter(|p| rank < p.world_size()) {
+        let c = p.coords(rank);
+        name.push_str(&format!(" · stage {} · dp {} · tp {}", c.pp, c.dp, c.tp));
+    }
+    name.push_str(&format!(" · node {node}"));
+    if let Some(why) = culprit {
+        name.push_str(&format!(" ◀ culprit: {why}"));
+    }
+    name
 }
 
 /// A JSON string literal.
@@ -77,16 +122,10 @@ pub fn write_timeline(
         .map(|o| o.end().unwrap_or(o.start_ns))
         .max()
         .unwrap_or(t0);
-    // A parallel group's ranks next to each other: by stage, then data-parallel rank,
-    // then tensor-parallel rank.
-    let mut order: Vec<u32> = trace.ranks.iter().map(|r| r.rank).collect();
-    if let Some(p) = &trace.job.parallel {
-        order.sort_by_key(|&r| {
-            let c = p.coords(r);
-            (c.pp, c.dp, c.cp, c.tp, r)
-        });
-    }
-    let sort_index: BTreeMap<u32, usize> = order.iter().enumerate().map(|(i, &r)| (r, i)).collect();
+    let sort_index = sort_indices(
+        trace.ranks.iter().map(|r| r.rank),
+        trace.job.parallel.as_ref(),
+    );
     let mut stats = TimelineStats::default();
     out.write_all(b"{\"displayTimeUnit\":\"ms\",\"otherData\":")?;
     write!(
@@ -110,16 +149,13 @@ pub fn write_timeline(
         stats.ranks += 1;
         let pid = r.rank;
         let loc = trace.job.cluster.loc(r.rank);
-        let mut name = format!("rank {}", r.rank);
-        if let Some(p) = &trace.job.parallel {
-            let c = p.coords(r.rank);
-            name.push_str(&format!(" · stage {} · dp {} · tp {}", c.pp, c.dp, c.tp));
-        }
-        name.push_str(&format!(" · node {}", loc.node));
         let culprit = opts.culprits.get(&r.rank);
-        if let Some(why) = culprit {
-            name.push_str(&format!(" ◀ culprit: {why}"));
-        }
+        let name = process_name(
+            r.rank,
+            trace.job.parallel.as_ref(),
+            &loc.node.to_string(),
+            culprit.map(String::as_str),
+        );
         sep(out)?;
         write!(
             out,
