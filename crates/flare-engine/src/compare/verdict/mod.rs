@@ -1,9 +1,15 @@
 //! What a comparison says: the change of the step and the classes of time that carry it,
 //! with the action their kind calls for.
 
+mod machine;
+mod sequence;
+
+use machine::machine_finding;
+use sequence::sequence_finding;
+
 use flare_model::{
-    short_symbol, Comparison, DetectorId, Evidence, EvidenceKey, Finding, FindingKind, Severity,
-    TimeClassChange, TimeClassKind, Unit,
+    Comparison, DetectorId, Evidence, EvidenceKey, Finding, FindingKind, Severity, TimeClassChange,
+    TimeClassKind, Unit,
 };
 
 #[derive(Clone, Debug)]
@@ -64,104 +70,6 @@ fn step_se(c: &Comparison) -> f64 {
     let var =
         |r: &flare_model::RunProfile| r.step_sd_ms * r.step_sd_ms / r.independent_steps() as f64;
     (var(&c.baseline) + var(&c.current)).sqrt()
-}
-
-/// The `info` saying the order of ops changed (ops appear, disappear, or run in another
-/// order), whatever it cost: a new code path, noticed while it is still cheap.
-fn sequence_finding(c: &Comparison, cfg: &CompareConfig) -> Option<Finding> {
-    let s = c.sequence.as_ref()?;
-    let renamed = !s.appeared.is_empty() || !s.disappeared.is_empty();
-    if !renamed && s.divergence_bits < cfg.min_divergence_bits {
-        return None;
-    }
-    // Classes are named with their shapes, the sequence's ops without.
-    let cost = |names: &[String]| -> f64 {
-        c.classes
-            .iter()
-            .filter(|r| {
-                names
-                    .iter()
-                    .any(|n| r.class == *n || r.class.starts_with(&format!("{n} [")))
-            })
-            .map(|r| r.current_ms.max(r.baseline_ms))
-            .sum()
-    };
-    let list = |names: &[String]| -> String {
-        let mut shown: Vec<_> = names.iter().take(6).map(|n| short_symbol(n)).collect();
-        if names.len() > 6 {
-            shown.push("...".into());
-        }
-        shown.join(", ")
-    };
-    let mut parts = Vec::new();
-    if !s.appeared.is_empty() {
-        parts.push(format!(
-            "{} op{} appear ({}; {:.2} ms per step)",
-            s.appeared.len(),
-            if s.appeared.len() == 1 { "" } else { "s" },
-            list(&s.appeared),
-            cost(&s.appeared)
-        ));
-    }
-    if !s.disappeared.is_empty() {
-        parts.push(format!(
-            "{} disappear ({})",
-            s.disappeared.len(),
-            list(&s.disappeared)
-        ));
-    }
-    if parts.is_empty() {
-        parts.push("the same ops run in another order".into());
-    }
-    let mut evidence = vec![Evidence::new(
-        EvidenceKey::SequenceDivergenceBits,
-        s.divergence_bits,
-        Some(0.0),
-        Unit::Bits,
-        format!(
-            "Jensen-Shannon divergence of the runs' consecutive op pairs (entropy {:.2} bits against {:.2})",
-            s.current_entropy_bits, s.baseline_entropy_bits
-        ),
-    )
-    .decisive()];
-    if !s.appeared.is_empty() {
-        evidence.push(Evidence::new(
-            EvidenceKey::OpsAppeared,
-            s.appeared.len() as f64,
-            Some(0.0),
-            Unit::None,
-            format!("ops the baseline never ran: {}", list(&s.appeared)),
-        ));
-    }
-    if !s.disappeared.is_empty() {
-        evidence.push(Evidence::new(
-            EvidenceKey::OpsDisappeared,
-            s.disappeared.len() as f64,
-            Some(0.0),
-            Unit::None,
-            format!(
-                "ops the current run no longer runs: {}",
-                list(&s.disappeared)
-            ),
-        ));
-    }
-    Some(Finding {
-        kind: FindingKind::Regression,
-        severity: Severity::Info,
-        summary: format!(
-            "the op sequence changed ({:.2} bits): {}",
-            s.divergence_bits,
-            parts.join("; ")
-        ),
-        confidence: s.divergence_bits.max(if renamed { 0.9 } else { 0.0 }).min(0.99),
-        culprits: vec![],
-        evidence,
-        action: "a code path changed between the runs: find what calls the new ops (torch.profiler with with_stack=True, or the diff of the code and its flags); cheap now, it is where a regression that grows starts".into(),
-        iterations: vec![],
-        detector: DetectorId::Compare,
-        corroborated_by: vec![],
-        failure: None,
-    })
 }
 
 /// The `regression` finding of the step's change (see [`regression_findings`]).
@@ -282,7 +190,7 @@ fn step_findings(c: &Comparison, cfg: &CompareConfig) -> Vec<Finding> {
 
 /// The step's evidence: its time against the baseline's (decisive), and its change over
 /// the noise where the runs have a spread.
-fn step_evidence(c: &Comparison, cfg: &CompareConfig, se: f64) -> Vec<Evidence> {
+pub(super) fn step_evidence(c: &Comparison, cfg: &CompareConfig, se: f64) -> Vec<Evidence> {
     let mut evidence = vec![Evidence::new(
         EvidenceKey::StepTimeMs,
         c.current.step_ms,
@@ -307,77 +215,6 @@ fn step_evidence(c: &Comparison, cfg: &CompareConfig, se: f64) -> Vec<Evidence> 
         ));
     }
     evidence
-}
-
-/// The step's change when it is the whole step scaled (see [`super::scale`]): no class
-/// is named as its cause. Between two runs it is an `info`, since one run of each cannot
-/// tell the machines' speed from the program's; within one run, the machine slowing
-/// down mid-job is a warning.
-fn machine_finding(
-    c: &Comparison,
-    cfg: &CompareConfig,
-    scale: &super::MachineScale,
-    se: f64,
-) -> Finding {
-    let (before, after) = (c.baseline.step_ms, c.current.step_ms);
-    let slower = after > before;
-    let mut evidence = step_evidence(c, cfg, se);
-    for &(part, b, cur) in &scale.parts {
-        evidence.push(
-            Evidence::new(
-                EvidenceKey::PartTimeMs,
-                cur,
-                Some(b),
-                Unit::Ms,
-                format!(
-                    "all {} time per step of a rank: {:+.0}% against the step's {:+.0}%",
-                    part.as_str(),
-                    (cur / b - 1.0) * 100.0,
-                    (scale.factor - 1.0) * 100.0
-                ),
-            )
-            .decisive(),
-        );
-    }
-    evidence.push(Evidence::new(
-        EvidenceKey::ConcentratedShare,
-        scale.concentrated,
-        Some(0.5),
-        Unit::None,
-        "the share of the change that classes of time carry beyond their share of a uniform change (1: all of it in classes that grew alone)".into(),
-    ));
-    let (severity, action) = match (cfg.within_one_run, slower) {
-        (true, true) => (
-            Severity::Warning,
-            "the whole job slowed at once, every part of its step alike: look at its machines at that moment (other processes on the nodes: top, pidstat; CPU and GPU clocks and throttling: nvidia-smi -q -d PERFORMANCE; thermal or power events: dmesg); `flare diagnose` names a rank or node that slowed alone".to_string(),
-        ),
-        (false, true) => (
-            Severity::Info,
-            "no part of the program stands out: a change of every part of the step alike is the machine's speed (another load on its CPUs, CPU or GPU clocks and power limits, another node or network) more than the program's, and one run of each cannot tell them apart; run both on the same idle machines, or each several times, before looking for a cause in the code".to_string(),
-        ),
-        (_, false) => (
-            Severity::Info,
-            "nothing to fix: every part of the step is faster alike, which is the machine's speed more than the program's".to_string(),
-        ),
-    };
-    Finding {
-        kind: FindingKind::Regression,
-        severity,
-        summary: format!(
-            "steps {} by {:.1}% ({before:.2} -> {after:.2} ms per step of a rank), every part of the step alike ({}): the machine's speed, not one part of the program",
-            if slower { "slower" } else { "faster" },
-            ((after - before) / before).abs() * 100.0,
-            scale.parts_text()
-        ),
-        confidence: (1.0 - scale.concentrated).clamp(0.0, 0.99),
-        culprits: vec![],
-        evidence,
-        action,
-        iterations: vec![],
-        detector: DetectorId::Compare,
-        corroborated_by: vec![],
-        failure: None,
-    }
 }
 
 /// Whether a class runs a different number of ops per step (beyond `cfg.count_change`).

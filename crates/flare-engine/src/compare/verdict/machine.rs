@@ -1,0 +1,77 @@
+//! The step's change told as the machine's speed (see `compare::scale`).
+
+use super::{step_evidence, CompareConfig};
+use flare_model::{
+    Comparison, DetectorId, Evidence, EvidenceKey, Finding, FindingKind, Severity, Unit,
+};
+
+/// The step's change when it is the whole step scaled (see `compare::scale`): no class
+/// is named as its cause. Between two runs it is an `info`, since one run of each cannot
+/// tell the machines' speed from the program's; within one run, the machine slowing
+/// down mid-job is a warning.
+pub(super) fn machine_finding(
+    c: &Comparison,
+    cfg: &CompareConfig,
+    scale: &crate::compare::MachineScale,
+    se: f64,
+) -> Finding {
+    let (before, after) = (c.baseline.step_ms, c.current.step_ms);
+    let slower = after > before;
+    let mut evidence = step_evidence(c, cfg, se);
+    for &(part, b, cur) in &scale.parts {
+        evidence.push(
+            Evidence::new(
+                EvidenceKey::PartTimeMs,
+                cur,
+                Some(b),
+                Unit::Ms,
+                format!(
+                    "all {} time per step of a rank: {:+.0}% against the step's {:+.0}%",
+                    part.as_str(),
+                    (cur / b - 1.0) * 100.0,
+                    (scale.factor - 1.0) * 100.0
+                ),
+            )
+            .decisive(),
+        );
+    }
+    evidence.push(Evidence::new(
+        EvidenceKey::ConcentratedShare,
+        scale.concentrated,
+        Some(0.5),
+        Unit::None,
+        "the share of the change that classes of time carry beyond their share of a uniform change (1: all of it in classes that grew alone)".into(),
+    ));
+    let (severity, action) = match (cfg.within_one_run, slower) {
+        (true, true) => (
+            Severity::Warning,
+            "the whole job slowed at once, every part of its step alike: look at its machines at that moment (other processes on the nodes: top, pidstat; CPU and GPU clocks and throttling: nvidia-smi -q -d PERFORMANCE; thermal or power events: dmesg); `flare diagnose` names a rank or node that slowed alone".to_string(),
+        ),
+        (false, true) => (
+            Severity::Info,
+            "no part of the program stands out: a change of every part of the step alike is the machine's speed (another load on its CPUs, CPU or GPU clocks and power limits, another node or network) more than the program's, and one run of each cannot tell them apart; run both on the same idle machines, or each several times, before looking for a cause in the code".to_string(),
+        ),
+        (_, false) => (
+            Severity::Info,
+            "nothing to fix: every part of the step is faster alike, which is the machine's speed more than the program's".to_string(),
+        ),
+    };
+    Finding {
+        kind: FindingKind::Regression,
+        severity,
+        summary: format!(
+            "steps {} by {:.1}% ({before:.2} -> {after:.2} ms per step of a rank), every part of the step alike ({}): the machine's speed, not one part of the program",
+            if slower { "slower" } else { "faster" },
+            ((after - before) / before).abs() * 100.0,
+            scale.parts_text()
+        ),
+        confidence: (1.0 - scale.concentrated).clamp(0.0, 0.99),
+        culprits: vec![],
+        evidence,
+        action,
+        iterations: vec![],
+        detector: DetectorId::Compare,
+        corroborated_by: vec![],
+        failure: None,
+    }
+}
