@@ -128,38 +128,7 @@ impl MachineScale {
 #[cfg(test)]
 pub(super) mod tests {
     use super::*;
-    use flare_model::RunProfile;
-
-    fn class(kind: TimeClassKind, name: &str, b: f64, c: f64) -> TimeClassChange {
-        TimeClassChange {
-            kind,
-            class: name.into(),
-            baseline_ms: b,
-            current_ms: c,
-            baseline_sd_ms: 0.1,
-            current_sd_ms: 0.1,
-            baseline_algorithms: vec![],
-            current_algorithms: vec![],
-            baseline_count: 1.0,
-            current_count: 1.0,
-            baseline_rate: None,
-            current_rate: None,
-        }
-    }
-
-    fn run(step_ms: f64) -> RunProfile {
-        RunProfile {
-            source: "run".into(),
-            ranks: 2,
-            rank_iterations: 20,
-            step_ms,
-            step_sd_ms: 0.5,
-            cpu_compute: true,
-            host_calls: vec![],
-            gc_sites: vec![],
-            issue_latency: None,
-        }
-    }
+    use crate::compare::causes::tests::{class, run};
 
     /// A CPU job's step (ms): GEMMs, the rest of compute, the all-reduce, waiting, the
     /// dataloader and the loop between steps; `cur` the current run's, in that order.
@@ -182,11 +151,11 @@ pub(super) mod tests {
         let classes = names
             .iter()
             .zip(base.iter().zip(cur))
-            .map(|(&(k, n), (&b, c))| class(k, n, b, c))
+            .map(|(&(k, n), (&b, c))| class(k, n, (b, 1.0), (c, 1.0)))
             .collect();
         Comparison {
-            baseline: run(base.iter().sum()),
-            current: run(cur.iter().sum()),
+            baseline: run(base.iter().sum(), vec![]),
+            current: run(cur.iter().sum(), vec![]),
             classes,
             sequence: None,
             causes: vec![],

@@ -44,7 +44,7 @@ pub fn named_causes(c: &Comparison, cfg: &CompareConfig) -> Vec<(RegressionCause
 }
 
 /// A finding of kind `regression` from the comparison detector.
-fn finding(
+pub(super) fn finding(
     severity: Severity,
     summary: String,
     confidence: f64,
@@ -110,4 +110,4 @@ fn cpu_caveat(c: &Comparison) -> &'static str {
 }
 
 #[cfg(test)]
-mod tests;
+pub(super) mod tests;

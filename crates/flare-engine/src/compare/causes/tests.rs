@@ -7,7 +7,7 @@ use flare_model::{
     TimeClassKind,
 };
 
-fn run(step_ms: f64, calls: Vec<HostCallRate>) -> RunProfile {
+pub(in crate::compare) fn run(step_ms: f64, calls: Vec<HostCallRate>) -> RunProfile {
     RunProfile {
         source: "run".into(),
         ranks: 2,
@@ -67,7 +67,12 @@ fn item_sync() -> HostCallRate {
     item
 }
 
-fn class(kind: TimeClassKind, name: &str, b: (f64, f64), c: (f64, f64)) -> TimeClassChange {
+pub(in crate::compare) fn class(
+    kind: TimeClassKind,
+    name: &str,
+    b: (f64, f64),
+    c: (f64, f64),
+) -> TimeClassChange {
     TimeClassChange {
         kind,
         class: name.into(),

@@ -1,9 +1,7 @@
 //! The step's change told as the machine's speed (see `compare::scale`).
 
 use super::{step_evidence, CompareConfig};
-use flare_model::{
-    Comparison, DetectorId, Evidence, EvidenceKey, Finding, FindingKind, Severity, Unit,
-};
+use flare_model::{Comparison, Evidence, EvidenceKey, Finding, Severity, Unit};
 
 /// The step's change when it is the whole step scaled (see `compare::scale`): no class
 /// is named as its cause. Between two runs it is an `info`, since one run of each cannot
@@ -56,22 +54,16 @@ pub(super) fn machine_finding(
             "nothing to fix: every part of the step is faster alike, which is the machine's speed more than the program's".to_string(),
         ),
     };
-    Finding {
-        kind: FindingKind::Regression,
+    crate::compare::causes::finding(
         severity,
-        summary: format!(
+        format!(
             "steps {} by {:.1}% ({before:.2} -> {after:.2} ms per step of a rank), every part of the step alike ({}): the machine's speed, not one part of the program",
             if slower { "slower" } else { "faster" },
             ((after - before) / before).abs() * 100.0,
             scale.parts_text()
         ),
-        confidence: (1.0 - scale.concentrated).clamp(0.0, 0.99),
-        culprits: vec![],
+        (1.0 - scale.concentrated).clamp(0.0, 0.99),
         evidence,
         action,
-        iterations: vec![],
-        detector: DetectorId::Compare,
-        corroborated_by: vec![],
-        failure: None,
-    }
+    )
 }

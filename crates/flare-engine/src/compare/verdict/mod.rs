@@ -8,8 +8,7 @@ use machine::machine_finding;
 use sequence::sequence_finding;
 
 use flare_model::{
-    Comparison, DetectorId, Evidence, EvidenceKey, Finding, FindingKind, Severity, TimeClassChange,
-    TimeClassKind, Unit,
+    Comparison, Evidence, EvidenceKey, Finding, Severity, TimeClassChange, TimeClassKind, Unit,
 };
 
 #[derive(Clone, Debug)]
@@ -162,14 +161,13 @@ fn step_findings(c: &Comparison, cfg: &CompareConfig) -> Vec<Finding> {
     } else {
         String::new()
     };
-    vec![Finding {
-        kind: FindingKind::Regression,
-        severity: if slower {
+    vec![crate::compare::causes::finding(
+        if slower {
             Severity::Warning
         } else {
             Severity::Info
         },
-        summary: format!(
+        format!(
             "steps {} by {:.1}% ({before:.2} -> {after:.2} ms per step of a rank); the most of it: {} {:+.2} ms ({:.0}% of the change){counts}",
             if slower { "slower" } else { "faster" },
             (delta / before).abs() * 100.0,
@@ -177,15 +175,10 @@ fn step_findings(c: &Comparison, cfg: &CompareConfig) -> Vec<Finding> {
             top.delta_ms(),
             top.delta_ms() / delta * 100.0,
         ),
-        confidence: (top.delta_ms() / delta).clamp(0.0, 0.99),
-        culprits: vec![],
+        (top.delta_ms() / delta).clamp(0.0, 0.99),
         evidence,
-        action: action(top, slower, more_often, c.current.cpu_compute),
-        iterations: vec![],
-        detector: DetectorId::Compare,
-        corroborated_by: vec![],
-        failure: None,
-    }]
+        action(top, slower, more_often, c.current.cpu_compute),
+    )]
 }
 
 /// The step's evidence: its time against the baseline's (decisive), and its change over

@@ -1,10 +1,7 @@
 //! The `info` on a change of the op sequence, whatever it cost.
 
 use super::CompareConfig;
-use flare_model::{
-    short_symbol, Comparison, DetectorId, Evidence, EvidenceKey, Finding, FindingKind, Severity,
-    Unit,
-};
+use flare_model::{short_symbol, Comparison, Evidence, EvidenceKey, Finding, Severity, Unit};
 
 /// The `info` saying the order of ops changed (ops appear, disappear, or run in another
 /// order), whatever it cost: a new code path, noticed while it is still cheap.
@@ -85,21 +82,15 @@ pub(super) fn sequence_finding(c: &Comparison, cfg: &CompareConfig) -> Option<Fi
             ),
         ));
     }
-    Some(Finding {
-        kind: FindingKind::Regression,
-        severity: Severity::Info,
-        summary: format!(
+    Some(crate::compare::causes::finding(
+        Severity::Info,
+        format!(
             "the op sequence changed ({:.2} bits): {}",
             s.divergence_bits,
             parts.join("; ")
         ),
-        confidence: s.divergence_bits.max(if renamed { 0.9 } else { 0.0 }).min(0.99),
-        culprits: vec![],
+        s.divergence_bits.max(if renamed { 0.9 } else { 0.0 }).min(0.99),
         evidence,
-        action: "a code path changed between the runs: find what calls the new ops (torch.profiler with with_stack=True, or the diff of the code and its flags); cheap now, it is where a regression that grows starts".into(),
-        iterations: vec![],
-        detector: DetectorId::Compare,
-        corroborated_by: vec![],
-        failure: None,
-    })
+        "a code path changed between the runs: find what calls the new ops (torch.profiler with with_stack=True, or the diff of the code and its flags); cheap now, it is where a regression that grows starts".into(),
+    ))
 }
