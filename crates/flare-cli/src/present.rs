@@ -297,12 +297,15 @@ pub fn report_html(
             values[row * n_its + i] = v;
         }
     }
-    let mut highlight_rows: Vec<usize> = doc
+    let culprits: BTreeSet<u32> = doc
         .findings()
         .iter()
         .filter(|f| f.localizes())
         .flat_map(|f| f.culprits.iter().filter_map(|c| c.rank))
-        .filter_map(|r| ctx.rank_index(r))
+        .collect();
+    let mut highlight_rows: Vec<usize> = culprits
+        .iter()
+        .filter_map(|&r| ctx.rank_index(r))
         .map(|ri| ri / per_row)
         .collect();
     highlight_rows.sort_unstable();
@@ -317,12 +320,6 @@ pub fn report_html(
                     .collect();
                 (!v.is_empty()).then(|| (ctx.ranks[ri], v.iter().sum::<f64>() / v.len() as f64))
             })
-            .collect();
-        let culprits: BTreeSet<u32> = doc
-            .findings()
-            .iter()
-            .filter(|f| f.localizes())
-            .flat_map(|f| f.culprits.iter().filter_map(|c| c.rank))
             .collect();
         flare_report::layout_heatmap(
             p,

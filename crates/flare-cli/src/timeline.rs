@@ -6,7 +6,6 @@ use crate::diagnose::{load, needs_alignment, Format};
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use flare_engine::EngineConfig;
-use flare_model::Severity;
 use flare_report::timeline::{
     write_timeline, write_window_timeline, TimelineOptions, TimelineStats,
 };
@@ -94,19 +93,10 @@ pub fn run(a: TimelineArgs) -> Result<ExitCode> {
 
 /// Ranks that findings above `info` blame, with what the first says of each.
 fn culprits_of(doc: &flare_model::FindingsDocument) -> BTreeMap<u32, String> {
-    let mut culprits = BTreeMap::new();
-    for f in doc
-        .findings()
-        .iter()
-        .filter(|f| f.severity > Severity::Info)
-    {
-        for r in f.culprits.iter().filter_map(|c| c.rank) {
-            culprits
-                .entry(r)
-                .or_insert_with(|| format!("{} ({})", f.kind, f.detector));
-        }
-    }
-    culprits
+    doc.blamed_ranks()
+        .into_iter()
+        .map(|(r, f)| (r, format!("{} ({})", f.kind, f.detector)))
+        .collect()
 }
 
 /// Writes `out` (a file, not a directory) with `write`.

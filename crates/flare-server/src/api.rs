@@ -512,14 +512,11 @@ async fn job_timeline(
                 .from
                 .unwrap_or(to.saturating_sub(TIMELINE_WINDOWS - 1))
                 .min(to);
-            let mut culprits = std::collections::BTreeMap::new();
-            for f in doc.iter().flat_map(|d| d.findings()) {
-                if f.severity > flare_model::Severity::Info {
-                    for r in f.culprits.iter().filter_map(|c| c.rank) {
-                        culprits.entry(r).or_insert_with(|| f.summary.clone());
-                    }
-                }
-            }
+            let culprits: std::collections::BTreeMap<u32, String> = doc
+                .iter()
+                .flat_map(|d| d.blamed_ranks())
+                .map(|(r, f)| (r, f.summary.clone()))
+                .collect();
             Ok((
                 s.summaries(&id, from, to, MAX_SUMMARIES)?,
                 culprits,

@@ -111,6 +111,16 @@ pub struct DiagnoseArgs {
 }
 
 impl DiagnoseArgs {
+    /// The layout `--parallel` states for a job of `world` ranks.
+    fn stated_layout(&self, world: u32) -> Result<Option<flare_model::ParallelConfig>> {
+        let Some(spec) = &self.parallel else {
+            return Ok(None);
+        };
+        flare_model::ParallelConfig::from_spec(spec, world)
+            .map(Some)
+            .map_err(|e| anyhow::anyhow!("--parallel {spec:?} for a job of {world} ranks: {e}"))
+    }
+
     fn limits(&self) -> Limits {
         Limits {
             max_input_bytes: self.max_input_bytes,
@@ -182,10 +192,8 @@ fn run_agent_summaries(
     load_ms: f64,
 ) -> Result<ExitCode> {
     let path = &a.paths[0];
-    if let Some(spec) = &a.parallel {
-        let world = summaries.iter().map(|s| s.world_size).max().unwrap_or(0);
-        let p = flare_model::ParallelConfig::from_spec(spec, world)
-            .map_err(|e| anyhow::anyhow!("--parallel {spec:?} for a job of {world} ranks: {e}"))?;
+    let world = summaries.iter().map(|s| s.world_size).max().unwrap_or(0);
+    if let Some(p) = a.stated_layout(world)? {
         for s in &mut summaries {
             s.parallel = Some(p.clone());
         }
@@ -420,10 +428,7 @@ fn whole(
     t0: Instant,
     sp: &indicatif::ProgressBar,
 ) -> Result<Offline> {
-    if let Some(spec) = &a.parallel {
-        let world = trace.job.world_size;
-        let p = flare_model::ParallelConfig::from_spec(spec, world)
-            .map_err(|e| anyhow::anyhow!("--parallel {spec:?} for a job of {world} ranks: {e}"))?;
+    if let Some(p) = a.stated_layout(trace.job.world_size)? {
         trace.job.parallel = Some(p);
     }
     if let Some(w) = window {

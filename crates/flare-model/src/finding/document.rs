@@ -268,6 +268,18 @@ impl FindingsDocument {
         &self.culprit_ranks
     }
 
+    /// Each rank a finding above `info` names, with the most important such finding:
+    /// the ranks a view of the job marks.
+    pub fn blamed_ranks(&self) -> std::collections::BTreeMap<u32, &Finding> {
+        let mut out = std::collections::BTreeMap::new();
+        for f in self.findings.iter().filter(|f| f.severity > Severity::Info) {
+            for r in f.culprits.iter().filter_map(|c| c.rank) {
+                out.entry(r).or_insert(f);
+            }
+        }
+        out
+    }
+
     /// The document as pretty-printed JSON: the one serialization of findings that leaves
     /// the process.
     pub fn to_json(&self) -> String {
@@ -391,6 +403,26 @@ mod tests {
         );
         assert_eq!(doc.culprit_ranks(), [7]);
         assert_eq!(doc.findings()[0].severity, Severity::Critical);
+    }
+
+    #[test]
+    fn blamed_ranks_are_those_findings_above_info_name_each_with_its_most_important() {
+        let doc = FindingsDocument::new(
+            JobSummary::default(),
+            vec![
+                finding(Severity::Info, Some(1)),
+                finding(Severity::Warning, Some(7)),
+                finding(Severity::Critical, Some(7)),
+                finding(Severity::Warning, Some(3)),
+            ],
+            true,
+        );
+        let blamed: Vec<(u32, Severity)> = doc
+            .blamed_ranks()
+            .into_iter()
+            .map(|(r, f)| (r, f.severity))
+            .collect();
+        assert_eq!(blamed, [(3, Severity::Warning), (7, Severity::Critical)]);
     }
 
     #[test]

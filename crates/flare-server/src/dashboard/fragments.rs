@@ -153,7 +153,9 @@ fn write_timeline_links(s: &mut String, job_id: &str, timeline: &[(u64, WindowDi
     );
     let _ = writeln!(
         s,
-        "<section id=\"timeline\">\n<h2>Timeline</h2>\n<p class=\"note\">{}</p>\n         <p><a href=\"#\" data-timeline=\"{url}\" data-action=\"save\">Download the timeline</a> ·          <a href=\"#\" data-timeline=\"{url}\" data-action=\"perfetto\">Open it in Perfetto</a></p>\n</section>",
+        "<section id=\"timeline\">\n<h2>Timeline</h2>\n<p class=\"note\">{}</p>\n\
+         <p><a href=\"#\" data-timeline=\"{url}\" data-action=\"save\">Download the timeline</a> · \
+         <a href=\"#\" data-timeline=\"{url}\" data-action=\"perfetto\">Open it in Perfetto</a></p>\n</section>",
         escape(&format!(
             "Windows {from} to {to} of every rank on one wall clock, in the trace-event JSON that Perfetto and chrome://tracing open: each rank's steps, its time per kind of work in each window, the ops the watchdog found stuck, the culprits named on their ranks."
         )),
@@ -180,19 +182,10 @@ fn layout(doc: &FindingsDocument, timeline: &[(u64, WindowDiagnosis)]) -> Option
     flare_report::layout_heatmap(
         parallel,
         &values,
-        &culprit_ranks(doc),
+        &doc.blamed_ranks().into_keys().collect(),
         "Time outside collectives over the median rank's, per rank by parallel group, mean over the windows (%)",
         "%",
     )
-}
-
-/// Ranks that findings above `info` name.
-fn culprit_ranks(doc: &FindingsDocument) -> BTreeSet<u32> {
-    doc.findings()
-        .iter()
-        .filter(|f| f.severity > Severity::Info)
-        .flat_map(|f| f.culprits.iter().filter_map(|c| c.rank))
-        .collect()
 }
 
 /// Per rank and window: its time outside collectives over the median rank's.
@@ -211,7 +204,7 @@ fn heatmap(doc: &FindingsDocument, timeline: &[(u64, WindowDiagnosis)]) -> Heatm
             }
         }
     }
-    let culprits = culprit_ranks(doc);
+    let culprits: BTreeSet<u32> = doc.blamed_ranks().into_keys().collect();
     Heatmap {
         title: "Time outside collectives over the median rank's, per rank and window (%)".into(),
         row_label: "rank".into(),
