@@ -8,9 +8,12 @@
 //! server killed before its acknowledgement leaves the message to be delivered again, to
 //! any server, after [`ACK_WAIT`]. Storing is idempotent (a summary stored again replaces
 //! its row, and its window is analysed from what is stored), and the stream drops a
-//! summary an agent published twice (message id: job, window and node). Order across
-//! servers is not kept, and need not be: a window is analysed once its ranks are in (see
-//! `Store::ingest`), whichever server stored them.
+//! summary an agent published twice (message id: job, window and node). Messages reach
+//! the servers in the stream's order but are stored in parallel, so a job's summaries
+//! can be stored out of order (one delivered again after its server died comes 10 s
+//! late); its windows are analysed in order all the same: a window is analysed once its
+//! ranks are in, and a server analysing a window first analyses the job's earlier windows
+//! that another server stored and left unanalysed (see `Store::ingest`).
 //!
 //! Only JetStream APIs that nats-server 2.9 serves are used.
 

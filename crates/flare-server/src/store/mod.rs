@@ -10,9 +10,11 @@
 
 mod cache;
 pub mod db;
+mod pending;
 
 pub use cache::DEFAULT_CACHE_BYTES;
 pub use db::DbLocation;
+pub use pending::ANALYSIS_DELAY_NS;
 
 use crate::ingest;
 use cache::{LiveWindowCache, Stamp, WindowCache};
@@ -22,6 +24,7 @@ use flare_model::{
     Finding, FindingKind, FindingsDocument, JobSummary, RankTime, SkippedDetector, WindowHistory,
     WindowSummary,
 };
+use pending::PendingJobs;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
@@ -367,45 +370,6 @@ pub struct JobRow {
     pub open_findings: u64,
 }
 
-/// Time without a new summary after which a window that does not hold every rank is
-/// analysed as it is (a node that died, a rank without an agent).
-pub const ANALYSIS_DELAY_NS: u64 = 1_000_000_000;
-
-/// A window stored but not analysed since.
-#[derive(Clone, Debug, Default)]
-struct Pending {
-    /// When its latest summary came.
-    last_post_ns: u64,
-    /// Ranks per node of the summaries this server stored since the window's ranks
-    /// were last counted (a re-sent one counts once).
-    nodes: BTreeMap<String, usize>,
-    /// Ranks of the other nodes' stored summaries, when last counted.
-    base_ranks: usize,
-    /// The job's world size as its summaries declare it.
-    world_size: u32,
-}
-
-impl Pending {
-    /// One more summary; `stored_ranks`: the window's ranks as now stored, where they
-    /// were counted (this one included).
-    fn posted(&mut self, s: &WindowSummary, stored_ranks: Option<usize>, now_ns: u64) {
-        self.last_post_ns = now_ns;
-        self.world_size = self.world_size.max(s.world_size);
-        if let Some(stored) = stored_ranks {
-            self.nodes.clear();
-            self.base_ranks = stored.saturating_sub(s.ranks.len());
-        }
-        self.nodes.insert(s.node.clone(), s.ranks.len());
-    }
-
-    /// Every rank is in, or no summary came for `delay_ns`.
-    fn due(&self, now_ns: u64, delay_ns: u64) -> bool {
-        let ranks = self.base_ranks + self.nodes.values().sum::<usize>();
-        (self.world_size > 0 && ranks >= self.world_size as usize)
-            || now_ns.saturating_sub(self.last_post_ns) >= delay_ns
-    }
-}
-
 /// Windows analysed, with their findings, and the alert events to send.
 #[derive(Default)]
 struct Analysed {
@@ -425,7 +389,7 @@ struct Persisted {
 pub struct Store {
     pub(crate) db: Db,
     /// Per job, its windows pending analysis.
-    pending: BTreeMap<String, BTreeMap<u64, Pending>>,
+    pending: PendingJobs,
     analysis_delay_ns: u64,
     /// Diagnoses are stamped with the system clock when done (a server), not with the
     /// time the caller gave (tests).
@@ -442,7 +406,7 @@ impl Store {
     /// to date.
     pub fn open(at: &DbLocation) -> Result<Store, StoreError> {
         let db = Db::open(at)?;
-        let pending = recover_pending(&db, crate::unix_ns())?;
+        let pending = pending::recover(&db, crate::unix_ns())?;
         Ok(Store {
             db,
             pending,
@@ -463,8 +427,9 @@ impl Store {
     /// once when the window holds every rank of the job, else once no summary came for
     /// [`ANALYSIS_DELAY_NS`] ([`Store::analyse_due`]) or a reader asks
     /// ([`Store::settle`]). A window of 1,280 nodes is analysed once, not 1,280 times.
-    /// Pending windows of a job are analysed in order. Servers sharing the database
-    /// ingest one job at a time.
+    /// A job's windows are analysed in order: a window due is analysed after every
+    /// earlier window not analysed since its summaries came, in a shared database those
+    /// other servers stored too. Servers sharing the database ingest one job at a time.
     pub fn ingest(
         &mut self,
         summary: WindowSummary,
@@ -546,17 +511,7 @@ impl Store {
             .entry(key.1)
             .or_default()
             .posted(&summary, stored_ranks, now_ns);
-        let delay = self.analysis_delay_ns;
-        let due = self.pending[&key.0].values().any(|p| p.due(now_ns, delay));
-        let analysed = if due {
-            let pending = &self.pending[&key.0];
-            let first = pending.keys().next().copied().unwrap_or(key.1);
-            let last = pending.keys().next_back().copied().unwrap_or(key.1);
-            let stamps = self.drop_stale(&key.0, self.first_read(first), last)?;
-            self.analyse_pending(&key.0, now_ns, &stamps, false)?
-        } else {
-            Analysed::default()
-        };
+        let analysed = self.analyse_in_order(&key.0, now_ns, false)?;
         Ok(Ingested {
             findings: analysed
                 .windows
@@ -574,27 +529,58 @@ impl Store {
         window.saturating_sub(self.live.history as u64)
     }
 
-    /// Analyses the job's pending windows that are due at `now_ns` (all of them when
-    /// `all`), and every pending window before them, in order; returns (window,
-    /// findings) per window analysed and the alert events to send. The caller holds the
-    /// job's lock; `stamps`: the windows' stamps in a shared database.
-    fn analyse_pending(
-        &mut self,
-        job_id: &str,
-        now_ns: u64,
-        stamps: &BTreeMap<u64, Stamp>,
-        all: bool,
-    ) -> Result<Analysed, StoreError> {
-        let Some(pending) = self.pending.get(job_id) else {
-            return Ok(Analysed::default());
-        };
+    /// The latest of the job's pending windows due at `now_ns` (the latest of them when
+    /// `all`).
+    fn last_due(&self, job_id: &str, now_ns: u64, all: bool) -> Option<u64> {
         let delay = self.analysis_delay_ns;
-        let due = pending
+        self.pending
+            .get(job_id)?
             .iter()
             .filter(|(_, p)| all || p.due(now_ns, delay))
             .map(|(w, _)| *w)
-            .max();
-        let Some(last) = due else {
+            .max()
+    }
+
+    /// Analyses the job's pending windows that are due at `now_ns` (all of them when
+    /// `all`), and every window before them not analysed since its summaries came, in
+    /// order: in a shared database those another server stored and left pending too
+    /// (it died with them, or waits for their last node), so that no window is analysed
+    /// before the windows it follows, whichever servers stored them. Returns (window,
+    /// findings) per window analysed and the alert events to send. The caller holds the
+    /// job's lock.
+    fn analyse_in_order(
+        &mut self,
+        job_id: &str,
+        now_ns: u64,
+        all: bool,
+    ) -> Result<Analysed, StoreError> {
+        let Some(last) = self.last_due(job_id, now_ns, all) else {
+            return Ok(Analysed::default());
+        };
+        if self.db.shared() && last > 0 {
+            let from = last.saturating_sub(pending::ORDER_LOOKBACK);
+            let left = pending::unanalysed_windows(&self.db, job_id, from, last - 1)?;
+            let pending = self.pending.entry(job_id.to_string()).or_default();
+            for (w, p) in left {
+                pending.entry(w).or_insert(p);
+            }
+        }
+        let pending = &self.pending[job_id];
+        let first = pending.keys().next().copied().unwrap_or(last);
+        let stamps = self.drop_stale(job_id, self.first_read(first), last)?;
+        self.analyse_pending(job_id, last, now_ns, &stamps)
+    }
+
+    /// Analyses the job's pending windows up to `last`, in order; `stamps`: the windows'
+    /// stamps in a shared database.
+    fn analyse_pending(
+        &mut self,
+        job_id: &str,
+        last: u64,
+        now_ns: u64,
+        stamps: &BTreeMap<u64, Stamp>,
+    ) -> Result<Analysed, StoreError> {
+        let Some(pending) = self.pending.get(job_id) else {
             return Ok(Analysed::default());
         };
         let windows: Vec<u64> = pending.range(..=last).map(|(w, _)| *w).collect();
@@ -739,26 +725,18 @@ impl Store {
         Ok(alerts)
     }
 
-    /// [`Store::analyse_pending`] under the job's lock, after dropping what another
-    /// server changed of the job's pending windows (and those their analyses read);
-    /// the alerts it made.
+    /// [`Store::analyse_in_order`] under the job's lock; the alerts it made.
     fn analyse_locked(
         &mut self,
         job_id: &str,
         now_ns: u64,
         all: bool,
     ) -> Result<Vec<crate::alerts::AlertEvent>, StoreError> {
-        let Some((first, last)) = self
-            .pending
-            .get(job_id)
-            .and_then(|p| Some((*p.keys().next()?, *p.keys().next_back()?)))
-        else {
+        if self.last_due(job_id, now_ns, all).is_none() {
             return Ok(Vec::new());
-        };
+        }
         self.db.lock_job(job_id)?;
-        let out = self
-            .drop_stale(job_id, self.first_read(first), last)
-            .and_then(|stamps| self.analyse_pending(job_id, now_ns, &stamps, all));
+        let out = self.analyse_in_order(job_id, now_ns, all);
         let unlocked = self.db.unlock_job(job_id);
         let out = out?;
         unlocked?;
@@ -1212,46 +1190,6 @@ fn window_stamps(
             ))
         })
         .collect()
-}
-
-/// Summaries received this long before a server starts are looked at for windows left
-/// pending by the server before it (stopped or crashed between storing and analysing).
-const RECOVER_NS: u64 = 3_600_000_000_000;
-
-/// The windows with summaries received in the last [`RECOVER_NS`] after their diagnosis
-/// (or with none): pending, as the server that stored them left them.
-fn recover_pending(
-    db: &Db,
-    now_ns: u64,
-) -> Result<BTreeMap<String, BTreeMap<u64, Pending>>, StoreError> {
-    let since = i64::try_from(now_ns.saturating_sub(RECOVER_NS)).unwrap_or(i64::MAX);
-    let rows = db.query(
-        "SELECT s.job_id, s.window_index, max(s.received_unix_ns), CAST(SUM(s.ranks) AS BIGINT),
-                max(j.world_size), max(f.created_unix_ns)
-         FROM summaries s
-         JOIN jobs j ON j.job_id = s.job_id
-         LEFT JOIN findings f ON f.job_id = s.job_id AND f.window_index = s.window_index
-         WHERE s.received_unix_ns >= ?1
-         GROUP BY s.job_id, s.window_index",
-        params![since],
-    )?;
-    let mut out: BTreeMap<String, BTreeMap<u64, Pending>> = BTreeMap::new();
-    for mut r in rows {
-        let (last_post_ns, analysed) = (r.uint(2)?, r.opt_int(5)?);
-        if analysed.is_some_and(|a| a.max(0) as u64 >= last_post_ns) {
-            continue;
-        }
-        let pending = Pending {
-            last_post_ns,
-            nodes: BTreeMap::new(),
-            base_ranks: r.uint(3)? as usize,
-            world_size: u32::try_from(r.uint(4)?).unwrap_or(u32::MAX),
-        };
-        out.entry(r.text(0)?)
-            .or_default()
-            .insert(r.uint(1)?, pending);
-    }
-    Ok(out)
 }
 
 /// The stored diagnosis of one window (in or out of a transaction).
