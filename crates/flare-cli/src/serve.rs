@@ -60,6 +60,11 @@ pub struct ServeArgs {
     /// Summaries one IP address may post at once.
     #[arg(long, default_value_t = IngestRate::default().burst)]
     pub ingest_burst: u32,
+    /// How long a window missing some ranks waits for them after its latest summary
+    /// before it is analysed as it is (a node died, or posts late); a window is analysed
+    /// at once when every rank is in.
+    #[arg(long, default_value = "1s", value_parser = crate::agent::duration)]
+    pub analysis_delay: Duration,
     /// Memory kept between posts for decoded summaries and merged windows (`1GiB`,
     /// `256MiB`).
     #[arg(long, value_name = "SIZE", value_parser = bytes, default_value = "384MiB")]
@@ -225,6 +230,7 @@ pub fn run(args: ServeArgs) -> Result<ExitCode> {
             burst: args.ingest_burst,
         },
         cache_bytes: usize::try_from(args.cache_bytes).unwrap_or(usize::MAX),
+        analysis_delay: args.analysis_delay,
         webhooks: args.alert_webhooks,
         alert_rules: flare_server::alerts::AlertRules {
             min_severity: match args.alert_min_severity {

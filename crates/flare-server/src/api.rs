@@ -133,6 +133,18 @@ impl AppState {
         Ok(out)
     }
 
+    /// Runs `f` on the store as the server has analysed it: a window still arriving is
+    /// not analysed for the read (the dashboard polls every few seconds; a large job's
+    /// window would be analysed half-arrived on each poll), the analysis ticker does it
+    /// once it is due.
+    async fn read_as_analysed<R, F>(&self, f: F) -> Result<R, ApiError>
+    where
+        R: Send + 'static,
+        F: FnOnce(&mut Store) -> Result<R, StoreError> + Send + 'static,
+    {
+        self.with_store(f).await
+    }
+
     /// Runs `f` on the store on a blocking thread.
     async fn with_store<R, F>(&self, f: F) -> Result<R, ApiError>
     where
@@ -612,7 +624,7 @@ fn find_document(
 /// The dashboard's jobs table.
 async fn ui_jobs(State(state): State<AppState>) -> Result<Response, ApiError> {
     let jobs = state
-        .read(None, |s| {
+        .read_as_analysed(|s| {
             let mut out = Vec::new();
             for row in s.jobs()? {
                 let doc = match find_document(s, &row.job_id, None, 0)? {
@@ -633,24 +645,25 @@ async fn ui_job(
     Path(job_id): Path<String>,
 ) -> Result<Response, ApiError> {
     let id = job_id.clone();
-    let (found, timeline, alerts, stacks) = state
-        .read(Some(job_id.clone()), move |s| {
+    let (found, page) = state
+        .read_as_analysed(move |s| {
             let found = find_document(s, &id, None, 0)?;
             let stacks = match &found {
                 Found::Document(d) => s.stacks(&id, d.job.window.unwrap_or(0))?,
                 _ => vec![],
             };
-            Ok((
-                found,
-                s.timeline(&id, DASHBOARD_WINDOWS)?,
-                s.alert_events(Some(&id), 200)?,
+            let page = dashboard::JobPage {
+                timeline: s.timeline(&id, DASHBOARD_WINDOWS)?,
+                alerts: s.alert_events(Some(&id), 200)?,
                 stacks,
-            ))
+                arriving: s.arriving(&id),
+            };
+            Ok((found, page))
         })
         .await?;
     let doc = found.document(&job_id)?;
     Ok(dashboard::html(dashboard::job_fragment(
-        &job_id, &doc, &timeline, &alerts, &stacks,
+        &job_id, &doc, &page,
     )))
 }
 

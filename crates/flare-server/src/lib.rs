@@ -106,6 +106,9 @@ pub struct ServerConfig {
     pub retention: retention::Retention,
     /// Memory the store keeps between posts, estimated bytes.
     pub cache_bytes: usize,
+    /// How long a window missing ranks waits for them after its latest summary before it
+    /// is analysed as it is.
+    pub analysis_delay: std::time::Duration,
     /// Bounds on connections: header deadline, caps in all and per address.
     pub connections: ConnLimits,
     /// HTTPS: the certificate chain and key, PEM (needs the `tls` feature).
@@ -135,6 +138,7 @@ impl ServerConfig {
             alert_rules: alerts::AlertRules::default(),
             retention: retention::Retention::default(),
             cache_bytes: store::DEFAULT_CACHE_BYTES,
+            analysis_delay: std::time::Duration::from_nanos(store::ANALYSIS_DELAY_NS),
             connections: ConnLimits::default(),
             tls: None,
             nats: None,
@@ -259,10 +263,12 @@ impl Server {
         };
         let path = cfg.db.clone();
         let (rules, cache_bytes) = (cfg.alert_rules.clone(), cfg.cache_bytes);
+        let delay = cfg.analysis_delay;
         let store = tokio::task::spawn_blocking(move || {
             store::Store::open(&path).map(|mut s| {
                 s.set_alert_rules(rules);
                 s.set_cache_bytes(cache_bytes);
+                s.set_analysis_delay(delay);
                 s.use_system_clock();
                 s
             })

@@ -231,6 +231,54 @@ fn a_healthy_window_is_healthy_and_partial_windows_list_missing_ranks() {
     assert_eq!(doc["healthy"], true);
 }
 
+/// The dashboard shows the windows analysed and says which is still arriving; it does
+/// not analyse a half-arrived window on each of its polls (the API's reads do: they see
+/// every summary stored before them).
+#[test]
+fn the_dashboard_shows_an_arriving_window_without_analysing_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = common::config(&dir.path().join("flare.db"));
+    cfg.analysis_delay = std::time::Duration::from_secs(600);
+    let s = TestServer::start_cfg(cfg);
+    let page = || {
+        let mut resp = client()
+            .get(s.url("/api/ui/jobs/arrive"))
+            .header("Authorization", format!("Bearer {TOKEN}"))
+            .call()
+            .unwrap();
+        assert_eq!(resp.status(), 200);
+        resp.body_mut().read_to_string().unwrap()
+    };
+    for node in 0..2 {
+        post(
+            &s,
+            Some(TOKEN),
+            Some("zstd"),
+            &zstd_json(&node_summary("arrive", node, 5, None)),
+        );
+    }
+    post(
+        &s,
+        Some(TOKEN),
+        Some("zstd"),
+        &zstd_json(&node_summary("arrive", 0, 6, None)),
+    );
+    for _ in 0..2 {
+        let html = page();
+        assert!(html.contains("window 5 · 8 of 8 ranks with data"), "{html}");
+        assert!(
+            html.contains("window 6 arriving (4 of 8 ranks in"),
+            "{html}"
+        );
+    }
+    let (_, doc) = get(&s, "/api/jobs/arrive/findings", Some(TOKEN));
+    assert_eq!(doc["job"]["window"], 6);
+    assert_eq!(doc["job"]["missing_ranks"], serde_json::json!([4, 5, 6, 7]));
+    let html = page();
+    assert!(html.contains("window 6 · 4 of 8 ranks with data"), "{html}");
+    assert!(!html.contains("arriving"), "{html}");
+}
+
 /// A webhook receiver: a plain HTTP/1.1 listener on 127.0.0.1:0 that answers 200 and
 /// keeps each request's path and body.
 struct Receiver {

@@ -2,7 +2,7 @@
 //! from the offline report's components. Pure: the API gathers what they show.
 
 use crate::alerts::{AlertEvent, Transition};
-use crate::store::{JobRow, WindowDiagnosis};
+use crate::store::{ArrivingWindow, JobRow, WindowDiagnosis};
 use flare_model::{FindingKind, FindingsDocument, Severity, Verdict};
 use flare_report::{escape, flame_svg, render_sections, Heatmap, RankStack, ReportInput, Step};
 use std::collections::{BTreeMap, BTreeSet};
@@ -76,27 +76,46 @@ pub(crate) fn jobs_fragment(jobs: &[(JobRow, Option<FindingsDocument>)], now_ns:
 }
 
 /// A job's page: its alerts, then the report's sections over its latest windows.
-pub(crate) fn job_fragment(
-    job_id: &str,
-    doc: &FindingsDocument,
-    timeline: &[(u64, WindowDiagnosis)],
-    alerts: &[AlertEvent],
-    stacks: &[RankStack],
-) -> String {
+/// What a job's page shows beside its latest findings document.
+pub(crate) struct JobPage {
+    /// The latest windows analysed, oldest first.
+    pub timeline: Vec<(u64, WindowDiagnosis)>,
+    pub alerts: Vec<AlertEvent>,
+    /// The captured main-thread stacks of the document's window.
+    pub stacks: Vec<RankStack>,
+    /// The window still coming in, if any.
+    pub arriving: Option<ArrivingWindow>,
+}
+
+pub(crate) fn job_fragment(job_id: &str, doc: &FindingsDocument, page: &JobPage) -> String {
+    let JobPage {
+        timeline,
+        alerts,
+        stacks,
+        arriving,
+    } = page;
     let mut s = String::new();
     let (class, label) = health(Some(doc));
+    let mut note = format!(
+        "window {} · {} of {} ranks with data · {} node(s) · {} windows analysed",
+        doc.job.window.unwrap_or(0),
+        doc.job.ranks_with_data,
+        doc.job.world_size,
+        doc.job.nodes.unwrap_or(0),
+        doc.job.windows_analysed.unwrap_or(0),
+    );
+    if let Some(a) = arriving.filter(|a| Some(a.window) > doc.job.window) {
+        let _ = write!(
+            note,
+            " · window {} arriving ({} of {} ranks in; analysed once every rank is in, or a second after the last)",
+            a.window, a.ranks, a.world_size
+        );
+    }
     let _ = writeln!(
         s,
         "<section id=\"job\">\n<h2>{} <span class=\"health {class}\">{label}</span></h2>\n<p class=\"note\">{}</p>\n</section>",
         escape(job_id),
-        escape(&format!(
-            "window {} · {} of {} ranks with data · {} node(s) · {} windows analysed",
-            doc.job.window.unwrap_or(0),
-            doc.job.ranks_with_data,
-            doc.job.world_size,
-            doc.job.nodes.unwrap_or(0),
-            doc.job.windows_analysed.unwrap_or(0),
-        ))
+        escape(&note)
     );
     write_alerts(&mut s, alerts);
     if !stacks.is_empty() {
@@ -297,7 +316,16 @@ mod tests {
             vec![],
             true,
         );
-        let page = job_fragment(id, &doc, &[], &[], &[]);
+        let page = job_fragment(
+            id,
+            &doc,
+            &JobPage {
+                timeline: vec![],
+                alerts: vec![],
+                stacks: vec![],
+                arriving: None,
+            },
+        );
         assert!(!page.contains("<img"), "{page}");
     }
 }

@@ -13,7 +13,7 @@
 
 mod fragments;
 
-pub(crate) use fragments::{job_fragment, jobs_fragment};
+pub(crate) use fragments::{job_fragment, jobs_fragment, JobPage};
 
 use axum::http::{header, HeaderValue};
 use axum::response::{IntoResponse, Response};

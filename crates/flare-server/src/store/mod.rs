@@ -14,7 +14,7 @@ mod pending;
 
 pub use cache::DEFAULT_CACHE_BYTES;
 pub use db::DbLocation;
-pub use pending::ANALYSIS_DELAY_NS;
+pub use pending::{ArrivingWindow, ANALYSIS_DELAY_NS};
 
 use crate::ingest;
 use cache::{LiveWindowCache, Stamp, WindowCache};
@@ -725,6 +725,12 @@ impl Store {
         Ok(alerts)
     }
 
+    /// The job's latest window stored and not analysed yet, with its ranks so far.
+    pub fn arriving(&self, job_id: &str) -> Option<ArrivingWindow> {
+        let (w, p) = self.pending.get(job_id)?.iter().next_back()?;
+        Some(p.arriving(*w))
+    }
+
     /// [`Store::analyse_in_order`] under the job's lock; the alerts it made.
     fn analyse_locked(
         &mut self,
@@ -854,6 +860,11 @@ impl Store {
     /// Stamps diagnoses with the system clock when their analysis is done (servers).
     pub fn use_system_clock(&mut self) {
         self.system_clock = true;
+    }
+
+    /// How long a window missing ranks waits for them after its latest summary.
+    pub fn set_analysis_delay(&mut self, delay: std::time::Duration) {
+        self.analysis_delay_ns = u64::try_from(delay.as_nanos()).unwrap_or(u64::MAX);
     }
 
     /// The rules alerts follow (the default until set).

@@ -48,12 +48,34 @@ impl Pending {
         self.nodes.insert(s.node.clone(), s.ranks.len());
     }
 
+    /// The window's ranks stored, as this server counts them.
+    fn ranks(&self) -> usize {
+        self.base_ranks + self.nodes.values().sum::<usize>()
+    }
+
     /// Every rank is in, or no summary came for `delay_ns`.
     pub(super) fn due(&self, now_ns: u64, delay_ns: u64) -> bool {
-        let ranks = self.base_ranks + self.nodes.values().sum::<usize>();
-        (self.world_size > 0 && ranks >= self.world_size as usize)
+        (self.world_size > 0 && self.ranks() >= self.world_size as usize)
             || now_ns.saturating_sub(self.last_post_ns) >= delay_ns
     }
+
+    pub(super) fn arriving(&self, window: u64) -> ArrivingWindow {
+        ArrivingWindow {
+            window,
+            ranks: self.ranks(),
+            world_size: self.world_size,
+        }
+    }
+}
+
+/// A window whose summaries are coming in, not analysed yet: what the dashboard says of
+/// it while it shows the windows analysed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ArrivingWindow {
+    pub window: u64,
+    /// Its ranks stored so far.
+    pub ranks: usize,
+    pub world_size: u32,
 }
 
 /// Per job, its pending windows.
