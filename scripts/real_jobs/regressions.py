@@ -23,6 +23,11 @@ regression traces it (shapes, Python stacks, Python GC events):
                   metrics change adds outside the model)
   empty_cache     (GPU only) torch.cuda.empty_cache() after each step: the caching
                   allocator hands its blocks back, so every step allocates them again
+  minority        (CPU only) the loss's weight penalty on the first layer's weight,
+                  |w|^2 in every other run, becomes |w|^2.5: `aten::pow` leaves its fast
+                  squaring path for the general one, the same op with the same shapes as
+                  often, slower per call (a small op made slow, as a changed kernel or
+                  dtype path makes one; on a GPU both are memory-bound and alike)
 
 With --device cuda the same job runs on GPUs (one rank per GPU, NCCL, bf16 autocast, each
 sample broadcast to a 64-token sequence and the hidden width 4096, 4094 when misaligned, so
@@ -62,9 +67,14 @@ VARIANTS = {
     "bucket": ("DDP bucket_cap_mb 25 -> 1", "collective_change"),
     "loop_work": ("20,000 metrics formatted as JSON after each step", "host_between_steps"),
     "empty_cache": ("torch.cuda.empty_cache() after each step", "memory_churn"),
+    "minority": ("the first layer's weight penalty |w|^2 -> |w|^2.5", "minority_kernel"),
 }
 #: Variants that only change anything on a GPU.
 GPU_ONLY = {"empty_cache"}
+#: Variants that change nothing measurable on a GPU.
+CPU_ONLY = {"minority"}
+#: The exponent of the loss's weight penalty, where a variant changes it.
+PENALTY_EXPONENT = {"minority": 2.5}
 
 
 class Samples(Dataset):
@@ -106,26 +116,19 @@ class Job:
         ids = [self.device.index] if self.cuda else None
         return torch.nn.parallel.DistributedDataParallel(model, device_ids=ids, **kw)
 
-    def loss(self, model, x):
+    def loss(self, model, x, exponent=2.0):
+        # A small weight penalty in every run (and the warm-up), so that the minority
+        # variant changes its exponent alone.
+        penalty = 1e-9 * model.module[0].weight.abs().pow(exponent).sum()
         if not self.cuda:
-            return model(x).pow(2).mean()
+            return model(x).pow(2).mean() + penalty
         x = x.to(self.device, non_blocking=True).unsqueeze(1).expand(-1, GPU_TOKENS, -1)
         with torch.autocast("cuda", dtype=torch.bfloat16):
-            return model(x).float().pow(2).mean()
+            return model(x).float().pow(2).mean() + penalty
 
 
-def warm_up(job):
-    """A few unprofiled steps first: the first run in a process pays for allocations and
-    thread pools that the later ones do not, which would read as a regression."""
-    model = job.ddp(mlp(job.width))
-    opt = torch.optim.SGD(model.parameters(), lr=0.001)
-    for x in DataLoader(Samples(BATCH * 4, job.width, 0), batch_size=BATCH):
-        job.loss(model, x).backward()
-        opt.step()
-        opt.zero_grad()
-
-
-def run_variant(rank, a, job, variant):
+def run_variant(rank, a, job, variant, keep=True):
+    """One run of the job with `variant`'s change, profiled; its trace written when `keep`."""
     torch.manual_seed(0)
     width = job.width - 2 if variant == "misaligned" else job.width
     model = mlp(width)
@@ -142,8 +145,6 @@ def run_variant(rank, a, job, variant):
     # that holds only numbers and strings.)
     index = [[i] for i in range(600_000)]
     cache = []
-    out = os.path.join(a.out, variant, "traces")
-    os.makedirs(out, exist_ok=True)
     gc.collect()
     if variant != "gc":
         gc.disable()
@@ -158,7 +159,7 @@ def run_variant(rank, a, job, variant):
         for step, x in enumerate(loader):
             if step == a.steps:
                 break
-            loss = job.loss(ddp, x)
+            loss = job.loss(ddp, x, PENALTY_EXPONENT.get(variant, 2.0))
             loss.backward()
             opt.step()
             opt.zero_grad()
@@ -171,7 +172,10 @@ def run_variant(rank, a, job, variant):
                 torch.cuda.empty_cache()
             prof.step()
     gc.enable()
-    prof.export_chrome_trace(os.path.join(out, f"rank{rank}.json"))
+    if keep:
+        out = os.path.join(a.out, variant, "traces")
+        os.makedirs(out, exist_ok=True)
+        prof.export_chrome_trace(os.path.join(out, f"rank{rank}.json"))
     del cache, index
     dist.barrier()
 
@@ -185,7 +189,11 @@ def run(rank, a, port):
     backend = "nccl" if job.cuda else "gloo"
     dist.init_process_group(backend, rank=rank, world_size=a.world)
     torch.set_num_threads(1)
-    warm_up(job)
+    # The baseline once first, its trace not kept: the first run in a process pays for
+    # what the later ones do not (thread pools, the profiler's start, the allocator's
+    # first large blocks: the penalty's backward ops ran 3-4x slower per call in the
+    # first run in a trial), which would read as a change between the runs.
+    run_variant(rank, a, job, "baseline", keep=False)
     for variant in a.variants:
         run_variant(rank, a, job, variant)
     dist.destroy_process_group()
@@ -203,13 +211,15 @@ def main():
         p.error(f"--world {a.world} needs as many GPUs; this machine has {torch.cuda.device_count()}")
     cuda = a.device == "cuda"
     chosen = [v for v in a.only.split(",") if v] or [
-        v for v in VARIANTS if cuda or v not in GPU_ONLY
+        v for v in VARIANTS if v not in (CPU_ONLY if cuda else GPU_ONLY)
     ]
     unknown = [v for v in chosen if v not in VARIANTS]
     if unknown:
         p.error(f"unknown variant(s) {unknown}; expected some of {list(VARIANTS)}")
     if not cuda and GPU_ONLY & set(chosen):
         p.error(f"{sorted(GPU_ONLY & set(chosen))} change nothing without --device cuda")
+    if cuda and CPU_ONLY & set(chosen):
+        p.error(f"{sorted(CPU_ONLY & set(chosen))} change nothing measurable on a GPU")
     a.variants = ["baseline"] + chosen
     os.makedirs(a.out, exist_ok=True)
     mp.spawn(run, args=(a, free_port()), nprocs=a.world, join=True)

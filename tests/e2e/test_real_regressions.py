@@ -24,6 +24,7 @@ SUMMARY = {
     "dataloader": "the DataLoader is slower",
     "collective_change": "collectives changed",
     "host_between_steps": "the host's own time between steps grew",
+    "minority_kernel": "a minor op became slow",
 }
 
 
@@ -47,7 +48,7 @@ def compare(out, variant):
 
 
 @pytest.mark.parametrize(
-    "variant", ["misaligned", "item_sync", "gc", "dataloader", "bucket", "loop_work"]
+    "variant", ["misaligned", "item_sync", "gc", "dataloader", "bucket", "loop_work", "minority"]
 )
 def test_each_change_is_named(runs, variant):
     out, truth = runs
@@ -96,3 +97,10 @@ def test_the_report_shows_the_cause_and_its_line(runs, tmp_path):
     html = report.read_text()
     assert "accidental synchronization" in html and "regressions.py(" in html
     assert "Where the change went" in html
+
+
+def test_the_slow_minor_op_is_named(runs):
+    out, _ = runs
+    doc = compare(out, "minority")
+    f = next(f for f in doc["findings"] if f["summary"].startswith("a minor op became slow"))
+    assert "Pow" in f["summary"] or "pow" in f["summary"], f["summary"]

@@ -144,8 +144,12 @@ fn per_call(ms: f64, calls: f64) -> f64 {
 
 /// Compute ops that are a small share of the step (under 5% of it in the baseline), run
 /// as often, and got slower per call: the "minority kernels" a profile by total time hides.
+/// Each must add a change of the step worth reporting by itself (`cfg.min_change`): a
+/// small memory-bound op runs a little slower whenever something else evicts the caches
+/// (a garbage collector walking the heap), which is not a change of the op.
 pub fn minority_kernel(c: &Comparison, cfg: &CompareConfig) -> Option<Finding> {
     let step = c.baseline.step_ms;
+    let scale = crate::compare::machine_scale(c);
     let mut slow: Vec<(&TimeClassChange, f64)> = c
         .classes
         .iter()
@@ -158,7 +162,9 @@ pub fn minority_kernel(c: &Comparison, cfg: &CompareConfig) -> Option<Finding> {
         .filter_map(|r| {
             let ratio = per_call(r.current_ms, r.current_count)
                 / per_call(r.baseline_ms, r.baseline_count).max(1e-12);
-            (ratio >= 1.5 && time_grew(r, c, cfg)).then_some((r, ratio))
+            let own = crate::compare::scale::own_delta_ms(r, scale.as_ref());
+            (ratio >= 1.5 && own >= cfg.min_change * step && time_grew(r, c, cfg))
+                .then_some((r, ratio))
         })
         .collect();
     slow.sort_by(|a, b| b.0.delta_ms().total_cmp(&a.0.delta_ms()));
