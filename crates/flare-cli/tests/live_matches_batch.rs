@@ -140,3 +140,45 @@ fn a_slow_nic_is_never_called_a_slow_gpu_live() {
         }
     }
 }
+
+/// The stage of the most important stage-imbalance finding.
+fn stage_named(findings: &[Finding]) -> Option<u32> {
+    findings
+        .iter()
+        .find(|f| f.kind == FindingKind::StageImbalance && f.severity > Severity::Info)
+        .and_then(|f| f.culprits[0].stage)
+}
+
+#[test]
+fn a_heavy_pipeline_stage_is_named_live_from_the_layout_the_ranks_state() {
+    for seed in SEEDS {
+        let mut cfg = SimConfig::for_scale(64);
+        cfg.iterations = 12;
+        cfg.seed = seed;
+        cfg.fault = FaultKind::StageImbalance;
+        let out = simulate(&cfg).expect("a valid simulation");
+        let batch = diagnose(&out.trace, &EngineConfig::default());
+        let stage = stage_named(&batch.findings).expect("the batch engine names a stage");
+        let its: Vec<f64> = batch.iteration_ns.iter().flatten().copied().collect();
+        let window_ns = (4.0 * its.iter().sum::<f64>() / its.len() as f64) as u64;
+        let live = live_answers(&out.trace, window_ns);
+        // Each window names the batch engine's stage, or says why it could not compare
+        // stages (the job's last window: only the last stages' work drains in it).
+        let named: Vec<Option<u32>> = live.iter().map(|d| stage_named(&d.findings)).collect();
+        let could_not = |d: &LiveDiagnosis| {
+            d.skipped
+                .iter()
+                .any(|s| s.detector == flare_model::DetectorId::StageImbalance)
+        };
+        assert!(
+            live.iter()
+                .zip(&named)
+                .all(|(d, s)| *s == Some(stage) || (s.is_none() && could_not(d))),
+            "seed {seed}: batch stage {stage}, live {named:?}"
+        );
+        assert!(
+            named.iter().filter(|s| s.is_some()).count() >= 2,
+            "seed {seed}: {named:?}"
+        );
+    }
+}

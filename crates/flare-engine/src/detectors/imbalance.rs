@@ -190,6 +190,14 @@ impl Detector for SequenceImbalanceDetector {
         if a.ctx.job.parallel.as_ref().is_none_or(|p| p.dp <= 1) {
             return Outcome::NotEnoughData("needs the data-parallel layout (dp > 1)".into());
         }
+        if a.live.is_some() {
+            // Which replica gets the long sequences changes from step to step: a window's
+            // totals average it away, and a replica slower in every step is a slow
+            // replica (its ranks' slow_rank findings), not unequal data.
+            return Outcome::NotEnoughData(
+                "needs each iteration's compute per replica; a live window holds totals over its iterations".into(),
+            );
+        }
         let loads = a.replica_loads();
         let heavy_per_it: Vec<(u32, u32, f64)> = loads
             .heaviest

@@ -61,7 +61,11 @@ pub(super) fn build(windows: &[&LiveWindow], cfg: &LiveConfig) -> LiveInput {
         job_id: String::new(),
         world_size,
         cluster: ClusterTopology::for_world(world_size, per_node, 1),
-        parallel: None,
+        // Stated by the ranks' environment or command line: pipeline stages and
+        // data-parallel replicas for the detectors that read them.
+        parallel: current
+            .and_then(|w| w.parallel.clone())
+            .filter(|p| p.world_size() == world_size),
         microbatches: None,
     };
     let meta = TraceMeta {

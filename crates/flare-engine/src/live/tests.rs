@@ -385,6 +385,50 @@ fn pipeline_stages_with_different_kernels_are_not_compared() {
     assert!(d.conclusive);
 }
 
+/// The same pipeline, its layout stated by the ranks (`FLARE_PARALLEL`, a launcher's
+/// flags): the live engine compares the stages as the batch engine does, and says why it
+/// leaves replicas' per-iteration imbalance to traces.
+#[test]
+fn a_stated_layout_lets_the_live_engine_compare_pipeline_stages() {
+    let mut w = job(8, |r| if r >= 4 { 1.3 } else { 1.0 }, |_| 0.0);
+    let layout = flare_model::ParallelConfig::new(1, 1, 1, 4, 2).unwrap();
+    for s in &mut w {
+        s.parallel = Some(layout.clone());
+        for r in &mut s.ranks {
+            if r.rank >= 4 {
+                r.ops.push(op("loss", OpKind::Compute, None, 10, 10 * MS));
+            }
+        }
+    }
+    let d = analyze(&w);
+    let stage: Vec<&Finding> = d
+        .findings
+        .iter()
+        .filter(|f| f.kind == FindingKind::StageImbalance)
+        .collect();
+    assert_eq!(stage.len(), 1, "{:#?}", d.findings);
+    assert_eq!(stage[0].culprits[0].stage, Some(1));
+    // Stage 1's ranks compute 1.3x (and the loss) against jittered stage-0 ranks.
+    let ratio: f64 = stage[0].summary["pipeline stage 1 computes x".len()..][..4]
+        .parse()
+        .unwrap();
+    assert!((1.25..1.4).contains(&ratio), "{}", stage[0].summary);
+    let skipped = |id| d.skipped.iter().find(|s| s.detector == id);
+    assert!(
+        skipped(DetectorId::StageImbalance).is_none(),
+        "{:?}",
+        d.skipped
+    );
+    let seq = skipped(DetectorId::SequenceImbalance).expect("skipped live");
+    assert!(seq.reason.contains("live window"), "{}", seq.reason);
+    // A layout that does not fit the job is not used.
+    for s in &mut w {
+        s.parallel = Some(flare_model::ParallelConfig::new(1, 1, 1, 2, 2).unwrap());
+    }
+    let d = analyze(&w);
+    assert!(d.findings.is_empty(), "{:#?}", d.findings);
+}
+
 #[test]
 fn half_the_ranks_slow_are_each_named_by_their_scores() {
     // Four of eight at half speed: the median sits between the two halves, so the

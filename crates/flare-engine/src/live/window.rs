@@ -3,7 +3,7 @@
 //! analyses (a few kilobytes per rank, however many events the window held).
 
 use crate::digest::{host_slot, HOST_KINDS};
-use flare_model::{HangRecord, OpKind, PeerStacks, WindowSummary};
+use flare_model::{HangRecord, OpKind, ParallelConfig, PeerStacks, WindowSummary};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// One window of one job: every rank's totals, the watchdog's hang records, and what a
@@ -23,6 +23,9 @@ pub struct LiveWindow {
     pub notes: Vec<String>,
     /// The window's end (Unix ns; 0 when no summary said).
     pub end_unix_ns: u64,
+    /// The job's parallel layout, as the first summary stating one that fits the job's
+    /// world says it.
+    pub parallel: Option<ParallelConfig>,
 }
 
 /// One rank's totals over a window, ns unless said otherwise.
@@ -217,14 +220,20 @@ impl LiveWindow {
         }
         let ranks: Vec<LiveRank> = ranks.into_values().collect();
         drop_note(&ranks, &mut notes);
+        let world_size = summaries.iter().map(|s| s.world_size).max().unwrap_or(0);
         LiveWindow {
             window: summaries.first().map_or(0, |s| s.window),
-            world_size: summaries.iter().map(|s| s.world_size).max().unwrap_or(0),
+            world_size,
             ranks,
             hangs,
             peer_stacks,
             notes,
             end_unix_ns: summaries.iter().map(|s| s.end_unix_ns).max().unwrap_or(0),
+            parallel: summaries
+                .iter()
+                .filter_map(|s| s.parallel.as_ref())
+                .find(|p| p.world_size() == world_size)
+                .cloned(),
         }
     }
 
