@@ -15,9 +15,12 @@ use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
 use flare_agent::{PushConfig, Pusher};
 use flare_model::WindowSummary;
+use procs::{Postgres, Proc};
 use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, ExitCode, Stdio};
+use std::process::{Command, ExitCode, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+mod procs;
 
 const TOKEN: &str = "flare-bench-load-token";
 const JOB: &str = "bench-load";
@@ -74,45 +77,6 @@ impl ScratchDir {
 impl Drop for ScratchDir {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-/// A child process killed when the bench ends.
-struct Proc {
-    child: Child,
-    name: String,
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Proc {
-    /// CPU seconds (user + system) and peak resident MB so far, from /proc.
-    fn usage(&self) -> (f64, f64) {
-        let pid = self.child.id();
-        let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
-        let cpu = std::fs::read_to_string(format!("/proc/{pid}/stat"))
-            .ok()
-            .and_then(|s| {
-                // Fields after the command's closing parenthesis; utime and stime are the
-                // 14th and 15th of the whole line.
-                let rest = s.rsplit_once(')')?.1;
-                let f: Vec<&str> = rest.split_whitespace().collect();
-                Some((f.get(11)?.parse::<f64>().ok()? + f.get(12)?.parse::<f64>().ok()?) / ticks)
-            })
-            .unwrap_or(0.0);
-        let peak = std::fs::read_to_string(format!("/proc/{pid}/status"))
-            .ok()
-            .and_then(|s| {
-                let line = s.lines().find(|l| l.starts_with("VmHWM:"))?;
-                line.split_whitespace().nth(1)?.parse::<f64>().ok()
-            })
-            .map_or(0.0, |kb| kb / 1024.0);
-        (cpu, peak)
     }
 }
 
@@ -224,6 +188,10 @@ pub fn run(a: LoadBenchArgs) -> Result<ExitCode> {
 
     let dir = ScratchDir::new()?;
     let mut procs: Vec<Proc> = Vec::new();
+    let postgres = match (a.mode, a.db.as_deref()) {
+        (LoadMode::Nats, Some(db)) => Postgres::on_this_machine(db)?,
+        _ => None,
+    };
     let (target, api) = match a.mode {
         LoadMode::Http => {
             let db = dir.path().join("flare.db");
@@ -286,8 +254,9 @@ pub fn run(a: LoadBenchArgs) -> Result<ExitCode> {
         schedule.len(),
         flare_server::nats::redact(&target)
     );
-    let (cpu0, wall0) = (
+    let (cpu0, pg_cpu0, wall0) = (
         procs.iter().map(|p| p.usage().0).collect::<Vec<_>>(),
+        postgres.as_ref().map(Postgres::cpu_s),
         Instant::now(),
     );
     let mut last_sent_ns = vec![0u64; a.windows as usize];
@@ -323,6 +292,10 @@ pub fn run(a: LoadBenchArgs) -> Result<ExitCode> {
             (p.name.clone(), cpu - c0, peak)
         })
         .collect();
+    let pg_usage = postgres
+        .as_ref()
+        .zip(pg_cpu0)
+        .map(|(pg, c0)| (pg.cpu_s() - c0, pg.pss_mb()));
     // Every window whole, and when its diagnosis was stored.
     let http: ureq::Agent = ureq::Agent::config_builder()
         .timeout_global(Some(Duration::from_secs(60)))
@@ -392,6 +365,19 @@ pub fn run(a: LoadBenchArgs) -> Result<ExitCode> {
             "{name}: {cpu:.1} CPU-s ({:.2} cores on average), peak RSS {peak:.0} MB",
             cpu / run_s
         );
+    }
+    match (pg_usage, a.mode) {
+        (Some((cpu, pss)), _) => println!(
+            "PostgreSQL (postmaster and backends): {cpu:.1} CPU-s ({:.2} cores on average), {} at the end",
+            cpu / run_s,
+            pss.map_or("memory not readable".into(), |mb| format!(
+                "{mb:.0} MB proportional set size"
+            ))
+        ),
+        (None, LoadMode::Nats) => {
+            println!("PostgreSQL: not measured (not on this machine)")
+        }
+        (None, LoadMode::Http) => {}
     }
     println!(
         "on the wire: {:.1} KB per summary (zstd JSON), {:.2} MB per GPU per day",
