@@ -5,16 +5,20 @@ fed by the real agent tracing an 8-process job (worker.py: rank 5 does more work
 - the job's page names the culprit, with its evidence and action, and updates itself as
   windows arrive (the page is never reloaded); the ranks are laid out by the parallel
   groups the job states (`FLARE_PARALLEL`, read by the agent from the ranks' environment),
-  and its windows are linked as one Perfetto timeline;
+  and its windows are linked as one Perfetto timeline, saved or handed to a Perfetto UI
+  through Perfetto's postMessage handshake (a local page that speaks it stands in for
+  ui.perfetto.dev: there is no network here);
 - the jobs list shows the job and its health;
 - job ids, node names, op names and stack frames cannot inject markup or script; a
   hang's stacks are merged into a flame graph with the odd rank out in red.
 """
 
+import http.server
 import json
 import os
 import shutil
 import subprocess
+import threading
 import time
 import urllib.parse
 import urllib.request
@@ -82,6 +86,18 @@ class Browser:
     def js(self, script, *args):
         return self._call("POST", f"/session/{self.session}/execute/sync", {"script": script, "args": list(args)})
 
+    def click(self, selector):
+        """A user's click (a gesture, so the page may open a window), not a script's."""
+        found = self._call("POST", f"/session/{self.session}/element", {"using": "css selector", "value": selector})
+        element = next(iter(found.values()))
+        self._call("POST", f"/session/{self.session}/element/{element}/click", {})
+
+    def windows(self):
+        return self._call("GET", f"/session/{self.session}/window/handles")
+
+    def switch_to(self, handle):
+        self._call("POST", f"/session/{self.session}/window", {"handle": handle})
+
     def wait(self, script, what, timeout=40):
         """Evaluates `script` until it returns something truthy; returns that."""
         deadline = time.time() + timeout
@@ -107,18 +123,51 @@ def browser(tmp_path):
     b.quit()
 
 
+#: A stand-in for Perfetto's UI: it answers the opener's PING with PONG, as Perfetto
+#: does, and shows the trace it is then sent.
+PERFETTO_STUB = b"""<!DOCTYPE html><title>stub</title><pre id="trace"></pre><script>
+window.addEventListener('message', function (e) {
+  if (e.data === 'PING') { e.source.postMessage('PONG', e.origin); return; }
+  if (e.data && e.data.perfetto) {
+    document.getElementById('trace').textContent = new TextDecoder().decode(e.data.perfetto.buffer);
+    document.body.dataset.title = e.data.perfetto.title;
+    document.body.dataset.from = e.origin;
+  }
+});
+</script>"""
+
+
+@pytest.fixture
+def perfetto_stub():
+    class Page(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.end_headers()
+            self.wfile.write(PERFETTO_STUB)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Page)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+
+
 def text_of(selector):
     return f"const e = document.querySelector({json.dumps(selector)}); return e ? e.innerText : null;"
 
 
-def test_the_job_page_names_the_culprit_and_updates_itself(tmp_path, procs, browser):  # noqa: F811
+def test_the_job_page_names_the_culprit_and_updates_itself(tmp_path, procs, browser, perfetto_stub):  # noqa: F811
     # Long enough for the checks below to end while it still runs (the jobs list shows
     # the latest window's health, and a finished job's last window holds a fraction of a
     # step).
     # The job states its layout as a Megatron job's ranks would (TP 2 x PP 2 x DP 2): rank
     # 5 is tensor rank 1 of stage 1 in the first replica.
     url, workers = start_job(tmp_path, procs, slow_rank=SLOW_RANK, seconds=30,
-                             extra_env={"FLARE_PARALLEL": "tp=2,pp=2"})
+                             extra_env={"FLARE_PARALLEL": "tp=2,pp=2"},
+                             server_args=["--perfetto-url", perfetto_stub])
     browser.go(f"{url}/jobs/e2e#token={TOKEN}")
     # The token left the address bar (kept for the tab).
     assert "token" not in browser.js("return location.href")
@@ -155,6 +204,22 @@ def test_the_job_page_names_the_culprit_and_updates_itself(tmp_path, procs, brow
     assert names[SLOW_RANK].startswith(f"rank {SLOW_RANK} · stage 1 · dp 0 · tp 1 · node node0 ◀ culprit"), names
     steps = [e for e in timeline["traceEvents"] if e.get("cat") == "iteration" and e["pid"] == SLOW_RANK]
     assert steps and all(e["dur"] > 0 for e in steps), steps[:3]
+    # "Open it in Perfetto": the page opens the UI (here the stand-in), pings it until it
+    # answers, then posts it the timeline, to that origin only.
+    page = browser.windows()
+    browser.click('#timeline a[data-action="perfetto"]')
+    deadline = time.time() + 20
+    while len(browser.windows()) == len(page):
+        assert time.time() < deadline, "no window opened"
+        time.sleep(0.2)
+    browser.switch_to(next(h for h in browser.windows() if h not in page))
+    title = browser.wait("return document.body && document.body.dataset.title", "the timeline posted to Perfetto")
+    assert title.startswith("flare-e2e-windows-"), title
+    assert browser.js("return document.body.dataset.from") == url
+    posted = json.loads(browser.js("return document.getElementById('trace').textContent"))
+    posted_names = {e["pid"]: e["args"]["name"] for e in posted["traceEvents"] if e.get("name") == "process_name"}
+    assert posted_names[SLOW_RANK].startswith(f"rank {SLOW_RANK} · stage 1"), posted_names
+    browser.switch_to(page[0])
     # The jobs list: the job, its health, a link to its page.
     browser.go(f"{url}/")
     row = browser.wait(text_of("table.jobs tbody"), "the jobs table")

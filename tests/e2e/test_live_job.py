@@ -70,12 +70,14 @@ def procs():
             p.kill()
 
 
-def start_job(tmp_path, procs, slow_rank, seconds, extra_env=None):
-    """Starts the server, the agent and the 8 workers; returns the server URL and workers."""
+def start_job(tmp_path, procs, slow_rank, seconds, extra_env=None, server_args=()):
+    """Starts the server (with `server_args`), the agent and the 8 workers; returns the
+    server URL and workers."""
     shm = tmp_path / "shm"
     shm.mkdir()
     server = subprocess.Popen(
-        [str(FLARE), "serve", "--listen", "127.0.0.1:0", "--db", str(tmp_path / "flare.db"), "--token", TOKEN],
+        [str(FLARE), "serve", "--listen", "127.0.0.1:0", "--db", str(tmp_path / "flare.db"), "--token", TOKEN,
+         *server_args],
         stdout=subprocess.PIPE,
         stderr=open(tmp_path / "server.log", "w"),
         text=True,

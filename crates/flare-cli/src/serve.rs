@@ -60,6 +60,10 @@ pub struct ServeArgs {
     /// Summaries one IP address may post at once.
     #[arg(long, default_value_t = IngestRate::default().burst)]
     pub ingest_burst: u32,
+    /// Where the dashboard opens timelines: Perfetto's UI, or a copy the cluster hosts
+    /// (where browsers have no internet access).
+    #[arg(long, value_name = "URL", default_value = flare_server::PERFETTO_UI)]
+    pub perfetto_url: String,
     /// How long a window missing some ranks waits for them after its latest summary
     /// before it is analysed as it is (a node died, or posts late); a window is analysed
     /// at once when every rank is in.
@@ -231,6 +235,7 @@ pub fn run(args: ServeArgs) -> Result<ExitCode> {
         },
         cache_bytes: usize::try_from(args.cache_bytes).unwrap_or(usize::MAX),
         analysis_delay: args.analysis_delay,
+        perfetto_ui: args.perfetto_url,
         webhooks: args.alert_webhooks,
         alert_rules: flare_server::alerts::AlertRules {
             min_severity: match args.alert_min_severity {

@@ -39,6 +39,8 @@ pub(crate) struct AppState {
     notifier: Option<Arc<Notifier>>,
     /// This server's claim on the database, held while any request may still use it.
     _lock: Arc<Option<crate::files::ServerLock>>,
+    /// The Perfetto UI the dashboard opens timelines in (checked at bind).
+    perfetto_ui: Arc<str>,
 }
 
 impl AppState {
@@ -59,6 +61,9 @@ impl AppState {
             notifier: (!cfg.webhooks.is_empty())
                 .then(|| Arc::new(Notifier::start(cfg.webhooks.clone()))),
             _lock: Arc::new(lock),
+            perfetto_ui: crate::dashboard::perfetto_ui(&cfg.perfetto_ui)
+                .unwrap_or_else(|_| crate::dashboard::PERFETTO_UI.to_string())
+                .into(),
         }
     }
 
@@ -645,6 +650,7 @@ async fn ui_job(
     Path(job_id): Path<String>,
 ) -> Result<Response, ApiError> {
     let id = job_id.clone();
+    let perfetto_ui = state.perfetto_ui.to_string();
     let (found, page) = state
         .read_as_analysed(move |s| {
             let found = find_document(s, &id, None, 0)?;
@@ -657,6 +663,7 @@ async fn ui_job(
                 alerts: s.alert_events(Some(&id), 200)?,
                 stacks,
                 arriving: s.arriving(&id),
+                perfetto_ui,
             };
             Ok((found, page))
         })

@@ -36,6 +36,7 @@ mod api;
 mod auth;
 mod connections;
 mod dashboard;
+pub use dashboard::{perfetto_ui, PERFETTO_UI};
 pub mod files;
 mod ingest;
 mod logs;
@@ -115,6 +116,9 @@ pub struct ServerConfig {
     pub tls: Option<TlsFiles>,
     /// Also store the summaries agents publish to NATS JetStream (see [`nats`]).
     pub nats: Option<nats::NatsConfig>,
+    /// Where the dashboard opens timelines: Perfetto's UI, or a copy a cluster without
+    /// internet access hosts (its origin: `scheme://host[:port]`).
+    pub perfetto_ui: String,
 }
 
 /// A PEM certificate chain (leaf first) and its private key.
@@ -142,6 +146,7 @@ impl ServerConfig {
             connections: ConnLimits::default(),
             tls: None,
             nats: None,
+            perfetto_ui: dashboard::PERFETTO_UI.to_string(),
         }
     }
 }
@@ -229,6 +234,7 @@ impl Server {
                 h.url
             )));
         }
+        dashboard::perfetto_ui(&cfg.perfetto_ui).map_err(ServerError::Config)?;
         if cfg.max_body_bytes == 0 {
             return Err(ServerError::Config(
                 "max_body_bytes must be greater than 0".into(),

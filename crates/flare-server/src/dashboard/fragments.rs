@@ -85,6 +85,8 @@ pub(crate) struct JobPage {
     pub stacks: Vec<RankStack>,
     /// The window still coming in, if any.
     pub arriving: Option<ArrivingWindow>,
+    /// Where its timeline opens (see [`super::perfetto_ui`]).
+    pub perfetto_ui: String,
 }
 
 pub(crate) fn job_fragment(job_id: &str, doc: &FindingsDocument, page: &JobPage) -> String {
@@ -93,6 +95,7 @@ pub(crate) fn job_fragment(job_id: &str, doc: &FindingsDocument, page: &JobPage)
         alerts,
         stacks,
         arriving,
+        perfetto_ui,
     } = page;
     let mut s = String::new();
     let (class, label) = health(Some(doc));
@@ -155,14 +158,20 @@ pub(crate) fn job_fragment(job_id: &str, doc: &FindingsDocument, page: &JobPage)
         step: Step::Window,
     };
     s.push_str(&render_sections(&input));
-    write_timeline_links(&mut s, job_id, timeline);
+    write_timeline_links(&mut s, job_id, timeline, perfetto_ui);
     s
 }
 
 /// Links to the windows shown as one Perfetto timeline (`GET /api/jobs/{id}/timeline`):
-/// the page's script fetches it with the tab's token, then saves it or hands it to
-/// ui.perfetto.dev (the browser sends the file there, not the server's address).
-fn write_timeline_links(s: &mut String, job_id: &str, timeline: &[(u64, WindowDiagnosis)]) {
+/// the page's script fetches it with the tab's token, then saves it or hands it to the
+/// Perfetto UI at `perfetto_ui` (the browser sends the file there, not the server's
+/// address).
+fn write_timeline_links(
+    s: &mut String,
+    job_id: &str,
+    timeline: &[(u64, WindowDiagnosis)],
+    perfetto_ui: &str,
+) {
     let (Some((from, _)), Some((to, _))) = (timeline.first(), timeline.last()) else {
         return;
     };
@@ -174,11 +183,12 @@ fn write_timeline_links(s: &mut String, job_id: &str, timeline: &[(u64, WindowDi
         s,
         "<section id=\"timeline\">\n<h2>Timeline</h2>\n<p class=\"note\">{}</p>\n\
          <p><a href=\"#\" data-timeline=\"{url}\" data-action=\"save\">Download the timeline</a> · \
-         <a href=\"#\" data-timeline=\"{url}\" data-action=\"perfetto\">Open it in Perfetto</a></p>\n</section>",
+         <a href=\"#\" data-timeline=\"{url}\" data-action=\"perfetto\" data-perfetto=\"{origin}\">Open it in Perfetto</a></p>\n</section>",
         escape(&format!(
             "Windows {from} to {to} of every rank on one wall clock, in the trace-event JSON that Perfetto and chrome://tracing open: each rank's steps, its time per kind of work in each window, the ops the watchdog found stuck, the culprits named on their ranks."
         )),
-        url = escape(&url)
+        url = escape(&url),
+        origin = escape(perfetto_ui)
     );
 }
 
@@ -324,6 +334,7 @@ mod tests {
                 alerts: vec![],
                 stacks: vec![],
                 arriving: None,
+                perfetto_ui: crate::dashboard::PERFETTO_UI.into(),
             },
         );
         assert!(!page.contains("<img"), "{page}");

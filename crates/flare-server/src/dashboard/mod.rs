@@ -15,6 +15,27 @@ mod fragments;
 
 pub(crate) use fragments::{job_fragment, jobs_fragment, JobPage};
 
+/// Perfetto's public UI, where the dashboard opens timelines unless told otherwise.
+pub const PERFETTO_UI: &str = "https://ui.perfetto.dev";
+
+/// A Perfetto UI's URL as the page uses it (no trailing `/`): http or https, a host, no
+/// credentials, query or fragment. The page opens it and posts a timeline to its origin
+/// alone.
+pub fn perfetto_ui(url: &str) -> Result<String, String> {
+    let bad = |why: &str| format!("--perfetto-url {url:?}: {why}");
+    let uri: axum::http::Uri = url.parse().map_err(|e| bad(&format!("{e}")))?;
+    if !matches!(uri.scheme_str(), Some("http" | "https")) {
+        return Err(bad("expected an http:// or https:// URL"));
+    }
+    let Some(authority) = uri.authority() else {
+        return Err(bad("expected a host"));
+    };
+    if authority.as_str().contains('@') || uri.query().is_some() || url.contains('#') {
+        return Err(bad("expected no credentials, query or fragment"));
+    }
+    Ok(url.trim_end_matches('/').to_string())
+}
+
 use axum::http::{header, HeaderValue};
 use axum::response::{IntoResponse, Response};
 
@@ -102,12 +123,15 @@ const APP_JS: &str = r#"'use strict';
     }
   }
   // The timeline links: fetched with the token, then saved, or posted to Perfetto's UI
-  // once it answers (its documented postMessage handshake: PING until PONG).
+  // (the server's --perfetto-url) once it answers (its documented postMessage handshake:
+  // PING until PONG), to its origin only.
   content.addEventListener('click', async function (e) {
     const a = e.target.closest('a[data-timeline]');
     if (!a) return;
     e.preventDefault();
-    const perfetto = a.dataset.action === 'perfetto' ? window.open('https://ui.perfetto.dev/#!/') : null;
+    const ui = a.dataset.perfetto;
+    const origin = ui ? new URL(ui).origin : null;
+    const perfetto = a.dataset.action === 'perfetto' ? window.open(ui + '/#!/') : null;
     const r = await fetch(a.dataset.timeline, { headers: { Authorization: 'Bearer ' + sessionStorage.getItem(KEY) }, cache: 'no-store' });
     if (!r.ok) { status.textContent = 'timeline: error ' + r.status; if (perfetto) perfetto.close(); return; }
     const buffer = await r.arrayBuffer();
@@ -129,12 +153,12 @@ const APP_JS: &str = r#"'use strict';
       if (m.source !== perfetto || m.data !== 'PONG') return;
       answered = true;
       window.removeEventListener('message', onMessage);
-      perfetto.postMessage({ perfetto: { buffer: buffer, title: title } }, 'https://ui.perfetto.dev');
+      perfetto.postMessage({ perfetto: { buffer: buffer, title: title } }, origin);
     }
     window.addEventListener('message', onMessage);
     const ping = setInterval(function () {
       if (answered || perfetto.closed) { clearInterval(ping); return; }
-      perfetto.postMessage('PING', 'https://ui.perfetto.dev');
+      perfetto.postMessage('PING', origin);
     }, 250);
   });
   refresh();
@@ -184,4 +208,33 @@ pub(crate) async fn style_css() -> Response {
 /// A fragment the script puts in place.
 pub(crate) fn html(fragment: String) -> Response {
     secure(fragment.into_response(), "text/html; charset=utf-8")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::perfetto_ui;
+
+    #[test]
+    fn a_perfetto_ui_is_an_http_url_without_credentials_query_or_fragment() {
+        for (url, want) in [
+            ("https://ui.perfetto.dev", Ok("https://ui.perfetto.dev")),
+            ("https://ui.perfetto.dev/", Ok("https://ui.perfetto.dev")),
+            (
+                "http://perfetto.internal:10000/ui/",
+                Ok("http://perfetto.internal:10000/ui"),
+            ),
+            ("ftp://ui.perfetto.dev", Err("http:// or https://")),
+            ("ui.perfetto.dev", Err("http:// or https://")),
+            ("https://user:pw@ui.perfetto.dev", Err("no credentials")),
+            ("https://ui.perfetto.dev/?x=1", Err("no credentials")),
+            ("https://ui.perfetto.dev/#!/", Err("no credentials")),
+            ("https://ui perfetto", Err("--perfetto-url")),
+        ] {
+            match (perfetto_ui(url), want) {
+                (Ok(got), Ok(w)) => assert_eq!(got, w, "{url}"),
+                (Err(e), Err(w)) => assert!(e.contains(w) && e.contains("--perfetto-url"), "{url}: {e}"),
+                (got, w) => panic!("{url}: {got:?}, expected {w:?}"),
+            }
+        }
+    }
 }
