@@ -232,7 +232,9 @@ mod tests {
         ] {
             match (perfetto_ui(url), want) {
                 (Ok(got), Ok(w)) => assert_eq!(got, w, "{url}"),
-                (Err(e), Err(w)) => assert!(e.contains(w) && e.contains("--perfetto-url"), "{url}: {e}"),
+                (Err(e), Err(w)) => {
+                    assert!(e.contains(w) && e.contains("--perfetto-url"), "{url}: {e}")
+                }
                 (got, w) => panic!("{url}: {got:?}, expected {w:?}"),
             }
         }
