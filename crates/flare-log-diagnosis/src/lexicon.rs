@@ -6,8 +6,8 @@
 //!
 //! Logs repeat themselves: a line's scan depends only on its letters and where digits
 //! stand (no literal holds a digit, which a test checks), so a [`ScanCache`] keyed by the
-//! line with each run of digits folded to one answers most lines of a large job without
-//! the automaton; only the counters' positions are looked up again.
+//! line with each digit folded to `0` answers most lines of a large job without the
+//! automaton; only the counters' positions are looked up again.
 
 use crate::progress::{COUNTERS, STAGES};
 use crate::signatures::rules;
@@ -93,8 +93,7 @@ struct Runs {
 }
 
 /// The skeleton's bytes, gathered eight at a time and mixed (a 64x64->128-bit multiply
-/// folded, as foldhash and wyhash do): the hash depends on the skeleton's bytes only,
-/// not on where they stood in the line (a run of digits of another length shifts them).
+/// folded, as foldhash and wyhash do).
 struct Mixer {
     h: u64,
     acc: u64,
@@ -155,8 +154,9 @@ fn in_range(w: u64, lo: u8, hi: u8) -> u64 {
     from_lo & !above_hi & !w & HIGH
 }
 
-/// The line's skeleton: a hash of its bytes, ASCII case folded, each run of digits one
-/// `0`; and where the runs are. Eight bytes at a time where they hold no digit.
+/// The line's skeleton: a hash of its bytes, ASCII case folded, each digit `0`; and
+/// where the runs of digits are. Eight bytes at a time: digits are replaced, and the
+/// runs' ends found, word-wide (a line of numbers costs what a line of letters does).
 fn skeleton(message: &str) -> (u64, Runs) {
     let bytes = message.as_bytes();
     let mut m = Mixer {
@@ -169,44 +169,70 @@ fn skeleton(message: &str) -> (u64, Runs) {
         n: 0,
         at: [(0, 0); MAX_RUNS],
     };
-    let mut run_start: Option<usize> = None;
-    let end_run = |runs: &mut Runs, s: usize, e: usize| {
-        if runs.n < MAX_RUNS {
-            runs.at[runs.n] = (s as u32, e as u32);
-        }
-        runs.n += 1;
-    };
+    let mut run_start = 0usize;
+    let mut in_run = false;
     let mut i = 0;
-    while i < bytes.len() {
-        if i + 8 <= bytes.len() {
-            let w = u64::from_le_bytes(bytes[i..i + 8].try_into().expect("8 bytes"));
-            if in_range(w, b'0', b'9') == 0 {
-                if let Some(s) = run_start.take() {
-                    end_run(&mut runs, s, i);
+    while i + 8 <= bytes.len() {
+        let w = u64::from_le_bytes(bytes[i..i + 8].try_into().expect("8 bytes"));
+        let digits = in_range(w, b'0', b'9');
+        if digits == 0 {
+            if in_run {
+                runs.push(run_start, i);
+                in_run = false;
+            }
+            m.word(w | (in_range(w, b'A', b'Z') >> 2));
+        } else {
+            // Each digit byte becomes b'0'; the others are case folded.
+            let full = (digits >> 7) * 0xff;
+            let masked = (w & !full) | (0x3030_3030_3030_3030 & full);
+            m.word(masked | (in_range(masked, b'A', b'Z') >> 2));
+            // A byte opens a run when it is a digit after a non-digit, and closes one when
+            // it is a non-digit after a digit (the byte before the word's first is the
+            // previous word's last).
+            let before = (digits << 8) | if in_run { 0x80 } else { 0 };
+            let mut edges = (digits ^ before) & HIGH;
+            while edges != 0 {
+                let at = i + (edges.trailing_zeros() / 8) as usize;
+                if in_run {
+                    runs.push(run_start, at);
+                } else {
+                    run_start = at;
                 }
-                m.word(w | (in_range(w, b'A', b'Z') >> 2));
-                i += 8;
-                continue;
+                in_run = !in_run;
+                edges &= edges - 1;
             }
         }
-        let b = bytes[i];
+        i += 8;
+    }
+    for (at, &b) in bytes.iter().enumerate().skip(i) {
         if b.is_ascii_digit() {
-            if run_start.is_none() {
-                run_start = Some(i);
-                m.byte(b'0');
+            if !in_run {
+                run_start = at;
+                in_run = true;
             }
+            m.byte(b'0');
         } else {
-            if let Some(s) = run_start.take() {
-                end_run(&mut runs, s, i);
+            if in_run {
+                runs.push(run_start, at);
+                in_run = false;
             }
             m.byte(b.to_ascii_lowercase());
         }
-        i += 1;
     }
-    if let Some(s) = run_start {
-        end_run(&mut runs, s, bytes.len());
+    if in_run {
+        runs.push(run_start, bytes.len());
     }
     (m.finish(), runs)
+}
+
+impl Runs {
+    #[inline]
+    fn push(&mut self, start: usize, end: usize) {
+        if self.n < MAX_RUNS {
+            self.at[self.n] = (start as u32, end as u32);
+        }
+        self.n += 1;
+    }
 }
 
 impl ScanCache {
@@ -358,14 +384,15 @@ mod tests {
     }
 
     #[test]
-    fn skeletons_fold_digit_runs_and_case_wherever_the_bytes_stand() {
+    fn skeletons_fold_digits_and_case_wherever_the_bytes_stand() {
         let key = |m: &str| skeleton(m).0;
         let same = [
             (
                 "iteration 9 of 5000 | lm loss: 2.1E+00 | grad",
-                "Iteration 10 of 5000 | LM loss: 3.7e+11 | GRAD",
+                "Iteration 8 of 5000 | LM loss: 3.7e+11 | GRAD",
             ),
-            ("abcdefgh12345678abcdefgh", "abcdefgh1abcdefgh"),
+            ("abcdefgh12345678abcdefgh", "abcdefgh87654321abcdefgh"),
+            ("step 1234567 of 99", "STEP 7654321 OF 11"),
             ("x", "X"),
         ];
         for (a, b) in same {
@@ -373,16 +400,59 @@ mod tests {
         }
         let differ = [
             ("iteration 9 of 5000", "iteration 9 of 5000 "),
+            ("iteration 9 of 5000", "iteration 10 of 5000"),
             ("abcdefgh", "abcdefgi"),
             ("abcdefghijklmnop", "abcdefghijklmnoq"),
             ("a1b", "ab"),
+            ("a1b", "a12b"),
             ("", "\0"),
         ];
         for (a, b) in differ {
             assert_ne!(key(a), key(b), "{a:?} {b:?}");
         }
-        let (_, runs) = skeleton("abcdefgh12345678abcdefgh7");
-        assert_eq!((runs.n, runs.at[0], runs.at[1]), (2, (8, 16), (24, 25)));
+    }
+
+    /// The runs of digits, word-wide, against a byte-by-byte reading: runs inside a word,
+    /// across words' edges, at the ends, in the tail, and past the runs kept.
+    #[test]
+    fn digit_runs_are_found_where_a_byte_by_byte_reading_finds_them() {
+        let by_bytes = |m: &str| {
+            let mut out = Vec::new();
+            let mut start = None;
+            for (i, b) in m.bytes().enumerate() {
+                match (b.is_ascii_digit(), start) {
+                    (true, None) => start = Some(i),
+                    (false, Some(s)) => {
+                        out.push((s as u32, i as u32));
+                        start = None;
+                    }
+                    _ => {}
+                }
+            }
+            if let Some(s) = start {
+                out.push((s as u32, m.len() as u32));
+            }
+            out
+        };
+        let many: String = (0..40).map(|i| format!("x{i}")).collect();
+        for m in [
+            "",
+            "7",
+            "abcdefgh12345678abcdefgh7",
+            "1234567812345678",
+            "a1b2c3d4e5f6g7h8i9",
+            "abcdefg1234567890abcdef",
+            "12345678abcdefgh",
+            "abcdefgh12345678",
+            "step: 1013 loss 2.0 tokens/s 123456.7 mem 79.10GiB é 5",
+            many.as_str(),
+        ] {
+            let (_, runs) = skeleton(m);
+            let want = by_bytes(m);
+            assert_eq!(runs.n, want.len(), "{m:?}");
+            let kept = runs.n.min(MAX_RUNS);
+            assert_eq!(&runs.at[..kept], &want[..kept], "{m:?}");
+        }
     }
 
     #[test]
