@@ -9,6 +9,7 @@ Nothing is replayed or injected into Flare's analysis: it sees only what the tra
 
 import json
 import os
+import random
 import socket
 import subprocess
 import sys
@@ -30,13 +31,16 @@ WINDOW_S = 2
 
 
 def free_port_range(n):
-    """A base port with n consecutive free ports after it (the workers' ring)."""
+    """A base port with n consecutive free ports after it (the workers' ring), below the
+    kernel's ephemeral range: a port there is never taken as some connection's source port
+    while a late rank has not bound it yet, nor connected to itself by a rank retrying (in
+    a CI run the ring of the staggered start never formed and its workers hung: the likely
+    cause)."""
+    with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+        ephemeral_low = int(f.read().split()[0])
+    rng = random.Random()
     for _ in range(200):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            base = s.getsockname()[1]
-        if base + n > 65535:
-            continue
+        base = rng.randrange(10_000, max(ephemeral_low - n, 10_001))
         socks = []
         try:
             for p in range(base, base + n):
