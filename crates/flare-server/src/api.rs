@@ -39,7 +39,7 @@ pub(crate) struct AppState {
     notifier: Option<Arc<Notifier>>,
     /// This server's claim on the database, held while any request may still use it.
     _lock: Arc<Option<crate::files::ServerLock>>,
-    /// The Perfetto UI the dashboard opens timelines in (checked at bind).
+    /// The Perfetto UI the dashboard opens timelines in (as `Server::bind` checked it).
     perfetto_ui: Arc<str>,
 }
 
@@ -61,9 +61,7 @@ impl AppState {
             notifier: (!cfg.webhooks.is_empty())
                 .then(|| Arc::new(Notifier::start(cfg.webhooks.clone()))),
             _lock: Arc::new(lock),
-            perfetto_ui: crate::dashboard::perfetto_ui(&cfg.perfetto_ui)
-                .unwrap_or_else(|_| crate::dashboard::PERFETTO_UI.to_string())
-                .into(),
+            perfetto_ui: cfg.perfetto_ui.as_str().into(),
         }
     }
 

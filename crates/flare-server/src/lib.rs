@@ -36,7 +36,7 @@ mod api;
 mod auth;
 mod connections;
 mod dashboard;
-pub use dashboard::{perfetto_ui, PERFETTO_UI};
+pub use dashboard::PERFETTO_UI;
 pub mod files;
 mod ingest;
 mod logs;
@@ -117,7 +117,7 @@ pub struct ServerConfig {
     /// Also store the summaries agents publish to NATS JetStream (see [`nats`]).
     pub nats: Option<nats::NatsConfig>,
     /// Where the dashboard opens timelines: Perfetto's UI, or a copy a cluster without
-    /// internet access hosts (its origin: `scheme://host[:port]`).
+    /// internet access hosts (an http(s) URL, checked when the server binds).
     pub perfetto_ui: String,
 }
 
@@ -202,7 +202,7 @@ const ANALYSE_EVERY: std::time::Duration = std::time::Duration::from_millis(250)
 
 impl Server {
     /// Opens (or creates) the database and binds the listening socket.
-    pub async fn bind(cfg: ServerConfig) -> Result<Server, ServerError> {
+    pub async fn bind(mut cfg: ServerConfig) -> Result<Server, ServerError> {
         let mut seen = std::collections::HashSet::new();
         for t in std::iter::once(&cfg.token)
             .chain(&cfg.ingest_tokens)
@@ -234,7 +234,7 @@ impl Server {
                 h.url
             )));
         }
-        dashboard::perfetto_ui(&cfg.perfetto_ui).map_err(ServerError::Config)?;
+        cfg.perfetto_ui = dashboard::perfetto_ui(&cfg.perfetto_ui).map_err(ServerError::Config)?;
         if cfg.max_body_bytes == 0 {
             return Err(ServerError::Config(
                 "max_body_bytes must be greater than 0".into(),

@@ -22,7 +22,7 @@ impl Proc {
     pub(super) fn usage(&self) -> (f64, f64) {
         let pid = self.child.id();
         let cpu = stat(pid).map_or(0.0, |s| s.own_s());
-        let peak = status_kb(pid, "VmHWM:").map_or(0.0, |kb| kb / 1024.0);
+        let peak = kb_field(&format!("/proc/{pid}/status"), "VmHWM:").map_or(0.0, |kb| kb / 1024.0);
         (cpu, peak)
     }
 }
@@ -62,11 +62,7 @@ fn stat(pid: u32) -> Option<Stat> {
     })
 }
 
-/// A `kB` field of `/proc/PID/status` (or of `smaps_rollup` with `file`).
-fn status_kb(pid: u32, field: &str) -> Option<f64> {
-    kb_field(&format!("/proc/{pid}/status"), field)
-}
-
+/// A `kB` field (`VmHWM:`, `Pss:`) of a `/proc` file that lists them a line each.
 fn kb_field(path: &str, field: &str) -> Option<f64> {
     let s = std::fs::read_to_string(path).ok()?;
     let line = s.lines().find(|l| l.starts_with(field))?;

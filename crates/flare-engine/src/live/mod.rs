@@ -5,7 +5,8 @@
 //! one digest per window ([`input`]), and the registry runs on them as on a file's
 //! iterations: a window is the live engine's iteration. Detectors that need what
 //! summaries do not carry (collective instances, transfer times; the parallel layout
-//! where the ranks do not state it) are skipped with their reason; the watchdog detector reads the window's hang records.
+//! where the ranks do not state it) are skipped with their reason; the watchdog
+//! detector reads the window's hang records.
 //! Continuity across windows is here too: the earlier windows give the iteration
 //! detector its series (fail-slow onsets), and [`confirm_with_previous`] holds a mild
 //! slow-rank verdict until a second window shows it.

@@ -110,7 +110,7 @@ pub(crate) fn job_fragment(job_id: &str, doc: &FindingsDocument, page: &JobPage)
     if let Some(a) = arriving.filter(|a| Some(a.window) > doc.job.window) {
         let _ = write!(
             note,
-            " · window {} arriving ({} of {} ranks in; analysed once every rank is in, or a second after the last)",
+            " · window {} arriving ({} of {} ranks in; analysed once every rank is in, or once the others stop coming)",
             a.window, a.ranks, a.world_size
         );
     }
@@ -183,12 +183,12 @@ fn write_timeline_links(
         s,
         "<section id=\"timeline\">\n<h2>Timeline</h2>\n<p class=\"note\">{}</p>\n\
          <p><a href=\"#\" data-timeline=\"{url}\" data-action=\"save\">Download the timeline</a> · \
-         <a href=\"#\" data-timeline=\"{url}\" data-action=\"perfetto\" data-perfetto=\"{origin}\">Open it in Perfetto</a></p>\n</section>",
+         <a href=\"#\" data-timeline=\"{url}\" data-action=\"perfetto\" data-perfetto=\"{ui}\">Open it in Perfetto</a></p>\n</section>",
         escape(&format!(
             "Windows {from} to {to} of every rank on one wall clock, in the trace-event JSON that Perfetto and chrome://tracing open: each rank's steps, its time per kind of work in each window, the ops the watchdog found stuck, the culprits named on their ranks."
         )),
         url = escape(&url),
-        origin = escape(perfetto_ui)
+        ui = escape(perfetto_ui)
     );
 }
 

@@ -21,7 +21,7 @@ pub const PERFETTO_UI: &str = "https://ui.perfetto.dev";
 /// A Perfetto UI's URL as the page uses it (no trailing `/`): http or https, a host, no
 /// credentials, query or fragment. The page opens it and posts a timeline to its origin
 /// alone.
-pub fn perfetto_ui(url: &str) -> Result<String, String> {
+pub(crate) fn perfetto_ui(url: &str) -> Result<String, String> {
     let bad = |why: &str| format!("--perfetto-url {url:?}: {why}");
     let uri: axum::http::Uri = url.parse().map_err(|e| bad(&format!("{e}")))?;
     if !matches!(uri.scheme_str(), Some("http" | "https")) {
