@@ -126,7 +126,7 @@ pub struct Hit {
 struct Pre<'a> {
     o: origin::Origin<'a>,
     scan: lexicon::Scan,
-    matched: Option<crate::signatures::Match>,
+    matched: Option<Box<crate::signatures::Match>>,
 }
 
 /// What a line says by itself, without the pass's state: who wrote it, the words a scan
@@ -134,7 +134,9 @@ struct Pre<'a> {
 pub(crate) struct PreAt {
     pub(crate) origin: origin::OriginAt,
     pub(crate) scan: lexicon::Scan,
-    pub(crate) matched: Option<crate::signatures::Match>,
+    /// Boxed: a match is a few hundred bytes and few lines have one, so the lines of a
+    /// chunk stay small to write and move.
+    pub(crate) matched: Option<Box<crate::signatures::Match>>,
 }
 
 /// Lines of a file read by a [`LinePreparer`], for [`Collector::fold`].
@@ -196,7 +198,9 @@ impl LinePreparer {
         let matched = if scan.rows.is_empty() {
             None
         } else {
-            Matcher::get().find_among(o.message, &scan.rows)
+            Matcher::get()
+                .find_among(o.message, &scan.rows)
+                .map(Box::new)
         };
         PreAt {
             origin: o.at(t),
@@ -226,6 +230,10 @@ pub struct Collector {
     c: Collected,
     order: u64,
 }
+
+/// Phrases of the lines that tie names together (see [`Joins`]): the scan says which
+/// lines may hold one.
+pub(crate) const JOIN_PHRASES: [&str; 2] = ["Init COMPLETE", "Using"];
 
 struct Joins {
     init_complete: Regex,
@@ -438,7 +446,7 @@ impl Collector {
             let (k, s) = &c.files[file].streams[index];
             (k.2.clone(), has_time_text.then(|| s.last_time_text.clone()))
         };
-        if o.message.contains("Init COMPLETE") || o.message.contains("Using") {
+        if scan.joins && JOIN_PHRASES.iter().any(|p| o.message.contains(p)) {
             let (host, _) = owned(&self.c);
             self.learn(&o, rank, host.as_deref());
         }
@@ -458,7 +466,10 @@ impl Collector {
             matched.is_some() || exception.is_some(),
         );
         let m = match (matched, &exception) {
-            (Some(m), _) => Some((m.reading, m.captures)),
+            (Some(m), _) => {
+                let m = *m;
+                Some((m.reading, m.captures))
+            }
             // a traceback ended in an exception no row knows (`StopIteration`)
             (None, Some(_)) => Some((
                 Reading {
@@ -547,9 +558,6 @@ impl Collector {
     /// pid to a rank, its `Using` lines tie an IP address to a host.
     fn learn(&mut self, o: &origin::Origin, rank: Option<u32>, host: Option<&str>) {
         let m = o.message;
-        if !(m.contains("Init COMPLETE") || m.contains("Using")) {
-            return;
-        }
         let j = joins();
         if let (Some(c), Some(h), Some(pid)) = (j.init_complete.captures(m), host, o.pid) {
             let comm_rank: u32 = c[1].parse().unwrap_or(0);

@@ -9,6 +9,7 @@
 //! line with each digit folded to `0` answers most lines of a large job without the
 //! automaton; only the counters' positions are looked up again.
 
+use crate::collect::JOIN_PHRASES;
 use crate::progress::{COUNTERS, STAGES};
 use crate::signatures::rules;
 use crate::stats::ERROR_WORDS;
@@ -24,6 +25,8 @@ enum Word {
     /// A stage phrase: its index in `STAGES`.
     Stage(usize),
     Counter,
+    /// A phrase that ties names together (`collect::JOIN_PHRASES`).
+    Join,
 }
 
 struct Lexicon {
@@ -42,6 +45,9 @@ pub struct Scan {
     pub stage: Option<usize>,
     /// The iteration number a counter word gives (`step: 10`).
     pub counter: Option<u64>,
+    /// A phrase that ties names together may stand in the line, in any case (the pass
+    /// reads such lines again, case and all).
+    pub joins: bool,
 }
 
 /// Skeletons remembered at most; past it the cache starts over.
@@ -56,12 +62,15 @@ struct Cached {
     error_like: bool,
     stage: Option<usize>,
     counter_run: Option<u8>,
+    joins: bool,
 }
 
 /// Scans of lines no signature row concerns, by the line's skeleton (see the module).
 #[derive(Default)]
 pub struct ScanCache {
     seen: std::collections::HashMap<u64, Cached, BuildSkeletonHasher>,
+    /// The runs of the line being scanned, reused: a line costs no copy of them.
+    runs: Runs,
 }
 
 /// The key is a skeleton's hash already: it is used as it is.
@@ -87,6 +96,7 @@ impl std::hash::Hasher for SkeletonHasher {
 type BuildSkeletonHasher = std::hash::BuildHasherDefault<SkeletonHasher>;
 
 /// Where a line's runs of digits are.
+#[derive(Default)]
 struct Runs {
     n: usize,
     at: [(u32, u32); MAX_RUNS],
@@ -157,7 +167,7 @@ fn in_range(w: u64, lo: u8, hi: u8) -> u64 {
 /// The line's skeleton: a hash of its bytes, ASCII case folded, each digit `0`; and
 /// where the runs of digits are. Eight bytes at a time: digits are replaced, and the
 /// runs' ends found, word-wide (a line of numbers costs what a line of letters does).
-fn skeleton(message: &str) -> (u64, Runs) {
+fn skeleton(message: &str, runs: &mut Runs) -> u64 {
     let bytes = message.as_bytes();
     let mut m = Mixer {
         h: 0x243f_6a88_85a3_08d3,
@@ -165,10 +175,7 @@ fn skeleton(message: &str) -> (u64, Runs) {
         len: 0,
         total: 0,
     };
-    let mut runs = Runs {
-        n: 0,
-        at: [(0, 0); MAX_RUNS],
-    };
+    runs.n = 0;
     let mut run_start = 0usize;
     let mut in_run = false;
     let mut i = 0;
@@ -222,7 +229,7 @@ fn skeleton(message: &str) -> (u64, Runs) {
     if in_run {
         runs.push(run_start, bytes.len());
     }
-    (m.finish(), runs)
+    m.finish()
 }
 
 impl Runs {
@@ -238,7 +245,8 @@ impl Runs {
 impl ScanCache {
     /// The line's scan, from the cache when a line of the same skeleton was scanned.
     pub fn scan(&mut self, message: &str) -> Scan {
-        let (key, runs) = skeleton(message);
+        let key = skeleton(message, &mut self.runs);
+        let runs = &self.runs;
         if let Some(c) = self.seen.get(&key) {
             let counter = c.counter_run.and_then(|k| {
                 let (a, b) = runs.at[k as usize];
@@ -249,6 +257,7 @@ impl ScanCache {
                 error_like: c.error_like,
                 stage: c.stage,
                 counter,
+                joins: c.joins,
             };
         }
         let (s, counter_start) = scan_with_counter(message);
@@ -271,6 +280,7 @@ impl ScanCache {
                     error_like: s.error_like,
                     stage: s.stage,
                     counter_run,
+                    joins: s.joins,
                 },
             );
         }
@@ -314,6 +324,9 @@ fn lexicon() -> &'static Lexicon {
         for c in COUNTERS {
             add(c, Word::Counter);
         }
+        for j in JOIN_PHRASES {
+            add(j, Word::Join);
+        }
         // all occurrences of every literal (overlapping), in one pass
         let ac = AhoCorasickBuilder::new()
             .ascii_case_insensitive(true)
@@ -347,6 +360,7 @@ fn scan_with_counter(message: &str) -> (Scan, Option<usize>) {
             Word::Error => s.error_like |= whole_word(b, m.start(), m.end()),
             Word::Stage(i) => s.stage = Some(s.stage.map_or(*i, |x| x.min(*i))),
             Word::Counter => counters.push((m.start(), m.end())),
+            Word::Join => s.joins = true,
         }
     }
     if s.rows.len() > 1 {
@@ -375,7 +389,7 @@ mod tests {
                 );
             }
         }
-        for w in ERROR_WORDS.iter().chain(COUNTERS) {
+        for w in ERROR_WORDS.iter().chain(COUNTERS).chain(&JOIN_PHRASES) {
             assert!(!w.bytes().any(|b| b.is_ascii_digit()), "{w}");
         }
         for (p, _) in STAGES {
@@ -385,7 +399,7 @@ mod tests {
 
     #[test]
     fn skeletons_fold_digits_and_case_wherever_the_bytes_stand() {
-        let key = |m: &str| skeleton(m).0;
+        let key = |m: &str| skeleton(m, &mut Runs::default());
         let same = [
             (
                 "iteration 9 of 5000 | lm loss: 2.1E+00 | grad",
@@ -447,7 +461,8 @@ mod tests {
             "step: 1013 loss 2.0 tokens/s 123456.7 mem 79.10GiB é 5",
             many.as_str(),
         ] {
-            let (_, runs) = skeleton(m);
+            let mut runs = Runs::default();
+            skeleton(m, &mut runs);
             let want = by_bytes(m);
             assert_eq!(runs.n, want.len(), "{m:?}");
             let kept = runs.n.min(MAX_RUNS);

@@ -117,7 +117,11 @@ fn number(s: &str) -> Option<u32> {
 /// `[rank3]:` or `[default3]:` / `[trainer3]:` at the start: (is global, number, length).
 fn bracket_rank(s: &str) -> Option<(bool, u32, usize)> {
     let rest = s.strip_prefix('[')?;
-    let close = find_within(rest, b"]:", 24)?;
+    // the first `]` closes it (a later `]:` would leave a `]` inside, never a rank)
+    let close = find_within(rest, b"]", 24)?;
+    if rest.as_bytes().get(close + 1) != Some(&b':') {
+        return None;
+    }
     let inner = &rest[..close];
     let split = inner.find(|c: char| c.is_ascii_digit())?;
     let (word, num) = inner.split_at(split);
@@ -158,16 +162,21 @@ fn task_id(s: &str) -> Option<(u32, usize)> {
 fn is_host_name(h: &str) -> bool {
     h.len() <= 64
         && h.bytes().next().is_some_and(|b| b.is_ascii_alphanumeric())
-        && h.bytes().all(|b| {
-            b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'-' | b'.' | b'_')
-        })
+        && h.bytes().all(is_host_byte)
         && h.bytes().any(|b| b.is_ascii_digit())
         && h.bytes().any(|b| b.is_ascii_lowercase() || b == b'.')
+}
+
+fn is_host_byte(b: u8) -> bool {
+    b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'-' | b'.' | b'_')
 }
 
 /// `node-17:1234:1290 [3] NCCL`: (host, pid, gpu, length up to NCCL).
 fn nccl_prefix(s: &str) -> Option<(&str, u32, u32, usize)> {
     let space = find_within(s, b" ", 96)?;
+    if s.as_bytes().get(space + 1) != Some(&b'[') {
+        return None;
+    }
     let head = &s[..space];
     let mut parts = head.rsplitn(3, ':');
     let tid = parts.next()?;
@@ -187,7 +196,12 @@ fn nccl_prefix(s: &str) -> Option<(&str, u32, u32, usize)> {
 
 /// `host: ` (pdsh): (host, length).
 fn pdsh_host(s: &str) -> Option<(&str, usize)> {
-    let colon = find_within(s, b": ", 64)?;
+    // the first byte a host name cannot hold must be the `: ` (within 64 bytes)
+    let b = s.as_bytes();
+    let colon = b.iter().take(65).position(|&c| !is_host_byte(c))?;
+    if b[colon] != b':' || b.get(colon + 1) != Some(&b' ') {
+        return None;
+    }
     let h = &s[..colon];
     is_host_name(h).then_some((h, colon + 2))
 }

@@ -108,7 +108,7 @@ impl Chunk {
 }
 
 /// Bytes read at once from a file (whole lines: a longer line grows its chunk).
-const CHUNK_BYTES: u64 = 1 << 20;
+const CHUNK_BYTES: u64 = 1 << 18;
 
 /// Chunk buffers folded and handed back for the next reads: a large job's logs are read
 /// through a few of them, not a fresh allocation (and its page faults) per chunk.
