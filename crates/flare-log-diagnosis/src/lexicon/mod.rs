@@ -14,7 +14,10 @@ use crate::progress::{COUNTERS, STAGES};
 use crate::signatures::rules;
 use crate::stats::ERROR_WORDS;
 use aho_corasick::{AhoCorasick, AhoCorasickBuilder, AhoCorasickKind, MatchKind};
+use skeleton::{skeleton, Runs, MAX_RUNS};
 use std::sync::OnceLock;
+
+mod skeleton;
 
 /// What a literal of the automaton is.
 #[derive(Clone, Debug)]
@@ -52,8 +55,6 @@ pub struct Scan {
 
 /// Skeletons remembered at most; past it the cache starts over.
 const CACHE_CAP: usize = 1 << 16;
-/// Digit runs a cached line may have: the counter's number is read back by its run.
-const MAX_RUNS: usize = 32;
 
 /// What a cached skeleton's lines scan to: error-like, the stage phrase, and which digit
 /// run holds the counter's number.
@@ -94,153 +95,6 @@ impl std::hash::Hasher for SkeletonHasher {
 }
 
 type BuildSkeletonHasher = std::hash::BuildHasherDefault<SkeletonHasher>;
-
-/// Where a line's runs of digits are.
-#[derive(Default)]
-struct Runs {
-    n: usize,
-    at: [(u32, u32); MAX_RUNS],
-}
-
-/// The skeleton's bytes, gathered eight at a time and mixed (a 64x64->128-bit multiply
-/// folded, as foldhash and wyhash do).
-struct Mixer {
-    h: u64,
-    acc: u64,
-    /// Bytes in `acc`.
-    len: u32,
-    total: u64,
-}
-
-const MIX: u64 = 0x9e37_79b9_7f4a_7c15;
-
-#[inline]
-fn fold_mul(a: u64, b: u64) -> u64 {
-    let p = (a as u128) * (b as u128);
-    (p as u64) ^ ((p >> 64) as u64)
-}
-
-impl Mixer {
-    #[inline]
-    fn byte(&mut self, c: u8) {
-        self.acc |= (c as u64) << (8 * self.len);
-        self.len += 1;
-        if self.len == 8 {
-            self.h = fold_mul(self.h ^ self.acc, MIX);
-            self.acc = 0;
-            self.len = 0;
-        }
-        self.total += 1;
-    }
-
-    /// Eight bytes at once (little-endian order, as `byte` would take them).
-    #[inline]
-    fn word(&mut self, w: u64) {
-        if self.len == 0 {
-            self.h = fold_mul(self.h ^ w, MIX);
-        } else {
-            let k = 8 * self.len;
-            self.h = fold_mul(self.h ^ (self.acc | (w << k)), MIX);
-            self.acc = w >> (64 - k);
-        }
-        self.total += 8;
-    }
-
-    fn finish(self) -> u64 {
-        fold_mul(self.h ^ self.acc ^ (self.total << 56), MIX ^ self.total)
-    }
-}
-
-const LOW7: u64 = 0x7f7f_7f7f_7f7f_7f7f;
-const HIGH: u64 = 0x8080_8080_8080_8080;
-
-/// The high bit of each byte of `w` that lies in `lo..=hi` (ASCII bounds): exact per
-/// byte, since each byte's sum stays within it.
-#[inline]
-fn in_range(w: u64, lo: u8, hi: u8) -> u64 {
-    let rep = |b: u8| (b as u64) * 0x0101_0101_0101_0101;
-    let above_hi = (w & LOW7) + rep(0x7f - hi);
-    let from_lo = (w & LOW7) + rep(0x80 - lo);
-    from_lo & !above_hi & !w & HIGH
-}
-
-/// The line's skeleton: a hash of its bytes, ASCII case folded, each digit `0`; and
-/// where the runs of digits are. Eight bytes at a time: digits are replaced, and the
-/// runs' ends found, word-wide (a line of numbers costs what a line of letters does).
-fn skeleton(message: &str, runs: &mut Runs) -> u64 {
-    let bytes = message.as_bytes();
-    let mut m = Mixer {
-        h: 0x243f_6a88_85a3_08d3,
-        acc: 0,
-        len: 0,
-        total: 0,
-    };
-    runs.n = 0;
-    let mut run_start = 0usize;
-    let mut in_run = false;
-    let mut i = 0;
-    while i + 8 <= bytes.len() {
-        let w = u64::from_le_bytes(bytes[i..i + 8].try_into().expect("8 bytes"));
-        let digits = in_range(w, b'0', b'9');
-        if digits == 0 {
-            if in_run {
-                runs.push(run_start, i);
-                in_run = false;
-            }
-            m.word(w | (in_range(w, b'A', b'Z') >> 2));
-        } else {
-            // Each digit byte becomes b'0'; the others are case folded.
-            let full = (digits >> 7) * 0xff;
-            let masked = (w & !full) | (0x3030_3030_3030_3030 & full);
-            m.word(masked | (in_range(masked, b'A', b'Z') >> 2));
-            // A byte opens a run when it is a digit after a non-digit, and closes one when
-            // it is a non-digit after a digit (the byte before the word's first is the
-            // previous word's last).
-            let before = (digits << 8) | if in_run { 0x80 } else { 0 };
-            let mut edges = (digits ^ before) & HIGH;
-            while edges != 0 {
-                let at = i + (edges.trailing_zeros() / 8) as usize;
-                if in_run {
-                    runs.push(run_start, at);
-                } else {
-                    run_start = at;
-                }
-                in_run = !in_run;
-                edges &= edges - 1;
-            }
-        }
-        i += 8;
-    }
-    for (at, &b) in bytes.iter().enumerate().skip(i) {
-        if b.is_ascii_digit() {
-            if !in_run {
-                run_start = at;
-                in_run = true;
-            }
-            m.byte(b'0');
-        } else {
-            if in_run {
-                runs.push(run_start, at);
-                in_run = false;
-            }
-            m.byte(b.to_ascii_lowercase());
-        }
-    }
-    if in_run {
-        runs.push(run_start, bytes.len());
-    }
-    m.finish()
-}
-
-impl Runs {
-    #[inline]
-    fn push(&mut self, start: usize, end: usize) {
-        if self.n < MAX_RUNS {
-            self.at[self.n] = (start as u32, end as u32);
-        }
-        self.n += 1;
-    }
-}
 
 impl ScanCache {
     /// The line's scan, from the cache when a line of the same skeleton was scanned.
@@ -394,79 +248,6 @@ mod tests {
         }
         for (p, _) in STAGES {
             assert!(!p.bytes().any(|b| b.is_ascii_digit()), "{p}");
-        }
-    }
-
-    #[test]
-    fn skeletons_fold_digits_and_case_wherever_the_bytes_stand() {
-        let key = |m: &str| skeleton(m, &mut Runs::default());
-        let same = [
-            (
-                "iteration 9 of 5000 | lm loss: 2.1E+00 | grad",
-                "Iteration 8 of 5000 | LM loss: 3.7e+11 | GRAD",
-            ),
-            ("abcdefgh12345678abcdefgh", "abcdefgh87654321abcdefgh"),
-            ("step 1234567 of 99", "STEP 7654321 OF 11"),
-            ("x", "X"),
-        ];
-        for (a, b) in same {
-            assert_eq!(key(a), key(b), "{a:?} {b:?}");
-        }
-        let differ = [
-            ("iteration 9 of 5000", "iteration 9 of 5000 "),
-            ("iteration 9 of 5000", "iteration 10 of 5000"),
-            ("abcdefgh", "abcdefgi"),
-            ("abcdefghijklmnop", "abcdefghijklmnoq"),
-            ("a1b", "ab"),
-            ("a1b", "a12b"),
-            ("", "\0"),
-        ];
-        for (a, b) in differ {
-            assert_ne!(key(a), key(b), "{a:?} {b:?}");
-        }
-    }
-
-    /// The runs of digits, word-wide, against a byte-by-byte reading: runs inside a word,
-    /// across words' edges, at the ends, in the tail, and past the runs kept.
-    #[test]
-    fn digit_runs_are_found_where_a_byte_by_byte_reading_finds_them() {
-        let by_bytes = |m: &str| {
-            let mut out = Vec::new();
-            let mut start = None;
-            for (i, b) in m.bytes().enumerate() {
-                match (b.is_ascii_digit(), start) {
-                    (true, None) => start = Some(i),
-                    (false, Some(s)) => {
-                        out.push((s as u32, i as u32));
-                        start = None;
-                    }
-                    _ => {}
-                }
-            }
-            if let Some(s) = start {
-                out.push((s as u32, m.len() as u32));
-            }
-            out
-        };
-        let many: String = (0..40).map(|i| format!("x{i}")).collect();
-        for m in [
-            "",
-            "7",
-            "abcdefgh12345678abcdefgh7",
-            "1234567812345678",
-            "a1b2c3d4e5f6g7h8i9",
-            "abcdefg1234567890abcdef",
-            "12345678abcdefgh",
-            "abcdefgh12345678",
-            "step: 1013 loss 2.0 tokens/s 123456.7 mem 79.10GiB é 5",
-            many.as_str(),
-        ] {
-            let mut runs = Runs::default();
-            skeleton(m, &mut runs);
-            let want = by_bytes(m);
-            assert_eq!(runs.n, want.len(), "{m:?}");
-            let kept = runs.n.min(MAX_RUNS);
-            assert_eq!(&runs.at[..kept], &want[..kept], "{m:?}");
         }
     }
 
