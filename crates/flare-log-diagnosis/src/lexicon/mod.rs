@@ -14,7 +14,7 @@ use crate::progress::{COUNTERS, STAGES};
 use crate::signatures::rules;
 use crate::stats::ERROR_WORDS;
 use aho_corasick::{AhoCorasick, AhoCorasickBuilder, AhoCorasickKind, MatchKind};
-use skeleton::{skeleton, Runs, MAX_RUNS};
+use skeleton::{digit_runs, skeleton, Runs, MAX_RUNS};
 use std::sync::OnceLock;
 
 mod skeleton;
@@ -99,11 +99,12 @@ type BuildSkeletonHasher = std::hash::BuildHasherDefault<SkeletonHasher>;
 impl ScanCache {
     /// The line's scan, from the cache when a line of the same skeleton was scanned.
     pub fn scan(&mut self, message: &str) -> Scan {
-        let key = skeleton(message, &mut self.runs);
-        let runs = &self.runs;
+        let key = skeleton(message);
         if let Some(c) = self.seen.get(&key) {
             let counter = c.counter_run.and_then(|k| {
-                let (a, b) = runs.at[k as usize];
+                let k = k as usize;
+                digit_runs(message, &mut self.runs, Some(k));
+                let (a, b) = self.runs.at[k];
                 message[a as usize..b as usize].parse().ok()
             });
             return Scan {
@@ -115,6 +116,8 @@ impl ScanCache {
             };
         }
         let (s, counter_start) = scan_with_counter(message);
+        digit_runs(message, &mut self.runs, None);
+        let runs = &self.runs;
         let counter_run = counter_start.and_then(|start| {
             runs.at[..runs.n.min(MAX_RUNS)]
                 .iter()

@@ -1,7 +1,8 @@
-//! A line's skeleton: a hash of its bytes with ASCII case folded and each digit `0`, and
-//! where its runs of digits are. Sixteen bytes at a time with SSE2 (every x86-64 CPU has
-//! it), eight at a time elsewhere; both readings give the same hash and the same runs,
-//! which a test holds them to. Numbers of another width make another skeleton.
+//! A line's skeleton: a hash of its bytes with ASCII case folded and each digit `0`
+//! (sixteen bytes at a time with SSE2, which every x86-64 CPU has, eight at a time
+//! elsewhere; both give the same hash, which a test holds them to), and, apart, where its
+//! runs of digits are: a line the cache knows needs only the run its counter is in.
+//! Numbers of another width make another skeleton.
 
 /// Digit runs a line's skeleton records (more are counted, not placed): the counter's
 /// number is read back by its run.
@@ -134,33 +135,26 @@ fn in_range(w: u64, lo: u8, hi: u8) -> u64 {
     from_lo & !above_hi & !w & HIGH
 }
 
-/// The line's skeleton hash; its runs of digits into `runs`.
-pub(super) fn skeleton(message: &str, runs: &mut Runs) -> u64 {
+/// The line's skeleton hash.
+pub(super) fn skeleton(message: &str) -> u64 {
     #[cfg(target_arch = "x86_64")]
     {
-        sse2::skeleton(message.as_bytes(), runs)
+        sse2::skeleton(message.as_bytes())
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
-        portable(message.as_bytes(), runs)
+        portable(message.as_bytes())
     }
 }
 
 /// The skeleton eight bytes at a time (the reading SSE2's is held to).
 #[cfg_attr(target_arch = "x86_64", allow(dead_code))]
-fn portable(bytes: &[u8], runs: &mut Runs) -> u64 {
-    runs.n = 0;
-    finish_from(bytes, 0, Mixer::new(), RunEdges::default(), runs)
+fn portable(bytes: &[u8]) -> u64 {
+    finish_from(bytes, 0, Mixer::new())
 }
 
 /// The skeleton of `bytes[i..]`, eight bytes at a time, then byte by byte.
-fn finish_from(
-    bytes: &[u8],
-    mut i: usize,
-    mut m: Mixer,
-    mut edges: RunEdges,
-    runs: &mut Runs,
-) -> u64 {
+fn finish_from(bytes: &[u8], mut i: usize, mut m: Mixer) -> u64 {
     while i + 8 <= bytes.len() {
         let w = u64::from_le_bytes(bytes[i..i + 8].try_into().expect("8 bytes"));
         let digits = in_range(w, b'0', b'9');
@@ -168,31 +162,52 @@ fn finish_from(
         let full = (digits >> 7) * 0xff;
         let masked = (w & !full) | (0x3030_3030_3030_3030 & full);
         m.word(masked | (in_range(masked, b'A', b'Z') >> 2));
+        i += 8;
+    }
+    for &b in &bytes[i..] {
+        m.byte(if b.is_ascii_digit() {
+            b'0'
+        } else {
+            b.to_ascii_lowercase()
+        });
+    }
+    m.finish()
+}
+
+/// The line's runs of digits into `runs`, eight bytes at a time: all of them, or, with
+/// `through` = Some(k), up to run `k` (0-based) at least, its end found.
+pub(super) fn digit_runs(message: &str, runs: &mut Runs, through: Option<usize>) {
+    let bytes = message.as_bytes();
+    runs.n = 0;
+    let mut edges = RunEdges::default();
+    let done = |runs: &Runs| through.is_some_and(|k| runs.n > k);
+    let mut i = 0;
+    while i + 8 <= bytes.len() {
+        let w = u64::from_le_bytes(bytes[i..i + 8].try_into().expect("8 bytes"));
+        let digits = in_range(w, b'0', b'9');
         if digits != 0 || edges.in_run {
             // the digit bytes' high bits gathered into the top byte, byte k at bit 56 + k
             let bits = ((digits >> 7).wrapping_mul(0x0102_0408_1020_4080)) >> 56;
             edges.block(runs, i, bits, 8);
+            if done(runs) {
+                return;
+            }
         }
         i += 8;
     }
     for (at, &b) in bytes.iter().enumerate().skip(i) {
-        let digit = b.is_ascii_digit();
-        edges.block(runs, at, digit as u64, 1);
-        m.byte(if digit { b'0' } else { b.to_ascii_lowercase() });
+        edges.block(runs, at, b.is_ascii_digit() as u64, 1);
     }
     edges.end(runs, bytes.len());
-    m.finish()
 }
 
 #[cfg(target_arch = "x86_64")]
 mod sse2 {
-    use super::{finish_from, Mixer, RunEdges, Runs};
+    use super::{finish_from, Mixer};
     use std::arch::x86_64::*;
 
-    pub(super) fn skeleton(bytes: &[u8], runs: &mut Runs) -> u64 {
-        runs.n = 0;
+    pub(super) fn skeleton(bytes: &[u8]) -> u64 {
         let mut m = Mixer::new();
-        let mut edges = RunEdges::default();
         let mut i = 0;
         // SAFETY: SSE2 is part of every x86-64 CPU (the intrinsics need no check at run
         // time); each load reads the 16 bytes at `i`, inside `bytes` by the loop's bound,
@@ -216,14 +231,10 @@ mod sse2 {
                 let even = _mm_cvtsi128_si64(folded) as u64;
                 let odd = _mm_cvtsi128_si64(_mm_unpackhi_epi64(folded, folded)) as u64;
                 m.pair(even, odd);
-                let mask = _mm_movemask_epi8(digit) as u32 as u64;
-                if mask != 0 || edges.in_run {
-                    edges.block(runs, i, mask, 16);
-                }
                 i += 16;
             }
         }
-        finish_from(bytes, i, m, edges, runs)
+        finish_from(bytes, i, m)
     }
 }
 
@@ -232,7 +243,7 @@ mod tests {
     use super::*;
 
     fn key(m: &str) -> u64 {
-        skeleton(m, &mut Runs::default())
+        skeleton(m)
     }
 
     #[test]
@@ -289,12 +300,6 @@ mod tests {
         out
     }
 
-    fn runs_of(m: &str, read: fn(&[u8], &mut Runs) -> u64) -> (u64, Vec<(u32, u32)>, usize) {
-        let mut runs = Runs::default();
-        let k = read(m.as_bytes(), &mut runs);
-        (k, runs.at[..runs.n.min(MAX_RUNS)].to_vec(), runs.n)
-    }
-
     /// The runs of digits, block-wide, against a byte-by-byte reading: runs inside a
     /// block, across blocks' edges, at the ends, in the tail, and past the runs kept.
     #[test]
@@ -316,16 +321,22 @@ mod tests {
         ] {
             let want = by_bytes(m);
             let mut runs = Runs::default();
-            skeleton(m, &mut runs);
+            digit_runs(m, &mut runs, None);
             assert_eq!(runs.n, want.len(), "{m:?}");
             let kept = runs.n.min(MAX_RUNS);
             assert_eq!(&runs.at[..kept], &want[..kept], "{m:?}");
+            // up to a run: that run's place as a whole reading has it
+            for k in 0..kept {
+                digit_runs(m, &mut runs, Some(k));
+                assert!(runs.n > k, "{m:?} {k}");
+                assert_eq!(runs.at[k], want[k], "{m:?} {k}");
+            }
         }
     }
 
-    /// SSE2's reading and the portable one: the same key and runs for lines of every
-    /// length up to a few blocks, with digits, capitals, bytes either side of the ranges
-    /// (`/`, `:`, `@`, `[`) and UTF-8.
+    /// SSE2's reading and the portable one: the same key for lines of every length up to
+    /// a few blocks, with digits, capitals, bytes either side of the ranges (`/`, `:`,
+    /// `@`, `[`) and UTF-8; and the runs as a byte-by-byte reading finds them.
     #[cfg(target_arch = "x86_64")]
     #[test]
     fn the_sse2_reading_is_the_portable_one() {
@@ -342,10 +353,20 @@ mod tests {
             let line: String = (0..len)
                 .map(|_| alphabet[(next() % alphabet.len() as u64) as usize])
                 .collect();
-            let fast = runs_of(&line, sse2::skeleton);
-            let slow = runs_of(&line, portable);
-            assert_eq!(fast, slow, "{line:?}");
-            assert_eq!(fast.1, by_bytes(&line)[..fast.2.min(MAX_RUNS)], "{line:?}");
+            assert_eq!(
+                sse2::skeleton(line.as_bytes()),
+                portable(line.as_bytes()),
+                "{line:?}"
+            );
+            let mut runs = Runs::default();
+            digit_runs(&line, &mut runs, None);
+            let want = by_bytes(&line);
+            assert_eq!(runs.n, want.len(), "{line:?}");
+            assert_eq!(
+                runs.at[..runs.n.min(MAX_RUNS)],
+                want[..runs.n.min(MAX_RUNS)],
+                "{line:?}"
+            );
         }
     }
 }
