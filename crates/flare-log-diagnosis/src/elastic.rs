@@ -73,7 +73,9 @@ impl Summary {
             self.section = Some(false);
             return ended.map_or(Seen::Consumed, Seen::Ended);
         }
-        if m.starts_with("Root Cause (first observed failure)") {
+        if m.as_bytes().first() == Some(&b'R')
+            && m.starts_with("Root Cause (first observed failure)")
+        {
             let ended = self.entry.take();
             self.section = Some(true);
             return ended.map_or(Seen::Consumed, Seen::Ended);

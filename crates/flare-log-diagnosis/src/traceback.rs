@@ -170,15 +170,18 @@ impl Traceback {
     /// Follows one line (its message, prefixes removed).
     pub fn step(&mut self, message: &str) -> Step {
         let m = message.trim();
-        if m.starts_with("Traceback (most recent call last)") {
+        // most lines start with neither phrase's letter: no comparison runs for them
+        let first = m.as_bytes().first().copied();
+        if first == Some(b'T') && m.starts_with("Traceback (most recent call last)") {
             self.open = Some(Open {
                 chained: std::mem::take(&mut self.chain_next),
                 ..Open::default()
             });
             return Step::Other;
         }
-        if m.starts_with("The above exception was the direct cause")
-            || m.starts_with("During handling of the above exception")
+        if matches!(first, Some(b'T' | b'D'))
+            && (m.starts_with("The above exception was the direct cause")
+                || m.starts_with("During handling of the above exception"))
         {
             self.chain_next = true;
             return Step::Other;
