@@ -7,6 +7,7 @@
 //! the rest are skipped with a note. Files are read line by line, never whole; bytes
 //! that are not UTF-8 are decoded lossily and counted, never dropped.
 
+use super::direct::DirectReaders;
 use crate::present;
 use anyhow::{bail, Context, Result};
 use clap::Args;
@@ -142,11 +143,14 @@ fn read_chunks(
     path: &Path,
     lim: &Limits,
     buffers: &Buffers,
+    direct: &DirectReaders,
     mut each: impl FnMut(Chunk) -> Result<()>,
 ) -> Result<(u64, u64)> {
-    let (file, _) = limits::open_file(path, lim)?;
+    let (file, len) = limits::open_file(path, lim)?;
     let name = path.display().to_string();
     let gz = name.to_ascii_lowercase().ends_with(".gz");
+    // a compressed file's bytes are few: read as usual
+    let (file, _reading) = direct.open(file, if gz { 0 } else { len });
     let raw = file.take(lim.max_input_bytes.saturating_add(1));
     let (mut stream, cap, what): (Box<dyn Read>, u64, &str) = if gz {
         (
@@ -216,7 +220,7 @@ fn read_lines(
     mut each: impl FnMut(&str),
 ) -> Result<()> {
     let buffers = Buffers::default();
-    let (bytes, lossy) = read_chunks(path, lim, &buffers, |c| {
+    let (bytes, lossy) = read_chunks(path, lim, &buffers, &DirectReaders::default(), |c| {
         c.lines().iter().for_each(|l| each(l));
         buffers.put(c.text.into_bytes());
         Ok(())
@@ -235,8 +239,19 @@ struct Prepared {
     end: Option<Result<(u64, u64)>>,
 }
 
-/// Chunks read ahead of the fold at most (except the file being folded, never held back).
+/// Chunks read ahead of the fold at most (the file being folded is never held back): a
+/// few MB, so the fold reads lines their preparing left in the cache...
 const AHEAD: usize = 16;
+/// ... and more per reader reading a file directly: it has no read-ahead, so each needs
+/// room to have its next read outstanding while the fold works through the files before
+/// its own (a per-rank file is a few chunks).
+const AHEAD_PER_DIRECT_READER: usize = 8;
+
+/// Reader threads at least when files are read directly (the reads a disk needs
+/// outstanding: 8 on this machine's virtual disk), and at most (past it the one fold is
+/// the limit).
+const DIRECT_READERS_MIN: usize = 8;
+const READERS_MAX: usize = 64;
 
 /// Reads the job's files on `threads` threads (each reads a file and prepares its
 /// lines: prefixes, the scan, signatures), folding them into `c` in file order here.
@@ -257,6 +272,7 @@ fn read_parallel(
     let turn = Condvar::new();
     let next = std::sync::atomic::AtomicUsize::new(0);
     let buffers = Buffers::default();
+    let direct = &DirectReaders::default();
     let (tx, rx) = mpsc::channel::<Prepared>();
     std::thread::scope(|s| -> Result<()> {
         for _ in 0..threads {
@@ -270,7 +286,10 @@ fn read_parallel(
                     flare_log_diagnosis::LinePreparer::for_path(&files[i].display().to_string());
                 let send = |p: Prepared| -> Result<()> {
                     let mut st = state.lock().expect("not poisoned");
-                    while st.1 >= AHEAD && st.0 != i && !st.2 {
+                    while st.1 >= AHEAD + AHEAD_PER_DIRECT_READER * direct.now()
+                        && st.0 != i
+                        && !st.2
+                    {
                         st = turn.wait(st).expect("not poisoned");
                     }
                     if st.2 {
@@ -281,7 +300,7 @@ fn read_parallel(
                     let _ = tx.send(p);
                     Ok(())
                 };
-                let result = read_chunks(&files[i], lim, buffers, |chunk| {
+                let result = read_chunks(&files[i], lim, buffers, direct, |chunk| {
                     let lines = prep.prepare(&chunk.lines());
                     send(Prepared {
                         file: i,
@@ -393,8 +412,16 @@ pub fn diagnose_listed(
     for f in &base_files {
         read_lines(f, lim, &mut r, |l| c.baseline_line(l))?;
     }
-    // twice the cores: a reader waiting for the disk leaves its core to another
-    let threads = 2 * std::thread::available_parallelism().map_or(1, |n| n.get());
+    // twice the cores: a reader waiting for the disk leaves its core to another; and when
+    // the files are read directly (no read-ahead: each reader waits for its reads), never
+    // fewer than a disk needs reads outstanding
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let least = if super::direct::mostly_cold(&files) {
+        DIRECT_READERS_MIN
+    } else {
+        1
+    };
+    let threads = (2 * cores).clamp(least, READERS_MAX);
     read_parallel(&files, lim, &mut c, &mut r, threads.min(files.len()).max(1))?;
     let d = diagnose(c.finish());
     let mut notes = Vec::new();

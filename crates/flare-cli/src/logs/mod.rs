@@ -5,6 +5,7 @@
 mod bench;
 pub mod corpus;
 pub mod diagnose;
+mod direct;
 mod templates;
 
 pub use bench::{bench, LogsBenchArgs};
