@@ -38,7 +38,7 @@ pub fn mostly_cold(files: &[std::path::PathBuf]) -> bool {
         });
         if let Some(f) = large {
             seen += 1;
-            cold += usize::from(!sys::first_block_cached(&f));
+            cold += usize::from(!sys::first_page_cached(&f));
         }
     }
     seen > 0 && 2 * cold > seen
@@ -102,7 +102,7 @@ impl DirectRead {
     fn try_new(file: File) -> Result<DirectRead, File> {
         #[cfg(all(target_os = "linux", target_env = "gnu"))]
         {
-            if sys::first_block_cached(&file) {
+            if sys::first_page_cached(&file) {
                 return Err(file);
             }
             let buf = vec![0u8; READ_BYTES + ALIGN];
@@ -137,7 +137,8 @@ impl Read for DirectRead {
                 match self.file.read(block) {
                     Ok(n) => break n,
                     Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                    Err(e) if e.raw_os_error() == Some(sys::EINVAL) => {
+                    // EINVAL
+                    Err(e) if e.kind() == io::ErrorKind::InvalidInput => {
                         // the offset is no longer aligned: the rest as usual, from here
                         sys::set_direct(&self.file, false)?;
                         self.direct = false;
@@ -161,8 +162,6 @@ mod sys {
     use std::fs::File;
     use std::io;
     use std::os::unix::io::AsRawFd;
-
-    pub const EINVAL: i32 = libc::EINVAL;
 
     /// Sets or clears `O_DIRECT` on the open file.
     pub fn set_direct(file: &File, on: bool) -> io::Result<()> {
@@ -190,7 +189,7 @@ mod sys {
     /// touched: asking reads nothing, unlike a read that may not wait, which starts the
     /// file's read-ahead). Where the kernel cannot say, the file counts as cached (read as
     /// usual).
-    pub fn first_block_cached(file: &File) -> bool {
+    pub fn first_page_cached(file: &File) -> bool {
         // SAFETY: sysconf only reads a system constant.
         let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
         if page <= 0 {
@@ -222,13 +221,11 @@ mod sys {
 
 #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
 mod sys {
-    pub const EINVAL: i32 = 22;
-
     pub fn set_direct(_: &std::fs::File, _: bool) -> std::io::Result<()> {
         Ok(())
     }
 
-    pub fn first_block_cached(_: &std::fs::File) -> bool {
+    pub fn first_page_cached(_: &std::fs::File) -> bool {
         true
     }
 }
