@@ -104,8 +104,13 @@ impl ScanCache {
             let counter = c.counter_run.and_then(|k| {
                 let k = k as usize;
                 digit_runs(message, &mut self.runs, Some(k));
+                // a line whose hash only collides with the cached one may have fewer runs:
+                // the slots past its own hold an earlier line's places
+                if self.runs.n <= k {
+                    return None;
+                }
                 let (a, b) = self.runs.at[k];
-                message[a as usize..b as usize].parse().ok()
+                message.get(a as usize..b as usize)?.parse().ok()
             });
             return Scan {
                 rows: Vec::new(),
@@ -271,6 +276,25 @@ mod tests {
                 assert_eq!(cache.scan(l), scan(l), "{l}");
             }
         }
+    }
+
+    /// A line whose skeleton's hash collides with a cached one that has a counter in a run
+    /// the line does not have: no counter, and no slice of an earlier line's places.
+    #[test]
+    fn a_colliding_line_without_the_counters_run_has_no_counter() {
+        let mut cache = ScanCache::default();
+        let long = "step: 1 loss 2 tokens 3 mem 4 lr 5 grad 6 time 77777777";
+        assert_eq!(cache.scan(long).counter, Some(1));
+        cache.seen.insert(
+            skeleton("x"),
+            Cached {
+                error_like: false,
+                stage: None,
+                counter_run: Some(6),
+                joins: false,
+            },
+        );
+        assert_eq!(cache.scan("x").counter, None);
     }
 
     #[test]
