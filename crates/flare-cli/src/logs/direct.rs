@@ -100,29 +100,22 @@ impl DirectRead {
     /// `file` read directly when it is not in the page cache and its file system allows
     /// it; otherwise the file handed back untouched.
     fn try_new(file: File) -> Result<DirectRead, File> {
-        #[cfg(all(target_os = "linux", target_env = "gnu"))]
-        {
-            if sys::first_page_cached(&file) {
-                return Err(file);
-            }
-            let buf = vec![0u8; READ_BYTES + ALIGN];
-            let at = buf.as_ptr().align_offset(ALIGN);
-            if at >= ALIGN || sys::set_direct(&file, true).is_err() {
-                return Err(file);
-            }
-            Ok(DirectRead {
-                file,
-                buf,
-                at,
-                start: 0,
-                end: 0,
-                direct: true,
-            })
+        if sys::first_page_cached(&file) {
+            return Err(file);
         }
-        #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
-        {
-            Err(file)
+        let buf = vec![0u8; READ_BYTES + ALIGN];
+        let at = buf.as_ptr().align_offset(ALIGN);
+        if at >= ALIGN || sys::set_direct(&file, true).is_err() {
+            return Err(file);
         }
+        Ok(DirectRead {
+            file,
+            buf,
+            at,
+            start: 0,
+            end: 0,
+            direct: true,
+        })
     }
 }
 
@@ -221,8 +214,10 @@ mod sys {
 
 #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
 mod sys {
+    /// Elsewhere files are read as usual: every file counts as cached, and direct reads
+    /// are refused.
     pub fn set_direct(_: &std::fs::File, _: bool) -> std::io::Result<()> {
-        Ok(())
+        Err(std::io::ErrorKind::Unsupported.into())
     }
 
     pub fn first_page_cached(_: &std::fs::File) -> bool {
