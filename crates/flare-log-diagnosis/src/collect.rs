@@ -7,6 +7,7 @@
 
 use crate::elastic::{self, WorkerFailure};
 use crate::lexicon;
+use crate::node_service;
 use crate::origin::{self, TaskPrefix};
 use crate::progress::{self, Marker};
 use crate::signatures::{exit, Captured, Matcher, Reading, Role};
@@ -194,7 +195,10 @@ impl LinePreparer {
     /// The next line of the file.
     pub(crate) fn prepare_one(&mut self, t: &str) -> PreAt {
         let o = origin::parse(t, self.task_prefix(t));
-        let scan = self.cache.scan(o.message);
+        let mut scan = self.cache.scan(o.message);
+        if (!scan.rows.is_empty() || scan.error_like) && node_service::is_node_service(t) {
+            scan = lexicon::Scan::default();
+        }
         let matched = if scan.rows.is_empty() {
             None
         } else {

@@ -16,6 +16,7 @@ pub mod elastic;
 pub mod excerpt;
 pub mod lexicon;
 pub mod merge;
+pub mod node_service;
 pub mod origin;
 pub mod progress;
 pub mod signatures;

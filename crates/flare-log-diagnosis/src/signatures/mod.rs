@@ -277,6 +277,80 @@ mod tests {
         }
     }
 
+    /// Lines a row's words are in that are, or are not, the failure the row names:
+    /// (line, where it was published, the signature and a word of the meaning it must
+    /// get, or `None` for no reading of that signature).
+    const LOOK_ALIKES: &[(&str, &str, LogSignature, Option<&str>)] = &[
+        // a node's daemons binding their own ports
+        (
+            "- 1131567055 2005.11.09 tbird-admin1 Nov 9 12:10:55 local@tbird-admin1 sshd[1761]: error: Bind to port 22 on 0.0.0.0 failed: Address already in use.",
+            "https://github.com/logpai/loghub/tree/master/Thunderbird",
+            LogSignature::AddressInUse,
+            None,
+        ),
+        (
+            "[Server] WARN: bind() failed with: Address already in use (98)",
+            "https://github.com/madMAx43v3r/chia-plotter/issues/984",
+            LogSignature::AddressInUse,
+            None,
+        ),
+        (
+            "Error: listen EADDRINUSE",
+            "https://github.com/twilson63/w3/issues/2",
+            LogSignature::AddressInUse,
+            None,
+        ),
+        // the training stack's own
+        (
+            "torch.distributed.DistNetworkError: The server socket has failed to listen on any local network address. port: 29500, useIpv6: false, code: -98, name: EADDRINUSE, message: address already in use",
+            "https://github.com/vllm-project/vllm/issues/39015",
+            LogSignature::AddressInUse,
+            Some("rendezvous port"),
+        ),
+        (
+            "RuntimeError: The server socket has failed to listen on any local network address. The server socket has failed to bind to [::]:29500 (errno: 98 - Address already in use).",
+            "https://github.com/showlab/Tune-A-Video/issues/90",
+            LogSignature::AddressInUse,
+            Some("rendezvous port"),
+        ),
+        (
+            "misc/socket.cc:409 NCCL WARN Call to bind failed: Address already in use",
+            "https://github.com/NVIDIA/nccl/issues/1882",
+            LogSignature::AddressInUse,
+            Some("ephemeral port range"),
+        ),
+        (
+            "OSError: [Errno 98] Address already in use",
+            "https://docs.python.org/3/library/socket.html",
+            LogSignature::AddressInUse,
+            Some("could not listen on a port"),
+        ),
+    ];
+
+    #[test]
+    fn look_alikes_are_told_apart() {
+        let m = Matcher::get();
+        for (line, source, signature, meaning) in LOOK_ALIKES {
+            assert!(source.starts_with("https://"), "{line}");
+            let message = crate::origin::parse(line, crate::origin::TaskPrefix::Allowed).message;
+            let got = m
+                .find(message)
+                .filter(|g| g.reading.signature == *signature);
+            match (meaning, got) {
+                (None, None) => {}
+                (None, Some(g)) => panic!("{line}: read as {signature}: {}", g.reading.meaning),
+                (Some(_), None) => panic!("{line}: not read as {signature}"),
+                (Some(word), Some(g)) => {
+                    assert!(
+                        g.reading.meaning.contains(word),
+                        "{line}: {}",
+                        g.reading.meaning
+                    )
+                }
+            }
+        }
+    }
+
     #[test]
     fn every_pattern_compiles() {
         let m = Matcher::get();

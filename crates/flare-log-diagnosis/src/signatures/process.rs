@@ -4,7 +4,7 @@
 //! general type, a CUDA or NCCL error code, an exit code): they come after every other
 //! row, cascade rows included.
 
-use super::{exceptions, exit, Role, Rule};
+use super::{exceptions, exit, Reading, Role, Rule};
 use flare_model::{FailureCategory as C, JobStage, LogSignature as S};
 
 pub const RULES: &[Rule] = &[
@@ -198,13 +198,15 @@ pub const RULES: &[Rule] = &[
         role: Role::Root,
         category: C::Configuration,
         needles: &["Address already in use", "EADDRINUSE"],
-        pattern: r"(?:Address already in use|EADDRINUSE)",
+        // Only a training stack's own bind: a node's daemons (sshd, nginx, a web app) log
+        // the same errno about their own ports, which says nothing of the job.
+        pattern: r"(?i)(?:(?:c10d|TCPStore|The server socket has failed|DistNetworkError|DistStoreError|rendezvous|rdzv|MASTER_PORT)[^\n]*?(?:Address already in use|EADDRINUSE)|^(?:[\w.]+\.)?RuntimeError: Address already in use|\b(?P<nccl>NCCL|gloo)\b[^\n]*?(?:Address already in use|EADDRINUSE)|(?P<python>^(?:[\w.]+\.)?OSError: \[Errno 98\]) Address already in use)",
         meaning: "the rendezvous port is already taken on the master host (another job, or a leftover process)",
         action: "choose a free MASTER_PORT (or --rdzv-endpoint port), or end the leftover process holding it (ss -ltnp)",
         restart_helps: Some(false),
         stage: Some(JobStage::Init),
         weight: 80,
-        refine: None,
+        refine: Some(address_in_use),
         example: "[W socket.cpp:401] [c10d] The server socket has failed to bind to 0.0.0.0:47531 (errno: 98 - Address already in use).",
         example_source: "https://github.com/pytorch/pytorch/issues/85604",
     },
@@ -582,3 +584,35 @@ pub const GENERIC: &[Rule] = &[
         example_source: "https://github.com/microsoft/DeepSpeed/issues/6793",
     },
 ];
+
+/// Whose bind failed: the rendezvous store's (the row's own reading), NCCL's or Gloo's
+/// sockets between ranks, or a Python socket of the program's own.
+fn address_in_use(caps: &regex::Captures) -> Option<Reading> {
+    let (meaning, action, restart_helps, stage) = if caps.name("nccl").is_some() {
+        (
+            "NCCL or Gloo could not bind a socket on this host: its ports are taken (a large job's many connections can use up the host's ephemeral port range; or a fixed port, NCCL_COMM_ID's, is held)",
+            "widen the nodes' ephemeral port range (sysctl net.ipv4.ip_local_port_range) or open fewer connections (keep PXN on: NCCL_PXN_DISABLE=0); if NCCL_COMM_ID names a fixed port, end the leftover process holding it (ss -ltnp)",
+            None,
+            Some(JobStage::Init),
+        )
+    } else if caps.name("python").is_some() {
+        (
+            "the program could not listen on a port: another process on the host holds it (the traceback says which socket: a store, a metrics or debug server the script starts)",
+            "find the port in the traceback, end the leftover process holding it (ss -ltnp) or choose another port",
+            None,
+            None,
+        )
+    } else {
+        return None;
+    };
+    Some(Reading {
+        signature: S::AddressInUse,
+        role: Role::Root,
+        category: C::Configuration,
+        weight: 80,
+        meaning: meaning.to_string(),
+        action: action.to_string(),
+        restart_helps,
+        stage,
+    })
+}
