@@ -220,6 +220,15 @@ fn failure_text(fd: &flare_model::FailureDetail) -> String {
             fd.cascade.len() - 8
         ));
     }
+    for g in fd.earlier.iter().take(4) {
+        s.push_str(&format!(
+            "   earlier: {} x{}: {}\n            first {}\n",
+            g.signature,
+            g.lines,
+            g.explanation,
+            log_line_text(&g.first)
+        ));
+    }
     s
 }
 

@@ -301,6 +301,7 @@ mod tests {
                 restart_helps: None,
                 lines: vec![],
                 cascade: vec![],
+                earlier: vec![],
             })),
         }
     }

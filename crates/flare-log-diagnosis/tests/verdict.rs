@@ -427,3 +427,55 @@ fn a_silent_local_rank_gets_its_global_rank_from_its_node_s_files() {
         f.summary
     );
 }
+
+#[test]
+fn a_failure_line_long_before_the_root_cause_is_not_its_effect() {
+    // rank 1 lost its connection to rank 0 at 03:00 (NCCL retried, or an attempt before a
+    // restart); at 09:00 rank 3 ran out of memory and rank 2 lost its connection to it
+    let d = run(
+        &[
+            (
+                "job/rank1.log",
+                &["[2024-01-02 03:00:00,000] [rank1]: RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:534] Connection closed by peer [10.0.0.1]:29500"],
+            ),
+            (
+                "job/rank3.log",
+                &["[2024-01-02 09:00:00,000] [rank3]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 3 has a total capacity of 79.15 GiB of which 1.21 GiB is free."],
+            ),
+            (
+                "job/rank2.log",
+                &["[2024-01-02 09:00:02,000] [rank2]: RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:534] Connection closed by peer [10.0.0.4]:29500"],
+            ),
+        ],
+        &[],
+    );
+    check(
+        "early effect",
+        &d,
+        &Want {
+            category: C::OutOfMemory,
+            rank: Some(3),
+            host: None,
+            root: Some("CUDA out of memory"),
+            stage: None,
+        },
+    );
+    let f = &d.findings[0];
+    let fd = f.failure.as_ref().unwrap();
+    let effect_ranks: Vec<u32> = fd.cascade.iter().flat_map(|g| g.ranks.clone()).collect();
+    assert_eq!(effect_ranks, vec![2], "{:?}", fd.cascade);
+    assert_eq!(fd.earlier.len(), 1, "{:?}", fd.earlier);
+    let early = &fd.earlier[0];
+    assert_eq!((early.lines, early.ranks.clone()), (1, vec![1]));
+    assert!(
+        early.explanation.contains("6.0 hours before"),
+        "{}",
+        early.explanation
+    );
+    assert!(
+        f.summary
+            .contains("1 failure lines came too long before it"),
+        "{}",
+        f.summary
+    );
+}

@@ -37,6 +37,14 @@ pub(super) struct Context<'a> {
     pub year: u16,
 }
 
+/// How long before a root cause's first line a failure line may be and still be its
+/// effect. A failure's effects follow it; they precede its line only where the line is
+/// written late: a scheduler that notices a node failure after its heartbeat timeout, a
+/// time limit that ends a job hung in a collective. The longest wait by default is a
+/// collective's (30 minutes in PyTorch's Gloo and DeepSpeed; NCCL's is 10), and a
+/// minute for clocks of different hosts.
+const EFFECT_LEAD_MAX_S: f64 = 31.0 * 60.0;
+
 /// Effect lines of one signature, as they are gathered.
 #[derive(Default)]
 struct Effects {
@@ -45,6 +53,7 @@ struct Effects {
     /// The hit that came first.
     first: usize,
     files: BTreeSet<usize>,
+    hits: u64,
 }
 
 /// Where the failure is.
@@ -278,24 +287,69 @@ impl Context<'_> {
         matches!((&place.host, &h.host), (Some(a), Some(b)) if a == b)
     }
 
-    /// The effects of a root cause, grouped by signature, largest first: cascade lines,
-    /// and symptoms of other ranks (their exits after the culprit's failure).
-    fn cascade(
-        &self,
-        place: &Place,
-        cause: &str,
-        skip: &BTreeSet<usize>,
-    ) -> (Vec<CascadeGroup>, u64) {
+    /// Whether a line not of the root cause reads as an effect of it: a cascade line, or
+    /// a symptom of another rank (its exit after the culprit's failure).
+    fn may_be_effect(&self, h: &Hit, place: &Place) -> bool {
+        h.reading.role == Role::Cascade || (h.reading.role == Role::Symptom && !self.at(h, place))
+    }
+
+    /// Lines that would read as effects but were logged too long before the root cause's
+    /// first line to be caused by it (where clocks compare).
+    fn too_early(&self, root: &Group, place: &Place, skip: &BTreeSet<usize>) -> BTreeSet<usize> {
+        let hits = self.hits();
+        let Some(t_root) = root
+            .hits
+            .iter()
+            .filter_map(|&i| absolute(&hits[i].time, self.year))
+            .min_by(f64::total_cmp)
+        else {
+            return BTreeSet::new();
+        };
+        (0..hits.len())
+            .filter(|i| !skip.contains(i) && self.may_be_effect(&hits[*i], place))
+            .filter(|&i| {
+                absolute(&hits[i].time, self.year).is_some_and(|t| t < t_root - EFFECT_LEAD_MAX_S)
+            })
+            .collect()
+    }
+
+    /// Failure lines logged too long before the root cause to be its effects, grouped by
+    /// signature: an earlier failure the logs do not explain, told apart.
+    fn earlier(&self, root: &Group, early: &BTreeSet<usize>) -> Vec<CascadeGroup> {
+        let hits = self.hits();
+        let t_root = root
+            .hits
+            .iter()
+            .filter_map(|&i| absolute(&hits[i].time, self.year))
+            .min_by(f64::total_cmp);
+        let mut out: Vec<CascadeGroup> = self
+            .gather(early.iter().copied())
+            .into_iter()
+            .map(|(sig, e)| {
+                let h = &hits[e.first];
+                let before = t_root
+                    .zip(absolute(&h.time, self.year))
+                    .map(|(r, t)| duration_words(r - t))
+                    .unwrap_or_default();
+                let explanation = format!(
+                    "{}; logged {before} before the root cause, longer than a failure's effects lag it: not its effect, an earlier failure these logs do not explain",
+                    h.reading.meaning
+                );
+                {
+                    let lines = e.hits;
+                    self.group(sig, e, lines, explanation)
+                }
+            })
+            .collect();
+        out.sort_by(|a, b| b.lines.cmp(&a.lines).then(a.signature.cmp(&b.signature)));
+        out
+    }
+
+    /// Hits grouped by signature.
+    fn gather(&self, indices: impl Iterator<Item = usize>) -> BTreeMap<LogSignature, Effects> {
         let mut groups: BTreeMap<LogSignature, Effects> = BTreeMap::new();
-        for (i, h) in self.hits().iter().enumerate() {
-            if skip.contains(&i) {
-                continue;
-            }
-            let effect = h.reading.role == Role::Cascade
-                || (h.reading.role == Role::Symptom && !self.at(h, place));
-            if !effect {
-                continue;
-            }
+        for i in indices {
+            let h = &self.hits()[i];
             let e = groups.entry(h.reading.signature).or_insert(Effects {
                 first: i,
                 ..Effects::default()
@@ -307,48 +361,63 @@ impl Context<'_> {
             if let Some(x) = &h.host {
                 e.hosts.insert(x.clone());
             }
+            e.hits += 1;
             if h.order < self.hits()[e.first].order {
                 e.first = i;
             }
         }
+        groups
+    }
+
+    fn group(
+        &self,
+        sig: LogSignature,
+        e: Effects,
+        lines: u64,
+        explanation: String,
+    ) -> CascadeGroup {
+        CascadeGroup {
+            signature: sig,
+            lines,
+            rank_count: e.ranks.len() as u32,
+            host_count: e.hosts.len() as u32,
+            ranks: e.ranks.into_iter().take(LISTED).collect(),
+            hosts: e.hosts.into_iter().take(LISTED).collect(),
+            first: self.log_line(&self.hits()[e.first], LineRole::Cascade),
+            explanation,
+        }
+    }
+
+    /// The effects of a root cause, grouped by signature, largest first.
+    fn cascade(
+        &self,
+        place: &Place,
+        cause: &str,
+        skip: &BTreeSet<usize>,
+    ) -> (Vec<CascadeGroup>, u64) {
+        let effects = (0..self.hits().len())
+            .filter(|i| !skip.contains(i) && self.may_be_effect(&self.hits()[*i], place));
         let mut total = 0;
-        let mut out: Vec<CascadeGroup> = groups
+        let mut out: Vec<CascadeGroup> = self
+            .gather(effects)
             .into_iter()
-            .map(
-                |(
-                    sig,
-                    Effects {
-                        ranks,
-                        hosts,
-                        first,
-                        files,
-                    },
-                )| {
-                    // every line of the signature in those files, kept or only counted
-                    let lines: u64 = files
-                        .iter()
-                        .map(|&f| {
-                            self.c.files[f]
-                                .signature_lines
-                                .get(&sig)
-                                .copied()
-                                .unwrap_or(0)
-                        })
-                        .sum();
-                    total += lines;
-                    let h = &self.hits()[first];
-                    CascadeGroup {
-                        signature: sig,
-                        lines,
-                        rank_count: ranks.len() as u32,
-                        host_count: hosts.len() as u32,
-                        ranks: ranks.into_iter().take(LISTED).collect(),
-                        hosts: hosts.into_iter().take(LISTED).collect(),
-                        first: self.log_line(h, LineRole::Cascade),
-                        explanation: self.explain(h, place, cause),
-                    }
-                },
-            )
+            .map(|(sig, e)| {
+                // every line of the signature in those files, kept or only counted
+                let lines: u64 = e
+                    .files
+                    .iter()
+                    .map(|&f| {
+                        self.c.files[f]
+                            .signature_lines
+                            .get(&sig)
+                            .copied()
+                            .unwrap_or(0)
+                    })
+                    .sum();
+                total += lines;
+                let explanation = self.explain(&self.hits()[e.first], place, cause);
+                self.group(sig, e, lines, explanation)
+            })
             .collect();
         out.sort_by(|a, b| b.lines.cmp(&a.lines).then(a.signature.cmp(&b.signature)));
         (out, total)
@@ -445,6 +514,9 @@ impl Context<'_> {
         for g in &also {
             skip.extend(g.hits.iter().copied());
         }
+        let early = self.too_early(root, &place, &skip);
+        let earlier = self.earlier(root, &early);
+        skip.extend(early.iter().copied());
         let (cascade, effect_lines) = self.cascade(&place, &cause, &skip);
 
         let reporting_ranks: BTreeSet<u32> =
@@ -527,7 +599,13 @@ impl Context<'_> {
         } else {
             Severity::Warning
         };
-        let summary = self.summary(&place, &cause, stage, iteration, effect_lines, r.category);
+        let mut summary = self.summary(&place, &cause, stage, iteration, effect_lines, r.category);
+        let early_lines: u64 = earlier.iter().map(|g| g.lines).sum();
+        if early_lines > 0 {
+            summary.push_str(&format!(
+                "; {early_lines} failure lines came too long before it to be its effects"
+            ));
+        }
         let action = action(&place, &r.action, r.restart_helps, r.category);
         let culprits = if place.is_known() {
             vec![place.culprit(component(r.category, &place), 1.0)]
@@ -552,6 +630,7 @@ impl Context<'_> {
                 restart_helps: r.restart_helps,
                 lines,
                 cascade,
+                earlier,
             })),
         }];
         for g in also {
@@ -651,6 +730,7 @@ impl Context<'_> {
                     .map(|&i| self.log_line(&hits[i], Self::line_role(&hits[i])))
                     .collect(),
                 cascade: vec![],
+                earlier: vec![],
             })),
         }
     }
@@ -817,6 +897,7 @@ impl Context<'_> {
                 restart_helps: Some(false),
                 lines,
                 cascade,
+                earlier: vec![],
             })),
         }
     }
@@ -902,6 +983,7 @@ impl Context<'_> {
                 restart_helps: None,
                 lines,
                 cascade,
+                earlier: vec![],
             })),
         })
     }
@@ -1003,6 +1085,7 @@ impl Context<'_> {
                 restart_helps: None,
                 lines: vec![],
                 cascade,
+                earlier: vec![],
             })),
         })
     }
@@ -1051,4 +1134,22 @@ fn action(place: &Place, what: &str, restart: Option<bool>, category: FailureCat
     };
     s.push_str(restart_word);
     s
+}
+
+/// A span of seconds in the unit a person reads it in: `45 minutes`, `2.5 hours`, `20 days`.
+fn duration_words(seconds: f64) -> String {
+    let (n, unit) = if seconds < 90.0 {
+        (seconds, "seconds")
+    } else if seconds < 90.0 * 60.0 {
+        (seconds / 60.0, "minutes")
+    } else if seconds < 36.0 * 3600.0 {
+        (seconds / 3600.0, "hours")
+    } else {
+        (seconds / 86400.0, "days")
+    };
+    if n >= 10.0 {
+        format!("{n:.0} {unit}")
+    } else {
+        format!("{n:.1} {unit}")
+    }
 }

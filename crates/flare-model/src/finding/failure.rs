@@ -225,4 +225,9 @@ pub struct FailureDetail {
     /// What the failure caused elsewhere, largest first.
     #[serde(default)]
     pub cascade: Vec<CascadeGroup>,
+    /// Lines that read as a failure's effects but were logged too long before the root
+    /// cause to be its effects (more than 31 minutes, where clocks compare): an earlier
+    /// failure the logs do not explain.
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub earlier: Vec<CascadeGroup>,
 }
