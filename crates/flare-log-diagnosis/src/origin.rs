@@ -206,6 +206,37 @@ fn pdsh_host(s: &str) -> Option<(&str, usize)> {
     is_host_name(h).then_some((h, colon + 2))
 }
 
+/// A framework's name tag before its time stamp, `[titan] 2025-04-14 22:55:21,491 - ...`
+/// (torchtitan): the length through the tag, read only where a time stamp follows.
+fn tag_before_time(s: &str) -> Option<usize> {
+    let rest = s.strip_prefix('[')?;
+    let close = find_within(rest, b"]", 24)?;
+    let tag = &rest[..close];
+    if tag.is_empty()
+        || !tag
+            .bytes()
+            .all(|b| b.is_ascii_alphabetic() || b == b'-' || b == b'_')
+    {
+        return None;
+    }
+    let after = rest[close + 1..].strip_prefix(' ')?;
+    time::parse_at(after, 0)?;
+    Some(close + 3)
+}
+
+/// NeMo's header, `[NeMo I 2024-01-02 03:04:05 exp_manager:394] `: (time, its text,
+/// length through the `]`).
+fn nemo(s: &str) -> Option<(Stamp, &str, usize)> {
+    let rest = s.strip_prefix("[NeMo ")?;
+    let level = rest.as_bytes().first()?;
+    if !matches!(level, b'I' | b'W' | b'E' | b'D' | b'C') || rest.as_bytes().get(1) != Some(&b' ') {
+        return None;
+    }
+    let (stamp, n) = time::parse_at(rest, 2)?;
+    let close = find_within(&rest[2 + n..], b"]", 96)? + 2 + n;
+    Some((stamp, &rest[2..2 + n], 6 + close + 1))
+}
+
 /// glog: `E1125 10:00:00.123456 1234 file.cc:12]` or bracketed `[E1125 10:00:00.123 ...]`
 /// (PyTorch writes the month unpadded: `E321` is March 21): (time, its text, length
 /// through the closing `]`).
@@ -316,6 +347,14 @@ pub fn parse(line: &str, task_prefix: TaskPrefix) -> Origin<'_> {
             // Slurm's step daemon writes `slurmstepd-<node>: error: ...`
             o.host = Some(host.strip_prefix("slurmstepd-").unwrap_or(host));
             s = &s[len..];
+        } else if let Some(len) = tag_before_time(s) {
+            s = &s[len..];
+        } else if let Some((stamp, text, len)) = nemo(s) {
+            if o.time.is_none() {
+                o.time = Some(stamp);
+                o.time_text = Some(text);
+            }
+            s = &s[len..];
         } else {
             break;
         }
@@ -389,6 +428,20 @@ mod tests {
             ),
             c("[12345.678901] NVRM: Xid (PCI:0000:3b:00): 79", None, None, None, None, true, "NVRM: Xid (PCI:0000:3b:00): 79"),
             c("[Tue Jan  2 03:04:05 2024] NVRM: Xid", None, None, None, None, true, "NVRM: Xid"),
+            c(
+                "[titan] 2025-04-14 22:55:21,491 - root - INFO - step:  1  loss: 12.2521",
+                None, None, None, None, true, "root - INFO - step:  1  loss: 12.2521",
+            ),
+            c(
+                "[rank2]:[titan] 2025-04-14 22:55:21,491 - root - ERROR - x",
+                Some(2), None, None, None, true, "root - ERROR - x",
+            ),
+            c(
+                "[NeMo I 2024-01-02 03:04:05 exp_manager:394] Experiments will be logged at /results",
+                None, None, None, None, true, "Experiments will be logged at /results",
+            ),
+            // a tag with no time after it is the message's own
+            c("[INFO] step 3", None, None, None, None, false, "[INFO] step 3"),
             c("RuntimeError: CUDA error", None, None, None, None, false, "RuntimeError: CUDA error"),
             c("ValueError2: not a host", None, None, None, None, false, "ValueError2: not a host"),
             c("[rank0]: Traceback", Some(0), None, None, None, false, "Traceback"),
