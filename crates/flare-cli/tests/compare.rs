@@ -342,6 +342,60 @@ fn a_real_gpu_jobs_misaligned_gemms_are_named_with_their_shapes() {
     );
 }
 
+/// Each GEMM shape's device time and TFLOPS in both runs, from the kernels its op
+/// launched: the aligned shapes ran at over 800 TFLOPS, the misaligned ones at about a
+/// third; the same shape in two runs of the same job is one row, at the same rate.
+#[test]
+fn a_real_gpu_jobs_gemms_are_compared_by_shape() {
+    let shapes = |doc: &serde_json::Value, run: &str| -> Vec<(String, f64)> {
+        doc["comparison"][run]["host_calls"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|h| h["kind"] == "gemm" && h.get("tflops").is_some())
+            .map(|h| {
+                (
+                    h["name"].as_str().unwrap().to_string(),
+                    h["tflops"].as_f64().unwrap(),
+                )
+            })
+            .collect()
+    };
+    let doc = gpu_compare("misaligned");
+    let (before, now) = (shapes(&doc, "baseline"), shapes(&doc, "current"));
+    assert_eq!(before.len(), 2, "{before:?}");
+    assert!(before.iter().all(|(_, t)| *t > 700.0), "{before:?}");
+    assert_eq!(now.len(), 3, "{now:?}");
+    assert!(
+        now.iter().all(|(n, t)| n.contains("4094") && *t < 350.0),
+        "{now:?}"
+    );
+    let again = gpu_compare("baseline_again");
+    let (a, b) = (shapes(&again, "baseline"), shapes(&again, "current"));
+    assert_eq!(
+        a.iter().map(|x| &x.0).collect::<Vec<_>>(),
+        b.iter().map(|x| &x.0).collect::<Vec<_>>()
+    );
+    for ((_, x), (_, y)) in a.iter().zip(&b) {
+        assert!((x / y - 1.0).abs() < 0.1, "{a:?} {b:?}");
+    }
+    let text = String::from_utf8(flare([
+        "compare".as_ref(),
+        gpu_run("h100_regressions", "baseline").as_os_str(),
+        gpu_run("h100_regressions", "baseline_again").as_os_str(),
+    ]))
+    .unwrap();
+    let table = text
+        .split("GEMMs by shape")
+        .nth(1)
+        .expect("the shapes' table");
+    assert!(
+        table.contains("7.0 -> 7.0")
+            && table.contains("aten::mm [[4096,4096],[4096,4096]] (BFloat16)"),
+        "{table}"
+    );
+}
+
 /// The same job twice on the GPU: nothing to act on.
 #[test]
 fn a_real_gpu_job_against_itself_raises_no_warning() {

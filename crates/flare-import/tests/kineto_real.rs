@@ -208,3 +208,35 @@ fn gpu_gemm_kernels_take_their_flops_from_the_gemm_op_that_launched_them() {
         assert_eq!(o.amount, 2 * 4096u64.pow(3), "{name}");
     }
 }
+
+/// The same H100 trace: each GEMM op's host call carries the device time of the kernels it
+/// launched and its FLOPs, so each shape's TFLOPS can be read whatever kernel ran it.
+#[test]
+fn gpu_gemm_calls_carry_their_kernels_device_time() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/fixtures/real_gpu/h100_regressions/baseline");
+    let (trace, _) = read_kineto_dir_with_stats(&dir, &KinetoOptions::default())
+        .expect("the H100 trace imports");
+    let gemms: Vec<_> = trace
+        .meta
+        .host_calls
+        .counts
+        .iter()
+        .filter(|c| c.kind == flare_model::HostCallKind::Gemm && c.device_ns > 0)
+        .collect();
+    let names: std::collections::BTreeSet<&str> = gemms.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(
+        names.into_iter().collect::<Vec<_>>(),
+        [
+            "aten::addmm [[4096],[4096,4096],[4096,4096],[],[]]",
+            "aten::mm [[4096,4096],[4096,4096]]"
+        ],
+        "the wrappers (aten::linear) launch no GEMM kernel"
+    );
+    for c in &gemms {
+        assert_eq!(c.flops, c.count * 2 * 4096u64.pow(3), "{c:?}");
+        // the kernels ran at 700-900 TFLOPS on this H100 (the nvjet kernels' own rate)
+        let tflops = c.flops as f64 / (c.device_ns as f64 / 1e9) / 1e12;
+        assert!((700.0..900.0).contains(&tflops), "{c:?}: {tflops}");
+    }
+}

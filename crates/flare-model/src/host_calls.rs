@@ -32,6 +32,67 @@ pub struct HostCallCount {
     /// A GEMM's element type (`Float`, `BFloat16`, ...), where recorded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dtype: Option<String>,
+    /// A GEMM's kernels on the device (those its calls launched), their time summed, ns;
+    /// 0 where the trace links none (a CPU run, a trace without launches).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub device_ns: i64,
+    /// The FLOPs (2·M·N·K) of the calls whose kernels are in `device_ns`.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub flops: u64,
+}
+
+fn is_zero<T: Default + PartialEq>(x: &T) -> bool {
+    *x == T::default()
+}
+
+/// Calls of one key summed: how many, their host time, their kernels' device time and
+/// FLOPs (see [`HostCallCount`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct CallSums {
+    pub count: u64,
+    pub ns: i64,
+    pub device_ns: i64,
+    pub flops: u64,
+}
+
+impl CallSums {
+    pub fn add(&mut self, o: CallSums) {
+        self.count = self.count.saturating_add(o.count);
+        self.ns = self.ns.saturating_add(o.ns);
+        self.device_ns = self.device_ns.saturating_add(o.device_ns);
+        self.flops = self.flops.saturating_add(o.flops);
+    }
+}
+
+impl HostCallCount {
+    pub fn sums(&self) -> CallSums {
+        CallSums {
+            count: self.count,
+            ns: self.ns,
+            device_ns: self.device_ns,
+            flops: self.flops,
+        }
+    }
+
+    /// A count of `kind` and `name` in `iteration` with the sums `s`.
+    pub fn new(
+        kind: HostCallKind,
+        name: String,
+        iteration: u32,
+        dtype: Option<String>,
+        s: CallSums,
+    ) -> HostCallCount {
+        HostCallCount {
+            kind,
+            name,
+            iteration,
+            count: s.count,
+            ns: s.ns,
+            dtype,
+            device_ns: s.device_ns,
+            flops: s.flops,
+        }
+    }
 }
 
 /// Where in the program calls of one name were made: the innermost frame of the program's

@@ -27,11 +27,11 @@ pub use comm::{CommId, Communicator, GroupKind};
 pub use finding::{
     distinct_kinds, CascadeGroup, Comparison, Component, Corroboration, Culprit, DetectorId,
     Direction, Evidence, EvidenceKey, FailureCategory, FailureDetail, Finding, FindingKind,
-    FindingsDocument, HostCallRate, JobStage, JobSummary, LatencyQuantiles, LineRole, LogLine,
-    LogSignature, RankMetrics, RankTime, RegressionCause, RunProfile, SequenceChange, Severity,
-    SkippedDetector, TimeClassChange, TimeClassKind, Unit, Verdict, WindowHistory,
+    FindingsDocument, GemmShapeRow, HostCallRate, JobStage, JobSummary, LatencyQuantiles, LineRole,
+    LogLine, LogSignature, RankMetrics, RankTime, RegressionCause, RunProfile, SequenceChange,
+    Severity, SkippedDetector, TimeClassChange, TimeClassKind, Unit, Verdict, WindowHistory,
 };
-pub use host_calls::{CallSites, HostCallCount, HostCallKind, HostCalls};
+pub use host_calls::{CallSites, CallSums, HostCallCount, HostCallKind, HostCalls};
 pub use machine::{Machine, MachineMetric, MachineMetrics, MetricSeries};
 pub use op::{Op, OpKind};
 pub use parallel::{Dim, ParallelConfig, ParallelConfigError, RankCoords, PARALLEL_ENV};

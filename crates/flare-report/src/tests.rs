@@ -366,6 +366,8 @@ fn comparison_report_is_balanced_and_escapes_what_traces_say() {
             dtype: None,
             per_step: 1.0,
             ms_per_step: 0.1,
+            device_ms_per_step: None,
+            tflops: None,
             sites: vec![(evil.into(), 3)],
         }],
         gc_sites: vec![(evil.into(), 2)],

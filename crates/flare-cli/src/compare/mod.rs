@@ -240,12 +240,50 @@ fn text(doc: &FindingsDocument, top: usize) -> String {
             c.classes.len() - top
         ));
     }
+    out.push_str(&gemm_shapes_text(c, top));
     if doc.findings().is_empty() {
         out.push_str("\nNo change of the step worth a finding.\n");
     }
     for (i, f) in doc.findings().iter().enumerate() {
         out.push('\n');
         out.push_str(&crate::present::finding_text(i + 1, f));
+    }
+    out
+}
+
+/// Each GEMM shape's kernels on the device, where a run's trace links them to the op that
+/// launched them: the same GEMM compared whatever kernel the library picked in each run.
+fn gemm_shapes_text(c: &Comparison, top: usize) -> String {
+    let rows = c.gemm_shapes();
+    if rows.is_empty() {
+        return String::new();
+    }
+    let mut out = String::from(
+        "\nGEMMs by shape, their kernels on the device per step of a rank, most changed first:\n",
+    );
+    out.push_str(&format!(
+        "  {:>9}  {:>9}  {:>9}  {:>13}  {:>21}  shape\n",
+        "change", "baseline", "current", "calls per step", "TFLOPS"
+    ));
+    let per_step = |h: Option<&flare_model::HostCallRate>| h.map_or(0.0, |h| h.per_step);
+    let tflops = |h: Option<&flare_model::HostCallRate>| {
+        h.and_then(|h| h.tflops)
+            .map_or_else(|| "-".to_string(), |t| format!("{t:.1}"))
+    };
+    for r in rows.iter().take(top) {
+        let dtype = r.dtype.map(|d| format!(" ({d})")).unwrap_or_default();
+        out.push_str(&format!(
+            "  {:>+9.2}  {:>9.2}  {:>9.2}  {:>13}  {:>21}  {}{dtype}\n",
+            r.device_delta_ms(),
+            flare_model::GemmShapeRow::device_ms(r.baseline),
+            flare_model::GemmShapeRow::device_ms(r.current),
+            format!("{:.1} -> {:.1}", per_step(r.baseline), per_step(r.current)),
+            format!("{} -> {}", tflops(r.baseline), tflops(r.current)),
+            r.name
+        ));
+    }
+    if rows.len() > top {
+        out.push_str(&format!("  ({} more shapes in --json)\n", rows.len() - top));
     }
     out
 }

@@ -19,8 +19,8 @@ pub use sequence::sequence_change;
 pub use verdict::{regression_findings, CompareConfig};
 
 use flare_model::{
-    Comparison, HostCallKind, HostCallRate, LatencyQuantiles, OpKind, RunProfile, TimeClassChange,
-    Trace, WindowSummary,
+    CallSums, Comparison, HostCallKind, HostCallRate, LatencyQuantiles, OpKind, RunProfile,
+    TimeClassChange, Trace, WindowSummary,
 };
 use std::collections::BTreeMap;
 
@@ -139,23 +139,27 @@ fn compare_profiles(
 /// The trace's host calls per iteration of a rank (`iterations`: the (rank, iteration)
 /// pairs they were counted over), by kind, name and type.
 fn host_call_rates(t: &Trace, iterations: u64) -> Vec<HostCallRate> {
-    let mut sums: BTreeMap<(HostCallKind, &str, Option<&str>), (u64, i64)> = BTreeMap::new();
+    let mut sums: BTreeMap<(HostCallKind, &str, Option<&str>), CallSums> = BTreeMap::new();
     for c in &t.meta.host_calls.counts {
-        let e = sums
-            .entry((c.kind, c.name.as_str(), c.dtype.as_deref()))
-            .or_default();
-        e.0 += c.count;
-        e.1 = e.1.saturating_add(c.ns);
+        sums.entry((c.kind, c.name.as_str(), c.dtype.as_deref()))
+            .or_default()
+            .add(c.sums());
     }
     let n = iterations.max(1) as f64;
     sums.into_iter()
-        .map(|((kind, name, dtype), (count, ns))| HostCallRate {
-            kind,
-            name: name.to_string(),
-            dtype: dtype.map(str::to_string),
-            per_step: count as f64 / n,
-            ms_per_step: ns as f64 / 1e6 / n,
-            sites: t.meta.host_calls.sites_of(name).to_vec(),
+        .map(|((kind, name, dtype), s)| {
+            let on_device = s.device_ns > 0;
+            HostCallRate {
+                kind,
+                name: name.to_string(),
+                dtype: dtype.map(str::to_string),
+                per_step: s.count as f64 / n,
+                ms_per_step: s.ns as f64 / 1e6 / n,
+                device_ms_per_step: on_device.then(|| s.device_ns as f64 / 1e6 / n),
+                tflops: (on_device && s.flops > 0)
+                    .then(|| s.flops as f64 / (s.device_ns as f64 / 1e9) / 1e12),
+                sites: t.meta.host_calls.sites_of(name).to_vec(),
+            }
         })
         .collect()
 }

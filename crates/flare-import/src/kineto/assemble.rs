@@ -6,7 +6,7 @@ use super::parse::{KernelRec, NcclArgs, ParsedFile, PgConfig, StepIndex};
 use super::{KinetoError, KinetoImportStats, KinetoOptions, MAX_WORLD_SIZE};
 use flare_model::trace::NameTable;
 use flare_model::{
-    ClusterTopology, Communicator, GroupKind, HostCallCount, HostCallKind, HostCalls,
+    CallSums, ClusterTopology, Communicator, GroupKind, HostCallCount, HostCallKind, HostCalls,
     IterationSpan, JobInfo, Op, OpKind, RankTrace, Trace, TraceMeta,
 };
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -141,16 +141,13 @@ pub(super) fn assemble(
 /// The files' host calls (each file's counted per name and iteration by its own steps)
 /// and where they were made, summed over the files.
 fn host_calls(files: &[ParsedFile]) -> HostCalls {
-    // (kind, name, iteration, dtype) -> (calls, ns)
     type Key<'a> = (HostCallKind, &'a str, u32, Option<&'a str>);
-    let mut counts: BTreeMap<Key, (u64, i64)> = BTreeMap::new();
+    let mut counts: BTreeMap<Key, CallSums> = BTreeMap::new();
     let mut sites: BTreeMap<&str, BTreeMap<&str, u64>> = BTreeMap::new();
     for f in files {
         for c in &f.host_calls {
             let key = (c.kind, c.name.as_str(), c.iteration, c.dtype.as_deref());
-            let e = counts.entry(key).or_default();
-            e.0 = e.0.saturating_add(c.count);
-            e.1 = e.1.saturating_add(c.ns);
+            counts.entry(key).or_default().add(c.sums());
         }
         for s in &f.call_sites {
             let into = sites.entry(s.name.as_str()).or_default();
@@ -162,16 +159,15 @@ fn host_calls(files: &[ParsedFile]) -> HostCalls {
     HostCalls {
         counts: counts
             .into_iter()
-            .map(
-                |((kind, name, iteration, dtype), (count, ns))| HostCallCount {
+            .map(|((kind, name, iteration, dtype), sums)| {
+                HostCallCount::new(
                     kind,
-                    name: name.to_string(),
+                    name.to_string(),
                     iteration,
-                    count,
-                    ns,
-                    dtype: dtype.map(str::to_string),
-                },
-            )
+                    dtype.map(str::to_string),
+                    sums,
+                )
+            })
             .collect(),
         sites: sites
             .into_iter()

@@ -11,7 +11,7 @@
 //! | `python_function` `Python GC` (`record_python_gc_info=True`) | a garbage collection pause (a host phase of the trace, read in `parse`) |
 
 use super::nesting::Nested;
-use flare_model::{CallSites, HostCallCount, HostCallKind};
+use flare_model::{CallSites, CallSums, HostCallCount, HostCallKind};
 use std::collections::{BTreeMap, HashMap};
 
 const SYNC_OPS: [&str; 6] = [
@@ -109,6 +109,9 @@ struct CallRec {
     start: i64,
     end: i64,
     dtype: Option<&'static str>,
+    /// A GEMM's kernels on the device and its FLOPs, once they are linked to it.
+    device_ns: i64,
+    flops: u64,
 }
 
 /// A Python frame: the program's own code, or a call out of it (PyTorch's, a builtin).
@@ -172,32 +175,47 @@ impl HostCallRecords {
             start,
             end,
             dtype,
+            device_ns: 0,
+            flops: 0,
         });
+    }
+
+    /// The index the next call recorded will have (for [`HostCallRecords::device_work`]).
+    pub fn next_index(&self) -> usize {
+        self.calls.len()
+    }
+
+    /// A recorded GEMM call's kernels: their time on the device and the call's FLOPs.
+    pub fn device_work(&mut self, call: usize, ns: i64, flops: u64) {
+        let c = &mut self.calls[call];
+        c.device_ns = c.device_ns.saturating_add(ns);
+        c.flops = c.flops.saturating_add(flops);
     }
 
     /// The calls counted per kind, name, iteration (`iteration_at` their start) and type.
     pub fn counts(self, iteration_at: impl Fn(i64) -> u32) -> Vec<HostCallCount> {
-        // (kind, name, iteration, dtype) -> (calls, ns)
         type Key = (HostCallKind, u32, u32, Option<&'static str>);
-        let mut sums: BTreeMap<Key, (u64, i64)> = BTreeMap::new();
+        let mut sums: BTreeMap<Key, CallSums> = BTreeMap::new();
         for c in &self.calls {
-            let e = sums
-                .entry((c.kind, c.name, iteration_at(c.start), c.dtype))
-                .or_default();
-            e.0 += 1;
-            e.1 = e.1.saturating_add(c.end - c.start);
+            sums.entry((c.kind, c.name, iteration_at(c.start), c.dtype))
+                .or_default()
+                .add(CallSums {
+                    count: 1,
+                    ns: c.end - c.start,
+                    device_ns: c.device_ns,
+                    flops: c.flops,
+                });
         }
         sums.into_iter()
-            .map(
-                |((kind, name, iteration, dtype), (count, ns))| HostCallCount {
+            .map(|((kind, name, iteration, dtype), s)| {
+                HostCallCount::new(
                     kind,
-                    name: self.call_names[name as usize].clone(),
+                    self.call_names[name as usize].clone(),
                     iteration,
-                    count,
-                    ns,
-                    dtype: dtype.map(str::to_string),
-                },
-            )
+                    dtype.map(str::to_string),
+                    s,
+                )
+            })
             .collect()
     }
 

@@ -564,8 +564,8 @@ struct Collector {
     launches: HashMap<u64, LaunchRec>,
     /// `record_param_comms` CPU ops: (thread, start, end, their collective arguments).
     param_comms: Vec<(u64, i64, i64, NcclArgs)>,
-    /// GEMM CPU ops with shapes: (thread, start, end, FLOPs).
-    gemm_ops: Vec<(u64, i64, i64, u64)>,
+    /// GEMM CPU ops with shapes: (thread, start, end, FLOPs, its host call's index).
+    gemm_ops: Vec<(u64, i64, i64, u64, usize)>,
     /// The CPU side, for a file without GPU kernels (see [`super::cpu_side`]).
     cpu: super::cpu_side::CpuRecords,
     hosts: Vec<HostRec>,
@@ -857,7 +857,8 @@ impl Collector {
                 .and_then(|(op, inputs)| flare_model::host_calls::gemm_of(op, &inputs))
                 .and_then(|g| g.flops());
             if let (Some(flops), Some(tid)) = (flops, thread_id(ev)) {
-                self.gemm_ops.push((tid, start, end, flops));
+                let call = self.calls.next_index();
+                self.gemm_ops.push((tid, start, end, flops, call));
             }
             dims = Some(key);
         }
@@ -1055,28 +1056,34 @@ impl Collector {
         }
     }
 
-    /// Gives GPU kernels without `FLOPs` those of the GEMM op (`aten::mm`, `aten::addmm`,
-    /// ... with its input shapes) that launched them, so that a GEMM kernel's achieved
-    /// TFLOPS can be read: the innermost GEMM op on the launching thread around the launch
-    /// call, when it wraps no other GEMM op (`aten::linear` around `aten::addmm` launches
-    /// autocast's casts, not the GEMM), to the longest kernel it launched (a bias copy or
-    /// a split-K reduction beside it does no GEMM's work).
+    /// Links GPU kernels to the GEMM op (`aten::mm`, `aten::addmm`, ... with its input
+    /// shapes) that launched them: the innermost GEMM op on the launching thread around
+    /// the launch call, when it wraps no other GEMM op (`aten::linear` around `aten::addmm`
+    /// launches autocast's casts, not the GEMM). Its longest kernel without `FLOPs` of its
+    /// own gets the op's (a bias copy or a split-K reduction beside it does no GEMM's
+    /// work), so that a GEMM kernel's achieved TFLOPS can be read; the op's host call gets
+    /// all its kernels' device time and its FLOPs, so that each GEMM shape's can.
     fn flops_from_gemm_ops(&mut self) {
         if self.gemm_ops.is_empty() {
             return;
         }
         let ops = Nested::new(std::mem::take(&mut self.gemm_ops), |g| (g.0, g.1, g.2));
         let wraps = ops.holds_others();
-        // Per op, its longest kernel: (kernel, duration).
+        // Per op: its longest kernel without FLOPs (kernel, duration), its kernels' time.
         let mut longest: HashMap<usize, (usize, i64)> = HashMap::new();
+        let mut device: HashMap<usize, i64> = HashMap::new();
         for (i, k) in self.kernels.iter().enumerate() {
-            if k.flops != 0 || k.nccl.is_some() || k.cpu_side {
+            if k.nccl.is_some() || k.cpu_side {
                 continue;
             }
             let (Some((tid, ts)), Some(end)) = (self.launch_of(k), k.end) else {
                 continue;
             };
-            if let Some(op) = ops.around(tid, ts, ts).next().filter(|&op| !wraps[op]) {
+            let Some(op) = ops.around(tid, ts, ts).next().filter(|&op| !wraps[op]) else {
+                continue;
+            };
+            *device.entry(op).or_default() += end - k.start;
+            if k.flops == 0 {
                 let e = longest.entry(op).or_insert((i, end - k.start));
                 if end - k.start > e.1 {
                     *e = (i, end - k.start);
@@ -1086,6 +1093,10 @@ impl Collector {
         for (op, (kernel, _)) in longest {
             self.kernels[kernel].flops = ops.get(op).3;
             self.stats.flops_from_gemm_ops += 1;
+        }
+        for (op, ns) in device {
+            let &(_, _, _, flops, call) = ops.get(op);
+            self.calls.device_work(call, ns, flops);
         }
     }
 }
@@ -1386,6 +1397,9 @@ pub fn parse_file(path: &str, data: &[u8]) -> Result<ParsedFile, KinetoError> {
     }
     let dist = dist.unwrap_or_default();
     let mut c = collector;
+    c.args_from_param_comms();
+    // before the host calls are counted: it gives GEMM calls their kernels' time
+    c.flops_from_gemm_ops();
     let call_sites = c.calls.sites(GC_PAUSE);
     // Counted by the file's own steps, before either is shifted by the same base.
     let host_calls = {
@@ -1394,8 +1408,6 @@ pub fn parse_file(path: &str, data: &[u8]) -> Result<ParsedFile, KinetoError> {
         let index = StepIndex { steps: &steps };
         std::mem::take(&mut c.calls).counts(|t| index.iteration_at(t))
     };
-    c.args_from_param_comms();
-    c.flops_from_gemm_ops();
     if c.kernels.is_empty() {
         c.kernels = std::mem::take(&mut c.cpu).into_kernels(&mut c.stats);
     } else {

@@ -64,6 +64,13 @@ pub struct HostCallRate {
     pub per_step: f64,
     /// Their time on the host per step, ms.
     pub ms_per_step: f64,
+    /// A GEMM's kernels on the device per step, ms, where the trace links them to the call.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device_ms_per_step: Option<f64>,
+    /// What those kernels achieved: the calls' FLOPs (2·M·N·K from the shapes) over the
+    /// kernels' time, TFLOPS.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tflops: Option<f64>,
     /// Where the program made them, most frequent first (synchronizations, GC pauses).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub sites: Vec<(String, u64)>,
@@ -206,6 +213,69 @@ pub struct Comparison {
     /// The causes the findings name, in their order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub causes: Vec<RegressionCause>,
+}
+
+/// One GEMM shape in both runs: its calls per step in each, with its kernels' device time
+/// and TFLOPS where the run's trace links the kernels to the call that launched them.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct GemmShapeRow<'a> {
+    pub name: &'a str,
+    pub dtype: Option<&'a str>,
+    pub baseline: Option<&'a HostCallRate>,
+    pub current: Option<&'a HostCallRate>,
+}
+
+impl GemmShapeRow<'_> {
+    /// Its kernels' device time per step in a run, ms (0 where the run has none linked).
+    pub fn device_ms(run: Option<&HostCallRate>) -> f64 {
+        run.and_then(|h| h.device_ms_per_step).unwrap_or(0.0)
+    }
+
+    pub fn device_delta_ms(&self) -> f64 {
+        Self::device_ms(self.current) - Self::device_ms(self.baseline)
+    }
+}
+
+impl Comparison {
+    /// The GEMM shapes whose kernels either run's trace links to them, most changed device
+    /// time first: what each GEMM shape took on the device and achieved, whatever kernel
+    /// the library picked for it in each run.
+    pub fn gemm_shapes(&self) -> Vec<GemmShapeRow<'_>> {
+        fn on_device(r: &RunProfile) -> impl Iterator<Item = &HostCallRate> {
+            r.host_calls
+                .iter()
+                .filter(|h| h.kind == crate::HostCallKind::Gemm && h.device_ms_per_step.is_some())
+        }
+        fn find<'a>(
+            r: &'a RunProfile,
+            name: &str,
+            dtype: Option<&str>,
+        ) -> Option<&'a HostCallRate> {
+            on_device(r).find(|h| h.name == name && h.dtype.as_deref() == dtype)
+        }
+        let mut keys: Vec<(&str, Option<&str>)> = on_device(&self.baseline)
+            .chain(on_device(&self.current))
+            .map(|h| (h.name.as_str(), h.dtype.as_deref()))
+            .collect();
+        keys.sort();
+        keys.dedup();
+        let mut rows: Vec<GemmShapeRow> = keys
+            .into_iter()
+            .map(|(name, dtype)| GemmShapeRow {
+                name,
+                dtype,
+                baseline: find(&self.baseline, name, dtype),
+                current: find(&self.current, name, dtype),
+            })
+            .collect();
+        rows.sort_by(|x, y| {
+            y.device_delta_ms()
+                .abs()
+                .total_cmp(&x.device_delta_ms().abs())
+                .then_with(|| x.name.cmp(y.name))
+        });
+        rows
+    }
 }
 
 /// The runs' op sequences compared (after DistAD's runtime entropy): the distribution of

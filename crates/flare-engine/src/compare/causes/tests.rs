@@ -28,6 +28,8 @@ fn call(kind: HostCallKind, name: &str, dtype: Option<&str>, per_step: f64) -> H
         dtype: dtype.map(str::to_string),
         per_step,
         ms_per_step: per_step * 0.1,
+        device_ms_per_step: None,
+        tflops: None,
         sites: vec![],
     }
 }
