@@ -104,7 +104,10 @@ const MAX_PREFIXES: usize = 8;
 fn find_within(s: &str, pat: &[u8], max: usize) -> Option<usize> {
     let b = s.as_bytes();
     let end = b.len().min(max + pat.len());
-    b[..end].windows(pat.len()).position(|w| w == pat)
+    match pat {
+        [one] => b[..end].iter().position(|c| c == one),
+        _ => b[..end].windows(pat.len()).position(|w| w == pat),
+    }
 }
 
 fn number(s: &str) -> Option<u32> {
@@ -207,8 +210,9 @@ fn pdsh_host(s: &str) -> Option<(&str, usize)> {
 }
 
 /// A framework's name tag before its time stamp, `[titan] 2025-04-14 22:55:21,491 - ...`
-/// (torchtitan): the length through the tag, read only where a time stamp follows.
-fn tag_before_time(s: &str) -> Option<usize> {
+/// (torchtitan), read only where a time stamp follows: the stamp as [`leading_time`]
+/// reads it, its length counted from the tag.
+fn tag_before_time(s: &str) -> Option<(Stamp, &str, Option<&str>, usize)> {
     let rest = s.strip_prefix('[')?;
     let close = find_within(rest, b"]", 24)?;
     let tag = &rest[..close];
@@ -220,8 +224,8 @@ fn tag_before_time(s: &str) -> Option<usize> {
         return None;
     }
     let after = rest[close + 1..].strip_prefix(' ')?;
-    time::parse_at(after, 0)?;
-    Some(close + 3)
+    let (stamp, text, host, len) = leading_time(after)?;
+    Some((stamp, text, host, close + 3 + len))
 }
 
 /// NeMo's header, `[NeMo I 2024-01-02 03:04:05 exp_manager:394] `: (time, its text,
@@ -296,8 +300,10 @@ fn leading_time(s: &str) -> Option<(Stamp, &str, Option<&str>, usize)> {
     }
     // separators after a timestamp: ` - `, ` | `, `,`
     let rest = &s[end..];
-    let t = rest.trim_start_matches([' ', '-', '|', ',']);
-    end += rest.len() - t.len();
+    end += rest
+        .bytes()
+        .take_while(|b| matches!(b, b' ' | b'-' | b'|' | b','))
+        .count();
     Some((stamp, text, host, end))
 }
 
@@ -309,6 +315,24 @@ pub fn parse(line: &str, task_prefix: TaskPrefix) -> Origin<'_> {
     };
     let mut s = line.trim_start();
     for _ in 0..MAX_PREFIXES {
+        let Some(&first) = s.as_bytes().first() else {
+            break;
+        };
+        if first != b'[' {
+            // NCCL's host may be anything (`...-48` where a post redacted it)
+            if let Some((host, pid, gpu, len)) = nccl_prefix(s) {
+                o.host = Some(host);
+                o.pid = Some(pid);
+                o.local_gpu = Some(gpu);
+                s = &s[len..];
+                break; // the NCCL message follows
+            }
+            // every other prefix starts with `[`, a letter or a digit: a message that
+            // does not is told at once, as most are after their prefixes
+            if !first.is_ascii_alphanumeric() {
+                break;
+            }
+        }
         if let Some((global, n, len)) = bracket_rank(s) {
             if global {
                 o.rank = Some(n);
@@ -319,17 +343,13 @@ pub fn parse(line: &str, task_prefix: TaskPrefix) -> Origin<'_> {
         } else if let Some((rank, len)) = mpirun_tag(s) {
             o.rank = Some(rank);
             s = &s[len..];
-        } else if let Some((host, pid, gpu, len)) = nccl_prefix(s) {
-            o.host = Some(host);
-            o.pid = Some(pid);
-            o.local_gpu = Some(gpu);
-            s = &s[len..];
-            break; // the NCCL message follows
         } else if let Some((stamp, text, len)) = glog(s) {
             o.time = Some(stamp);
             o.time_text = Some(text);
             s = &s[len..];
-        } else if let Some((stamp, text, host, len)) = leading_time(s) {
+        } else if let Some((stamp, text, host, len)) =
+            leading_time(s).or_else(|| tag_before_time(s))
+        {
             if o.time.is_none() {
                 o.time = Some(stamp);
                 o.time_text = Some(text);
@@ -346,8 +366,6 @@ pub fn parse(line: &str, task_prefix: TaskPrefix) -> Origin<'_> {
         } else if let Some((host, len)) = pdsh_host(s).filter(|_| o.host.is_none()) {
             // Slurm's step daemon writes `slurmstepd-<node>: error: ...`
             o.host = Some(host.strip_prefix("slurmstepd-").unwrap_or(host));
-            s = &s[len..];
-        } else if let Some(len) = tag_before_time(s) {
             s = &s[len..];
         } else if let Some((stamp, text, len)) = nemo(s) {
             if o.time.is_none() {
@@ -442,6 +460,10 @@ mod tests {
             ),
             // a tag with no time after it is the message's own
             c("[INFO] step 3", None, None, None, None, false, "[INFO] step 3"),
+            c(
+                "...-48:34050:34121 [0] transport/net_ib.cc:93 NCCL WARN NET/IB : Got async event : port error",
+                None, None, Some("...-48"), Some(0), false, "transport/net_ib.cc:93 NCCL WARN NET/IB : Got async event : port error",
+            ),
             c("RuntimeError: CUDA error", None, None, None, None, false, "RuntimeError: CUDA error"),
             c("ValueError2: not a host", None, None, None, None, false, "ValueError2: not a host"),
             c("[rank0]: Traceback", Some(0), None, None, None, false, "Traceback"),

@@ -100,15 +100,19 @@ fn time_of_day(b: &[u8], at: usize) -> Option<(f64, usize)> {
     let mut len = 8;
     let mut frac = 0.0;
     if matches!(b.get(at + 8), Some(b'.' | b',')) {
-        let mut scale = 0.1;
+        // the digits as one integer, scaled once (nanoseconds: 9 digits kept, more read)
+        let (mut n, mut kept) = (0u64, 0usize);
         let mut i = at + 9;
         while let Some(c) = b.get(i).filter(|c| c.is_ascii_digit()) {
-            frac += (c - b'0') as f64 * scale;
-            scale /= 10.0;
+            if kept < 9 {
+                n = n * 10 + (c - b'0') as u64;
+                kept += 1;
+            }
             i += 1;
         }
         if i > at + 9 {
             len = i - at;
+            frac = n as f64 / 10f64.powi(kept as i32);
         }
     }
     Some(((h * 3600 + m * 60 + s) as f64 + frac, len))
@@ -123,9 +127,15 @@ fn second_of_year(month: u32, day: u32, tod: f64) -> Option<f64> {
 
 fn month_of(word: &[u8]) -> Option<u32> {
     let w = word.get(..3)?;
+    // lower case by one bit: it maps no byte but a capital onto a small letter
+    let key = [w[0] | 0x20, w[1] | 0x20, w[2] | 0x20];
+    // most words are no month: their first letter says so
+    if !b"jfmasond".contains(&key[0]) {
+        return None;
+    }
     MONTHS
         .iter()
-        .position(|m| m.as_bytes().eq_ignore_ascii_case(w))
+        .position(|m| m.as_bytes() == key)
         .map(|i| i as u32 + 1)
 }
 
