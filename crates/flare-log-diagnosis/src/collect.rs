@@ -126,7 +126,7 @@ pub struct Hit {
 /// A line as the fold reads it.
 struct Pre<'a> {
     o: origin::Origin<'a>,
-    scan: lexicon::Scan,
+    scan: &'a lexicon::Scan,
     matched: Option<Box<crate::signatures::Match>>,
 }
 
@@ -357,16 +357,18 @@ impl Collector {
 
     /// Lines of `file` that a [`LinePreparer`] of the same file read (on another thread,
     /// in order), folded into the pass in order.
-    pub fn fold(&mut self, file: usize, texts: &[&str], prepared: Prepared) {
-        for (t, p) in texts.iter().zip(prepared.0) {
+    pub fn fold(&mut self, file: usize, texts: &[&str], mut prepared: Prepared) {
+        // the prepared lines read in place: moving each out would copy it, on the one
+        // thread every line goes through
+        for (t, p) in texts.iter().zip(prepared.0.iter_mut()) {
             let o = p.origin.of(t);
             self.fold_line(
                 file,
                 t,
                 Pre {
                     o,
-                    scan: p.scan,
-                    matched: p.matched,
+                    scan: &p.scan,
+                    matched: p.matched.take(),
                 },
             );
         }
@@ -426,7 +428,7 @@ impl Collector {
         }
         let step = stream.traceback.step(o.message);
         let in_traceback = stream.traceback.in_traceback();
-        if let Some(m) = progress::marker_scanned(o.message, &scan) {
+        if let Some(m) = progress::marker_scanned(o.message, scan) {
             match m {
                 Marker::Iteration(n) => {
                     stream.iteration = Some(n);
