@@ -1,19 +1,19 @@
 //! Findings from the chosen root cause: the culprit, the evidence a person reads (the
 //! lines, grouped effects with what they are effects of), the numbers, the action.
 
+mod effects;
+
 use super::culprit::{self, Calls, Watchdogs};
 use super::{absolute, Group};
 use crate::collect::{Collected, Hit};
 use crate::signatures::Role;
 use crate::stats::Scored;
 use flare_model::{
-    CascadeGroup, Component, Culprit, DetectorId, Evidence, EvidenceKey, FailureCategory,
-    FailureDetail, Finding, FindingKind, JobStage, LineRole, LogLine, LogSignature, Severity, Unit,
+    Component, Culprit, DetectorId, Evidence, EvidenceKey, FailureCategory, FailureDetail, Finding,
+    FindingKind, JobStage, LineRole, LogLine, LogSignature, Severity, Unit,
 };
 use std::collections::{BTreeMap, BTreeSet};
 
-/// Ranks and hosts listed per cascade group at most.
-const LISTED: usize = 64;
 /// Supporting lines of the culprit shown after the root line.
 const SUPPORTING: usize = 5;
 /// Other causes reported beside the root cause.
@@ -35,25 +35,6 @@ pub(super) struct Context<'a> {
     pub peer: Option<(String, usize, usize)>,
     pub named: Option<(u32, usize)>,
     pub year: u16,
-}
-
-/// How long before a root cause's first line a failure line may be and still be its
-/// effect. A failure's effects follow it; they precede its line only where the line is
-/// written late: a scheduler that notices a node failure after its heartbeat timeout, a
-/// time limit that ends a job hung in a collective. The longest wait by default is a
-/// collective's (30 minutes in PyTorch's Gloo and DeepSpeed; NCCL's is 10), and a
-/// minute for clocks of different hosts.
-const EFFECT_LEAD_MAX_S: f64 = 31.0 * 60.0;
-
-/// Effect lines of one signature, as they are gathered.
-#[derive(Default)]
-struct Effects {
-    ranks: BTreeSet<u32>,
-    hosts: BTreeSet<String>,
-    /// The hit that came first.
-    first: usize,
-    files: BTreeSet<usize>,
-    hits: u64,
 }
 
 /// Where the failure is.
@@ -287,160 +268,6 @@ impl Context<'_> {
         matches!((&place.host, &h.host), (Some(a), Some(b)) if a == b)
     }
 
-    /// Whether a line not of the root cause reads as an effect of it: a cascade line, or
-    /// a symptom of another rank (its exit after the culprit's failure).
-    fn may_be_effect(&self, h: &Hit, place: &Place) -> bool {
-        h.reading.role == Role::Cascade || (h.reading.role == Role::Symptom && !self.at(h, place))
-    }
-
-    /// Lines that would read as effects but were logged too long before the root cause's
-    /// first line to be caused by it (where clocks compare).
-    fn too_early(&self, root: &Group, place: &Place, skip: &BTreeSet<usize>) -> BTreeSet<usize> {
-        let hits = self.hits();
-        let Some(t_root) = root
-            .hits
-            .iter()
-            .filter_map(|&i| absolute(&hits[i].time, self.year))
-            .min_by(f64::total_cmp)
-        else {
-            return BTreeSet::new();
-        };
-        (0..hits.len())
-            .filter(|i| !skip.contains(i) && self.may_be_effect(&hits[*i], place))
-            .filter(|&i| {
-                absolute(&hits[i].time, self.year).is_some_and(|t| t < t_root - EFFECT_LEAD_MAX_S)
-            })
-            .collect()
-    }
-
-    /// Failure lines logged too long before the root cause to be its effects, grouped by
-    /// signature: an earlier failure the logs do not explain, told apart.
-    fn earlier(&self, root: &Group, early: &BTreeSet<usize>) -> Vec<CascadeGroup> {
-        let hits = self.hits();
-        let t_root = root
-            .hits
-            .iter()
-            .filter_map(|&i| absolute(&hits[i].time, self.year))
-            .min_by(f64::total_cmp);
-        let mut out: Vec<CascadeGroup> = self
-            .gather(early.iter().copied())
-            .into_iter()
-            .map(|(sig, e)| {
-                let h = &hits[e.first];
-                let before = t_root
-                    .zip(absolute(&h.time, self.year))
-                    .map(|(r, t)| duration_words(r - t))
-                    .unwrap_or_default();
-                let explanation = format!(
-                    "{}; logged {before} before the root cause, longer than a failure's effects lag it: not its effect, an earlier failure these logs do not explain",
-                    h.reading.meaning
-                );
-                {
-                    let lines = e.hits;
-                    self.group(sig, e, lines, explanation)
-                }
-            })
-            .collect();
-        out.sort_by(|a, b| b.lines.cmp(&a.lines).then(a.signature.cmp(&b.signature)));
-        out
-    }
-
-    /// Hits grouped by signature.
-    fn gather(&self, indices: impl Iterator<Item = usize>) -> BTreeMap<LogSignature, Effects> {
-        let mut groups: BTreeMap<LogSignature, Effects> = BTreeMap::new();
-        for i in indices {
-            let h = &self.hits()[i];
-            let e = groups.entry(h.reading.signature).or_insert(Effects {
-                first: i,
-                ..Effects::default()
-            });
-            e.files.insert(h.file);
-            if let Some(r) = h.rank {
-                e.ranks.insert(r);
-            }
-            if let Some(x) = &h.host {
-                e.hosts.insert(x.clone());
-            }
-            e.hits += 1;
-            if h.order < self.hits()[e.first].order {
-                e.first = i;
-            }
-        }
-        groups
-    }
-
-    fn group(
-        &self,
-        sig: LogSignature,
-        e: Effects,
-        lines: u64,
-        explanation: String,
-    ) -> CascadeGroup {
-        CascadeGroup {
-            signature: sig,
-            lines,
-            rank_count: e.ranks.len() as u32,
-            host_count: e.hosts.len() as u32,
-            ranks: e.ranks.into_iter().take(LISTED).collect(),
-            hosts: e.hosts.into_iter().take(LISTED).collect(),
-            first: self.log_line(&self.hits()[e.first], LineRole::Cascade),
-            explanation,
-        }
-    }
-
-    /// The effects of a root cause, grouped by signature, largest first.
-    fn cascade(
-        &self,
-        place: &Place,
-        cause: &str,
-        skip: &BTreeSet<usize>,
-    ) -> (Vec<CascadeGroup>, u64) {
-        let effects = (0..self.hits().len())
-            .filter(|i| !skip.contains(i) && self.may_be_effect(&self.hits()[*i], place));
-        let mut total = 0;
-        let mut out: Vec<CascadeGroup> = self
-            .gather(effects)
-            .into_iter()
-            .map(|(sig, e)| {
-                // every line of the signature in those files, kept or only counted
-                let lines: u64 = e
-                    .files
-                    .iter()
-                    .map(|&f| {
-                        self.c.files[f]
-                            .signature_lines
-                            .get(&sig)
-                            .copied()
-                            .unwrap_or(0)
-                    })
-                    .sum();
-                total += lines;
-                let explanation = self.explain(&self.hits()[e.first], place, cause);
-                self.group(sig, e, lines, explanation)
-            })
-            .collect();
-        out.sort_by(|a, b| b.lines.cmp(&a.lines).then(a.signature.cmp(&b.signature)));
-        (out, total)
-    }
-
-    fn explain(&self, h: &Hit, place: &Place, cause: &str) -> String {
-        let who = place.describe();
-        match h.reading.signature {
-            LogSignature::WatchdogTimeout => {
-                let at = self
-                    .watchdogs
-                    .common_seq
-                    .map(|s| format!(" (at collective sequence number {s})"))
-                    .unwrap_or_default();
-                format!("ranks timed out waiting in a collective{at} that {who} never completed: {cause}")
-            }
-            LogSignature::LauncherSigterm => {
-                format!("the launcher stopped the other processes after {who} failed: {cause}")
-            }
-            _ => format!("{}; an effect of {who} failing: {cause}", h.reading.meaning),
-        }
-    }
-
     /// The root cause finding, and other causes seen beside it.
     pub(super) fn root_cause(&self, root: &Group, others: &[Group]) -> Vec<Finding> {
         let hits = self.hits();
@@ -517,7 +344,7 @@ impl Context<'_> {
         let early = self.too_early(root, &place, &skip);
         let earlier = self.earlier(root, &early);
         skip.extend(early.iter().copied());
-        let (cascade, effect_lines) = self.cascade(&place, &cause, &skip);
+        let (cascade, effect_lines) = self.cascade(&place, &cause, &skip, &early);
 
         let reporting_ranks: BTreeSet<u32> =
             root.hits.iter().filter_map(|&i| hits[i].rank).collect();
@@ -637,25 +464,6 @@ impl Context<'_> {
             findings.push(self.also_seen(g));
         }
         findings
-    }
-
-    /// Seconds from the root cause to the first effect, where clocks compare.
-    fn lead(&self, root: &Group, skip: &BTreeSet<usize>, in_root: &BTreeSet<usize>) -> Option<f64> {
-        let hits = self.hits();
-        let t_root = root
-            .hits
-            .iter()
-            .filter_map(|&i| absolute(&hits[i].time, self.year))
-            .min_by(f64::total_cmp)?;
-        let t_effect = hits
-            .iter()
-            .enumerate()
-            .filter(|(i, h)| {
-                !skip.contains(i) && !in_root.contains(i) && h.reading.role == Role::Cascade
-            })
-            .filter_map(|(_, h)| absolute(&h.time, self.year))
-            .min_by(f64::total_cmp)?;
-        Some(t_effect - t_root)
     }
 
     fn summary(
@@ -830,7 +638,7 @@ impl Context<'_> {
         } else {
             Place::default()
         };
-        let (cascade, effects) = self.cascade(&place, &cause, &skip);
+        let (cascade, effects) = self.cascade(&place, &cause, &skip, &BTreeSet::new());
         let mut evidence = Vec::new();
         if let Some(seq) = wd.common_seq.filter(|_| !wd.mismatched.is_empty()) {
             evidence.push(
@@ -938,6 +746,7 @@ impl Context<'_> {
             &place,
             "an error no known signature describes",
             &BTreeSet::new(),
+            &BTreeSet::new(),
         );
         let stage = a.stage.unwrap_or(JobStage::Unknown);
         Some(Finding {
@@ -1024,7 +833,7 @@ impl Context<'_> {
             place.host = self.rank_hosts.get(&r).cloned();
         }
         let cause = "the logs show only effects: no line says why it stopped".to_string();
-        let (cascade, effects) = self.cascade(&place, &cause, &BTreeSet::new());
+        let (cascade, effects) = self.cascade(&place, &cause, &BTreeSet::new(), &BTreeSet::new());
         let known = place.is_known();
         let (stage, iteration) = place
             .rank
@@ -1134,22 +943,4 @@ fn action(place: &Place, what: &str, restart: Option<bool>, category: FailureCat
     };
     s.push_str(restart_word);
     s
-}
-
-/// A span of seconds in the unit a person reads it in: `45 minutes`, `2.5 hours`, `20 days`.
-fn duration_words(seconds: f64) -> String {
-    let (n, unit) = if seconds < 90.0 {
-        (seconds, "seconds")
-    } else if seconds < 90.0 * 60.0 {
-        (seconds / 60.0, "minutes")
-    } else if seconds < 36.0 * 3600.0 {
-        (seconds / 3600.0, "hours")
-    } else {
-        (seconds / 86400.0, "days")
-    };
-    if n >= 10.0 {
-        format!("{n:.0} {unit}")
-    } else {
-        format!("{n:.1} {unit}")
-    }
 }
