@@ -13,6 +13,11 @@
 //! | `2024-01-02 03:04:05,678`, `[2024-01-02 03:04:05]` | Python logging, Megatron | time |
 //! | `Jan  2 03:04:05 node-17 kernel:` | syslog, journald short | time, host |
 //! | `[12345.678901]`, `[Tue Jan  2 03:04:05 2024]` | dmesg, dmesg -T | time |
+//! | `01/02/2024 03:04:05 - INFO -` | Hugging Face's example scripts (`%m/%d/%Y`) | time |
+//! | `[titan] 2025-04-14 22:55:21,491 -` | torchtitan (a tag before a time) | time |
+//! | `[NeMo I 2024-01-02 03:04:05 exp_manager:394]` | NeMo | time |
+//! | `(RayTrainWorker pid=3812, ip=10.0.0.5)` | Ray | host (its address), pid |
+//! | `[pod/trainer-worker-3/pytorch]` | `kubectl logs --prefix` | host (the pod) |
 //!
 //! Ranks, hosts and GPUs named inside the message itself (`[Rank 3]`, `peer 10.0.0.5`)
 //! are read by the signature that matched the line.
@@ -228,6 +233,33 @@ fn tag_before_time(s: &str) -> Option<(Stamp, &str, Option<&str>, usize)> {
     Some((stamp, text, host, close + 3 + len))
 }
 
+/// Ray's prefix on a worker's line, `(RayTrainWorker pid=3812, ip=10.0.0.5) `: (the
+/// node's address, the pid, length).
+fn ray_prefix(s: &str) -> Option<(Option<&str>, Option<u32>, usize)> {
+    let rest = s.strip_prefix('(')?;
+    let close = find_within(rest, b")", 160)?;
+    let inner = &rest[..close];
+    let field = |key: &str| {
+        inner
+            .split([',', ' '])
+            .find_map(|f| f.strip_prefix(key))
+            .filter(|v| !v.is_empty())
+    };
+    let (ip, pid) = (field("ip="), field("pid=").and_then(number));
+    if ip.is_none() && pid.is_none() {
+        return None;
+    }
+    Some((ip, pid, close + 2))
+}
+
+/// `kubectl logs --prefix`: `[pod/trainer-worker-3/pytorch] `: (the pod, length).
+fn kubectl_prefix(s: &str) -> Option<(&str, usize)> {
+    let rest = s.strip_prefix("[pod/")?;
+    let close = find_within(rest, b"] ", 320)?;
+    let (pod, _container) = rest[..close].split_once('/')?;
+    (!pod.is_empty()).then_some((pod, 5 + close + 2))
+}
+
 /// NeMo's header, `[NeMo I 2024-01-02 03:04:05 exp_manager:394] `: (time, its text,
 /// length through the `]`).
 fn nemo(s: &str) -> Option<(Stamp, &str, usize)> {
@@ -327,6 +359,12 @@ pub fn parse(line: &str, task_prefix: TaskPrefix) -> Origin<'_> {
                 s = &s[len..];
                 break; // the NCCL message follows
             }
+            if let Some((ip, pid, len)) = ray_prefix(s).filter(|_| first == b'(') {
+                o.host = o.host.or(ip);
+                o.pid = o.pid.or(pid);
+                s = s[len..].trim_start();
+                continue;
+            }
             // every other prefix starts with `[`, a letter or a digit: a message that
             // does not is told at once, as most are after their prefixes
             if !first.is_ascii_alphanumeric() {
@@ -366,6 +404,9 @@ pub fn parse(line: &str, task_prefix: TaskPrefix) -> Origin<'_> {
         } else if let Some((host, len)) = pdsh_host(s).filter(|_| o.host.is_none()) {
             // Slurm's step daemon writes `slurmstepd-<node>: error: ...`
             o.host = Some(host.strip_prefix("slurmstepd-").unwrap_or(host));
+            s = &s[len..];
+        } else if let Some((pod, len)) = kubectl_prefix(s).filter(|_| o.host.is_none()) {
+            o.host = Some(pod);
             s = &s[len..];
         } else if let Some((stamp, text, len)) = nemo(s) {
             if o.time.is_none() {
@@ -458,6 +499,20 @@ mod tests {
                 "[NeMo I 2024-01-02 03:04:05 exp_manager:394] Experiments will be logged at /results",
                 None, None, None, None, true, "Experiments will be logged at /results",
             ),
+            c(
+                "01/02/2024 03:04:05 - INFO - __main__ - Training/evaluation parameters",
+                None, None, None, None, true, "INFO - __main__ - Training/evaluation parameters",
+            ),
+            c(
+                "(RayTrainWorker pid=3812, ip=10.0.0.5) [rank3]: torch.OutOfMemoryError: CUDA out of memory.",
+                Some(3), None, Some("10.0.0.5"), None, false, "torch.OutOfMemoryError: CUDA out of memory.",
+            ),
+            c(
+                "[pod/llama-worker-3/pytorch] [rank3]: RuntimeError: x",
+                Some(3), None, Some("llama-worker-3"), None, false, "RuntimeError: x",
+            ),
+            // parentheses that are no Ray prefix are the message's own
+            c("(see above) RuntimeError: x", None, None, None, None, false, "(see above) RuntimeError: x"),
             // a tag with no time after it is the message's own
             c("[INFO] step 3", None, None, None, None, false, "[INFO] step 3"),
             c(

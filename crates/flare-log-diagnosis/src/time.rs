@@ -194,6 +194,27 @@ pub fn parse_at(text: &str, at: usize) -> Option<(Stamp, usize)> {
             ));
         }
     }
+    // US date: MM/DD/YYYY HH:MM:SS (Hugging Face's example scripts log with
+    // `datefmt="%m/%d/%Y %H:%M:%S"`); a first field past 12 is read as the day
+    if let (Some(a), Some(c), Some(y)) =
+        (digits(b, at, 2), digits(b, at + 3, 2), digits(b, at + 6, 4))
+    {
+        if b.get(at + 2) == Some(&b'/')
+            && b.get(at + 5) == Some(&b'/')
+            && matches!(b.get(at + 10), Some(b' ' | b'T'))
+        {
+            let (mo, d) = if a > 12 { (c, a) } else { (a, c) };
+            let (tod, n) = time_of_day(b, at + 11)?;
+            let soy = second_of_year(mo, d, tod)?;
+            return Some((
+                Stamp::Calendar {
+                    year: Some(y as u16),
+                    second_of_year: soy,
+                },
+                11 + n,
+            ));
+        }
+    }
     // glog: MMDD HH:MM:SS
     if let (Some(md), Some(b' ')) = (digits(b, at, 4), b.get(at + 4)) {
         if let Some((tod, n)) = time_of_day(b, at + 5) {
@@ -332,6 +353,22 @@ mod tests {
             ),
             ("12345.678901] NVRM", Stamp::Uptime(12345.678901), 12),
             ("03:04:05 x", Stamp::TimeOfDay(11_045.0), 8),
+            (
+                "01/02/2024 03:04:05 - INFO - __main__ - x",
+                Stamp::Calendar {
+                    year: Some(2024),
+                    second_of_year: 86_400.0 + 11_045.0,
+                },
+                19,
+            ),
+            (
+                "25/01/2024 03:04:05 x",
+                Stamp::Calendar {
+                    year: Some(2024),
+                    second_of_year: 24.0 * 86_400.0 + 11_045.0,
+                },
+                19,
+            ),
         ];
         for (text, want, len) in cases {
             let (got, n) = parse_at(text, 0).unwrap_or_else(|| panic!("{text}"));
@@ -343,6 +380,7 @@ mod tests {
             "1234",
             "99:00:00",
             "Jan 40 03:04:05",
+            "13/13/2024 03:04:05",
         ] {
             assert!(parse_at(bad, 0).is_none(), "{bad}");
         }
