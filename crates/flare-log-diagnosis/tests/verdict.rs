@@ -488,3 +488,41 @@ fn a_failure_line_long_before_the_root_cause_is_not_its_effect() {
         f.summary
     );
 }
+
+#[test]
+fn a_ray_train_console_names_the_workers_node() {
+    // Ray Train prints every worker's output in the driver's console, each line behind
+    // its worker's prefix; the node is only in that prefix
+    let ip = |r: u32| format!("10.0.0.{}", 10 + r / 2);
+    let mut lines: Vec<String> = (0..4)
+        .filter(|&r| r != 3)
+        .map(|r| {
+            format!(
+                "(RayTrainWorker pid={}, ip={}) {}",
+                4000 + r,
+                ip(r),
+                watchdog(r, 30 + r)
+            )
+        })
+        .collect();
+    lines.insert(
+        0,
+        format!(
+            "(RayTrainWorker pid=4003, ip={}) [rank3]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 1 has a total capacity of 79.15 GiB of which 1.21 GiB is free.",
+            ip(3)
+        ),
+    );
+    let lines: Vec<&str> = lines.iter().map(String::as_str).collect();
+    let d = run(&[("ray/driver.log", &lines)], &[]);
+    check(
+        "ray",
+        &d,
+        &Want {
+            category: C::OutOfMemory,
+            rank: Some(3),
+            host: Some("10.0.0.11"),
+            root: Some("CUDA out of memory"),
+            stage: None,
+        },
+    );
+}
