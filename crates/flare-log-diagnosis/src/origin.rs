@@ -359,7 +359,7 @@ pub fn parse(line: &str, task_prefix: TaskPrefix) -> Origin<'_> {
                 s = &s[len..];
                 break; // the NCCL message follows
             }
-            if let Some((ip, pid, len)) = ray_prefix(s).filter(|_| first == b'(') {
+            if let Some((ip, pid, len)) = (first == b'(').then(|| ray_prefix(s)).flatten() {
                 o.host = o.host.or(ip);
                 o.pid = o.pid.or(pid);
                 s = s[len..].trim_start();
