@@ -139,6 +139,17 @@ fn month_of(word: &[u8]) -> Option<u32> {
         .map(|i| i as u32 + 1)
 }
 
+/// A ten-byte date at `at` (its year, month and day read by the caller) and the time of
+/// day after its separator: the stamp and its length.
+fn dated(b: &[u8], at: usize, year: u32, month: u32, day: u32) -> Option<(Stamp, usize)> {
+    let (tod, n) = time_of_day(b, at + 11)?;
+    let stamp = Stamp::Calendar {
+        year: Some(year as u16),
+        second_of_year: second_of_year(month, day, tod)?,
+    };
+    Some((stamp, 11 + n))
+}
+
 /// glog's `MMDD HH:MM:SS.frac` at `at`, the month unpadded as PyTorch writes it (`321
 /// 02:07:08` is March 21): the stamp and its length.
 pub fn parse_glog(text: &str, at: usize) -> Option<(Stamp, usize)> {
@@ -178,20 +189,12 @@ pub fn parse_at(text: &str, at: usize) -> Option<(Stamp, usize)> {
             && b.get(at + 7) == b.get(at + 4)
             && matches!(b.get(at + 10), Some(b'T' | b' ' | b'_'))
         {
-            let (tod, n) = time_of_day(b, at + 11)?;
-            let soy = second_of_year(mo, d, tod)?;
-            let mut len = 11 + n;
+            let (stamp, mut len) = dated(b, at, y, mo, d)?;
             // a zone: Z or +hh:mm (ignored: one job's hosts share a zone, or write UTC)
             if b.get(at + len) == Some(&b'Z') {
                 len += 1;
             }
-            return Some((
-                Stamp::Calendar {
-                    year: Some(y as u16),
-                    second_of_year: soy,
-                },
-                len,
-            ));
+            return Some((stamp, len));
         }
     }
     // US date: MM/DD/YYYY HH:MM:SS (Hugging Face's example scripts log with
@@ -204,15 +207,7 @@ pub fn parse_at(text: &str, at: usize) -> Option<(Stamp, usize)> {
             && matches!(b.get(at + 10), Some(b' ' | b'T'))
         {
             let (mo, d) = if a > 12 { (c, a) } else { (a, c) };
-            let (tod, n) = time_of_day(b, at + 11)?;
-            let soy = second_of_year(mo, d, tod)?;
-            return Some((
-                Stamp::Calendar {
-                    year: Some(y as u16),
-                    second_of_year: soy,
-                },
-                11 + n,
-            ));
+            return dated(b, at, y, mo, d);
         }
     }
     // glog: MMDD HH:MM:SS
