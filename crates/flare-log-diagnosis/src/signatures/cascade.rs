@@ -97,8 +97,9 @@ pub const RULES: &[Rule] = &[
         signature: S::CommunicatorAborted,
         role: Role::Cascade,
         category: C::Unknown,
-        needles: &["communicator was aborted", "ncclCommAbort", "Communicator was aborted", "Aborting ncclComm", "remote error detected from rank"],
-        pattern: r"(?i)(?:communicator was aborted|ncclCommAbort|Aborting ncclComm|remote error detected from rank:? (?P<suspect>\d+))",
+        needles: &["communicator was aborted", "ncclCommAbort", "Communicator was aborted", "Aborting ncclComm", "remote error detected from rank", "before the previous operation returned", "in abort state", "communicator was revoked"],
+        // NCCL's own: a call on a communicator already in error (init.cc, proxy.cc, enqueue.cc)
+        pattern: r"(?i)(?:communicator was aborted|ncclCommAbort|Aborting ncclComm|remote error detected from rank:? (?P<suspect>\d+)|Attempt to use communicator before the previous operation returned ncclSuccess|Comm 0x[0-9a-f]+ is in abort state|communicator was revoked)",
         meaning: "the NCCL communicator was aborted after an error",
         action: ELSEWHERE,
         restart_helps: None,

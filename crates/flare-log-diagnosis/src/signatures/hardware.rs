@@ -83,6 +83,44 @@ pub const RULES: &[Rule] = &[
         example_source: "https://github.com/NVIDIA/DCGM/blob/master/dcgmlib/dcgm_errors.h",
     },
     Rule {
+        signature: S::FabricNotReady,
+        role: Role::Root,
+        category: C::Interconnect,
+        needles: &["system not yet initialized", "cudaErrorSystemNotReady"],
+        // cudaErrorSystemNotReady (802): CUDA waits for the NVSwitch fabric on HGX and DGX
+        pattern: r"(?:system not yet initialized|cudaErrorSystemNotReady)",
+        meaning: "CUDA could not start on this node (error 802): its NVSwitch fabric is not ready, because nvidia-fabricmanager is not running or its version differs from the driver's",
+        action: "drain the node until nvidia-fabricmanager runs with the driver's exact version (`systemctl status nvidia-fabricmanager`; `nvidia-smi -q` shows the fabric state Completed); restart the job on other nodes",
+        restart_helps: Some(true),
+        stage: Some(JobStage::Init),
+        weight: 90,
+        refine: None,
+        example: "RuntimeError: Unexpected error from cudaGetDeviceCount(). Did you run some cuda functions before calling NumCudaDevices() that might have already set an error? Error 802: system not yet initialized",
+        example_source: "https://github.com/haotian-liu/LLaVA/issues/683",
+    },
+    Rule {
+        signature: S::NvlsFailure,
+        role: Role::Root,
+        category: C::Interconnect,
+        needles: &["nvls", "NVLink SHARP", "multicast"],
+        // NCCL's NVLink SHARP (NVLS) setup on NVSwitch systems, e.g. `transport/nvls.cc:165
+        // NCCL WARN Cuda failure 'invalid argument'`, fails when the fabric manager or the
+        // NVSwitch state is not ready
+        pattern: r"(?i)(?:nvls\.cc:\d+[^\n]*NCCL WARN|NVLink SHARP \(NVLS\)[^\n]*(?:fail|error)|(?:Failed|failed|unable) to (?:bind|allocate|map|create)[^\n]{0,40}[Mm]ulticast)",
+        meaning: "NCCL could not set up NVLink SHARP (NVLS) multicast over the NVSwitch fabric",
+        // NCCL's own text: "usually caused by a system or configuration error in the
+        // Fabric Manager or NVLink fabric": a node's state, which restarting it clears,
+        // or a configuration (driver, fabric manager and NCCL versions), which no restart
+        // does; the line does not tell which
+        action: "check that nvidia-fabricmanager runs with the driver's version and the NVSwitch fabric is healthy (`nvidia-smi -q | grep -i -A2 fabric`); if one node is bad, drain and restart it and run the job on others; NCCL_NVLS_ENABLE=0 works around it",
+        restart_helps: None,
+        stage: Some(JobStage::Init),
+        weight: 75,
+        refine: None,
+        example: "transport/nvls.cc:165 NCCL WARN Cuda failure 'invalid argument'",
+        example_source: "https://github.com/NVIDIA/nccl/issues/976",
+    },
+    Rule {
         signature: S::NvlinkError,
         role: Role::Root,
         category: C::Interconnect,
@@ -96,24 +134,6 @@ pub const RULES: &[Rule] = &[
         refine: None,
         example: "RuntimeError: CUDA error: uncorrectable NVLink error detected during the execution",
         example_source: "https://docs.nvidia.com/cuda/cuda-runtime-api/group__CUDART__TYPES.html",
-    },
-    Rule {
-        signature: S::NvlsFailure,
-        role: Role::Root,
-        category: C::Interconnect,
-        needles: &["nvls", "NVLink SHARP", "multicast"],
-        // NCCL's NVLink SHARP (NVLS) setup on NVSwitch systems, e.g. `transport/nvls.cc:165
-        // NCCL WARN Cuda failure 'invalid argument'`, fails when the fabric manager or the
-        // NVSwitch state is not ready
-        pattern: r"(?i)(?:nvls\.cc:\d+[^\n]*NCCL WARN|NVLink SHARP \(NVLS\)[^\n]*(?:fail|error)|(?:Failed|failed|unable) to (?:bind|allocate|map|create)[^\n]{0,40}[Mm]ulticast)",
-        meaning: "NCCL could not set up NVLink SHARP (NVLS) multicast over the NVSwitch fabric",
-        action: "check that nvidia-fabricmanager runs and the NVSwitch fabric is healthy (`nvidia-smi -q | grep -i -A2 fabric`); NCCL_NVLS_ENABLE=0 works around it",
-        restart_helps: Some(false),
-        stage: Some(JobStage::Init),
-        weight: 75,
-        refine: None,
-        example: "transport/nvls.cc:165 NCCL WARN Cuda failure 'invalid argument'",
-        example_source: "https://github.com/NVIDIA/nccl/issues/976",
     },
     Rule {
         signature: S::PeerAccessFailed,

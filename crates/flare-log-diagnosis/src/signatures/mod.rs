@@ -1,11 +1,12 @@
 //! The table of known log signatures: how each is recognised, what it is to a failure
 //! (the root cause, a symptom on the rank that failed, or a cascade effect of a failure
 //! elsewhere), its category, the stage it implies, the action, whether a restart helps,
-//! and a real line it matches (tested, `tests/signatures.rs`).
+//! and a real line it matches (tested: each row matches its own line first).
 //!
 //! A line is matched against the rows in table order and the first row whose pattern
 //! matches wins, so specific rows (an IB completion error) come before generic ones (any
-//! `NCCL WARN`). Rows are grouped by what they are about, one module each: `hardware`,
+//! `NCCL WARN`). Rows are grouped by what they are about, one module each: `nccl`
+//! (NCCL's own warnings about its setup and use, first: exact texts), `hardware`,
 //! `network`, `process` (memory, numerics, code, configuration, data), `platform`
 //! (schedulers), `cascade`; `xid` and `exit` refine a row from what it captured (the Xid
 //! number, the exit code or signal), and `exceptions` from a Python exception's type.
@@ -23,6 +24,7 @@ mod cascade;
 mod exceptions;
 pub mod exit;
 mod hardware;
+mod nccl;
 mod network;
 mod platform;
 mod process;
@@ -116,8 +118,9 @@ impl Rule {
 pub fn rules() -> &'static [&'static Rule] {
     static ALL: OnceLock<Vec<&'static Rule>> = OnceLock::new();
     ALL.get_or_init(|| {
-        hardware::RULES
+        nccl::RULES
             .iter()
+            .chain(hardware::RULES)
             .chain(network::RULES)
             .chain(platform::RULES)
             .chain(process::RULES)

@@ -13,8 +13,8 @@ pub const RULES: &[Rule] = &[
         signature: S::CudaOutOfMemory,
         role: Role::Root,
         category: C::OutOfMemory,
-        needles: &["out of memory", "OutOfMemoryError", "CUDA calloc", "cudaErrorMemoryAllocation", "ALLOC_FAILED"],
-        pattern: r"(?i)(?:CUDA out of memory|OutOfMemoryError|Cuda failure '?out of memory|Failed to CUDA calloc|cudaErrorMemoryAllocation|CUBLAS_STATUS_ALLOC_FAILED|HIP out of memory|CUDA error: out of memory|out of memory on device)(?:[^\n]*?\bGPU (?P<gpu>\d+)\b)?",
+        needles: &["out of memory", "OutOfMemoryError", "CUDA calloc", "CUDA malloc", "cudaErrorMemoryAllocation", "ALLOC_FAILED"],
+        pattern: r"(?i)(?:CUDA out of memory|OutOfMemoryError|Cuda failure '?out of memory|Failed to CUDA (?:calloc|malloc)|cudaErrorMemoryAllocation|CUBLAS_STATUS_ALLOC_FAILED|HIP out of memory|CUDA error: out of memory|out of memory on device)(?:[^\n]*?\bGPU (?P<gpu>\d+)\b)?",
         meaning: "a GPU ran out of memory",
         action: "lower the micro-batch size or sequence length, enable activation checkpointing or a sharded optimizer (ZeRO/FSDP), or set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True against fragmentation",
         restart_helps: Some(false),
@@ -28,8 +28,9 @@ pub const RULES: &[Rule] = &[
         signature: S::HostAllocFailed,
         role: Role::Root,
         category: C::OutOfMemory,
-        needles: &["allocate memory", "bad_alloc", "MemoryError", "not enough memory"],
-        pattern: r"(?i)(?:DefaultCPUAllocator: (?:can't allocate memory|not enough memory)|std::bad_alloc|^(?:[\w.]+\.)?MemoryError\b|Cannot allocate memory)",
+        needles: &["allocate memory", "bad_alloc", "MemoryError", "not enough memory", "CUDA host alloc", "Failed to malloc"],
+        // NCCL's `Failed to CUDA host alloc %ld bytes` (pinned) and `Failed to malloc %ld bytes`
+        pattern: r"(?i)(?:DefaultCPUAllocator: (?:can't allocate memory|not enough memory)|std::bad_alloc|^(?:[\w.]+\.)?MemoryError\b|Cannot allocate memory|Failed to (?:CUDA host alloc|malloc) \d+ bytes)",
         meaning: "the host could not give the process the memory it asked for",
         action: "the job needs more host memory than it has: lower data-loader workers, prefetching, pinned buffers or CPU offload, or run on hosts with more memory",
         restart_helps: Some(false),
@@ -230,28 +231,62 @@ pub const RULES: &[Rule] = &[
         role: Role::Root,
         category: C::Configuration,
         needles: &["CUDA-capable device", "no NVIDIA driver", "invalid device ordinal", "No CUDA GPUs are available"],
-        pattern: r"(?i)(?:no CUDA-capable device is detected|CUDA-capable device\(s\) (?:is|are) busy or unavailable|Found no NVIDIA driver|invalid device ordinal|No CUDA GPUs are available)",
+        pattern: r"(?i)(?:no CUDA-capable device is detected|CUDA-capable device\(s\) (?:is/are|is|are) (?P<detail>busy or unavailable)|Found no NVIDIA driver|invalid device ordinal|No CUDA GPUs are available)",
         meaning: "the process saw no GPU, or fewer than its local rank needs",
         action: "check CUDA_VISIBLE_DEVICES, the container's GPU request (nvidia runtime, the pod's nvidia.com/gpu), and that --nproc-per-node is not above the GPUs on the node",
         restart_helps: Some(false),
         stage: Some(JobStage::Init),
         weight: 80,
-        refine: None,
+        refine: Some(gpu_busy),
         example: "RuntimeError: CUDA error: invalid device ordinal",
         example_source: "https://github.com/tatsu-lab/stanford_alpaca/issues/67",
+    },
+    Rule {
+        signature: S::CudaDriverTooOld,
+        role: Role::Root,
+        category: C::Configuration,
+        needles: &["unsupported display driver"],
+        // cudaErrorSystemDriverMismatch (803)
+        pattern: r"system has unsupported display driver / cuda driver combination",
+        meaning: "CUDA could not start (error 803): the CUDA user-mode driver (libcuda) does not match the loaded kernel driver, after a driver upgrade without a reboot, or from a container's CUDA compatibility libraries this driver does not support",
+        action: "reboot the node after a driver upgrade (or reload the nvidia kernel module), or drop the cuda-compat libraries from the container's LD_LIBRARY_PATH; `nvidia-smi` and `cat /proc/driver/nvidia/version` must agree",
+        restart_helps: Some(false),
+        stage: Some(JobStage::Init),
+        weight: 80,
+        refine: None,
+        example: "RuntimeError: Unexpected error from cudaGetDeviceCount(). Did you run some cuda functions before calling NumCudaDevices() that might have already set an error? Error 803: system has unsupported display driver / cuda driver combination",
+        example_source: "https://github.com/CompVis/stable-diffusion/issues/438",
+    },
+    Rule {
+        signature: S::UnsupportedGpuArch,
+        role: Role::Root,
+        category: C::Configuration,
+        needles: &["no kernel image is available", "cudaErrorNoKernelImageForDevice", "not compatible with the current PyTorch installation"],
+        // cudaErrorNoKernelImageForDevice (209); torch/cuda/__init__.py's capability check
+        pattern: r"(?:no kernel image is available for execution on the device|cudaErrorNoKernelImageForDevice|with CUDA capability (?P<detail>sm_\d+) is not compatible with the current PyTorch installation)",
+        meaning: "the framework or one of its extensions was not built for this GPU's architecture (its compute capability)",
+        action: "install a build that includes this GPU's architecture (compare `torch.cuda.get_arch_list()` with `torch.cuda.get_device_capability()`), or rebuild the extension with TORCH_CUDA_ARCH_LIST naming it",
+        restart_helps: Some(false),
+        stage: None,
+        weight: 80,
+        refine: None,
+        example: "RuntimeError: CUDA error: no kernel image is available for execution on the device",
+        example_source: "https://github.com/Comfy-Org/ComfyUI/issues/10326",
     },
     Rule {
         signature: S::SharedMemoryTooSmall,
         role: Role::Root,
         category: C::Configuration,
         needles: &["shared memory", "/dev/shm", "shm", "posix_fallocate"],
-        pattern: r"(?i)(?:insufficient shared memory|out of shared memory|/dev/shm[^\n]{0,120}(?:No space left|failed|error|too small|full)|(?:Error while (?:creating|attaching to)|unable to (?:create|open|extend|allocate)|failed to (?:extend|create|map))[^\n]{0,60}(?:shared memory|/dev/shm|nccl-shm)|failed to extend \S+ to \d+ bytes|Call to posix_fallocate failed|shared memory[^\n]{0,60}(?:failed|No space left|exhausted)|shm_open|unable to write to file </torch_)",
+        // the first alternative is NCCL's cleanup (`unlink shared memory %s failed`): a
+        // match starting there is found before the general `shared memory ... failed`
+        pattern: r"(?i)(?:(?P<op>unlink|munmap of|UnmapViewOfFile of|CloseHandle for) shared memory|insufficient shared memory|out of shared memory|/dev/shm[^\n]{0,120}(?:No space left|failed|error|too small|full)|(?:Error while (?:creating|attaching to)|unable to (?:create|open|extend|allocate)|failed to (?:extend|create|map))[^\n]{0,60}(?:shared memory|/dev/shm|nccl-shm)|failed to extend \S+ to \d+ bytes|Call to posix_fallocate failed|shared memory[^\n]{0,60}(?:failed|No space left|exhausted)|shm_open|unable to write to file </torch_)",
         meaning: "shared memory (/dev/shm) is too small for the job (data-loader workers or NCCL's intra-node buffers)",
         action: "give the container more shared memory (docker --shm-size=16g or --ipc=host; a memory-backed emptyDir mounted at /dev/shm in Kubernetes), or use fewer data-loader workers",
         restart_helps: Some(false),
         stage: None,
         weight: 80,
-        refine: None,
+        refine: Some(shm_cleanup),
         example: "ERROR: Unexpected bus error encountered in worker. This might be caused by insufficient shared memory (shm).",
         example_source: "https://github.com/microsoft/RepPoints/issues/18",
     },
@@ -614,5 +649,38 @@ fn address_in_use(caps: &regex::Captures) -> Option<Reading> {
         action: action.to_string(),
         restart_helps,
         stage,
+    })
+}
+
+/// A GPU that exists but is taken (`CUDA-capable device(s) is/are busy or unavailable`,
+/// cudaErrorDevicesUnavailable) is not a GPU missing.
+fn gpu_busy(caps: &regex::Captures) -> Option<Reading> {
+    caps.name("detail")?;
+    Some(Reading {
+        signature: S::NoCudaDevice,
+        role: Role::Root,
+        category: C::Configuration,
+        weight: 80,
+        meaning: "the GPU is taken: it is in exclusive-process mode and another process holds it (a second rank on the same GPU, a process left from an earlier run, another job)".to_string(),
+        action: "`nvidia-smi` lists the processes on the GPU: end a leftover one, give each rank its own GPU (torch.cuda.set_device(LOCAL_RANK)), or set the compute mode back to default (`nvidia-smi -c 0`)".to_string(),
+        restart_helps: None,
+        stage: Some(JobStage::Init),
+    })
+}
+
+/// NCCL failing to remove its shared-memory segment is no shortage of shared memory: it
+/// happens on the way out after another failure, or when a node's ranks do not share one
+/// /dev/shm.
+fn shm_cleanup(caps: &regex::Captures) -> Option<Reading> {
+    caps.name("op")?;
+    Some(Reading {
+        signature: S::SharedMemoryTooSmall,
+        role: Role::Symptom,
+        category: C::Unknown,
+        weight: 35,
+        meaning: "NCCL could not remove one of its shared-memory segments: on the way out after another failure, or because the node's ranks do not share one /dev/shm".to_string(),
+        action: "look for the failure before it; if there is none, give the node's ranks one /dev/shm (docker --ipc=host, or one pod)".to_string(),
+        restart_helps: None,
+        stage: None,
     })
 }
