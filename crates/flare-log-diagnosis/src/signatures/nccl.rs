@@ -16,7 +16,7 @@ pub const RULES: &[Rule] = &[
         category: C::Configuration,
         needles: &["XML Parse", "XML graph file", "XML parser is limited", "error : could not find", "CPU close to GPU", "local path from gpu"],
         // graph/xml.cc, graph/topo.cc, graph/paths.cc
-        pattern: r"(?:XML Parse : (?P<detail>[^\n]+)|Could not open XML graph file|XML parser is limited to|Add (?:NVLink|PCI Link|C2c) error : could not find|could not find CPU close to GPU (?P<gpu>\d+)|Could not find any local path from gpu)",
+        pattern: r"(?:XML Parse(?: error)? : (?P<detail>[^\n]+)|Could not open XML graph file|XML parser is limited to|Add (?:NVLink|PCI Link|C2c) error : could not find|could not find CPU close to GPU (?P<gpu>\d+)|Could not find any local path from gpu)",
         meaning: "NCCL could not build this node's hardware topology: the PCI tree it sees under /sys is incomplete (a container or virtual machine hides or renames devices), or the topology file it was given (NCCL_TOPO_FILE, NCCL_GRAPH_FILE) is malformed or for another node type",
         action: "check the file NCCL_TOPO_FILE or NCCL_GRAPH_FILE names (or the cloud image's topology file) is valid XML for this node type, and that the container sees /sys whole; NCCL_TOPO_DUMP_FILE=/tmp/topo.xml writes what NCCL found",
         restart_helps: Some(false),
@@ -65,8 +65,9 @@ pub const RULES: &[Rule] = &[
         role: Role::Root,
         category: C::CollectiveMismatch,
         needles: &["message truncated", "collective mismatch error"],
-        // transport/net_socket.cc, and NET/IB's check of the size its peer posted
-        pattern: r"(?i)(?:NET/Socket : (?:peer (?P<peer>\S+) )?message truncated : receiving \d+ bytes instead of \d+|NET/IB : [^\n]*collective mismatch error, local size \d+ remote size \d+)",
+        // transport/net_socket.cc, and NET/IB's check of the size its peer posted (its
+        // wording before 2.12: `collective mismatch error local size %d remote %d`)
+        pattern: r"(?i)(?:NET/Socket : (?:peer (?P<peer>\S+) )?message truncated : receiving \d+ bytes instead of \d+|NET/IB : [^\n]*collective mismatch error,? local size \d+ remote(?: size)? \d+)",
         meaning: "a rank sent more data than its peer posted to receive: the ranks called a collective or a send and receive with different sizes, or run with different NCCL settings (NCCL_PROTO, NCCL_ALGO) that cut the data differently",
         action: "make every rank call the same collectives with the same sizes (TORCH_DISTRIBUTED_DEBUG=DETAIL names the op on each rank), and set the NCCL_* variables the same on every node",
         restart_helps: Some(false),
@@ -81,8 +82,10 @@ pub const RULES: &[Rule] = &[
         role: Role::Root,
         category: C::Configuration,
         needles: &["No algorithm/protocol available", "No transport found", "Invalid config", "incompatible devices", "device is incompatible", "any NET plugin", "different NUMA domains", "SUBNET_PREFIX_LEN"],
-        // enqueue.cc, transport.cc, init.cc, transport/net_ib, plugin/net.cc
-        pattern: r"(?:(?i:no) algorithm/protocol available for function (?P<op>\w+)|No transport found for rank|Invalid config \w+ attribute value|Attempted to (?:connect|merge) incompatible devices|Remote \S+ device is incompatible with the local|Failed to initialize any NET plugin|Fusing NET devices from different NUMA domains|NCCL_IB_SUBNET_PREFIX_LEN=\d+ is out of range)",
+        // enqueue.cc, transport.cc, init.cc, transport/net_ib, plugin/net.cc; before 2.22
+        // `Error : no algorithm/protocol available` named no function, and before 2.12
+        // `No transport found !` no ranks
+        pattern: r"(?:(?i:no) algorithm/protocol available(?: for function (?P<op>\w+))?|No transport found(?: for rank| !)|Invalid config \w+ attribute value|Attempted to (?:connect|merge) incompatible devices|Remote \S+ device is incompatible with the local|Failed to initialize any NET plugin|Fusing NET devices from different NUMA domains|NCCL_IB_SUBNET_PREFIX_LEN=\d+ is out of range)",
         meaning: "NCCL's settings ask for something this system cannot do: NCCL_ALGO or NCCL_PROTO leave nothing to run a collective, the transports between two ranks are all disabled, NICs of different link types are paired, or the network plugin asked for does not load",
         action: "unset the NCCL_* variables the warning is about, or set them the same on every node (NCCL_ALGO, NCCL_PROTO, NCCL_P2P_DISABLE, NCCL_SHM_DISABLE, NCCL_IB_HCA, NCCL_NET, NCCL_NET_PLUGIN); NCCL_DEBUG=INFO shows what NCCL found",
         restart_helps: Some(false),
@@ -105,7 +108,7 @@ pub const RULES: &[Rule] = &[
         stage: Some(JobStage::Init),
         weight: 85,
         refine: None,
-        example: "init.cc:1201 NCCL WARN Detected mixed local Net device counts across ranks (min 7, max 8). Set NCCL_IGNORE_NET_MISMATCH=1 to continue.",
+        example: "NCCL WARN Detected mixed local Net device counts across ranks (min 7, max 8). Set NCCL_IGNORE_NET_MISMATCH=1 to continue.",
         example_source: "https://github.com/NVIDIA/nccl/blob/master/src/init.cc",
     },
     Rule {
@@ -121,7 +124,7 @@ pub const RULES: &[Rule] = &[
         stage: None,
         weight: 90,
         refine: None,
-        example: "transport/net_ib/p2p_resiliency.cc:412 NCCL WARN NET/IB: Device 1 marked as failed. Initiating recovery? yes (send comm=0x7f3c2c0a1b20, outstandingRecovery=0)",
+        example: "NCCL WARN NET/IB: Device 1 marked as failed. Initiating recovery? yes (send comm=0x7f3c2c0a1b20, outstandingRecovery=0)",
         example_source: "https://github.com/NVIDIA/nccl/blob/master/src/transport/net_ib/p2p_resiliency.cc",
     },
     Rule {
@@ -169,7 +172,7 @@ pub const RULES: &[Rule] = &[
         stage: Some(JobStage::Init),
         weight: 85,
         refine: None,
-        example: "mnnvl.cc:98 NCCL WARN MNNVL (cliqueSize 72) is available but not working on this system. Check the IMEX channel configuration (/dev/nvidia-caps-imex-channels). Set NCCL_MNNVL_ENABLE=0 to ignore this issue.",
+        example: "NCCL WARN MNNVL (cliqueSize 72) is available but not working on this system. Check the IMEX channel configuration (/dev/nvidia-caps-imex-channels). Set NCCL_MNNVL_ENABLE=0 to ignore this issue.",
         example_source: "https://github.com/NVIDIA/nccl/blob/master/src/mnnvl.cc",
     },
     Rule {
@@ -185,7 +188,7 @@ pub const RULES: &[Rule] = &[
         stage: Some(JobStage::Init),
         weight: 80,
         refine: None,
-        example: "dev_runtime.cc:1428 NCCL WARN NCCL library is too old. This application was compiled with NCCL version 2.29.2, but is running with NCCL 2.28.9.",
+        example: "NCCL WARN NCCL library is too old. This application was compiled with NCCL version 2.29.2, but is running with NCCL 2.28.9.",
         example_source: "https://github.com/NVIDIA/nccl/blob/master/src/dev_runtime.cc",
     },
     Rule {
@@ -201,7 +204,7 @@ pub const RULES: &[Rule] = &[
         stage: Some(JobStage::Init),
         weight: 80,
         refine: None,
-        example: "misc/cudawrap.cc:188 NCCL WARN CUDA Driver version found is 11040. Minimum requirement is 12000",
+        example: "NCCL WARN CUDA Driver version found is 11040. Minimum requirement is 12000",
         example_source: "https://github.com/NVIDIA/nccl/blob/master/src/misc/cudawrap.cc",
     },
     Rule {
@@ -287,12 +290,16 @@ mod tests {
         ("RuntimeError: cuda runtime error (802) : system not yet initialized at /opt/conda/conda-bld/pytorch_1579022034529/work/aten/src/THC/THCGeneral.cpp:50", "https://github.com/pytorch/pytorch/issues/35710", S::FabricNotReady, Role::Root),
         ("RuntimeError: CUDA error: CUDA-capable device(s) is/are busy or unavailable", "https://github.com/pytorch/pytorch/issues/100691", S::NoCudaDevice, Role::Root),
         ("RuntimeError: CUDA error: no kernel image is available for execution on the device", "https://github.com/justchenhao/STANet/issues/57", S::UnsupportedGpuArch, Role::Root),
-        ("graph/xml.cc:155 NCCL WARN XML Parse : Unexpected EOF", "https://github.com/NVIDIA/nccl/blob/master/src/graph/xml.cc", S::NcclTopologyFailed, Role::Root),
-        ("graph/topo.cc:370 NCCL WARN Add NVLink error : could not find DEV for GPU 0000:1b:00.0", "https://github.com/NVIDIA/nccl/blob/master/src/graph/topo.cc", S::NcclTopologyFailed, Role::Root),
-        ("transport/nvls.cc:321 NCCL WARN Failed to bind NVLink SHARP (NVLS) Multicast memory of size 1073741824 : CUDA error 1 'invalid argument'. This is usually caused by a system or configuration error in the Fabric Manager or NVLink fabric.", "https://github.com/NVIDIA/nccl/blob/master/src/transport/nvls.cc", S::NvlsFailure, Role::Root),
+        ("NCCL WARN XML Parse : Unexpected EOF", "https://github.com/NVIDIA/nccl/blob/master/src/graph/xml.cc", S::NcclTopologyFailed, Role::Root),
+        ("NCCL WARN Add NVLink error : could not find DEV for GPU 0000:1b:00.0", "https://github.com/NVIDIA/nccl/blob/master/src/graph/topo.cc", S::NcclTopologyFailed, Role::Root),
+        ("NCCL WARN Failed to bind NVLink SHARP (NVLS) Multicast memory of size 1073741824 : CUDA error 1 'invalid argument'. This is usually caused by a system or configuration error in the Fabric Manager or NVLink fabric.", "https://github.com/NVIDIA/nccl/blob/master/src/transport/nvls.cc", S::NvlsFailure, Role::Root),
         ("NCCL WARN unlink shared memory /dev/shm/nccl-d5rTd0 failed, error: No such file or directory", "https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/troubleshooting/runtime_and_mpi_issues.html", S::SharedMemoryTooSmall, Role::Symptom),
-        ("init.cc:1201 NCCL WARN Detected mixed local Net device counts across ranks (min 7, max 8). Set NCCL_IGNORE_NET_MISMATCH=1 to continue.", "https://github.com/NVIDIA/nccl/blob/master/src/init.cc", S::NicCountMismatch, Role::Root),
-        ("include/alloc.h:121 NCCL WARN Failed to CUDA malloc 2097152 bytes", "https://github.com/NVIDIA/nccl/blob/master/src/include/alloc.h", S::CudaOutOfMemory, Role::Root),
+        ("NCCL WARN Detected mixed local Net device counts across ranks (min 7, max 8). Set NCCL_IGNORE_NET_MISMATCH=1 to continue.", "https://github.com/NVIDIA/nccl/blob/master/src/init.cc", S::NicCountMismatch, Role::Root),
+        ("NCCL WARN NET/IB : collective mismatch error local size 1048576 remote 524288 addr 7f1c2a000000 rkey 1a2b seq 3/4", "https://github.com/NVIDIA/nccl/blob/v2.7.8-1/src/transport/net_ib.cc", S::CollectiveMismatch, Role::Root),
+        ("NCCL WARN Error : no algorithm/protocol available", "https://github.com/NVIDIA/nccl/blob/v2.14.3-1/src/enqueue.cc", S::NcclConfigInvalid, Role::Root),
+        ("NCCL WARN No transport found !", "https://github.com/NVIDIA/nccl/blob/v2.10.3-1/src/transport.cc", S::NcclConfigInvalid, Role::Root),
+        ("NCCL WARN XML Parse error : expecting '<', got 'x'", "https://github.com/NVIDIA/nccl/blob/v2.10.3-1/src/graph/xml.cc", S::NcclTopologyFailed, Role::Root),
+        ("NCCL WARN Failed to CUDA malloc 2097152 bytes", "https://github.com/NVIDIA/nccl/blob/master/src/include/alloc.h", S::CudaOutOfMemory, Role::Root),
     ];
 
     #[test]
