@@ -24,12 +24,23 @@ const TABLE: &[Kind] = &[
             "DistBackendError", "DistNetworkError", "DistStoreError", "ChildFailedError",
             "ConnectionResetError", "BrokenPipeError", "ConnectionAbortedError",
             "ConnectionError", "KeyboardInterrupt", "SignalException", "RendezvousClosedError",
+            "RendezvousGracefulExitError",
         ],
         role: Role::Cascade,
         category: C::Unknown,
         weight: 0,
         meaning: "an error torch.distributed and its launcher raise when another process failed, a connection to it broke, or the job was stopped",
         action: "look for the process that failed first",
+        restart_helps: None,
+    },
+    Kind {
+        // torchelastic's rendezvous (torch/distributed/elastic/rendezvous/api.py)
+        names: &["RendezvousConnectionError", "RendezvousStateError", "RendezvousError"],
+        role: Role::Symptom,
+        category: C::Unknown,
+        weight: 40,
+        meaning: "torchrun's rendezvous failed: the store the nodes meet at could not be reached or read (the agent holding it ended, or the endpoint is wrong or blocked)",
+        action: "check that the rendezvous endpoint (--rdzv-endpoint, MASTER_ADDR:MASTER_PORT) is reachable from every node, and whether the agent holding the store, on the first node, was still running",
         restart_helps: None,
     },
     Kind {

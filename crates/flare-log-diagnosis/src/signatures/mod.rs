@@ -246,7 +246,7 @@ fn captured(c: &regex::Captures) -> Captured {
         detail: s("detail"),
         enqueued: n(c, "enqueued").or_else(|| n(c, "enqueued2")),
         completed: n(c, "completed").or_else(|| n(c, "completed2")),
-        suspect: n(c, "suspect"),
+        suspect: n(c, "suspect").or_else(|| n(c, "suspect2")),
     }
 }
 
@@ -351,6 +351,72 @@ mod tests {
                     )
                 }
             }
+        }
+    }
+
+    /// Lines of NCCL, CUDA and PyTorch as published (or, where no published one was
+    /// found, as the format string prints them), with the reading each must get: the
+    /// signature and the role. Among them the lines the general rows used to misread: NCCL's XML
+    /// as a corrupt checkpoint, a topology lookup as a broken NVLink, the locked-memory
+    /// limit as host memory running out, a cleanup as shared memory too small.
+    const SOURCE_TEXTS: &[(&str, &str, LogSignature, Role)] = &[
+        ("0: compute-st-p4de24xlarge-1:34639:36718 [5] bootstrap.cc:77 NCCL WARN Message truncated : received 256 bytes instead of 4", "https://github.com/NVIDIA/nccl/issues/1176", LogSignature::NcclBootstrapMismatch, Role::Symptom),
+        ("transport/net_socket.cc:424 NCCL WARN NET/Socket : peer 192.168.161.30<59210> message truncated : receiving 1048576 bytes instead of 65536", "https://github.com/NVIDIA/nccl/issues/626", LogSignature::CollectiveMismatch, Role::Root),
+        ("hvd1:2918:3333 [0] external/nccl_archive/src/transport/net_socket.cc:200 NCCL WARN NET/Socket : message truncated : receiving 696320 bytes instead of 32768", "https://github.com/NVIDIA/nccl/issues/268", LogSignature::CollectiveMismatch, Role::Root),
+        ("bootstrap.cc:190 NCCL WARN Bootstrap Root : mismatch in rank count from procs 6 : 3", "https://github.com/pytorch/pytorch/issues/46248", LogSignature::NcclBootstrapMismatch, Role::Root),
+        ("misc/ibvwrap.cc:278 NCCL WARN Call to ibv_reg_mr_iova2 failed with error Cannot allocate memory", "https://github.com/NVIDIA/nccl-tests/issues/206", LogSignature::ResourceLimit, Role::Root),
+        ("hai-a100-3:3778851:3779883 [4] ibvwrap.c:130 NCCL WARN Call to ibv_create_qp failed", "https://github.com/NVIDIA/nccl/issues/562", LogSignature::IbVerbsFailed, Role::Symptom),
+        ("Test fail caused by ibvwrap.c:160 NCCL WARN Call to ibv_modify_qp failed with error Connection timed out.", "https://github.com/NVIDIA/nccl-tests/issues/227", LogSignature::IbVerbsFailed, Role::Root),
+        ("lzm-h200-10:74737:74737 [1] init.cc:290 NCCL WARN Attempt to use communicator before the previous operation returned ncclSuccess", "https://github.com/sail-sg/zero-bubble-pipeline-parallelism/issues/60", LogSignature::CommunicatorAborted, Role::Cascade),
+        ("238: [rank238]: Error : no algorithm/protocol available for function AllGather with datatype ncclInt8.", "https://github.com/NVIDIA/nccl/issues/1709", LogSignature::NcclConfigInvalid, Role::Root),
+        ("Broadcast : sendbuff (nil) is not a valid pointer", "https://github.com/NVIDIA/nccl/issues/1558", LogSignature::NcclInvalidUsage, Role::Root),
+        ("RuntimeError: cuda runtime error (802) : system not yet initialized at /opt/conda/conda-bld/pytorch_1579022034529/work/aten/src/THC/THCGeneral.cpp:50", "https://github.com/pytorch/pytorch/issues/35710", LogSignature::FabricNotReady, Role::Root),
+        ("RuntimeError: CUDA error: CUDA-capable device(s) is/are busy or unavailable", "https://github.com/pytorch/pytorch/issues/100691", LogSignature::NoCudaDevice, Role::Root),
+        ("RuntimeError: CUDA error: no kernel image is available for execution on the device", "https://github.com/justchenhao/STANet/issues/57", LogSignature::UnsupportedGpuArch, Role::Root),
+        ("NCCL WARN XML Parse : Unexpected EOF", "https://github.com/NVIDIA/nccl/blob/master/src/graph/xml.cc", LogSignature::NcclTopologyFailed, Role::Root),
+        ("NCCL WARN Add NVLink error : could not find DEV for GPU 0000:1b:00.0", "https://github.com/NVIDIA/nccl/blob/master/src/graph/topo.cc", LogSignature::NcclTopologyFailed, Role::Root),
+        ("NCCL WARN Failed to bind NVLink SHARP (NVLS) Multicast memory of size 1073741824 : CUDA error 1 'invalid argument'. This is usually caused by a system or configuration error in the Fabric Manager or NVLink fabric.", "https://github.com/NVIDIA/nccl/blob/master/src/transport/nvls.cc", LogSignature::NvlsFailure, Role::Root),
+        ("NCCL WARN unlink shared memory /dev/shm/nccl-d5rTd0 failed, error: No such file or directory", "https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/troubleshooting/runtime_and_mpi_issues.html", LogSignature::SharedMemoryTooSmall, Role::Symptom),
+        ("NCCL WARN Detected mixed local Net device counts across ranks (min 7, max 8). Set NCCL_IGNORE_NET_MISMATCH=1 to continue.", "https://github.com/NVIDIA/nccl/blob/master/src/init.cc", LogSignature::NicCountMismatch, Role::Root),
+        ("NCCL WARN NET/IB : collective mismatch error local size 1048576 remote 524288 addr 7f1c2a000000 rkey 1a2b seq 3/4", "https://github.com/NVIDIA/nccl/blob/v2.7.8-1/src/transport/net_ib.cc", LogSignature::CollectiveMismatch, Role::Root),
+        ("NCCL WARN Error : no algorithm/protocol available", "https://github.com/NVIDIA/nccl/blob/v2.14.3-1/src/enqueue.cc", LogSignature::NcclConfigInvalid, Role::Root),
+        ("NCCL WARN No transport found !", "https://github.com/NVIDIA/nccl/blob/v2.10.3-1/src/transport.cc", LogSignature::NcclConfigInvalid, Role::Root),
+        ("NCCL WARN XML Parse error : expecting '<', got 'x'", "https://github.com/NVIDIA/nccl/blob/v2.10.3-1/src/graph/xml.cc", LogSignature::NcclTopologyFailed, Role::Root),
+        ("NCCL WARN Failed to CUDA malloc 2097152 bytes", "https://github.com/NVIDIA/nccl/blob/master/src/include/alloc.h", LogSignature::CudaOutOfMemory, Role::Root),
+        ("[rank0]:[E1218 20:27:21.426415540 ProcessGroupGloo.cpp:130] [Rank 0]: Ranks 5, 7 failed to pass monitoredBarrier in 1800000 ms", "https://github.com/pytorch/pytorch/blob/main/torch/csrc/distributed/c10d/ProcessGroupGloo.cpp", LogSignature::CollectiveTimeout, Role::Cascade),
+        ("torch.distributed.elastic.rendezvous.api.RendezvousConnectionError: The connection to the C10d store has failed. See inner exception for details.", "https://github.com/pytorch/pytorch/blob/main/torch/distributed/elastic/rendezvous/c10d_rendezvous_backend.py", LogSignature::PythonException, Role::Symptom),
+        ("[W1218 20:27:21.426415540 TCPStoreLibUvBackend.cpp:1033] [c10d] Failed to accept client due to Failed to accept socket. code: -24, name: EMFILE, message: too many open files", "https://github.com/pytorch/pytorch/blob/main/torch/csrc/distributed/c10d/TCPStoreLibUvBackend.cpp", LogSignature::ResourceLimit, Role::Root),
+        ("[Rank 3] Work WorkNCCL(SeqNum=1234, OpType=ALLREDUCE, NumelIn=1048576, NumelOut=1048576, Timeout(ms)=300000) timed out in blocking wait.", "https://github.com/pytorch/pytorch/blob/main/torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp", LogSignature::CollectiveTimeout, Role::Cascade),
+    ];
+
+    #[test]
+    fn the_libraries_own_texts_get_their_reading() {
+        let m = Matcher::get();
+        for (line, source, signature, role) in SOURCE_TEXTS {
+            assert!(source.starts_with("https://"), "{line}");
+            let message = crate::origin::parse(line, crate::origin::TaskPrefix::Allowed).message;
+            let got = m
+                .find(message)
+                .unwrap_or_else(|| panic!("{line}: no reading"));
+            assert_eq!(
+                (got.reading.signature, got.reading.role),
+                (*signature, *role),
+                "{line}: {}",
+                got.reading.meaning
+            );
+        }
+    }
+
+    #[test]
+    fn a_monitored_barrier_names_the_rank_it_waited_for() {
+        let m = Matcher::get();
+        for (line, suspect) in [
+            ("[Rank 0]: Ranks 5, 7 failed to pass monitoredBarrier in 1800000 ms", 5),
+            ("[Rank 0]: Rank 6 failed to pass monitoredBarrier in 30000 ms", 6),
+            ("Rank 3 successfully reached monitoredBarrier, but received errors while waiting for send/recv from rank 0. Please check rank 0 logs for faulty rank.", 0),
+        ] {
+            let got = m.find(line).unwrap_or_else(|| panic!("{line}: no reading"));
+            assert_eq!(got.captures.suspect, Some(suspect), "{line}");
         }
     }
 

@@ -306,6 +306,22 @@ pub const RULES: &[Rule] = &[
         example_source: "https://github.com/facebookresearch/xformers/issues/826",
     },
     Rule {
+        signature: S::MissingModule,
+        role: Role::Root,
+        category: C::Configuration,
+        needles: &["Distributed package doesn't have"],
+        // torch/distributed/distributed_c10d.py, when the build lacks the backend asked for
+        pattern: r"Distributed package doesn't have (?P<detail>NCCL|MPI|Gloo|UCC) built in",
+        meaning: "the installed PyTorch was built without the communication backend the job asks for (a CPU-only, macOS or Windows build has no NCCL)",
+        action: "install a PyTorch build with that backend (a CUDA build for NCCL: `python -c 'import torch; print(torch.cuda.nccl.version())'`), or ask for a backend it has (gloo)",
+        restart_helps: Some(false),
+        stage: Some(JobStage::Init),
+        weight: 80,
+        refine: None,
+        example: "RuntimeError: Distributed package doesn't have NCCL built in",
+        example_source: "https://github.com/pytorch/pytorch/blob/main/torch/distributed/distributed_c10d.py",
+    },
+    Rule {
         signature: S::UndefinedSymbol,
         role: Role::Root,
         category: C::Configuration,
@@ -341,7 +357,8 @@ pub const RULES: &[Rule] = &[
         role: Role::Root,
         category: C::Configuration,
         needles: &["Too many open files"],
-        pattern: r"Too many open files",
+        // strerror's text, and libuv's lower-case one (EMFILE) in the TCPStore's log
+        pattern: r"(?i)Too many open files",
         meaning: "the process hit its limit of open files (data-loader workers passing tensors through file descriptors)",
         action: "raise the limit (ulimit -n, the container's nofile limit) or use torch.multiprocessing.set_sharing_strategy('file_system')",
         restart_helps: Some(false),
