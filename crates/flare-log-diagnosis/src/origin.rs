@@ -12,6 +12,8 @@
 //! | `[E1125 10:00:00.123 ...]`, `E1125 10:00:00.123 1234 f.cc:1]` | glog (PyTorch C++) | level, time |
 //! | `2024-01-02 03:04:05,678`, `[2024-01-02 03:04:05]` | Python logging, Megatron | time |
 //! | `Jan  2 03:04:05 node-17 kernel:` | syslog, journald short | time, host |
+//! | `2024-01-02T03:04:05.678+00:00 node-17 kernel:` | rsyslog RFC 3339, journald short-iso | time, host |
+//! | `2024-01-02T03:04:05.678Z stderr F` | a container's log as kubelet keeps it (CRI) | time |
 //! | `[12345.678901]`, `[Tue Jan  2 03:04:05 2024]` | dmesg, dmesg -T | time |
 //! | `01/02/2024 03:04:05 - INFO -` | Hugging Face's example scripts (`%m/%d/%Y`) | time |
 //! | `[titan] 2025-04-14 22:55:21,491 -` | torchtitan (a tag before a time) | time |
@@ -313,8 +315,11 @@ fn leading_time(s: &str) -> Option<(Stamp, &str, Option<&str>, usize)> {
         end += close + 1;
     }
     let mut host = None;
-    // syslog / journald short: `Jan  2 03:04:05 node-17 kernel: ...`
-    if !bracketed && matches!(stamp, Stamp::Calendar { year: None, .. }) {
+    // syslog / journald short: `Jan  2 03:04:05 node-17 kernel: ...`; rsyslog's and
+    // journald's RFC 3339 forms: `2025-11-25T10:03:12.123456+00:00 node-17 kernel: ...`
+    if !bracketed
+        && (matches!(stamp, Stamp::Calendar { year: None, .. }) || time::is_rfc3339_offset(text))
+    {
         let rest = &s[end..];
         let t = rest.trim_start();
         if let Some(sp) = find_within(t, b" ", 64) {
@@ -330,6 +335,11 @@ fn leading_time(s: &str) -> Option<(Stamp, &str, Option<&str>, usize)> {
             }
         }
     }
+    // a container runtime's log (CRI, as kubelet keeps it under /var/log/containers):
+    // `<RFC 3339 time> stdout|stderr F|P <the container's line>`
+    if let Some(n) = cri_stream(&s[end..]).filter(|_| host.is_none()) {
+        end += n;
+    }
     // separators after a timestamp: ` - `, ` | `, `,`
     let rest = &s[end..];
     end += rest
@@ -337,6 +347,18 @@ fn leading_time(s: &str) -> Option<(Stamp, &str, Option<&str>, usize)> {
         .take_while(|b| matches!(b, b' ' | b'-' | b'|' | b','))
         .count();
     Some((stamp, text, host, end))
+}
+
+/// The length of a CRI log's stream and tag after its time (` stderr F `), if there.
+fn cri_stream(s: &str) -> Option<usize> {
+    let b = s.as_bytes();
+    let stream = b.get(1..7)?;
+    (b[0] == b' '
+        && (stream == b"stdout" || stream == b"stderr")
+        && b.get(7) == Some(&b' ')
+        && matches!(b.get(8), Some(b'F' | b'P'))
+        && matches!(b.get(9), Some(b' ') | None))
+    .then_some(9)
 }
 
 /// Reads a line's prefixes.
@@ -466,6 +488,25 @@ mod tests {
             c(
                 "E1125 10:00:00.123456 1234 ProcessGroupNCCL.cpp:1]  Some NCCL operations",
                 None, None, None, None, true, "Some NCCL operations",
+            ),
+            // rsyslog's RFC 3339 default and journalctl -o short-iso
+            c(
+                "2025-11-25T10:03:12.123456+00:00 gpu-node-07 kernel: NVRM: Xid (PCI:0000:3b:00): 79, pid=1234, GPU has fallen off the bus.",
+                None, None, Some("gpu-node-07"), None, true, "NVRM: Xid (PCI:0000:3b:00): 79, pid=1234, GPU has fallen off the bus.",
+            ),
+            c(
+                "2025-11-25T10:03:12+0000 gpu-node-07 kernel: NVRM: Xid (PCI:0000:3b:00): 79",
+                None, None, Some("gpu-node-07"), None, true, "NVRM: Xid (PCI:0000:3b:00): 79",
+            ),
+            // an application's own offset time is followed by no host
+            c(
+                "2025-11-25T10:03:12.123+00:00 INFO: step 5",
+                None, None, None, None, true, "INFO: step 5",
+            ),
+            // a container's log as kubelet keeps it (CRI)
+            c(
+                "2025-11-25T10:03:12.123456789Z stderr F [rank3]: RuntimeError: boom",
+                Some(3), None, None, None, true, "RuntimeError: boom",
             ),
             c(
                 "[rank0]:[E321 02:07:08.408271257 ProcessGroupNCCL.cpp:607] [Rank 0] Watchdog",

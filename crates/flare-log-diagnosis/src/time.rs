@@ -150,6 +150,34 @@ fn dated(b: &[u8], at: usize, year: u32, month: u32, day: u32) -> Option<(Stamp,
     Some((stamp, 11 + n))
 }
 
+/// The length of an RFC 3339 zone at `at`: `Z`, or an offset `+hh:mm`, `+hhmm`, `-hh:mm`
+/// (rsyslog's and journald's precise formats, `date --iso-8601`); 0 if none.
+fn zone_len(b: &[u8], at: usize) -> usize {
+    match b.get(at) {
+        Some(b'Z') => 1,
+        Some(b'+' | b'-') if digits(b, at + 1, 2).is_some() => {
+            if b.get(at + 3) == Some(&b':') && digits(b, at + 4, 2).is_some() {
+                6
+            } else if digits(b, at + 3, 2).is_some() {
+                5
+            } else {
+                0
+            }
+        }
+        _ => 0,
+    }
+}
+
+/// Whether a stamp's text is RFC 3339 with a numeric offset
+/// (`2025-11-25T10:03:12.123456+00:00`): how rsyslog (its high-precision default) and
+/// `journalctl -o short-iso` start a line, a host and a tag following.
+pub fn is_rfc3339_offset(text: &str) -> bool {
+    let b = text.as_bytes();
+    let n = b.len();
+    b.get(10) == Some(&b'T')
+        && ((n > 6 && zone_len(b, n - 6) == 6) || (n > 5 && zone_len(b, n - 5) == 5))
+}
+
 /// glog's `MMDD HH:MM:SS.frac` at `at`, the month unpadded as PyTorch writes it (`321
 /// 02:07:08` is March 21): the stamp and its length.
 pub fn parse_glog(text: &str, at: usize) -> Option<(Stamp, usize)> {
@@ -189,12 +217,9 @@ pub fn parse_at(text: &str, at: usize) -> Option<(Stamp, usize)> {
             && b.get(at + 7) == b.get(at + 4)
             && matches!(b.get(at + 10), Some(b'T' | b' ' | b'_'))
         {
-            let (stamp, mut len) = dated(b, at, y, mo, d)?;
-            // a zone: Z or +hh:mm (ignored: one job's hosts share a zone, or write UTC)
-            if b.get(at + len) == Some(&b'Z') {
-                len += 1;
-            }
-            return Some((stamp, len));
+            let (stamp, len) = dated(b, at, y, mo, d)?;
+            // a zone (ignored: one job's hosts share a zone, or write UTC)
+            return Some((stamp, len + zone_len(b, at + len)));
         }
     }
     // US date: MM/DD/YYYY HH:MM:SS (Hugging Face's example scripts log with

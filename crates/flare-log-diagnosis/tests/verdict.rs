@@ -526,3 +526,29 @@ fn a_ray_train_console_names_the_workers_node() {
         },
     );
 }
+
+#[test]
+fn a_collected_rsyslog_names_the_node_in_its_rfc3339_lines() {
+    // rsyslog's default high-precision format, several nodes' lines in one file: the node
+    // is only in each line's host field
+    let syslog: &[&str] = &[
+        "2025-11-25T10:00:01.000100+00:00 gpu-node-03 systemd[1]: Started Session 12 of User slurm.",
+        "2025-11-25T10:00:20.481922+00:00 gpu-node-07 kernel: NVRM: Xid (PCI:0000:3b:00): 79, pid=4242, name=python, GPU has fallen off the bus.",
+        "2025-11-25T10:00:20.482001+00:00 gpu-node-07 kernel: NVRM: GPU 0000:3b:00.0: GPU has fallen off the bus.",
+        "2025-11-25T10:00:21.100000+00:00 gpu-node-03 kernel: nvidia-nvswitch: link training complete",
+    ];
+    let watchdogs: Vec<String> = (0..4).map(|r| watchdog(r, 30 + r)).collect();
+    let ranks: Vec<&str> = watchdogs.iter().map(String::as_str).collect();
+    let d = run(&[("logs/syslog", syslog), ("logs/train.log", &ranks)], &[]);
+    check(
+        "rsyslog",
+        &d,
+        &Want {
+            category: C::GpuHardware,
+            rank: None,
+            host: Some("gpu-node-07"),
+            root: Some("GPU has fallen off the bus"),
+            stage: None,
+        },
+    );
+}
