@@ -15,6 +15,7 @@
 //! | `2024-01-02T03:04:05.678+00:00 node-17 kernel:` | rsyslog RFC 3339, journald short-iso | time, host |
 //! | `2024-01-02T03:04:05.678Z stderr F` | a container's log as kubelet keeps it (CRI) | time |
 //! | `[12345.678901]`, `[Tue Jan  2 03:04:05 2024]` | dmesg, dmesg -T | time |
+//! | `kern  :err   : ` | dmesg -x (facility and level) | nothing; the time after it is read |
 //! | `01/02/2024 03:04:05 - INFO -` | Hugging Face's example scripts (`%m/%d/%Y`) | time |
 //! | `[titan] 2025-04-14 22:55:21,491 -` | torchtitan (a tag before a time) | time |
 //! | `[NeMo I 2024-01-02 03:04:05 exp_manager:394]` | NeMo | time |
@@ -254,6 +255,25 @@ fn ray_prefix(s: &str) -> Option<(Option<&str>, Option<u32>, usize)> {
     Some((ip, pid, close + 2))
 }
 
+/// `dmesg -x`'s facility and level, `kern  :err   : `: its length.
+fn dmesg_level(s: &str) -> Option<usize> {
+    const FACILITIES: &[&str] = &[
+        "kern", "user", "mail", "daemon", "auth", "syslog", "lpr", "news", "cron", "authpriv",
+    ];
+    const LEVELS: &[&str] = &[
+        "emerg", "alert", "crit", "err", "warn", "notice", "info", "debug",
+    ];
+    let field = |s: &str, names: &[&str]| {
+        let colon = find_within(s, b":", 12)?;
+        names.contains(&s[..colon].trim_end()).then_some(colon + 1)
+    };
+    let a = field(s, FACILITIES)?;
+    let b = field(&s[a..], LEVELS)?;
+    let rest = &s[a + b..];
+    let spaces = rest.len() - rest.trim_start_matches(' ').len();
+    (spaces > 0).then_some(a + b + spaces)
+}
+
 /// `kubectl logs --prefix`: `[pod/trainer-worker-3/pytorch] `: (the pod, length).
 fn kubectl_prefix(s: &str) -> Option<(&str, usize)> {
     let rest = s.strip_prefix("[pod/")?;
@@ -368,6 +388,9 @@ pub fn parse(line: &str, task_prefix: TaskPrefix) -> Origin<'_> {
         ..Origin::default()
     };
     let mut s = line.trim_start();
+    // pdsh's `host: ` comes before all else; later, `nvidia-nvswitch2: ` or `eth0: ` is a
+    // kernel device's name
+    let mut first_prefix = true;
     for _ in 0..MAX_PREFIXES {
         let Some(&first) = s.as_bytes().first() else {
             break;
@@ -423,9 +446,12 @@ pub fn parse(line: &str, task_prefix: TaskPrefix) -> Origin<'_> {
         {
             o.rank = Some(task);
             s = &s[len..];
-        } else if let Some((host, len)) = pdsh_host(s).filter(|_| o.host.is_none()) {
+        } else if let Some((host, len)) = pdsh_host(s).filter(|_| o.host.is_none() && first_prefix)
+        {
             // Slurm's step daemon writes `slurmstepd-<node>: error: ...`
             o.host = Some(host.strip_prefix("slurmstepd-").unwrap_or(host));
+            s = &s[len..];
+        } else if let Some(len) = dmesg_level(s).filter(|_| first_prefix) {
             s = &s[len..];
         } else if let Some((pod, len)) = kubectl_prefix(s).filter(|_| o.host.is_none()) {
             o.host = Some(pod);
@@ -440,6 +466,7 @@ pub fn parse(line: &str, task_prefix: TaskPrefix) -> Origin<'_> {
             break;
         }
         s = s.trim_start();
+        first_prefix = false;
     }
     o.message = s.trim_start();
     o
@@ -502,6 +529,20 @@ mod tests {
             c(
                 "2025-11-25T10:03:12.123+00:00 INFO: step 5",
                 None, None, None, None, true, "INFO: step 5",
+            ),
+            // dmesg -x --time-format iso; the device's name is no host
+            c(
+                "kern  :err   : 2025-01-25T10:34:54,859532+00:00 nvidia-nvswitch1: SXid (PCI:0000:84:00.0): 12028, Fatal, Link 32 egress non-posted PRIV error",
+                None, None, None, None, true, "nvidia-nvswitch1: SXid (PCI:0000:84:00.0): 12028, Fatal, Link 32 egress non-posted PRIV error",
+            ),
+            c(
+                "[   25.948274] nvidia-nvswitch1: SXid (PCI:0000:02:00.0): 22013, Non-fatal, Link 00 Minion Link DLREQ interrupt",
+                None, None, None, None, true, "nvidia-nvswitch1: SXid (PCI:0000:02:00.0): 22013, Non-fatal, Link 00 Minion Link DLREQ interrupt",
+            ),
+            // pdsh's host before dmesg's time
+            c(
+                "b1360: [14280.445226] mlx5_core 0000:61:00.0: wait_func:1132:(pid 141181): CREATE_DCT(0x710) timeout. Will cause a leak of a command resource",
+                None, None, Some("b1360"), None, true, "mlx5_core 0000:61:00.0: wait_func:1132:(pid 141181): CREATE_DCT(0x710) timeout. Will cause a leak of a command resource",
             ),
             // a container's log as kubelet keeps it (CRI)
             c(

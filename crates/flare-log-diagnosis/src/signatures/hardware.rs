@@ -1,6 +1,6 @@
 //! GPUs and the links between them, as the kernel driver, CUDA and NVML report them.
 
-use super::{xid, Role, Rule};
+use super::{xid, Reading, Role, Rule};
 use flare_model::{FailureCategory as C, JobStage, LogSignature as S};
 
 const DRAIN_GPU: &str = "drain the node and have its GPU checked (nvidia-smi -q, DCGM diagnostics level 3) before it runs jobs again; restart the job from its last checkpoint on other nodes";
@@ -81,6 +81,23 @@ pub const RULES: &[Rule] = &[
         refine: None,
         example: "GPU 3 had uncorrectable memory errors and row remapping failed.",
         example_source: "https://github.com/NVIDIA/DCGM/blob/master/dcgmlib/dcgm_errors.h",
+    },
+    Rule {
+        signature: S::NvlinkError,
+        role: Role::Root,
+        category: C::Interconnect,
+        needles: &["SXid"],
+        // the NVSwitch driver's errors (`nvidia-nvswitchN: SXid (PCI:...): N, Fatal|Non-fatal,
+        // <text>`): a fatal one leaves the node's NVLink fabric down until the switch is reset
+        pattern: r"SXid \(PCI:(?P<pci>[0-9a-fA-F:.]+)\): (?P<xid>\d+), (?P<detail>Fatal|Non-fatal)",
+        meaning: "an NVSwitch reported a fatal error: the node's NVLink fabric is down until the switch is reset",
+        action: "drain the node; reset the NVSwitches and GPUs (a reboot), check `nvidia-smi -q | grep -A3 Fabric` and nvidia-fabricmanager's log, and have the node serviced if it recurs; restart the job on other nodes",
+        restart_helps: Some(true),
+        stage: None,
+        weight: 100,
+        refine: Some(sxid),
+        example: "nvidia-nvswitch2: SXid (PCI:0000:07:00.0): 12028, Fatal, Link 32 egress non-posted PRIV error (First)",
+        example_source: "https://docs.nvidia.com/datacenter/tesla/fabric-manager-user-guide/index.html",
     },
     Rule {
         signature: S::FabricNotReady,
@@ -166,3 +183,21 @@ pub const RULES: &[Rule] = &[
         example_source: "https://github.com/rwth-i6/returnn/issues/1500",
     },
 ];
+
+/// A non-fatal SXid is an error the NVSwitch contained or corrected: worth a look, no
+/// cause of a job's failure by itself.
+fn sxid(caps: &regex::Captures) -> Option<Reading> {
+    (caps.name("detail")?.as_str() == "Non-fatal").then(|| Reading {
+        signature: S::NvlinkError,
+        role: Role::Symptom,
+        category: C::Interconnect,
+        weight: 30,
+        meaning: format!(
+            "an NVSwitch contained an error (SXid {}, non-fatal)",
+            caps.name("xid").map_or("", |m| m.as_str())
+        ),
+        action: "if they repeat, check the node's NVLink fabric (`nvidia-smi nvlink -e`, the fabric manager's log)".into(),
+        restart_helps: None,
+        stage: None,
+    })
+}

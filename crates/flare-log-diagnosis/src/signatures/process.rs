@@ -504,6 +504,22 @@ pub const RULES: &[Rule] = &[
         example: "Segmentation fault (core dumped)",
         example_source: "https://github.com/xytpai/fcos/issues/22",
     },
+    Rule {
+        signature: S::KernelLockup,
+        role: Role::Symptom,
+        category: C::Unknown,
+        needles: &["soft lockup", "hard LOCKUP", "detected stalls", "detected expedited stalls", "blocked for more than"],
+        // the kernel's lockup detectors (kernel/watchdog.c, RCU, khungtaskd)
+        pattern: r"(?:BUG: soft lockup - CPU#\d+ stuck for \d+s|Watchdog detected hard LOCKUP on cpu \d+|rcu_(?:sched|preempt) detected (?:expedited )?stalls|INFO: task (?P<detail>\S+) blocked for more than \d+ seconds)",
+        meaning: "the kernel found a CPU stuck in kernel code, or a task blocked in it, for many seconds: a driver looping (a NIC's poll loop), a file system or device not answering, or the host overloaded; the node's processes stall with it",
+        action: "read the stack the kernel printed after the line: a NIC driver's frames (mlx5e_napi_poll) mean the NIC, NFS or Lustre frames the storage, nvidia frames the GPU driver; drain the node if it recurs",
+        restart_helps: None,
+        stage: None,
+        weight: 45,
+        refine: None,
+        example: "watchdog: BUG: soft lockup - CPU#12 stuck for 22s! [ksoftirqd/12:98]",
+        example_source: "https://github.com/torvalds/linux/blob/master/kernel/watchdog.c",
+    },
 ];
 
 /// Rows that say only that something failed; they come after the cascade rows, and a

@@ -93,6 +93,7 @@ string_enum! {
         NicLinkDown => "nic_link_down",
         NicCountMismatch => "nic_count_mismatch",
         IbVerbsFailed => "ib_verbs_failed",
+        NicDriverFailure => "nic_driver_failure",
         // Configuration
         NcclNoInterface => "nccl_no_interface",
         NcclInvalidUsage => "nccl_invalid_usage",
@@ -146,6 +147,7 @@ string_enum! {
         NcclInternalError => "nccl_internal_error",
         Segfault => "segfault",
         CxxTerminate => "cxx_terminate",
+        KernelLockup => "kernel_lockup",
         // Symptoms: a failure whose cause the line does not name
         CudaError => "cuda_error",
         NcclSystemError => "nccl_system_error",
