@@ -360,11 +360,11 @@ fn leading_time(s: &str) -> Option<(Stamp, &str, Option<&str>, usize)> {
     if let Some(n) = cri_stream(&s[end..]).filter(|_| host.is_none()) {
         end += n;
     }
-    // separators after a timestamp: ` - `, ` | `, `,`
+    // separators after a timestamp: ` - `, ` | `, `,`, `: `
     let rest = &s[end..];
     end += rest
         .bytes()
-        .take_while(|b| matches!(b, b' ' | b'-' | b'|' | b','))
+        .take_while(|b| matches!(b, b' ' | b'-' | b'|' | b',' | b':'))
         .count();
     Some((stamp, text, host, end))
 }
@@ -441,10 +441,15 @@ pub fn parse(line: &str, task_prefix: TaskPrefix) -> Origin<'_> {
                 o.host = host;
             }
             s = &s[len..];
-        } else if let Some((task, len)) =
-            task_id(s).filter(|_| task_prefix == TaskPrefix::Allowed && o.rank.is_none())
-        {
-            o.rank = Some(task);
+        } else if let Some((task, len)) = task_id(s).filter(|&(_, len)| {
+            o.rank.is_none()
+                // where task ids are not read as ranks (yet: a file's first lines), one
+                // before NCCL's prefix is still peeled, so its host is read
+                && (task_prefix == TaskPrefix::Allowed || nccl_prefix(&s[len..]).is_some())
+        }) {
+            if task_prefix == TaskPrefix::Allowed {
+                o.rank = Some(task);
+            }
             s = &s[len..];
         } else if let Some((host, len)) = pdsh_host(s).filter(|_| o.host.is_none() && first_prefix)
         {
@@ -544,6 +549,11 @@ mod tests {
                 "b1360: [14280.445226] mlx5_core 0000:61:00.0: wait_func:1132:(pid 141181): CREATE_DCT(0x710) timeout. Will cause a leak of a command resource",
                 None, None, Some("b1360"), None, true, "mlx5_core 0000:61:00.0: wait_func:1132:(pid 141181): CREATE_DCT(0x710) timeout. Will cause a leak of a command resource",
             ),
+            // a job system's time with a colon, then mpirun's tag and NCCL's prefix
+            c(
+                "2019-06-02T16:13:44.884Z: [1,12]<stdout>:container-e275-1553839402050-12124-01-000057:815:864 [0] transport/net_ib.cu:80 NCCL WARN NET/IB : Got async event : local catastrophic error",
+                Some(12), None, Some("container-e275-1553839402050-12124-01-000057"), Some(0), true, "transport/net_ib.cu:80 NCCL WARN NET/IB : Got async event : local catastrophic error",
+            ),
             // a container's log as kubelet keeps it (CRI)
             c(
                 "2025-11-25T10:03:12.123456789Z stderr F [rank3]: RuntimeError: boom",
@@ -627,6 +637,12 @@ mod tests {
         }
         // a task id is read only where allowed
         assert_eq!(parse("3: x", TaskPrefix::Ignored).rank, None);
+        // not a rank, but peeled so that NCCL's host behind it is read
+        let o = parse(
+            "1: compute-st-p4de24xlarge-2:4827:6900 [4] bootstrap.cc:77 NCCL WARN Message truncated : received 256 bytes instead of 4",
+            TaskPrefix::Ignored,
+        );
+        assert_eq!((o.rank, o.host), (None, Some("compute-st-p4de24xlarge-2")));
         // offsets round-trip
         for line in [
             "node-17:1234:1290 [3] NCCL WARN x",

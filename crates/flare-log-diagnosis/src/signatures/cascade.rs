@@ -233,6 +233,23 @@ pub const RULES: &[Rule] = &[
         example_source: "https://github.com/ZettaAI/zetta_utils/issues/671",
     },
     Rule {
+        signature: S::ChildFailed,
+        role: Role::Cascade,
+        category: C::Unknown,
+        needles: &["Per user-direction, the job has been aborted", "peer process has unexpectedly disconnected", "lost communication with a remote daemon", "Horovod has been shut down"],
+        // Open MPI's launcher and transports after one process failed, and Horovod's
+        // background thread stopping every rank after one raised
+        pattern: r"(?:Per user-direction, the job has been aborted|An MPI communication peer process has unexpectedly disconnected|has lost communication with a remote daemon|Horovod has been shut down)",
+        meaning: "the MPI launcher or Horovod stopped the job after one of its processes failed",
+        action: ELSEWHERE,
+        restart_helps: None,
+        stage: None,
+        weight: 0,
+        refine: None,
+        example: "Aborted: Horovod has been shut down. This was caused by an exception on one of the ranks or an attempt to allreduce, allgather or broadcast a tensor after one of the ranks finished execution. If the shutdown was caused by an exception, you should see the exception in the log before the first shutdown message.",
+        example_source: "https://github.com/horovod/horovod/issues/410",
+    },
+    Rule {
         signature: S::CollectiveTimeout,
         role: Role::Cascade,
         category: C::Unknown,

@@ -383,6 +383,9 @@ mod tests {
         ("NCCL WARN No transport found !", "https://github.com/NVIDIA/nccl/blob/v2.10.3-1/src/transport.cc", LogSignature::NcclConfigInvalid, Role::Root),
         ("NCCL WARN XML Parse error : expecting '<', got 'x'", "https://github.com/NVIDIA/nccl/blob/v2.10.3-1/src/graph/xml.cc", LogSignature::NcclTopologyFailed, Role::Root),
         ("NCCL WARN Failed to CUDA malloc 2097152 bytes", "https://github.com/NVIDIA/nccl/blob/master/src/include/alloc.h", LogSignature::CudaOutOfMemory, Role::Root),
+        ("mpirun noticed that process rank 140 with PID 363 on node 10.87.102.19 exited on signal 9 (Killed).", "https://github.com/PaddlePaddle/Paddle/issues/13288", LogSignature::ProcessSignal, Role::Symptom),
+        ("An MPI communication peer process has unexpectedly disconnected.  This", "https://github.com/horovod/horovod/issues/1950", LogSignature::ChildFailed, Role::Cascade),
+        ("a non-zero exit code. Per user-direction, the job has been aborted.", "https://github.com/horovod/horovod/issues/642", LogSignature::ChildFailed, Role::Cascade),
         ("b1360: [14280.445226] mlx5_core 0000:61:00.0: wait_func:1132:(pid 141181): CREATE_DCT(0x710) timeout. Will cause a leak of a command resource", "https://github.com/openucx/ucx/issues/7738", LogSignature::NicDriverFailure, Role::Root),
         ("[   25.948274] nvidia-nvswitch1: SXid (PCI:0000:02:00.0): 22013, Non-fatal, Link 00 Minion Link DLREQ interrupt", "https://github.com/NVIDIA/nvtrust/issues/124", LogSignature::NvlinkError, Role::Symptom),
         ("kern  :err   : 2025-01-25T10:34:54,859532+00:00 nvidia-nvswitch1: SXid (PCI:0000:84:00.0): 12028, Fatal, Link 32 egress non-posted PRIV error", "https://docs.nvidia.com/datacenter/tesla/fabric-manager-user-guide/index.html", LogSignature::NvlinkError, Role::Root),
@@ -427,6 +430,19 @@ mod tests {
             let got = m.find(line).unwrap_or_else(|| panic!("{line}: no reading"));
             assert_eq!(got.captures.suspect, Some(suspect), "{line}");
         }
+    }
+
+    #[test]
+    fn the_mpi_launchers_report_names_the_rank_and_its_node() {
+        let line = "mpirun noticed that process rank 140 with PID 363 on node 10.87.102.19 exited on signal 9 (Killed).";
+        let got = Matcher::get().find(line).expect("a reading");
+        assert_eq!(got.captures.rank, Some(140));
+        assert_eq!(got.captures.host.as_deref(), Some("10.87.102.19"));
+        assert!(
+            got.reading.meaning.contains("SIGKILL"),
+            "{}",
+            got.reading.meaning
+        );
     }
 
     #[test]

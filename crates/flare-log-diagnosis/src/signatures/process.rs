@@ -546,6 +546,23 @@ pub const GENERIC: &[Rule] = &[
         signature: S::ProcessSignal,
         role: Role::Symptom,
         category: C::Unknown,
+        needles: &["noticed that process rank"],
+        // Open MPI's and PRRTE's errmgr (`%s noticed that process rank %s with PID %d on
+        // node %s exited on signal %d (%s).`): the first process the launcher saw die
+        pattern: r"noticed that process rank (?P<rank>\d+) with PID (?P<pid>\d+) on node (?P<host>\S+) exited on signal (?P<signal>\d+)(?: \((?P<detail>[^)]+)\))?",
+        meaning: "the MPI launcher saw this process end by a signal",
+        action: "look at that process's own output for why",
+        restart_helps: None,
+        stage: None,
+        weight: 30,
+        refine: Some(exit::refine_signal),
+        example: "mpirun noticed that process rank 7 with PID 0 on node HOSTNAME exited on signal 9 (Killed).",
+        example_source: "https://github.com/horovod/horovod/issues/469",
+    },
+    Rule {
+        signature: S::ProcessSignal,
+        role: Role::Symptom,
+        category: C::Unknown,
         needles: &["Signal", "Killed", "killed by signal", "terminated with signal"],
         // torchrun's `Signal 9 (SIGKILL) received by PID`; spawn's `process 0 terminated with
         // signal SIGKILL`; a DataLoader worker `is killed by signal: Killed.`; bash's
