@@ -89,7 +89,7 @@ def main():
         train(a, rank, culprit, model, opt)
     except RuntimeError as e:
         # a collective that failed or timed out: Gloo raises a RuntimeError that says so
-        if any(w in str(e).lower() for w in ("timed out", "connection", "gloo")):
+        if any(w in str(e).lower() for w in ("timed out", "connection", "gloo", "monitoredbarrier")):
             dump_flight_recorder(rank)
         raise
     log.info("training completed")
@@ -110,6 +110,12 @@ def train(a, rank, culprit, model, opt):
             os.kill(os.getpid(), signal.SIGKILL)
         if failing and a.scenario == "hang":
             time.sleep(3600)
+        if step == a.fail_step and a.scenario == "barrier":
+            # the culprit hangs; the others check on it with a monitored barrier, whose
+            # rank 0 names the ranks that never came
+            if rank == culprit:
+                time.sleep(3600)
+            dist.monitored_barrier(timeout=datetime.timedelta(seconds=10), wait_all_ranks=True)
         loss = model(x).pow(2).mean()
         if failing and a.scenario == "nan":
             loss = loss * torch.tensor(float("nan"))

@@ -33,6 +33,8 @@ SCENARIOS = {
     "host_oom": ("out_of_memory", 1, "training", False, ["DefaultCPUAllocator: can't allocate memory"], True, [], {}),
     "sigkill": ("unknown", 3, "training", None, ["exitcode: -9", "Signal 9 (SIGKILL)"], False, [], {}),
     "hang": ("unknown", 1, "training", None, [], True, [], {"FAILURE_TIMEOUT_S": "15"}),
+    # a monitored barrier (Gloo) times out on the rank that hangs: rank 0 names it
+    "barrier": ("unknown", 2, "training", None, [], True, [], {}),
     # Gloo times the all-reduces out while the culprit waits in its broadcast: the ranks'
     # tracebacks show the different calls (TORCH_DISTRIBUTED_DEBUG=DETAIL would name the
     # mismatch, but with Gloo and DDP it crashes torch 2.15 at start-up)

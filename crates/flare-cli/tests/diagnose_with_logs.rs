@@ -58,18 +58,30 @@ fn dumps_and_logs_of_real_failed_jobs_are_one_finding() {
         let category: FailureCategory = serde_json::from_value(truth["category"].clone()).unwrap();
         let fd = top.failure.as_ref().expect("the logs' detail joined");
         assert_eq!(fd.category, category, "{name}: {}", top.summary);
-        // the one that knows the cause leads; the other corroborates
-        let (lead, other) = if category == FailureCategory::Unknown {
-            (DetectorId::FlightRecorder, DetectorId::Logs)
+        // the one that knows the cause leads; the other corroborates. In `barrier` the
+        // dumps show nothing (Gloo's monitored barrier is no collective Flight Recorder
+        // records, and every rank's last one matched): the logs alone name the rank
+        if case.ends_with("barrier") {
+            assert_eq!(top.detector, DetectorId::Logs, "{name}");
+            assert!(
+                doc.findings()
+                    .iter()
+                    .all(|f| f.detector != DetectorId::FlightRecorder || !f.localizes()),
+                "{name}: the dumps blamed someone"
+            );
         } else {
-            (DetectorId::Logs, DetectorId::FlightRecorder)
-        };
-        assert_eq!(top.detector, lead, "{name}");
-        assert!(
-            top.corroborated_by.iter().any(|c| c.detector == other),
-            "{name}: {:?}",
-            top.corroborated_by
-        );
+            let (lead, other) = if category == FailureCategory::Unknown {
+                (DetectorId::FlightRecorder, DetectorId::Logs)
+            } else {
+                (DetectorId::Logs, DetectorId::FlightRecorder)
+            };
+            assert_eq!(top.detector, lead, "{name}");
+            assert!(
+                top.corroborated_by.iter().any(|c| c.detector == other),
+                "{name}: {:?}",
+                top.corroborated_by
+            );
+        }
         // nothing else blames another rank at warning or worse
         for f in &doc.findings()[1..] {
             assert!(

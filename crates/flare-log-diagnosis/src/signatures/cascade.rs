@@ -254,9 +254,9 @@ pub const RULES: &[Rule] = &[
         role: Role::Cascade,
         category: C::Unknown,
         needles: &["failed to pass monitoredBarrier", "while waiting for send/recv from rank"],
-        // ProcessGroupGloo.cpp's monitoredBarrier: rank 0 names the ranks that never came,
-        // the others name rank 0 when it gave up
-        pattern: r"(?:Ranks? (?P<suspect>\d+)(?:, \d+)* failed to pass monitoredBarrier|received errors while waiting for send/recv from rank (?P<suspect2>\d+))",
+        // ProcessGroupGloo.cpp's monitoredBarrier: rank 0 names the ranks that never came;
+        // the others, told by rank 0 it failed, point at rank 0's logs, not at rank 0
+        pattern: r"(?:Ranks? (?P<suspect>\d+)(?:, \d+)* failed to pass monitoredBarrier|received errors while waiting for send/recv from rank \d+)",
         meaning: "a monitored barrier timed out: the ranks it names never reached it (they hung, or died, before it)",
         action: "look at what the named ranks were doing (their logs, py-spy dump, Flight Recorder)",
         restart_helps: None,
