@@ -16,6 +16,7 @@
 //! | `2024-01-02T03:04:05.678Z stderr F` | a container's log as kubelet keeps it (CRI) | time |
 //! | `[12345.678901]`, `[Tue Jan  2 03:04:05 2024]` | dmesg, dmesg -T | time |
 //! | `kern  :err   : ` | dmesg -x (facility and level) | nothing; the time after it is read |
+//! | `{"__REALTIME_TIMESTAMP":"…","_HOSTNAME":"node-17",…,"MESSAGE":"…"}` | `journalctl -o json` | time, host; the message is its `MESSAGE` |
 //! | `01/02/2024 03:04:05 - INFO -` | Hugging Face's example scripts (`%m/%d/%Y`) | time |
 //! | `[titan] 2025-04-14 22:55:21,491 -` | torchtitan (a tag before a time) | time |
 //! | `[NeMo I 2024-01-02 03:04:05 exp_manager:394]` | NeMo | time |
@@ -369,6 +370,59 @@ fn leading_time(s: &str) -> Option<(Stamp, &str, Option<&str>, usize)> {
     Some((stamp, text, host, end))
 }
 
+/// What a journald JSON entry (`journalctl -o json`, one object per line) says.
+struct JournalEntry<'a> {
+    host: Option<&'a str>,
+    time: Option<Stamp>,
+    time_text: Option<&'a str>,
+    message: &'a str,
+}
+
+/// A journald JSON entry's fields the diagnosis reads: `MESSAGE` (as written, escapes and
+/// all: the signatures match it as text), `_HOSTNAME`, `__REALTIME_TIMESTAMP`.
+fn journal_json(s: &str) -> Option<JournalEntry<'_>> {
+    if !s.starts_with("{\"") {
+        return None;
+    }
+    let message = json_string(s, "MESSAGE")?;
+    let time_text = json_string(s, "__REALTIME_TIMESTAMP");
+    Some(JournalEntry {
+        host: json_string(s, "_HOSTNAME").filter(|h| !h.is_empty()),
+        time: time_text
+            .and_then(|t| t.parse().ok())
+            .and_then(time::from_unix_micros),
+        time_text,
+        message,
+    })
+}
+
+/// The text of a string field of a flat JSON object, between its quotes. A key is found
+/// as `"KEY":"` after `{` or `,`: inside a string value every quote is escaped, so no
+/// value can imitate it.
+fn json_string<'a>(s: &'a str, key: &str) -> Option<&'a str> {
+    let b = s.as_bytes();
+    let mut from = 0;
+    while let Some(i) = s[from..].find(key) {
+        let at = from + i;
+        from = at + key.len();
+        let opens = at >= 2 && b[at - 1] == b'"' && matches!(b[at - 2], b'{' | b',');
+        if !opens || !s[from..].starts_with("\":\"") {
+            continue;
+        }
+        let start = from + 3;
+        let mut i = start;
+        while i < b.len() {
+            match b[i] {
+                b'\\' => i += 2,
+                b'"' => return s.get(start..i),
+                _ => i += 1,
+            }
+        }
+        return None;
+    }
+    None
+}
+
 /// The length of a CRI log's stream and tag after its time (` stderr F `), if there.
 fn cri_stream(s: &str) -> Option<usize> {
     let b = s.as_bytes();
@@ -409,6 +463,15 @@ pub fn parse(line: &str, task_prefix: TaskPrefix) -> Origin<'_> {
                 o.pid = o.pid.or(pid);
                 s = s[len..].trim_start();
                 continue;
+            }
+            if first == b'{' && first_prefix {
+                if let Some(entry) = journal_json(s) {
+                    o.host = entry.host;
+                    o.time = entry.time;
+                    o.time_text = entry.time_text;
+                    o.message = entry.message;
+                    return o;
+                }
             }
             // every other prefix starts with `[`, a letter or a digit: a message that
             // does not is told at once, as most are after their prefixes
@@ -553,6 +616,11 @@ mod tests {
             c(
                 "2019-06-02T16:13:44.884Z: [1,12]<stdout>:container-e275-1553839402050-12124-01-000057:815:864 [0] transport/net_ib.cu:80 NCCL WARN NET/IB : Got async event : local catastrophic error",
                 Some(12), None, Some("container-e275-1553839402050-12124-01-000057"), Some(0), true, "transport/net_ib.cu:80 NCCL WARN NET/IB : Got async event : local catastrophic error",
+            ),
+            // journalctl -o json
+            c(
+                "{\"__CURSOR\":\"s=1a2b;i=1\",\"__REALTIME_TIMESTAMP\":\"1764064992123456\",\"_HOSTNAME\":\"gpu-node-07\",\"SYSLOG_IDENTIFIER\":\"kernel\",\"MESSAGE\":\"NVRM: Xid (PCI:0000:3b:00): 79, pid=1234, name=python, GPU has fallen off the bus.\",\"PRIORITY\":\"3\"}",
+                None, None, Some("gpu-node-07"), None, true, "NVRM: Xid (PCI:0000:3b:00): 79, pid=1234, name=python, GPU has fallen off the bus.",
             ),
             // a container's log as kubelet keeps it (CRI)
             c(

@@ -210,6 +210,8 @@ pub fn is_log_file_name(name: &str) -> bool {
         ext,
         "log" | "txt" | "out" | "err" | "dmesg" | "stdout" | "stderr" | "journal" | "messages"
     ) || ext.bytes().all(|c| c.is_ascii_digit())
+        // `journalctl -o json > node-17.journal.json`: JSON lines a name says are a journal
+        || (matches!(ext, "json" | "jsonl") && base.contains("journal"))
 }
 
 /// Whether the first bytes of a file look like text: no NUL byte and few control bytes
@@ -326,6 +328,8 @@ mod tests {
             "train.log.1",
             "console.txt.gz",
             "stdout",
+            "node-17.journal.json",
+            "journal.jsonl",
         ] {
             assert!(is_log_file_name(yes), "{yes}");
         }
@@ -335,6 +339,7 @@ mod tests {
             "model.pt",
             "a.parquet",
             "x.json.gz",
+            "rank0.pt.trace.json",
             ".hidden",
         ] {
             assert!(!is_log_file_name(no), "{no}");

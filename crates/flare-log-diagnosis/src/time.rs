@@ -178,6 +178,28 @@ pub fn is_rfc3339_offset(text: &str) -> bool {
         && ((n > 6 && zone_len(b, n - 6) == 6) || (n > 5 && zone_len(b, n - 5) == 5))
 }
 
+/// A calendar stamp from microseconds since the Unix epoch (journald's
+/// `__REALTIME_TIMESTAMP`), in UTC.
+pub fn from_unix_micros(micros: u64) -> Option<Stamp> {
+    let secs = micros / 1_000_000;
+    let days = (secs / 86_400) as i64;
+    let tod = (secs % 86_400) as f64 + (micros % 1_000_000) as f64 / 1e6;
+    // days since 1970-01-01 to a civil date (Howard Hinnant's `civil_from_days`)
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    Some(Stamp::Calendar {
+        year: Some(u16::try_from(year).ok()?),
+        second_of_year: second_of_year(month, day, tod)?,
+    })
+}
+
 /// glog's `MMDD HH:MM:SS.frac` at `at`, the month unpadded as PyTorch writes it (`321
 /// 02:07:08` is March 21): the stamp and its length.
 pub fn parse_glog(text: &str, at: usize) -> Option<(Stamp, usize)> {
@@ -315,6 +337,18 @@ pub fn parse_at(text: &str, at: usize) -> Option<(Stamp, usize)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn journald_micros_are_the_calendar_they_name() {
+        for (micros, iso) in [
+            (1_764_064_992_123_456, "2025-11-25T10:03:12.123456Z"),
+            (1_709_164_800_000_000, "2024-02-29T00:00:00Z"),
+            (946_684_799_000_000, "1999-12-31T23:59:59Z"),
+        ] {
+            let (want, _) = parse_at(iso, 0).unwrap();
+            assert_eq!(from_unix_micros(micros), Some(want), "{iso}");
+        }
+    }
 
     fn stamp(s: &str) -> Stamp {
         parse_at(s, 0).unwrap_or_else(|| panic!("{s}")).0

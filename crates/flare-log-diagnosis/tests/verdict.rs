@@ -552,3 +552,33 @@ fn a_collected_rsyslog_names_the_node_in_its_rfc3339_lines() {
         },
     );
 }
+
+#[test]
+fn a_journald_json_export_names_the_node() {
+    // `journalctl -k -o json > node-17.journal.json`: one JSON object per line, the node
+    // in `_HOSTNAME`, the kernel's line in `MESSAGE`
+    let journal: &[&str] = &[
+        r#"{"__CURSOR":"s=0a1b;i=2001","__REALTIME_TIMESTAMP":"1764064801000100","_HOSTNAME":"gpu-node-17","SYSLOG_IDENTIFIER":"kernel","PRIORITY":"6","MESSAGE":"nvidia-nvswitch: Probing device 0000:05:00.0"}"#,
+        r#"{"__CURSOR":"s=0a1b;i=2002","__REALTIME_TIMESTAMP":"1764064820481922","_HOSTNAME":"gpu-node-17","SYSLOG_IDENTIFIER":"kernel","PRIORITY":"3","MESSAGE":"NVRM: Xid (PCI:0000:3b:00): 79, pid=4242, name=python, GPU has fallen off the bus."}"#,
+    ];
+    let watchdogs: Vec<String> = (0..4).map(|r| watchdog(r, 30 + r)).collect();
+    let ranks: Vec<&str> = watchdogs.iter().map(String::as_str).collect();
+    let d = run(
+        &[
+            ("logs/node-17.journal.json", journal),
+            ("logs/train.log", &ranks),
+        ],
+        &[],
+    );
+    check(
+        "journald json",
+        &d,
+        &Want {
+            category: C::GpuHardware,
+            rank: None,
+            host: Some("gpu-node-17"),
+            root: Some("GPU has fallen off the bus"),
+            stage: None,
+        },
+    );
+}
