@@ -184,19 +184,16 @@ pub const RULES: &[Rule] = &[
     },
 ];
 
-/// A non-fatal SXid is an error the NVSwitch contained or corrected: worth a look, no
-/// cause of a job's failure by itself.
+/// A non-fatal SXid is an error the NVSwitch contained or corrected (drivers log them at
+/// probe time on healthy nodes): no failure, as NVIDIA's node monitors treat it.
 fn sxid(caps: &regex::Captures) -> Option<Reading> {
     (caps.name("detail")?.as_str() == "Non-fatal").then(|| Reading {
         signature: S::NvlinkError,
-        role: Role::Symptom,
-        category: C::Interconnect,
-        weight: 30,
-        meaning: format!(
-            "an NVSwitch contained an error (SXid {}, non-fatal)",
-            caps.name("xid").map_or("", |m| m.as_str())
-        ),
-        action: "if they repeat, check the node's NVLink fabric (`nvidia-smi nvlink -e`, the fabric manager's log)".into(),
+        role: Role::Context,
+        category: C::Unknown,
+        weight: 0,
+        meaning: "an NVSwitch contained an error (non-fatal SXid): not a failure".into(),
+        action: String::new(),
         restart_helps: None,
         stage: None,
     })

@@ -322,6 +322,13 @@ mod tests {
             LogSignature::AddressInUse,
             Some("ephemeral port range"),
         ),
+        // an NVSwitch's non-fatal SXid, logged at driver probe on a node that works
+        (
+            "[   25.948274] nvidia-nvswitch1: SXid (PCI:0000:02:00.0): 22013, Non-fatal, Link 00 Minion Link DLREQ interrupt",
+            "https://github.com/NVIDIA/nvtrust/issues/124",
+            LogSignature::NvlinkError,
+            None,
+        ),
         (
             "OSError: [Errno 98] Address already in use",
             "https://docs.python.org/3/library/socket.html",
@@ -387,7 +394,6 @@ mod tests {
         ("An MPI communication peer process has unexpectedly disconnected.  This", "https://github.com/horovod/horovod/issues/1950", LogSignature::ChildFailed, Role::Cascade),
         ("a non-zero exit code. Per user-direction, the job has been aborted.", "https://github.com/horovod/horovod/issues/642", LogSignature::ChildFailed, Role::Cascade),
         ("b1360: [14280.445226] mlx5_core 0000:61:00.0: wait_func:1132:(pid 141181): CREATE_DCT(0x710) timeout. Will cause a leak of a command resource", "https://github.com/openucx/ucx/issues/7738", LogSignature::NicDriverFailure, Role::Root),
-        ("[   25.948274] nvidia-nvswitch1: SXid (PCI:0000:02:00.0): 22013, Non-fatal, Link 00 Minion Link DLREQ interrupt", "https://github.com/NVIDIA/nvtrust/issues/124", LogSignature::NvlinkError, Role::Symptom),
         ("kern  :err   : 2025-01-25T10:34:54,859532+00:00 nvidia-nvswitch1: SXid (PCI:0000:84:00.0): 12028, Fatal, Link 32 egress non-posted PRIV error", "https://docs.nvidia.com/datacenter/tesla/fabric-manager-user-guide/index.html", LogSignature::NvlinkError, Role::Root),
         ("mlx5_core 0000:3b:00.0: poll_health:800:(pid 0): device's health compromised - reached miss count", "https://github.com/torvalds/linux/blob/master/drivers/net/ethernet/mellanox/mlx5/core/health.c", LogSignature::NicDriverFailure, Role::Root),
         ("mlx5_core 0000:3b:00.0: print_health_info:435:(pid 0): synd 0x8: unrecoverable hardware error", "https://github.com/torvalds/linux/blob/master/drivers/net/ethernet/mellanox/mlx5/core/health.c", LogSignature::NicDriverFailure, Role::Root),
