@@ -254,15 +254,15 @@ fn captured(c: &regex::Captures) -> Captured {
 mod tests {
     use super::*;
 
+    /// A line's reading as the pass makes it: its prefixes read first, then the table.
+    fn reading_of(line: &str) -> Option<Match> {
+        Matcher::get().find(crate::origin::parse(line, crate::origin::TaskPrefix::Allowed).message)
+    }
+
     #[test]
     fn every_row_matches_its_own_example_first() {
-        let m = Matcher::get();
         for (row, rule) in rules().iter().enumerate() {
-            // as lines are matched: their prefixes read first
-            let message =
-                crate::origin::parse(rule.example, crate::origin::TaskPrefix::Allowed).message;
-            let got = m
-                .find(message)
+            let got = reading_of(rule.example)
                 .unwrap_or_else(|| panic!("{}: its example matches no row", rule.signature));
             assert_eq!(
                 got.rule,
@@ -339,13 +339,9 @@ mod tests {
 
     #[test]
     fn look_alikes_are_told_apart() {
-        let m = Matcher::get();
         for (line, source, signature, meaning) in LOOK_ALIKES {
             assert!(source.starts_with("https://"), "{line}");
-            let message = crate::origin::parse(line, crate::origin::TaskPrefix::Allowed).message;
-            let got = m
-                .find(message)
-                .filter(|g| g.reading.signature == *signature);
+            let got = reading_of(line).filter(|g| g.reading.signature == *signature);
             match (meaning, got) {
                 (None, None) => {}
                 (None, Some(g)) => panic!("{line}: read as {signature}: {}", g.reading.meaning),
@@ -409,13 +405,9 @@ mod tests {
 
     #[test]
     fn the_libraries_own_texts_get_their_reading() {
-        let m = Matcher::get();
         for (line, source, signature, role) in SOURCE_TEXTS {
             assert!(source.starts_with("https://"), "{line}");
-            let message = crate::origin::parse(line, crate::origin::TaskPrefix::Allowed).message;
-            let got = m
-                .find(message)
-                .unwrap_or_else(|| panic!("{line}: no reading"));
+            let got = reading_of(line).unwrap_or_else(|| panic!("{line}: no reading"));
             assert_eq!(
                 (got.reading.signature, got.reading.role),
                 (*signature, *role),
