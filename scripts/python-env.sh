@@ -60,16 +60,22 @@ for pin in sys.argv[1:]:
 PY
 )
 if ((${#missing[@]})); then
-    # PyTorch with its CUDA libraries takes about 6 GB installed: say so up front rather
-    # than failing halfway with pip's "No space left on device". No pip cache: it would
-    # keep a second copy of every wheel.
-    need_kb=$((8 * 1024 * 1024))
-    free_kb="$(df -Pk "$VENV" | awk 'NR == 2 { print $4 }')"
+    # PyTorch with its CUDA libraries takes about 6 GB installed, and pip holds all the
+    # downloaded wheels (about 3 GB) until it has installed them: say so up front rather
+    # than failing halfway with pip's "No space left on device". The wheels go under
+    # target/ (not /tmp, which may be a small tmpfs) so that the check measures the disk
+    # that fills. No pip cache: it would keep a second copy of every wheel.
+    pip_tmp="$ROOT/target/tmp/pip"
+    mkdir -p "$pip_tmp"
+    need_kb=$((9 * 1024 * 1024))
+    free_kb="$(df -Pk "$pip_tmp" | awk 'NR == 2 { print $4 }')"
     if [[ " ${missing[*]} " == *" torch=="* && -n "$free_kb" ]] && ((free_kb < need_kb)); then
-        die "$((free_kb / 1024)) MiB free under $VENV; installing PyTorch needs about 8 GiB"
+        die "$((free_kb / 1024)) MiB free under $ROOT/target; installing PyTorch needs about 9 GiB"
     fi
     say "installing ${missing[*]}"
-    "$VPY" -m pip install --quiet --disable-pip-version-check --no-cache-dir "${missing[@]}"
+    TMPDIR="$pip_tmp" "$VPY" -m pip install --quiet --disable-pip-version-check --no-cache-dir \
+        "${missing[@]}"
+    rm -rf "$pip_tmp"
 fi
 
 # --- the extension -------------------------------------------------------------------
