@@ -56,8 +56,12 @@ const NODE_SERVICES: &[&str] = &[
 const HEAD: usize = 160;
 
 /// Whether `line` is a node service's own: the first `: ` in its head ends a syslog tag
-/// (`sshd[1761]`, `crond(pam_unix)[2915]`, `postfix/smtpd[12]`) naming one.
+/// (`sshd[1761]`, `crond(pam_unix)[2915]`, `postfix/smtpd[12]`) naming one, or a journald
+/// JSON entry's `SYSLOG_IDENTIFIER` does.
 pub fn is_node_service(line: &str) -> bool {
+    if let Some(program) = crate::origin::journal_program(line) {
+        return is_listed(program.as_bytes());
+    }
     let head = &line.as_bytes()[..line.len().min(HEAD)];
     let Some(colon) = head.windows(2).position(|w| w == b": ") else {
         return false;
@@ -69,6 +73,11 @@ pub fn is_node_service(line: &str) -> bool {
         .iter()
         .position(|&b| b == b'[' || b == b'(')
         .unwrap_or(tag.len())];
+    is_listed(name)
+}
+
+/// Whether a program name (after any `suite/` path) is a listed node service.
+fn is_listed(name: &[u8]) -> bool {
     let name = &name[name.iter().rposition(|&b| b == b'/').map_or(0, |i| i + 1)..];
     NODE_SERVICES
         .iter()
@@ -90,6 +99,11 @@ mod tests {
             ("Nov  9 12:01:31 node-3 slurmstepd[88]: error: *** STEP 1.0 ON node-3 CANCELLED AT 2024-01-02T03:04:05 ***", false),
             ("[rank0]: RuntimeError: The server socket has failed to listen on any local network address.", false),
             ("sshd is not mentioned: here", false),
+            // journalctl -o json: the program is SYSLOG_IDENTIFIER (or _COMM), not a tag
+            (r#"{"__REALTIME_TIMESTAMP":"1764064992123456","_HOSTNAME":"gpu-node-07","SYSLOG_IDENTIFIER":"sshd","_COMM":"sshd","MESSAGE":"error: Bind to port 22 on 0.0.0.0 failed: Address already in use."}"#, true),
+            (r#"{"_HOSTNAME":"gpu-node-07","_COMM":"chronyd","MESSAGE":"Could not resolve address: Connection refused"}"#, true),
+            (r#"{"_HOSTNAME":"gpu-node-07","SYSLOG_IDENTIFIER":"kernel","MESSAGE":"sshd: NVRM: Xid (PCI:0000:3b:00): 79, GPU has fallen off the bus."}"#, false),
+            (r#"{"_HOSTNAME":"gpu-node-07","SYSLOG_IDENTIFIER":"python3","MESSAGE":"[rank0]: RuntimeError: The server socket has failed to listen on any local network address."}"#, false),
             ("", false),
         ];
         for (line, want) in cases {

@@ -396,6 +396,15 @@ fn journal_json(s: &str) -> Option<JournalEntry<'_>> {
     })
 }
 
+/// The program a journald JSON entry names (`SYSLOG_IDENTIFIER`, else the process's
+/// `_COMM`), the syslog tag's program of a text log.
+pub(crate) fn journal_program(s: &str) -> Option<&str> {
+    if !s.starts_with("{\"") {
+        return None;
+    }
+    json_string(s, "SYSLOG_IDENTIFIER").or_else(|| json_string(s, "_COMM"))
+}
+
 /// The text of a string field of a flat JSON object, between its quotes. A key is found
 /// as `"KEY":"` after `{` or `,`: inside a string value every quote is escaped, so no
 /// value can imitate it.
