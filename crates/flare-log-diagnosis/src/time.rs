@@ -89,6 +89,9 @@ fn digits(b: &[u8], at: usize, n: usize) -> Option<u32> {
     Some(v)
 }
 
+/// Powers of ten a fraction's digits are scaled by (a call to `powi` per line cost more).
+const POW10: [f64; 10] = [1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9];
+
 /// `HH:MM:SS` at `at`, with an optional fraction after `.` or `,`: (seconds of day, bytes).
 fn time_of_day(b: &[u8], at: usize) -> Option<(f64, usize)> {
     let h = digits(b, at, 2)?;
@@ -112,7 +115,7 @@ fn time_of_day(b: &[u8], at: usize) -> Option<(f64, usize)> {
         }
         if i > at + 9 {
             len = i - at;
-            frac = n as f64 / 10f64.powi(kept as i32);
+            frac = n as f64 / POW10[kept];
         }
     }
     Some(((h * 3600 + m * 60 + s) as f64 + frac, len))
