@@ -582,3 +582,49 @@ fn a_journald_json_export_names_the_node() {
         },
     );
 }
+
+/// PyTorch's watchdog takes a process down in four lines: the timeout, the notice, the
+/// C++ runtime's `terminate called`, the exception's `what():`. In a console whose lines
+/// name no rank, the abort is still an effect of the timeout beside it; and a timeout
+/// the job set below PyTorch's default, with no error anywhere, reads as the timeout's
+/// configuration, where the default's would be no cause at all.
+#[test]
+fn a_watchdog_abort_is_an_effect_and_a_short_timeout_its_configuration() {
+    for (timeout_ms, category) in [("60000", C::Configuration), ("600000", C::Unknown)] {
+        let watchdog = format!("[Rank 1] Watchdog caught collective operation timeout: WorkNCCL(OpType=BROADCAST, Timeout(ms)={timeout_ms}) ran for 69479 milliseconds before timing out.");
+        let lines = [
+            "Starting training for 300 epochs...".to_string(),
+            format!("[E ProcessGroupNCCL.cpp:567] {watchdog}"),
+            "[E ProcessGroupNCCL.cpp:327] Some NCCL operations have failed or timed out. Due to the asynchronous nature of CUDA kernels, subsequent GPU operations might run on corrupted/incomplete data. To avoid this inconsistency, we are taking the entire process down.".to_string(),
+            "terminate called after throwing an instance of 'std::runtime_error'".to_string(),
+            format!("  what():  {watchdog}"),
+        ];
+        let lines: Vec<&str> = lines.iter().map(String::as_str).collect();
+        let d = run(&[("job/console.log", &lines)], &[]);
+        let name = format!("timeout {timeout_ms}");
+        check(
+            &name,
+            &d,
+            &Want {
+                category,
+                rank: None,
+                host: None,
+                root: None,
+                stage: None,
+            },
+        );
+        let f = &d.findings[0];
+        let fd = f.failure.as_ref().expect("a failure detail");
+        assert!(
+            fd.cascade.iter().any(|e| e.signature == S::CxxTerminate),
+            "{name}: the abort is not among the effects: {}",
+            f.summary
+        );
+        assert_eq!(
+            f.summary.contains("60 s"),
+            category == C::Configuration,
+            "{name}: {}",
+            f.summary
+        );
+    }
+}

@@ -32,8 +32,9 @@ pub const RULES: &[Rule] = &[
         category: C::Unknown,
         needles: &["Watchdog caught collective operation timeout"],
         // `[PG ID 0 PG GUID 0(default_pg) Rank 3] Watchdog caught collective operation timeout:
-        //  WorkNCCL(SeqNum=1234, OpType=ALLREDUCE, NumelIn=.., NumelOut=.., Timeout(ms)=600000)`
-        pattern: r"(?:\[[^\]]*?Rank (?P<rank>\d+)\] )?Watchdog caught collective operation timeout: WorkNCCL\(SeqNum=(?P<seq>\d+), OpType=(?P<op>\w+)(?:, NumelIn=(?P<numel>\d+))?",
+        //  WorkNCCL(SeqNum=1234, OpType=ALLREDUCE, NumelIn=.., NumelOut=.., Timeout(ms)=600000)`;
+        // PyTorch 1.9 and older print no SeqNum: `WorkNCCL(OpType=BROADCAST, Timeout(ms)=60000)`
+        pattern: r"(?:\[[^\]]*?Rank (?P<rank>\d+)\] )?Watchdog caught collective operation timeout: WorkNCCL\((?:SeqNum=(?P<seq>\d+), )?OpType=(?P<op>\w+)(?:, NumelIn=(?P<numel>\d+))?",
         meaning: "this rank waited in a collective until the watchdog's timeout: another rank never joined it (it failed, hung or runs another collective)",
         action: ELSEWHERE,
         restart_helps: None,

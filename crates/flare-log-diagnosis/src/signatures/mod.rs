@@ -401,6 +401,8 @@ mod tests {
         ("torch.distributed.elastic.rendezvous.api.RendezvousConnectionError: The connection to the C10d store has failed. See inner exception for details.", "https://github.com/pytorch/pytorch/blob/main/torch/distributed/elastic/rendezvous/c10d_rendezvous_backend.py", LogSignature::PythonException, Role::Symptom),
         ("[W1218 20:27:21.426415540 TCPStoreLibUvBackend.cpp:1033] [c10d] Failed to accept client due to Failed to accept socket. code: -24, name: EMFILE, message: too many open files", "https://github.com/pytorch/pytorch/blob/main/torch/csrc/distributed/c10d/TCPStoreLibUvBackend.cpp", LogSignature::ResourceLimit, Role::Root),
         ("[Rank 3] Work WorkNCCL(SeqNum=1234, OpType=ALLREDUCE, NumelIn=1048576, NumelOut=1048576, Timeout(ms)=300000) timed out in blocking wait.", "https://github.com/pytorch/pytorch/blob/main/torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp", LogSignature::CollectiveTimeout, Role::Cascade),
+        // PyTorch 1.9 and older: no SeqNum in the work's description
+        ("[E ProcessGroupNCCL.cpp:567] [Rank 1] Watchdog caught collective operation timeout: WorkNCCL(OpType=BROADCAST, Timeout(ms)=60000) ran for 69479 milliseconds before timing out.", "https://github.com/ultralytics/yolov5/issues/4400", LogSignature::WatchdogTimeout, Role::Cascade),
     ];
 
     #[test]

@@ -167,12 +167,21 @@ fn is_failure(h: &Hit) -> bool {
 /// failure elsewhere (a timeout waiting for a peer, a broken connection) is an effect
 /// too, not a failure of its own; so is its abort in native code as it goes down with
 /// that error (`terminate called without an active exception`: a thread still running
-/// at exit).
+/// at exit). An abort in native code is also an effect where the line next to it, from
+/// the same writer, is one: PyTorch's watchdog announces that it takes the process down
+/// (`Some NCCL operations have failed or timed out ...`), throws, and the C++ runtime
+/// prints `terminate called after throwing ...` and then the exception's `what():`, the
+/// timeout itself. That holds in a console whose lines name no rank, too.
 fn explain_exits(hits: &mut [Hit]) {
     let after_cascade: BTreeSet<u32> = hits
         .iter()
         .filter(|h| h.reading.role == Role::Cascade)
         .filter_map(|h| h.rank)
+        .collect();
+    let cascade_lines: BTreeSet<(usize, u64, Option<u32>)> = hits
+        .iter()
+        .filter(|h| h.reading.role == Role::Cascade)
+        .map(|h| (h.file, h.line, h.rank))
         .collect();
     for h in hits.iter_mut() {
         let exit = matches!(
@@ -182,9 +191,13 @@ fn explain_exits(hits: &mut [Hit]) {
                 | LogSignature::SrunTaskExit
                 | LogSignature::CxxTerminate
         );
+        let beside_cascade = h.reading.signature == LogSignature::CxxTerminate
+            && [h.line.wrapping_sub(1), h.line + 1]
+                .iter()
+                .any(|&l| cascade_lines.contains(&(h.file, l, h.rank)));
         if exit
             && h.reading.role == Role::Symptom
-            && h.rank.is_some_and(|r| after_cascade.contains(&r))
+            && (h.rank.is_some_and(|r| after_cascade.contains(&r)) || beside_cascade)
         {
             h.reading.role = Role::Cascade;
             h.reading.meaning = format!("{}, after its own error above", h.reading.meaning);

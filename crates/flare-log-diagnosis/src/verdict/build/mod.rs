@@ -2,6 +2,7 @@
 //! lines, grouped effects with what they are effects of), the numbers, the action.
 
 mod effects;
+mod timeout;
 
 use super::culprit::{self, Calls, Watchdogs};
 use super::{absolute, Group};
@@ -832,7 +833,16 @@ impl Context<'_> {
         if let (Some(r), None) = (place.rank, &place.host) {
             place.host = self.rank_hosts.get(&r).cloned();
         }
-        let cause = "the logs show only effects: no line says why it stopped".to_string();
+        // a timeout the job set short, with no error anywhere: the likeliest reading is a
+        // rank busy alone past it, not a fault
+        let short = timeout::short_collective_timeout(hits);
+        let cause = match short {
+            Some(ms) => format!(
+                "the collectives' timeout ({}, set below PyTorch's default of 10 min) ran out and no line shows an error",
+                timeout::describe_ms(ms)
+            ),
+            None => "the logs show only effects: no line says why it stopped".to_string(),
+        };
         let (cascade, effects) = self.cascade(&place, &cause, &BTreeSet::new(), &BTreeSet::new());
         let known = place.is_known();
         let (stage, iteration) = place
@@ -847,12 +857,17 @@ impl Context<'_> {
         Some(Finding {
             kind: FindingKind::JobFailure,
             severity: Severity::Critical,
-            summary: if known {
-                format!("{} stopped first ({why}); its logs here say nothing of why; {effects} failure lines are effects", place.describe())
-            } else {
-                format!("the job failed, but its logs hold only effects ({effects} lines): nothing says where it started")
+            summary: match (known, short.is_some()) {
+                (true, false) => format!("{} stopped first ({why}); its logs here say nothing of why; {effects} failure lines are effects", place.describe()),
+                (false, false) => format!("the job failed, but its logs hold only effects ({effects} lines): nothing says where it started"),
+                (true, true) => format!("{cause}: {} stopped first ({why}); {effects} failure lines are effects", place.describe()),
+                (false, true) => format!("{cause}; {effects} failure lines are effects"),
             },
-            confidence: if known { 0.35 } else { 0.1 },
+            confidence: match (known, short.is_some()) {
+                (true, _) => 0.35,
+                (false, true) => 0.3,
+                (false, false) => 0.1,
+            },
             culprits: if known {
                 vec![place.culprit(Component::Process, 0.5)]
             } else {
@@ -879,16 +894,20 @@ impl Context<'_> {
                 )
                 .decisive(),
             ],
-            action: if known {
-                format!("look at {} itself: its full log, its host's kernel log (dmesg: Xid, OOM killer), and, if it still runs, its stack (py-spy dump); nothing here justifies draining a node yet", place.describe())
-            } else {
-                "collect the logs of every rank and the hosts' kernel logs; these hold only the effects".into()
+            action: match (known, short) {
+                (_, Some(ms)) => format!("raise the process group's timeout (`init_process_group(timeout=...)`, now {}) above the longest stretch one rank works while the others wait (evaluation or checkpointing on rank 0, data preparation), or make the others wait for it at a barrier with a long timeout; if the ranks still time out at PyTorch's default, look for the rank that stopped (its log, its stack with py-spy dump)", timeout::describe_ms(ms)),
+                (true, None) => format!("look at {} itself: its full log, its host's kernel log (dmesg: Xid, OOM killer), and, if it still runs, its stack (py-spy dump); nothing here justifies draining a node yet", place.describe()),
+                (false, None) => "collect the logs of every rank and the hosts' kernel logs; these hold only the effects".into(),
             },
             iterations: vec![],
             detector: DetectorId::Logs,
             corroborated_by: vec![],
             failure: Some(Box::new(FailureDetail {
-                category: FailureCategory::Unknown,
+                category: if short.is_some() {
+                    FailureCategory::Configuration
+                } else {
+                    FailureCategory::Unknown
+                },
                 stage,
                 iteration,
                 restart_helps: None,
