@@ -37,9 +37,9 @@ fn stated_ms(text: &str) -> Option<u64> {
 
 /// A duration in ms as a person says it (`60 s`, `5 min`).
 pub(super) fn describe_ms(ms: u64) -> String {
-    if ms >= 60_000 && ms % 60_000 == 0 && ms > 60_000 {
+    if ms > 60_000 && ms.is_multiple_of(60_000) {
         format!("{} min", ms / 60_000)
-    } else if ms % 1000 == 0 {
+    } else if ms.is_multiple_of(1000) {
         format!("{} s", ms / 1000)
     } else {
         format!("{:.1} s", ms as f64 / 1000.0)
