@@ -401,6 +401,7 @@ mod tests {
         ("torch.distributed.elastic.rendezvous.api.RendezvousConnectionError: The connection to the C10d store has failed. See inner exception for details.", "https://github.com/pytorch/pytorch/blob/main/torch/distributed/elastic/rendezvous/c10d_rendezvous_backend.py", LogSignature::PythonException, Role::Symptom),
         ("[W1218 20:27:21.426415540 TCPStoreLibUvBackend.cpp:1033] [c10d] Failed to accept client due to Failed to accept socket. code: -24, name: EMFILE, message: too many open files", "https://github.com/pytorch/pytorch/blob/main/torch/csrc/distributed/c10d/TCPStoreLibUvBackend.cpp", LogSignature::ResourceLimit, Role::Root),
         ("[Rank 3] Work WorkNCCL(SeqNum=1234, OpType=ALLREDUCE, NumelIn=1048576, NumelOut=1048576, Timeout(ms)=300000) timed out in blocking wait.", "https://github.com/pytorch/pytorch/blob/main/torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp", LogSignature::CollectiveTimeout, Role::Cascade),
+        ("misc/ibvwrap.cc:284 NCCL WARN Call to ibv_modify_qp failed with error No such device", "https://github.com/NVIDIA/nccl/blob/v2.7.8-1/src/misc/ibvwrap.cc", LogSignature::IbVerbsFailed, Role::Root),
         // PyTorch 1.9 and older: no SeqNum in the work's description
         ("[E ProcessGroupNCCL.cpp:567] [Rank 1] Watchdog caught collective operation timeout: WorkNCCL(OpType=BROADCAST, Timeout(ms)=60000) ran for 69479 milliseconds before timing out.", "https://github.com/ultralytics/yolov5/issues/4400", LogSignature::WatchdogTimeout, Role::Cascade),
     ];
@@ -432,6 +433,20 @@ mod tests {
         ] {
             let got = m.find(line).unwrap_or_else(|| panic!("{line}: no reading"));
             assert_eq!(got.captures.suspect, suspect, "{line}");
+        }
+    }
+
+    /// A failed verbs call's error decides its category: ENOMEM at registration is the
+    /// locked-memory limit, ENODEV a device the process cannot use, the rest the network.
+    #[test]
+    fn a_verbs_call_is_read_by_its_error() {
+        for (line, category) in [
+            ("misc/ibvwrap.cc:278 NCCL WARN Call to ibv_reg_mr_iova2 failed with error Cannot allocate memory", FailureCategory::Configuration),
+            ("misc/ibvwrap.cc:284 NCCL WARN Call to ibv_modify_qp failed with error No such device", FailureCategory::Configuration),
+            ("ibvwrap.c:262 NCCL WARN Call to ibv_modify_qp failed with 110 Connection timed out, on dev mlx_x:1, curr state INIT, next state RTR,", FailureCategory::Network),
+        ] {
+            let got = Matcher::get().find(line).expect("a reading");
+            assert_eq!(got.reading.category, category, "{line}");
         }
     }
 

@@ -227,7 +227,8 @@ pub const RULES: &[Rule] = &[
 
 /// The reading of a failed verbs call from the call and its error: registering memory
 /// fails with ENOMEM at the locked-memory limit; moving a queue pair to ready fails when
-/// the two ends cannot address each other (RoCE's GID index, a port not active).
+/// the two ends cannot address each other (RoCE's GID index, a port not active); any call
+/// fails with ENODEV where the process cannot use the device at all.
 fn verbs_call(caps: &regex::Captures) -> Option<Reading> {
     let call = caps.name("op").map_or("", |m| m.as_str());
     let detail = caps.name("detail").map_or("", |m| m.as_str());
@@ -249,6 +250,17 @@ fn verbs_call(caps: &regex::Captures) -> Option<Reading> {
             80,
             "the NIC could not register (pin) the job's buffers: the process's locked-memory limit is too low",
             "raise the locked-memory limit to unlimited where the job runs (docker --ulimit memlock=-1, the container runtime's default ulimits, Slurm's PropagateResourceLimits, /etc/security/limits.conf)",
+            Some(false),
+        ))
+    } else if detail.contains("No such device") {
+        // ENODEV: the kernel has no such verbs device for this process
+        Some(r(
+            S::IbVerbsFailed,
+            Role::Root,
+            C::Configuration,
+            75,
+            "the RDMA device NCCL chose cannot be used from this process: the container does not expose it (its /dev/infiniband devices, the RDMA device plugin) or its user-space verbs (rdma-core, MOFED) do not match the host's driver; if the NIC worked earlier in the job, it was removed (a NIC reset: its host's dmesg shows mlx5 errors)",
+            "run `ibv_devinfo` where the job runs; expose the device to the container or match its rdma-core/MOFED to the host's; to run without it, exclude it (NCCL_IB_HCA=^<device>) or set NCCL_IB_DISABLE=1 (sockets, slower)",
             Some(false),
         ))
     } else if call == "ibv_modify_qp" {
