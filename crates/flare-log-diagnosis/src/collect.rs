@@ -430,9 +430,9 @@ impl Collector {
         let in_traceback = stream.traceback.in_traceback();
         if let Some(m) = progress::marker_scanned(o.message, scan) {
             match m {
-                Marker::Iteration(n) => {
+                Marker::Iteration(n) | Marker::CheckpointAt(n) => {
                     stream.iteration = Some(n);
-                    stream.stage = Some(JobStage::Training);
+                    stream.stage = Some(m.stage());
                 }
                 Marker::Stage(s) => stream.stage = Some(s),
             }

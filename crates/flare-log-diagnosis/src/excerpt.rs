@@ -14,7 +14,7 @@
 
 use crate::collect::LinePreparer;
 use crate::elastic::{Seen, Summary};
-use crate::progress::{self, Marker};
+use crate::progress;
 use crate::traceback::{Step, Traceback};
 use flare_model::JobStage;
 use std::collections::HashMap;
@@ -107,10 +107,7 @@ impl Excerpter {
         if let Some(m) = progress::marker_scanned(o.message, &p.scan) {
             // a change of stage is sent as it comes (the failures after it are in it);
             // iterations only as each writer's latest
-            let stage = match m {
-                Marker::Iteration(_) => JobStage::Training,
-                Marker::Stage(s) => s,
-            };
+            let stage = m.stage();
             let room = self.stages.len() < MAX_STREAMS;
             let changed = match self.stages.get_mut(&writer) {
                 Some(last) => std::mem::replace(last, stage) != stage,

@@ -11,6 +11,20 @@ pub enum Marker {
     Stage(JobStage),
     /// A training iteration (step) number.
     Iteration(u64),
+    /// A checkpoint being saved at a training iteration (Megatron's `saving checkpoint at
+    /// iteration 500`).
+    CheckpointAt(u64),
+}
+
+impl Marker {
+    /// The stage the line puts its writer in.
+    pub fn stage(self) -> JobStage {
+        match self {
+            Marker::Stage(s) => s,
+            Marker::Iteration(_) => JobStage::Training,
+            Marker::CheckpointAt(_) => JobStage::Checkpointing,
+        }
+    }
 }
 
 /// Phrases that announce a stage (ASCII case-insensitive), by stage. Ordered so that the
@@ -52,6 +66,10 @@ pub(crate) const STAGES: &[(&str, JobStage)] = &[
     ("training ...", JobStage::Training),
     ("before the start of training step", JobStage::Training),
     ("***** running evaluation *****", JobStage::Evaluation),
+    // Lightning's progress bars (TQDMProgressBar's and RichProgressBar's descriptions)
+    ("validation dataloader", JobStage::Evaluation),
+    ("sanity checking dataloader", JobStage::Evaluation),
+    ("testing dataloader", JobStage::Evaluation),
     ("running validation", JobStage::Evaluation),
     ("validation loss", JobStage::Evaluation),
     ("evaluating", JobStage::Evaluation),
@@ -120,12 +138,25 @@ pub fn marker(message: &str) -> Option<Marker> {
 }
 
 /// The same, from the line's scan: the phrase first in the table wins, wherever it is
-/// in the line.
+/// in the line. A step counter (`iteration 1000`) says training, even beside a phrase
+/// (`validation loss at iteration 1000` is a result printed as training goes on), except
+/// that a checkpoint saved `at iteration 500` is being saved; a progress bar under another
+/// stage's name (`Validation DataLoader 0: 45%|... | 45/100 [`) counts that stage's
+/// batches, not training steps.
 pub fn marker_scanned(message: &str, scan: &crate::lexicon::Scan) -> Option<Marker> {
-    if let Some(n) = scan.counter.or_else(|| tqdm(message)) {
-        return Some(Marker::Iteration(n));
+    let stage = scan.stage.map(|i| STAGES[i].1);
+    if let Some(n) = scan.counter {
+        return Some(if stage == Some(JobStage::Checkpointing) {
+            Marker::CheckpointAt(n)
+        } else {
+            Marker::Iteration(n)
+        });
     }
-    scan.stage.map(|i| Marker::Stage(STAGES[i].1))
+    match (stage, tqdm(message)) {
+        (Some(s), _) if s != JobStage::Training => Some(Marker::Stage(s)),
+        (_, Some(n)) => Some(Marker::Iteration(n)),
+        (s, None) => s.map(Marker::Stage),
+    }
 }
 
 #[cfg(test)]
@@ -151,7 +182,20 @@ mod tests {
             ),
             (
                 "saving checkpoint at iteration     500 to /ckpt",
-                Some(Marker::Iteration(500)),
+                Some(Marker::CheckpointAt(500)),
+            ),
+            // Lightning's bars: an evaluation's batches are not training steps
+            (
+                "Validation DataLoader 0:  45%|████▌     | 45/100 [00:02<00:03, 17.30it/s]",
+                Some(Marker::Stage(Evaluation)),
+            ),
+            (
+                "Sanity Checking DataLoader 0: 100%|██████████| 2/2 [00:00<00:00,  9.86it/s]",
+                Some(Marker::Stage(Evaluation)),
+            ),
+            (
+                " validation loss at iteration 1000 | lm loss value: 2.31",
+                Some(Marker::Iteration(1000)),
             ),
             (
                 "Saving checkpoint to /ckpt/step-500",

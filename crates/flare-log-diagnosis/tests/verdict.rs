@@ -628,3 +628,26 @@ fn a_watchdog_abort_is_an_effect_and_a_short_timeout_its_configuration() {
         );
     }
 }
+
+/// Lightning's validation bar counts validation batches: a failure under it is in
+/// evaluation, not at training step 45.
+#[test]
+fn a_failure_under_a_validation_bar_is_in_evaluation() {
+    let lines = [
+        "Epoch 3: 100%|██████████| 500/500 [01:02<00:00,  8.01it/s, v_num=0]",
+        "Validation DataLoader 0:  45%|████▌     | 45/100 [00:02<00:03, 17.30it/s]",
+        "[rank0]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.10 GiB of which 1.02 GiB is free.",
+    ];
+    let d = run(&[("job/rank0.log", &lines)], &[]);
+    check(
+        "validation",
+        &d,
+        &Want {
+            category: C::OutOfMemory,
+            rank: Some(0),
+            host: None,
+            root: Some("CUDA out of memory"),
+            stage: Some(JobStage::Evaluation),
+        },
+    );
+}
