@@ -651,3 +651,35 @@ fn a_failure_under_a_validation_bar_is_in_evaluation() {
         },
     );
 }
+
+/// Megatron announces a checkpoint with its iteration: a failure while writing it is in
+/// checkpointing, at that iteration.
+#[test]
+fn a_failure_while_saving_a_checkpoint_names_its_iteration() {
+    let lines = [
+        " iteration      500/    1000 | consumed samples:       512000 | lm loss: 2.104E+00 |",
+        "saving checkpoint at iteration     500 to /ckpt",
+        "OSError: [Errno 28] No space left on device",
+    ];
+    let d = run(&[("job/rank0.log", &lines)], &[]);
+    check(
+        "checkpoint",
+        &d,
+        &Want {
+            category: C::DataStorage,
+            rank: Some(0),
+            host: None,
+            root: Some("No space left on device"),
+            stage: Some(JobStage::Checkpointing),
+        },
+    );
+    let fd = d.findings[0].failure.as_ref().expect("a failure detail");
+    assert_eq!(fd.iteration, Some(500), "{}", d.findings[0].summary);
+    assert!(
+        d.findings[0]
+            .summary
+            .contains("while saving a checkpoint at iteration 500"),
+        "{}",
+        d.findings[0].summary
+    );
+}

@@ -11,6 +11,27 @@ use flare_model::{FailureCategory as C, JobStage, LogSignature as S};
 
 pub const RULES: &[Rule] = &[
     Rule {
+        signature: S::NcclNoInterface,
+        role: Role::Symptom,
+        category: C::Configuration,
+        // (no digits in needles: lines that differ only in their digits share a scan)
+        needles: &["Connect to"],
+        // misc/socket.cc: `socketStartConnect: Connect to %s failed : %s`. NCCL leaves `lo`
+        // out of its interfaces unless nothing else exists, so a peer at a loopback address
+        // comes from NCCL_SOCKET_IFNAME=lo or a host name that resolves to the node itself
+        // (Debian's /etc/hosts maps it to 127.0.1.1). A symptom: on one node, a peer process
+        // that exited gives the same line, and its own error then leads.
+        pattern: r"Connect to (?:127\.\d+\.\d+\.\d+|\[?::1\]?)<\d+> failed",
+        meaning: "NCCL tried to reach a peer at a loopback address (127.x, ::1), which between nodes can never work: the interface it was told to use is `lo`, or a host name resolves to the node itself, so MASTER_ADDR or the bootstrap address points back at the node",
+        action: "set NCCL_SOCKET_IFNAME (and GLOO_SOCKET_IFNAME) to the interface that routes between the nodes (`ip -br addr`), and make MASTER_ADDR an address the others reach (`getent hosts $(hostname)` must not give 127.0.x.1); on one node, look for the error of the peer that exited",
+        restart_helps: Some(false),
+        stage: Some(JobStage::Init),
+        weight: 60,
+        refine: None,
+        example: "Last error: socketStartConnect: Connect to 127.0.0.1<45069> failed : Software caused connection abort",
+        example_source: "https://github.com/awslabs/awsome-distributed-ai/issues/192",
+    },
+    Rule {
         signature: S::NcclTopologyFailed,
         role: Role::Root,
         category: C::Configuration,

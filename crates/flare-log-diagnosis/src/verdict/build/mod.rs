@@ -106,6 +106,12 @@ fn component(category: FailureCategory, place: &Place) -> Component {
     }
 }
 
+/// Whether a failure in `stage` happened at a training iteration: in training, or while
+/// saving the checkpoint of one.
+fn counts_iterations(stage: JobStage) -> bool {
+    matches!(stage, JobStage::Training | JobStage::Checkpointing)
+}
+
 fn stage_word(s: JobStage) -> &'static str {
     match s {
         JobStage::Launch => "at launch",
@@ -299,7 +305,7 @@ impl Context<'_> {
         let iteration = root_hit
             .iteration
             .or(theirs.and_then(|p| p.1))
-            .filter(|_| stage == JobStage::Training);
+            .filter(|_| counts_iterations(stage));
         let mut cause = r.meaning.clone();
         if let Some(loc) = &root_hit.location {
             cause.push_str(&format!(" (raised at {})", loc.describe()));
@@ -530,7 +536,7 @@ impl Context<'_> {
             failure: Some(Box::new(FailureDetail {
                 category: r.category,
                 stage,
-                iteration: h.iteration.filter(|_| stage == JobStage::Training),
+                iteration: h.iteration.filter(|_| counts_iterations(stage)),
                 restart_helps: r.restart_helps,
                 lines: g
                     .hits
@@ -680,7 +686,7 @@ impl Context<'_> {
         let iteration = shown
             .first()
             .and_then(|&i| hits[i].iteration)
-            .filter(|_| stage == JobStage::Training);
+            .filter(|_| counts_iterations(stage));
         Finding {
             kind: FindingKind::JobFailure,
             severity: Severity::Critical,
@@ -789,7 +795,7 @@ impl Context<'_> {
             failure: Some(Box::new(FailureDetail {
                 category: FailureCategory::Unknown,
                 stage,
-                iteration: a.iteration.filter(|_| stage == JobStage::Training),
+                iteration: a.iteration.filter(|_| counts_iterations(stage)),
                 restart_helps: None,
                 lines,
                 cascade,
@@ -850,7 +856,7 @@ impl Context<'_> {
             .and_then(|r| self.progress.get(&r).copied())
             .unwrap_or((None, None));
         let stage = stage.unwrap_or(JobStage::Unknown);
-        let iteration = iteration.filter(|_| stage == JobStage::Training);
+        let iteration = iteration.filter(|_| counts_iterations(stage));
         if let Some(i) = iteration {
             why.push_str(&format!("; its last logged iteration was {i}"));
         }
