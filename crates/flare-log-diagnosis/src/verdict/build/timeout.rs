@@ -1,14 +1,14 @@
 //! A collective timeout the job set short. PyTorch's process groups time out after 10
-//! minutes (NCCL, since 2.2) or 30 (before, and Gloo); a job that passes a shorter
-//! `timeout=` to `init_process_group` makes any stretch one rank spends alone (rank 0's
-//! evaluation, a checkpoint write, a dataset's preparation) longer than it look like a
-//! hang to the others, with no fault anywhere. The watchdog's lines say the timeout
-//! (`WorkNCCL(..., Timeout(ms)=60000)`).
+//! minutes (NCCL, in recent releases) or 30 (earlier ones, and Gloo); a job that passes a
+//! shorter `timeout=` to `init_process_group` turns any longer stretch one rank spends
+//! alone (rank 0's evaluation, a checkpoint write, a dataset's preparation) into what
+//! looks like a hang to the others, with no fault anywhere. The watchdog's lines say the
+//! timeout (`WorkNCCL(..., Timeout(ms)=60000)`).
 
 use crate::collect::Hit;
 use crate::signatures::Role;
 
-/// The shortest timeout PyTorch has set by default, ms (NCCL's since 2.2).
+/// The shortest timeout PyTorch has set by default, ms (NCCL's in recent releases).
 const DEFAULT_MS: u64 = 600_000;
 
 /// The timeout the effect lines state (the longest, if they differ), when every one they
