@@ -240,7 +240,12 @@ pub fn compare_windows(
         windows::profile_windows(baseline),
         windows::profile_windows(current),
     );
-    let runs = (run_of(&b, sources.0), run_of(&c, sources.1));
+    // the summaries keep the tracer's sync spans: the host calls a live job has
+    let run = |p: &profile::Profile, w: &[&WindowSummary], source: &str| RunProfile {
+        host_calls: windows::sync_rates(w, p.rank_iterations),
+        ..run_of(p, source)
+    };
+    let runs = (run(&b, baseline, sources.0), run(&c, current, sources.1));
     compare_profiles(&b, &c, runs)
 }
 

@@ -8,8 +8,43 @@
 //! other ranks (each rank's excess over that).
 
 use super::profile::{size_words, ClassTime, Profile};
-use flare_model::{TimeClassKind, WindowSummary};
+use flare_model::{HostCallKind, HostCallRate, OpKind, TimeClassKind, WindowSummary};
 use std::collections::{BTreeMap, BTreeSet};
+
+/// Host spans that are calls making the host wait for the device, as the tracer names
+/// them (flare's Python hooks record `torch.cuda.synchronize` as `cuda.synchronize`).
+const SYNC_SPANS: &[&str] = &["cuda.synchronize"];
+
+/// The windows' host-device synchronizations per step of a rank, as a trace's host calls
+/// are read: each sync span's count and time over the steps of the ranks that made them
+/// (`rank_iterations`, the profile's).
+pub fn sync_rates(windows: &[&WindowSummary], rank_iterations: u64) -> Vec<HostCallRate> {
+    let mut sums: BTreeMap<&str, (u64, u64)> = BTreeMap::new();
+    let ranks = windows
+        .iter()
+        .flat_map(|w| w.ranks.iter())
+        .filter(|r| !r.iterations.is_empty());
+    for o in ranks.flat_map(|r| r.ops.iter()) {
+        if o.kind == OpKind::HostOther && SYNC_SPANS.contains(&o.name.as_str()) {
+            let e = sums.entry(o.name.as_str()).or_default();
+            e.0 = e.0.saturating_add(o.count);
+            e.1 = e.1.saturating_add(o.total_ns);
+        }
+    }
+    let n = rank_iterations.max(1) as f64;
+    sums.into_iter()
+        .map(|(name, (count, ns))| HostCallRate {
+            kind: HostCallKind::Synchronize,
+            name: name.to_string(),
+            dtype: None,
+            per_step: count as f64 / n,
+            ms_per_step: ns as f64 / 1e6 / n,
+            device_ms_per_step: None,
+            tflops: None,
+            sites: vec![],
+        })
+        .collect()
+}
 
 type Key = (TimeClassKind, String);
 
@@ -177,6 +212,47 @@ mod tests {
         // The job against itself: nothing.
         let mut same = compare_windows(&refs(&base), &refs(&base), ("a", "a"));
         assert!(regression_findings(&mut same, &CompareConfig::default()).is_empty());
+    }
+
+    /// The tracer's `cuda.synchronize` spans, one per step more in every rank: the live
+    /// comparison names the synchronization as a trace's would.
+    #[test]
+    fn a_sync_added_to_every_step_of_a_live_job_is_named() {
+        let with_sync = |mut nodes: Vec<WindowSummary>, ms: u64| {
+            for r in nodes.iter_mut().flat_map(|w| w.ranks.iter_mut()) {
+                let mut sync = r.ops[2].clone();
+                sync.name = "cuda.synchronize".into();
+                sync.kind = flare_model::OpKind::HostOther;
+                sync.count = r.iterations.len() as u64;
+                sync.total_ns = sync.count * ms * 1_000_000;
+                r.ops.push(sync);
+            }
+            nodes
+        };
+        let base = job(8, |_| 1.0, |_| 0.0);
+        // the step waits for the device 6 ms longer: compute no longer overlaps the host
+        let synced = with_sync(job(8, |_| 1.06, |_| 0.0), 6);
+        let mut c = compare_windows(&refs(&base), &refs(&synced), ("a", "b"));
+        regression_findings(&mut c, &CompareConfig::default());
+        assert!(
+            c.causes.contains(&RegressionCause::DeviceSynchronization),
+            "{:?}",
+            c.causes
+        );
+        // the same syncs in both: not a change
+        let mut same = compare_windows(
+            &refs(&with_sync(base.clone(), 6)),
+            &refs(&synced),
+            ("a", "b"),
+        );
+        regression_findings(&mut same, &CompareConfig::default());
+        assert!(
+            !same
+                .causes
+                .contains(&RegressionCause::DeviceSynchronization),
+            "{:?}",
+            same.causes
+        );
     }
 
     #[test]
