@@ -145,23 +145,36 @@ fn host_call_rates(t: &Trace, iterations: u64) -> Vec<HostCallRate> {
             .or_default()
             .add(c.sums());
     }
-    let n = iterations.max(1) as f64;
     sums.into_iter()
         .map(|((kind, name, dtype), s)| {
-            let on_device = s.device_ns > 0;
-            HostCallRate {
-                kind,
-                name: name.to_string(),
-                dtype: dtype.map(str::to_string),
-                per_step: s.count as f64 / n,
-                ms_per_step: s.ns as f64 / 1e6 / n,
-                device_ms_per_step: on_device.then(|| s.device_ns as f64 / 1e6 / n),
-                tflops: (on_device && s.flops > 0)
-                    .then(|| s.flops as f64 / (s.device_ns as f64 / 1e9) / 1e12),
-                sites: t.meta.host_calls.sites_of(name).to_vec(),
-            }
+            let sites = t.meta.host_calls.sites_of(name).to_vec();
+            host_call_rate(kind, name, dtype, s, iterations, sites)
         })
         .collect()
+}
+
+/// Calls of one name per step of a rank, from their sums over `iterations` steps.
+fn host_call_rate(
+    kind: HostCallKind,
+    name: &str,
+    dtype: Option<&str>,
+    s: CallSums,
+    iterations: u64,
+    sites: Vec<(String, u64)>,
+) -> HostCallRate {
+    let n = iterations.max(1) as f64;
+    let on_device = s.device_ns > 0;
+    HostCallRate {
+        kind,
+        name: name.to_string(),
+        dtype: dtype.map(str::to_string),
+        per_step: s.count as f64 / n,
+        ms_per_step: s.ns as f64 / 1e6 / n,
+        device_ms_per_step: on_device.then(|| s.device_ns as f64 / 1e6 / n),
+        tflops: (on_device && s.flops > 0)
+            .then(|| s.flops as f64 / (s.device_ns as f64 / 1e9) / 1e12),
+        sites,
+    }
 }
 
 /// Where the trace's GC pauses happened (the sites of its GC ops' names), most first.

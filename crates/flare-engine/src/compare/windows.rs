@@ -8,7 +8,7 @@
 //! other ranks (each rank's excess over that).
 
 use super::profile::{size_words, ClassTime, Profile};
-use flare_model::{HostCallKind, HostCallRate, OpKind, TimeClassKind, WindowSummary};
+use flare_model::{CallSums, HostCallKind, HostCallRate, OpKind, TimeClassKind, WindowSummary};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Host spans that are calls making the host wait for the device, as the tracer names
@@ -19,29 +19,30 @@ const SYNC_SPANS: &[&str] = &["cuda.synchronize"];
 /// are read: each sync span's count and time over the steps of the ranks that made them
 /// (`rank_iterations`, the profile's).
 pub fn sync_rates(windows: &[&WindowSummary], rank_iterations: u64) -> Vec<HostCallRate> {
-    let mut sums: BTreeMap<&str, (u64, u64)> = BTreeMap::new();
+    let mut sums: BTreeMap<&str, CallSums> = BTreeMap::new();
     let ranks = windows
         .iter()
         .flat_map(|w| w.ranks.iter())
         .filter(|r| !r.iterations.is_empty());
     for o in ranks.flat_map(|r| r.ops.iter()) {
         if o.kind == OpKind::HostOther && SYNC_SPANS.contains(&o.name.as_str()) {
-            let e = sums.entry(o.name.as_str()).or_default();
-            e.0 = e.0.saturating_add(o.count);
-            e.1 = e.1.saturating_add(o.total_ns);
+            sums.entry(o.name.as_str()).or_default().add(CallSums {
+                count: o.count,
+                ns: i64::try_from(o.total_ns).unwrap_or(i64::MAX),
+                ..CallSums::default()
+            });
         }
     }
-    let n = rank_iterations.max(1) as f64;
     sums.into_iter()
-        .map(|(name, (count, ns))| HostCallRate {
-            kind: HostCallKind::Synchronize,
-            name: name.to_string(),
-            dtype: None,
-            per_step: count as f64 / n,
-            ms_per_step: ns as f64 / 1e6 / n,
-            device_ms_per_step: None,
-            tflops: None,
-            sites: vec![],
+        .map(|(name, s)| {
+            super::host_call_rate(
+                HostCallKind::Synchronize,
+                name,
+                None,
+                s,
+                rank_iterations,
+                vec![],
+            )
         })
         .collect()
 }

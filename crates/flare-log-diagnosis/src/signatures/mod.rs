@@ -459,7 +459,7 @@ mod tests {
             ("misc/ibvwrap.cc:284 NCCL WARN Call to ibv_modify_qp failed with error No such device", FailureCategory::Configuration),
             ("ibvwrap.c:262 NCCL WARN Call to ibv_modify_qp failed with 110 Connection timed out, on dev mlx_x:1, curr state INIT, next state RTR,", FailureCategory::Network),
         ] {
-            let got = Matcher::get().find(line).expect("a reading");
+            let got = reading_of(line).expect("a reading");
             assert_eq!(got.reading.category, category, "{line}");
         }
     }

@@ -173,16 +173,12 @@ fn is_failure(h: &Hit) -> bool {
 /// prints `terminate called after throwing ...` and then the exception's `what():`, the
 /// timeout itself. That holds in a console whose lines name no rank, too.
 fn explain_exits(hits: &mut [Hit]) {
-    let after_cascade: BTreeSet<u32> = hits
-        .iter()
-        .filter(|h| h.reading.role == Role::Cascade)
-        .filter_map(|h| h.rank)
-        .collect();
     let cascade_lines: BTreeSet<(usize, u64, Option<u32>)> = hits
         .iter()
         .filter(|h| h.reading.role == Role::Cascade)
         .map(|h| (h.file, h.line, h.rank))
         .collect();
+    let after_cascade: BTreeSet<u32> = cascade_lines.iter().filter_map(|k| k.2).collect();
     for h in hits.iter_mut() {
         let exit = matches!(
             h.reading.signature,

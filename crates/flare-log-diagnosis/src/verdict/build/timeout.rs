@@ -14,12 +14,11 @@ const DEFAULT_MS: u64 = 600_000;
 /// The timeout the effect lines state (the longest, if they differ), when every one they
 /// state is below PyTorch's defaults; none when no line states one.
 pub(super) fn short_collective_timeout(hits: &[Hit]) -> Option<u64> {
-    let stated: Vec<u64> = hits
+    let longest = hits
         .iter()
         .filter(|h| h.reading.role == Role::Cascade)
         .filter_map(|h| stated_ms(&h.text))
-        .collect();
-    let longest = stated.iter().copied().max()?;
+        .max()?;
     (longest < DEFAULT_MS).then_some(longest)
 }
 
