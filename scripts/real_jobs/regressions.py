@@ -204,7 +204,8 @@ def run_variant(rank, a, job, variant, keep=True):
     del cache, index
     # The slowest rank's time per step: a synchronous job goes at its slowest rank's pace,
     # and every rank must reach the same verdict on the baseline.
-    steps = torch.tensor(times[2:], dtype=torch.float64)
+    # (NCCL reduces device tensors only.)
+    steps = torch.tensor(times[2:], dtype=torch.float64, device=job.device)
     dist.all_reduce(steps, op=dist.ReduceOp.MAX)
     return steps.median().item()
 

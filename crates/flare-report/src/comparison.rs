@@ -286,7 +286,7 @@ fn write_classes(s: &mut String, cmp: &Comparison) {
         }
         let _ = writeln!(
             s,
-            "<tr><td>{}</td><td><code title=\"{}\">{}</code></td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}{}</td><td class=\"num\">{} &rarr; {}</td><td>{achieved}</td></tr>",
+            "<tr><td>{}</td><td><code title=\"{}\">{}</code></td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}{}</td><td class=\"num\">{} &rarr; {}{}</td><td>{achieved}</td></tr>",
             escape(r.kind.as_str()),
             escape(&r.class),
             escape(&r.short_class()),
@@ -296,6 +296,10 @@ fn write_classes(s: &mut String, cmp: &Comparison) {
             fmt_num(r.delta_ms()),
             fmt_num(r.baseline_count),
             fmt_num(r.current_count),
+            r.changed_on.as_ref().map_or(String::new(), |on| format!(
+                "<br><small>{}</small>",
+                escape(&on.counts())
+            )),
         );
     }
     s.push_str("</table></div>\n");

@@ -393,6 +393,7 @@ fn comparison_report_is_balanced_and_escapes_what_traces_say() {
         current_count: 1.0,
         baseline_rate: None,
         current_rate: None,
+        changed_on: None,
     };
     let mut classes: Vec<TimeClassChange> = (0..15)
         .map(|i| class(&format!("op{i}"), 1.0, 1.5))

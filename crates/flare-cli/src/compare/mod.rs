@@ -223,8 +223,11 @@ fn text(doc: &FindingsDocument, top: usize) -> String {
             (None, Some(c)) => format!("  ({c:.3} {unit})"),
             (None, None) => String::new(),
         };
+        let ranks = r.changed_on.as_ref().map_or(String::new(), |on| {
+            format!("  (ops per step on {})", on.counts())
+        });
         out.push_str(&format!(
-            "  {:>+9.2}  {:>9.2}  {:>9.2}  {:>13}  {:<13} {}{rate}\n",
+            "  {:>+9.2}  {:>9.2}  {:>9.2}  {:>13}  {:<13} {}{rate}{ranks}\n",
             r.delta_ms(),
             r.baseline_ms,
             r.current_ms,

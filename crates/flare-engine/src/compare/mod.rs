@@ -8,6 +8,7 @@
 
 mod causes;
 mod profile;
+mod ranks;
 mod scale;
 mod sequence;
 mod verdict;
@@ -87,6 +88,7 @@ fn compare_profiles(
                 current_count: 0.0,
                 baseline_rate: None,
                 current_rate: None,
+                changed_on: None,
             });
             let per_step = |x: f64| x / p.rank_iterations.max(1) as f64;
             let side = (
@@ -119,6 +121,9 @@ fn compare_profiles(
                 ) = side;
             }
         }
+    }
+    for (key, row) in rows.iter_mut() {
+        row.changed_on = ranks::changed_on(b, c, key);
     }
     let mut classes: Vec<TimeClassChange> = rows.into_values().collect();
     classes.sort_by(|x, y| {

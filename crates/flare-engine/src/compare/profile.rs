@@ -69,6 +69,18 @@ pub struct Profile {
     pub algorithms: BTreeMap<(TimeClassKind, String), BTreeSet<String>>,
     /// GPU kernels' issue latency (start minus launch).
     pub issue_latency: LatencyHistogram,
+    /// Each rank's steps, and each class's ops and time on each rank that ran it: where a
+    /// change of a class is, when not every rank's changed (`ranks::changed_on`).
+    pub rank_steps: BTreeMap<u32, u64>,
+    pub by_rank: BTreeMap<(TimeClassKind, String), Vec<RankClassTime>>,
+}
+
+/// One class's ops and time on one rank, over its steps.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RankClassTime {
+    pub rank: u32,
+    pub count: u64,
+    pub ns: f64,
 }
 
 /// Issue latencies in logarithmic buckets (10% wide, from 10 ns): quantiles within 5%
@@ -288,9 +300,15 @@ pub fn profile(trace: &Trace) -> Profile {
     let mut touched: Vec<usize> = Vec::new();
     // Each op's start and class: an op counts in the step it starts in.
     let mut started: Vec<(i64, usize)> = Vec::new();
+    // Each class's (ops, time) before the rank, and on each rank after it.
+    let mut before_rank: Vec<(u64, f64)> = Vec::new();
+    let mut by_rank: Vec<Vec<RankClassTime>> = Vec::new();
     for r in &trace.ranks {
         pieces.values_mut().for_each(Vec::clear);
         started.clear();
+        before_rank.clear();
+        before_rank.extend(classes.time.iter().map(|t| (t.count, t.ns)));
+        let steps_before = out.rank_iterations;
         for o in &r.ops {
             let Some(end) = o.end().filter(|&e| e > o.start_ns) else {
                 continue;
@@ -379,12 +397,33 @@ pub fn profile(trace: &Trace) -> Profile {
             out.span_ns += span;
             out.span_sq_ns += span * span;
         }
+        out.rank_steps
+            .insert(r.rank, out.rank_iterations - steps_before);
+        by_rank.resize(classes.time.len(), Vec::new());
+        for (c, t) in classes.time.iter().enumerate() {
+            let (count, ns) = before_rank.get(c).copied().unwrap_or_default();
+            if t.count > count || t.ns > ns {
+                by_rank[c].push(RankClassTime {
+                    rank: r.rank,
+                    count: t.count - count,
+                    ns: t.ns - ns,
+                });
+            }
+        }
     }
-    for (i, (key, t)) in classes.keys.into_iter().zip(classes.time).enumerate() {
+    by_rank.resize(classes.time.len(), Vec::new());
+    for (i, ((key, t), ranks)) in classes
+        .keys
+        .into_iter()
+        .zip(classes.time)
+        .zip(by_rank)
+        .enumerate()
+    {
         if t.ns > 0.0 || t.count > 0 {
             if let Some(a) = classes.algorithms.remove(&i) {
                 out.algorithms.insert(key.clone(), a);
             }
+            out.by_rank.insert(key.clone(), ranks);
             out.classes.insert(key, t);
         }
     }

@@ -14,13 +14,28 @@ const MS: i64 = 1_000_000;
 /// it, and the all-reduce ends 10 ms after its arrival; 5 ms later each rank reads its
 /// next batch for 2 ms, and 1 ms after that the next iteration begins.
 fn run(its: u32, gemms: u32, gemm_ms: i64, late_ms: i64) -> Trace {
+    run_with(its, |_| gemms, gemm_ms, late_ms, 10)
+}
+
+/// As [`run`], with `gemms_of(rank)` gemms on each rank and the all-reduce ending `move_ms`
+/// after its last member's arrival.
+fn run_with(
+    its: u32,
+    gemms_of: impl Fn(u32) -> u32,
+    gemm_ms: i64,
+    late_ms: i64,
+    move_ms: i64,
+) -> Trace {
+    let ready =
+        |r: u32| i64::from(gemms_of(r)) * gemm_ms * MS + if r == 3 { late_ms * MS } else { 0 };
+    let last = (0..4).map(ready).max().unwrap_or(0);
     let ranks = (0..4u32)
         .map(|r| {
             let mut ops = Vec::new();
             let mut next = 0;
             for it in 0..its {
                 let mut t = next;
-                for _ in 0..gemms {
+                for _ in 0..gemms_of(r) {
                     ops.push(op(
                         OpKind::Compute,
                         0,
@@ -32,8 +47,8 @@ fn run(its: u32, gemms: u32, gemm_ms: i64, late_ms: i64) -> Trace {
                     ));
                     t += gemm_ms * MS;
                 }
-                let arrive = t + if r == 3 { late_ms * MS } else { 0 };
-                let end = t + late_ms * MS + 10 * MS;
+                let arrive = next + ready(r);
+                let end = next + last + move_ms * MS;
                 ops.push(op(OpKind::AllReduce, 1, it, 0, it, arrive, end));
                 // A dataloader span after a pause: the pause is untraced time.
                 ops.push(op(
@@ -215,6 +230,60 @@ fn the_verdict_names_the_class_that_carries_the_change() {
     );
     let mut c = compare(&run(3, 4, 10, 0), &run(3, 4, 10, 0), ("a", "b"));
     assert!(regression_findings(&mut c, &cfg).is_empty());
+}
+
+#[test]
+fn a_code_path_of_one_rank_leads_over_the_wait_it_causes() {
+    let cfg = CompareConfig::default();
+    let base = run_with(6, |_| 4, 10, 0, 10);
+    // Rank 3 runs two more gemms per step; the others wait for it at the all-reduce.
+    let mut c = compare(
+        &base,
+        &run_with(6, |r| if r == 3 { 6 } else { 4 }, 10, 0, 10),
+        ("a", "b"),
+    );
+    let gemm = c.classes.iter().find(|r| r.class == "gemm").unwrap();
+    let on = gemm.changed_on.as_ref().expect("changed on some ranks");
+    assert_eq!(
+        (on.ranks.as_slice(), on.changed, on.compared),
+        ([3].as_slice(), 1, 4)
+    );
+    assert_eq!((on.baseline_count, on.current_count), (4.0, 6.0));
+    assert!((on.delta_ms() - 20.0).abs() < 1e-9, "{on:?}");
+    // Averaged over the ranks the wait is larger than the gemms' time...
+    assert!(row(&c, TimeClassKind::Waiting).delta_ms() > gemm.delta_ms());
+    let f = regression_findings(&mut c, &cfg);
+    // ...but the code path is what changed, and what every rank pays.
+    assert!(
+        f[0].summary.contains("compute gemm runs 6.0 times per step on rank 3 against 4.0 (+20.00 ms per step there), which every rank waits for at its collectives (it shows most as waiting for other ranks +15.00 ms)"),
+        "{}",
+        f[0].summary
+    );
+    assert!(f[0].action.contains("on rank 3 alone"), "{}", f[0].action);
+    // A collective that takes 30 ms longer on every rank, beside one more gemm on rank 3
+    // (10 ms, less than the collective's change): the collective leads.
+    let mut c = compare(
+        &base,
+        &run_with(6, |r| if r == 3 { 5 } else { 4 }, 10, 0, 40),
+        ("a", "b"),
+    );
+    let f = regression_findings(&mut c, &cfg);
+    assert!(
+        f[0].summary
+            .contains("the most of it: communication all_reduce 4.0 MiB"),
+        "{}",
+        f[0].summary
+    );
+    // Every rank runs the two more gemms: no subset; the gemms lead as before.
+    let mut c = compare(&base, &run_with(6, |_| 6, 10, 0, 10), ("a", "b"));
+    assert!(c.classes.iter().all(|r| r.changed_on.is_none()));
+    let f = regression_findings(&mut c, &cfg);
+    assert!(
+        f[0].summary
+            .contains("the most of it: compute gemm +20.00 ms"),
+        "{}",
+        f[0].summary
+    );
 }
 
 #[test]

@@ -169,6 +169,61 @@ pub struct TimeClassChange {
     pub baseline_rate: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub current_rate: Option<f64>,
+    /// Where its ops per step changed, when only some ranks' did: a code path those ranks
+    /// alone take (absent when every rank changed alike, or none did).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub changed_on: Option<ChangedOnRanks>,
+}
+
+/// The ranks whose ops per step of a class differ from the same rank's in the baseline by
+/// half an op or more, when they are not all the ranks both runs have.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct ChangedOnRanks {
+    /// The first of them, in order (at most [`ChangedOnRanks::LISTED`]).
+    pub ranks: Vec<u32>,
+    /// How many ranks changed, of how many both runs have.
+    pub changed: u32,
+    pub compared: u32,
+    /// Ops and time per step on those ranks, in each run.
+    pub baseline_count: f64,
+    pub current_count: f64,
+    pub baseline_ms: f64,
+    pub current_ms: f64,
+}
+
+impl ChangedOnRanks {
+    pub const LISTED: usize = 16;
+
+    /// Its change of time per step on those ranks, ms.
+    pub fn delta_ms(&self) -> f64 {
+        self.current_ms - self.baseline_ms
+    }
+
+    /// "rank 2: 1.0 -> 5.0": its ops per step on those ranks, in the baseline and now.
+    pub fn counts(&self) -> String {
+        format!(
+            "{}: {:.1} -> {:.1}",
+            self.label(),
+            self.baseline_count,
+            self.current_count
+        )
+    }
+
+    /// "rank 2", "ranks 0, 4 and 9", "8 of 64 ranks (0, 8, ...)".
+    pub fn label(&self) -> String {
+        let listed: Vec<String> = self.ranks.iter().map(u32::to_string).collect();
+        match (self.changed as usize, listed.split_last()) {
+            (1, Some((one, []))) => format!("rank {one}"),
+            (n, Some((last, rest))) if n == listed.len() => {
+                format!("ranks {} and {last}", rest.join(", "))
+            }
+            (n, _) => format!(
+                "{n} of {} ranks ({}, ...)",
+                self.compared,
+                listed.join(", ")
+            ),
+        }
+    }
 }
 
 impl TimeClassChange {

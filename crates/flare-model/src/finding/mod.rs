@@ -12,8 +12,8 @@ pub mod failure;
 pub(crate) mod finite;
 
 pub use comparison::{
-    Comparison, GemmShapeRow, HostCallRate, LatencyQuantiles, RegressionCause, RunProfile,
-    SequenceChange, TimeClassChange, TimeClassKind,
+    ChangedOnRanks, Comparison, GemmShapeRow, HostCallRate, LatencyQuantiles, RegressionCause,
+    RunProfile, SequenceChange, TimeClassChange, TimeClassKind,
 };
 pub use detector::{Corroboration, DetectorId};
 pub use document::{

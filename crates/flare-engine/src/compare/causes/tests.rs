@@ -88,6 +88,7 @@ pub(in crate::compare) fn class(
         current_count: c.1,
         baseline_rate: None,
         current_rate: None,
+        changed_on: None,
     }
 }
 

@@ -8,7 +8,8 @@ use machine::machine_finding;
 use sequence::sequence_finding;
 
 use flare_model::{
-    Comparison, Evidence, EvidenceKey, Finding, Severity, TimeClassChange, TimeClassKind, Unit,
+    ChangedOnRanks, Comparison, Evidence, EvidenceKey, Finding, Severity, TimeClassChange,
+    TimeClassKind, Unit,
 };
 
 #[derive(Clone, Debug)]
@@ -98,17 +99,17 @@ fn step_findings(c: &Comparison, cfg: &CompareConfig) -> Vec<Finding> {
     // Ops run more or less often per step are a change of what the program runs: when
     // they carry `min_change` of the step in its direction, it is told whatever the noise
     // of time says; a change of time alone must stand above the noise.
-    let structural_ms: f64 = c
-        .classes
-        .iter()
-        .filter(|r| {
+    let structural_classes = || {
+        c.classes.iter().filter(|r| {
             matches!(
                 r.kind,
                 TimeClassKind::Compute | TimeClassKind::Communication
             ) && count_changed(r, cfg)
-                && r.delta_ms() * delta > 0.0
+                && reach_ms(r) * delta > 0.0
         })
-        .map(|r| r.delta_ms().abs())
+    };
+    let structural_ms: f64 = structural_classes()
+        .map(|r| reach_ms(r).abs().min(delta.abs()))
         .sum();
     let structural = structural_ms >= cfg.min_change * before;
     if (delta / before).abs() < min_change || (!structural && delta.abs() < cfg.min_change_se * se)
@@ -121,12 +122,25 @@ fn step_findings(c: &Comparison, cfg: &CompareConfig) -> Vec<Finding> {
             return vec![machine_finding(c, cfg, &scale, se)];
         }
     }
-    let Some(top) = movers.first() else {
-        return vec![];
+    // A change of what the program runs leads over a class that only took longer when
+    // what it adds to a step (on the ranks it changed on: each of their steps holds every
+    // rank at the next collective) is at least as large: the other class may be where
+    // that wait or the shared machine's load shows, while the reverse cannot hold.
+    let program_change = structural_classes()
+        .filter(|_| structural)
+        .max_by(|x, y| reach_ms(x).abs().total_cmp(&reach_ms(y).abs()));
+    let top = match (program_change, movers.first()) {
+        (Some(p), Some(m)) if reach_ms(p).abs() < m.delta_ms().abs() => *m,
+        (Some(p), _) => p,
+        (None, Some(m)) => *m,
+        (None, None) => return vec![],
     };
     let more_often = count_changed(top, cfg);
     let mut evidence = step_evidence(c, cfg, se);
-    for (i, r) in movers.iter().enumerate() {
+    let shown = std::iter::once(top)
+        .chain(movers.iter().copied().filter(|r| *r != top))
+        .take(SHOWN);
+    for (i, r) in shown.enumerate() {
         evidence.push(
             Evidence::new(
                 EvidenceKey::ClassTimeMs,
@@ -153,13 +167,60 @@ fn step_findings(c: &Comparison, cfg: &CompareConfig) -> Vec<Finding> {
             class_detail(r, delta),
         ));
     }
-    let counts = if more_often {
-        format!(
-            ", run {:.1} times per step against {:.1}",
-            top.current_count, top.baseline_count
-        )
-    } else {
-        String::new()
+    let head = format!(
+        "steps {} by {:.1}% ({before:.2} -> {after:.2} ms per step of a rank)",
+        if slower { "slower" } else { "faster" },
+        (delta / before).abs() * 100.0,
+    );
+    let (summary, confidence) = match &top.changed_on {
+        Some(on) if more_often => {
+            // Where the others' time shows it: the largest other class that moved.
+            let shows = movers
+                .iter()
+                .find(|r| *r != &top && r.kind != TimeClassKind::Compute)
+                .map(|r| format!(" (it shows most as {} {:+.2} ms)", r.label(), r.delta_ms()))
+                .unwrap_or_default();
+            let synchronous = c.classes.iter().any(|r| {
+                matches!(
+                    r.kind,
+                    TimeClassKind::Communication | TimeClassKind::Waiting
+                )
+            });
+            (
+                format!(
+                    "{head}: {} runs {:.1} times per step on {} against {:.1} ({:+.2} ms per step there){}",
+                    top.label(),
+                    on.current_count,
+                    on.label(),
+                    on.baseline_count,
+                    on.delta_ms(),
+                    if synchronous {
+                        format!(", which every rank waits for at its collectives{shows}")
+                    } else {
+                        String::new()
+                    }
+                ),
+                // What it adds on those ranks is only the most it can cost the others.
+                (on.delta_ms() / delta).min(0.9),
+            )
+        }
+        _ => (
+            format!(
+                "{head}; the most of it: {} {:+.2} ms ({:.0}% of the change){}",
+                top.label(),
+                top.delta_ms(),
+                top.delta_ms() / delta * 100.0,
+                if more_often {
+                    format!(
+                        ", run {:.1} times per step against {:.1}",
+                        top.current_count, top.baseline_count
+                    )
+                } else {
+                    String::new()
+                }
+            ),
+            top.delta_ms() / delta,
+        ),
     };
     vec![crate::compare::causes::finding(
         if slower {
@@ -167,15 +228,8 @@ fn step_findings(c: &Comparison, cfg: &CompareConfig) -> Vec<Finding> {
         } else {
             Severity::Info
         },
-        format!(
-            "steps {} by {:.1}% ({before:.2} -> {after:.2} ms per step of a rank); the most of it: {} {:+.2} ms ({:.0}% of the change){counts}",
-            if slower { "slower" } else { "faster" },
-            (delta / before).abs() * 100.0,
-            top.label(),
-            top.delta_ms(),
-            top.delta_ms() / delta * 100.0,
-        ),
-        (top.delta_ms() / delta).clamp(0.0, 0.99),
+        summary,
+        confidence.clamp(0.0, 0.99),
         evidence,
         action(top, slower, more_often, c.current.cpu_compute),
     )]
@@ -210,10 +264,19 @@ pub(super) fn step_evidence(c: &Comparison, cfg: &CompareConfig, se: f64) -> Vec
     evidence
 }
 
-/// Whether a class runs a different number of ops per step (beyond `cfg.count_change`).
+/// Whether a class runs a different number of ops per step (beyond `cfg.count_change`
+/// over all ranks, or on some of them).
 fn count_changed(r: &TimeClassChange, cfg: &CompareConfig) -> bool {
     let (b, c) = (r.baseline_count, r.current_count);
-    (c - b).abs() > cfg.count_change * b.max(c) && (b > 0.0 || c > 0.0)
+    r.changed_on.is_some() || (c - b).abs() > cfg.count_change * b.max(c) && (b > 0.0 || c > 0.0)
+}
+
+/// What a class's change adds to a step: on the ranks it changed on where only some did
+/// (what a synchronous job's every rank then waits for), else its mean.
+fn reach_ms(r: &TimeClassChange) -> f64 {
+    r.changed_on
+        .as_ref()
+        .map_or(r.delta_ms(), ChangedOnRanks::delta_ms)
 }
 
 fn class_detail(r: &TimeClassChange, step_delta: f64) -> String {
@@ -240,8 +303,17 @@ fn class_detail(r: &TimeClassChange, step_delta: f64) -> String {
         ),
         _ => String::new(),
     };
+    let ranks = r.changed_on.as_ref().map_or(String::new(), |on| {
+        format!(
+            "; on {} alone: {:.1} ops per step against {:.1}, {:+.2} ms per step there",
+            on.label(),
+            on.current_count,
+            on.baseline_count,
+            on.delta_ms()
+        )
+    });
     format!(
-        "{}: {:+.2} ms per step ({:.0}% of the step's change); ops per step {:.1} against {:.1}{rate}{presence}",
+        "{}: {:+.2} ms per step ({:.0}% of the step's change); ops per step {:.1} against {:.1}{rate}{presence}{ranks}",
         r.label(),
         r.delta_ms(),
         r.delta_ms() / step_delta * 100.0,
@@ -258,6 +330,13 @@ fn action(top: &TimeClassChange, slower: bool, more_often: bool, cpu: bool) -> S
         );
     }
     match top.kind {
+        TimeClassKind::Compute | TimeClassKind::Communication if more_often && top.changed_on.is_some() => {
+            let on = top.changed_on.as_ref().map(ChangedOnRanks::label).unwrap_or_default();
+            format!(
+                "{class} runs {} often per step on {on} alone: a code path only those ranks take (work on one rank such as evaluation, logging or saving; a condition on the rank or on its data); in a synchronous job every other rank waits for it at the next collective, so the whole job pays its time: find what calls it there (torch.profiler with with_stack=True on {on}), then spread that work over the ranks or take it off the step's path",
+                if top.current_count > top.baseline_count { "more" } else { "less" }
+            )
+        }
         TimeClassKind::Compute if more_often => format!(
             "{class} runs more often per step: a new code path or more work per step (extra forward passes, evaluation, metrics or logging, recomputation); find what calls it in the current code (torch.profiler with with_stack=True)"
         ),
