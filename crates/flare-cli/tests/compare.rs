@@ -484,3 +484,57 @@ fn a_real_gpu_jobs_work_between_steps_is_named() {
         "the largest change"
     );
 }
+
+/// The same job twice on an H200: nothing to act on.
+#[test]
+fn a_real_h200_job_against_itself_raises_no_warning() {
+    let doc = gpu_compare_in("h200_run3", "baseline_again");
+    assert!(warnings(&doc).is_empty(), "{doc}");
+}
+
+/// The collector on, with 600,000 live lists and 20,000 new ones per step: its pauses, and
+/// where, on the host; not the GPU, whose kernels ran as fast.
+#[test]
+fn a_real_gpu_jobs_garbage_collection_is_named_with_its_site() {
+    let doc = gpu_compare_in("h200_run3", "gc");
+    assert_eq!(
+        doc["comparison"]["causes"],
+        serde_json::json!(["garbage_collection"]),
+        "{doc}"
+    );
+    let f = &warnings(&doc)[0];
+    let summary = f["summary"].as_str().unwrap();
+    assert!(
+        summary.starts_with("garbage collection: 0.00 -> ")
+            && summary.contains("most often in regressions.py(198): run_variant"),
+        "{summary}"
+    );
+}
+
+/// A 384 x 384 mask built per sample in the training process: the DataLoader, and nothing
+/// else; not the loop around it, which runs slower on the same thread (1.9 -> 3.1 ms
+/// between steps) while doing no more.
+#[test]
+fn a_real_gpu_jobs_heavier_dataloader_is_named_alone() {
+    let doc = gpu_compare_in("h200_run3", "dataloader");
+    assert_eq!(
+        doc["comparison"]["causes"],
+        serde_json::json!(["dataloader"]),
+        "{doc}"
+    );
+    let w = warnings(&doc);
+    assert!(
+        w[0]["summary"]
+            .as_str()
+            .unwrap()
+            .contains("the most of it: host dataloader"),
+        "{doc}"
+    );
+    let actions: Vec<&str> = w.iter().map(|f| f["action"].as_str().unwrap()).collect();
+    assert!(
+        actions
+            .iter()
+            .all(|a| !a.contains("GPU clocks") && !a.contains("training loop does more")),
+        "{actions:?}"
+    );
+}

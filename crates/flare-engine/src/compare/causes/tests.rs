@@ -323,6 +323,22 @@ fn each_cause_is_named_from_its_own_evidence() {
             vec![Cause::HostBetweenSteps],
         ),
         (
+            "a DataLoader 20 ms slower, the loop around it 1.4 ms (the host thread's caches): the DataLoader alone",
+            |c| {
+                set(c, "dataloader", (1.0, 1.0), (21.0, 1.0));
+                set(c, "host time between steps", (2.0, 0.0), (3.4, 0.0));
+            },
+            vec![Cause::Dataloader],
+        ),
+        (
+            "a DataLoader 2 ms slower and the loop 8 ms: both",
+            |c| {
+                set(c, "dataloader", (1.0, 1.0), (3.0, 1.0));
+                set(c, "host time between steps", (2.0, 0.0), (10.0, 0.0));
+            },
+            vec![Cause::Dataloader, Cause::HostBetweenSteps],
+        ),
+        (
             "between-steps noise: 2.0 -> 2.3 ms",
             |c| set(c, "host time between steps", (2.0, 0.0), (2.3, 0.0)),
             vec![],
