@@ -142,6 +142,38 @@ fn a_pipeline_stage_that_runs_a_model_of_its_own_is_named_over_its_peers_wait() 
     );
 }
 
+/// Rank 2 alone is slower, each step, outside its ops (a slower DataLoader; a host stall):
+/// the others wait for it at every collective, and the wait carries most of the mean step.
+/// The comparison names the rank and what grew on it, not only "ranks wait".
+#[test]
+fn the_rank_the_others_wait_for_is_named_with_what_grew_on_it() {
+    for (baseline, current, grew) in [
+        ("ddp_none", "ddp_dataloader", "host dataloader grew +"),
+        ("ddp_none", "ddp_host_stall", "untraced time grew +"),
+        (
+            "pipeline_none",
+            "pipeline_dataloader",
+            "host dataloader grew +",
+        ),
+        (
+            "pipeline_none",
+            "pipeline_host_stall",
+            "untraced time grew +",
+        ),
+    ] {
+        let doc = compare(baseline, current);
+        let w = &doc["comparison"]["waited_for"];
+        assert_eq!(w["ranks"], serde_json::json!([2]), "{current}: {w}");
+        let summary = doc["findings"][0]["summary"].as_str().unwrap();
+        assert!(
+            summary.contains("the most of it: waiting for other ranks")
+                && summary.contains("longer for rank 2, where ")
+                && summary.contains(grew),
+            "{current}: {summary}"
+        );
+    }
+}
+
 #[test]
 fn a_missing_input_is_a_clear_error() {
     let out = Command::new(env!("CARGO_BIN_EXE_flare"))

@@ -411,6 +411,7 @@ fn comparison_report_is_balanced_and_escapes_what_traces_say() {
         classes,
         sequence: None,
         causes: vec![RegressionCause::DeviceSynchronization],
+        waited_for: None,
     });
     let html = render_comparison_html(&d, evil);
     assert!(!html.to_ascii_lowercase().contains("<script"), "{html}");

@@ -138,6 +138,7 @@ fn compare_profiles(
         classes,
         sequence: None,
         causes: vec![],
+        waited_for: ranks::waited_for(b, c),
     }
 }
 

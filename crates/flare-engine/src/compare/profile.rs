@@ -259,6 +259,9 @@ fn sample_sd(sum: f64, sum_sq: f64, n: u64) -> f64 {
     ((sum_sq - n * mean * mean) / (n - 1.0)).max(0.0).sqrt()
 }
 
+/// The class of time ranks spend in collectives before their last member arrives.
+pub const WAITING: &str = "waiting for other ranks";
+
 /// The run's classes of time (see the module).
 pub fn profile(trace: &Trace) -> Profile {
     // What ran at a moment, by priority. On a GPU the compute is the device's and a host
@@ -282,7 +285,7 @@ pub fn profile(trace: &Trace) -> Profile {
         }
     }
     let mut classes = Classes::default();
-    let waiting = classes.of((TimeClassKind::Waiting, "waiting for other ranks".into()));
+    let waiting = classes.of((TimeClassKind::Waiting, WAITING.into()));
     let gaps = Gaps {
         untraced: classes.of((TimeClassKind::Untraced, "untraced time".into())),
         between: classes.of((

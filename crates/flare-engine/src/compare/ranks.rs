@@ -4,14 +4,50 @@
 //! synchronous job each of its steps delays every rank at the next collective; so the
 //! change on those ranks is what the comparison weighs, not its mean.
 
-use super::profile::{Profile, RankClassTime};
-use flare_model::{ChangedOnRanks, TimeClassKind};
-use std::collections::BTreeMap;
+use super::profile::{Profile, RankClassTime, WAITING};
+use flare_model::{ChangedOnRanks, RankClassGrowth, TimeClassKind, WaitedFor};
+use std::collections::{BTreeMap, BTreeSet};
 
 /// Ops per step a rank's count must move by to count as changed: half an op, so a code
 /// path taken every other step counts and a step boundary that moves one op of a run's
 /// ends does not.
 const MIN_OPS_PER_STEP: f64 = 0.5;
+
+/// Each rank's (ops per step, ms per step) of `key` in a run, for the ranks it has steps
+/// on; (0, 0) where a rank ran none.
+fn per_rank(p: &Profile, key: &(TimeClassKind, String)) -> BTreeMap<u32, (f64, f64)> {
+    let times: BTreeMap<u32, RankClassTime> = p
+        .by_rank
+        .get(key)
+        .into_iter()
+        .flatten()
+        .map(|t| (t.rank, *t))
+        .collect();
+    p.rank_steps
+        .iter()
+        .filter(|(_, &steps)| steps > 0)
+        .map(|(&rank, &steps)| {
+            let steps = steps as f64;
+            let on = times
+                .get(&rank)
+                .map_or((0.0, 0.0), |t| (t.count as f64 / steps, t.ns / steps / 1e6));
+            (rank, on)
+        })
+        .collect()
+}
+
+/// Each rank both runs have steps on, with `key`'s (ops, ms) per step in each run.
+fn both(
+    baseline: &Profile,
+    current: &Profile,
+    key: &(TimeClassKind, String),
+) -> Vec<(u32, (f64, f64), (f64, f64))> {
+    let b = per_rank(baseline, key);
+    per_rank(current, key)
+        .into_iter()
+        .filter_map(|(rank, c)| b.get(&rank).map(|&b| (rank, b, c)))
+        .collect()
+}
 
 /// The ranks where `key`'s ops per step changed, when some but not all of the ranks both
 /// runs have did.
@@ -20,62 +56,94 @@ pub fn changed_on(
     current: &Profile,
     key: &(TimeClassKind, String),
 ) -> Option<ChangedOnRanks> {
-    let per_rank = |p: &Profile| -> BTreeMap<u32, RankClassTime> {
-        p.by_rank
-            .get(key)
-            .into_iter()
-            .flatten()
-            .map(|t| (t.rank, *t))
-            .collect()
-    };
-    let (b, c) = (per_rank(baseline), per_rank(current));
-    // (ops per step, ms per step) of a rank in a run; zero where it ran none.
-    let on = |times: &BTreeMap<u32, RankClassTime>, rank: u32, steps: u64| {
-        let steps = steps.max(1) as f64;
-        times
-            .get(&rank)
-            .map_or((0.0, 0.0), |t| (t.count as f64 / steps, t.ns / steps / 1e6))
-    };
-    let mut out = ChangedOnRanks {
-        ranks: vec![],
-        changed: 0,
-        compared: 0,
-        baseline_count: 0.0,
-        current_count: 0.0,
-        baseline_ms: 0.0,
-        current_ms: 0.0,
-    };
-    for (&rank, &current_steps) in &current.rank_steps {
-        let Some(&baseline_steps) = baseline.rank_steps.get(&rank) else {
-            continue;
-        };
-        if baseline_steps == 0 || current_steps == 0 {
-            continue;
-        }
-        out.compared += 1;
-        let (bn, bms) = on(&b, rank, baseline_steps);
-        let (cn, cms) = on(&c, rank, current_steps);
-        if (cn - bn).abs() < MIN_OPS_PER_STEP {
-            continue;
-        }
-        out.changed += 1;
-        if out.ranks.len() < ChangedOnRanks::LISTED {
-            out.ranks.push(rank);
-        }
-        out.baseline_count += bn;
-        out.current_count += cn;
-        out.baseline_ms += bms;
-        out.current_ms += cms;
-    }
-    if out.changed == 0 || out.changed == out.compared {
+    let ranks = both(baseline, current, key);
+    let changed: Vec<_> = ranks
+        .iter()
+        .filter(|(_, b, c)| (c.0 - b.0).abs() >= MIN_OPS_PER_STEP)
+        .collect();
+    if changed.is_empty() || changed.len() == ranks.len() {
         return None;
     }
-    let n = f64::from(out.changed);
-    out.baseline_count /= n;
-    out.current_count /= n;
-    out.baseline_ms /= n;
-    out.current_ms /= n;
-    Some(out)
+    let n = changed.len() as f64;
+    let mean = |f: fn(&(u32, (f64, f64), (f64, f64))) -> f64| {
+        changed.iter().map(|r| f(r)).sum::<f64>() / n
+    };
+    Some(ChangedOnRanks {
+        ranks: changed
+            .iter()
+            .take(ChangedOnRanks::LISTED)
+            .map(|r| r.0)
+            .collect(),
+        changed: changed.len() as u32,
+        compared: ranks.len() as u32,
+        baseline_count: mean(|r| r.1 .0),
+        current_count: mean(|r| r.2 .0),
+        baseline_ms: mean(|r| r.1 .1),
+        current_ms: mean(|r| r.2 .1),
+    })
+}
+
+/// A rank is waited for when its own wait grew by at most this share of the most any
+/// rank's did: the others arrive and wait for it, while it arrives last.
+const WAITED_FOR_SHARE: f64 = 0.25;
+
+/// Classes listed as what grew on the ranks waited for.
+const GREW_LISTED: usize = 3;
+
+/// The ranks the others wait for longer than in the baseline, and what grew on them (see
+/// [`WaitedFor`]): none when no rank's wait grew, or every rank's did alike.
+pub fn waited_for(baseline: &Profile, current: &Profile) -> Option<WaitedFor> {
+    let key = (TimeClassKind::Waiting, WAITING.to_string());
+    let waits: Vec<(u32, f64)> = both(baseline, current, &key)
+        .into_iter()
+        .map(|(rank, b, c)| (rank, c.1 - b.1))
+        .collect();
+    let most = waits.iter().map(|w| w.1).fold(0.0, f64::max);
+    if most <= 0.0 {
+        return None;
+    }
+    let (late, others): (Vec<&(u32, f64)>, Vec<&(u32, f64)>) =
+        waits.iter().partition(|w| w.1 <= WAITED_FOR_SHARE * most);
+    if late.is_empty() || others.is_empty() {
+        return None;
+    }
+    let mean = |v: &[&(u32, f64)]| v.iter().map(|w| w.1).sum::<f64>() / v.len() as f64;
+    let late_ranks: Vec<u32> = late.iter().map(|w| w.0).collect();
+    let mut grew: Vec<RankClassGrowth> = baseline
+        .by_rank
+        .keys()
+        .chain(current.by_rank.keys())
+        .filter(|k| k.0 != TimeClassKind::Waiting)
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .map(|k| {
+            let on_late: Vec<f64> = both(baseline, current, k)
+                .into_iter()
+                .filter(|r| late_ranks.contains(&r.0))
+                .map(|(_, b, c)| c.1 - b.1)
+                .collect();
+            RankClassGrowth {
+                kind: k.0,
+                class: k.1.clone(),
+                delta_ms: on_late.iter().sum::<f64>() / on_late.len().max(1) as f64,
+            }
+        })
+        .filter(|g| g.delta_ms > 0.0)
+        .collect();
+    grew.sort_by(|x, y| y.delta_ms.total_cmp(&x.delta_ms));
+    grew.truncate(GREW_LISTED);
+    Some(WaitedFor {
+        ranks: late_ranks
+            .iter()
+            .copied()
+            .take(ChangedOnRanks::LISTED)
+            .collect(),
+        count: late.len() as u32,
+        compared: waits.len() as u32,
+        others_wait_ms: mean(&others),
+        own_wait_ms: mean(&late),
+        grew,
+    })
 }
 
 #[cfg(test)]
@@ -135,6 +203,66 @@ mod tests {
                 assert_eq!(g.baseline_count, 1.0, "{name}");
                 (g.ranks, g.current_count, (g.current_ms * 1e3).round() / 1e3)
             });
+            assert_eq!(got, want, "{name}");
+        }
+    }
+
+    /// `profile`, with each rank's wait and dataloader time per step.
+    fn waits(wait_ms: &[f64], loader_ms: &[f64]) -> Profile {
+        let mut p = profile(10, &vec![1; wait_ms.len()], &vec![1.0; wait_ms.len()]);
+        for (name, kind, ms) in [
+            (WAITING, TimeClassKind::Waiting, wait_ms),
+            ("dataloader", TimeClassKind::Host, loader_ms),
+        ] {
+            let times = ms
+                .iter()
+                .enumerate()
+                .map(|(r, &t)| RankClassTime {
+                    rank: r as u32,
+                    count: 0,
+                    ns: t * 1e6 * 10.0,
+                })
+                .collect();
+            p.by_rank.insert((kind, name.to_string()), times);
+        }
+        p
+    }
+
+    #[test]
+    fn the_ranks_the_others_wait_for_and_what_grew_on_them() {
+        let base = waits(&[2.0, 2.0, 2.0, 2.0], &[1.0, 1.0, 1.0, 1.0]);
+        let cases: [(&str, Profile, Option<(Vec<u32>, f64, &str)>); 4] = [
+            (
+                "rank 2's DataLoader 30 ms slower: the others wait for it",
+                waits(&[31.0, 30.0, 1.0, 32.0], &[1.0, 1.0, 31.0, 1.0]),
+                Some((vec![2], 29.0, "dataloader")),
+            ),
+            (
+                "every rank waits longer alike: no one rank to name",
+                waits(&[12.0, 12.0, 11.0, 12.0], &[1.0, 1.0, 1.0, 1.0]),
+                None,
+            ),
+            (
+                "nobody waits longer",
+                waits(&[2.0, 1.0, 2.0, 2.0], &[5.0, 5.0, 5.0, 5.0]),
+                None,
+            ),
+            (
+                "two ranks the others wait for",
+                waits(&[22.0, 2.0, 22.0, 3.0], &[1.0, 21.0, 1.0, 21.0]),
+                Some((vec![1, 3], 20.0, "dataloader")),
+            ),
+        ];
+        for (name, current, want) in cases {
+            let got = waited_for(&base, &current).map(|w| {
+                assert_eq!(w.compared, 4, "{name}");
+                (
+                    w.ranks,
+                    w.others_wait_ms,
+                    w.grew.first().map_or("", |g| g.class.as_str()).to_string(),
+                )
+            });
+            let want = want.map(|(r, ms, class)| (r, ms, class.to_string()));
             assert_eq!(got, want, "{name}");
         }
     }

@@ -159,6 +159,7 @@ pub(super) mod tests {
             classes,
             sequence: None,
             causes: vec![],
+            waited_for: None,
         }
     }
 

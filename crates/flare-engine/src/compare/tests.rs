@@ -217,10 +217,23 @@ fn the_verdict_names_the_class_that_carries_the_change() {
         gemm.contains("achieved 0.769 TFLOPS against 1.000"),
         "{gemm}"
     );
-    // Ranks arriving later at the collective: waiting, for `flare diagnose`.
+    // Rank 3 arriving later at the collective, after a pause no op covers: the others
+    // wait, for rank 3, whose untraced time grew.
     let mut c = compare(&run(3, 4, 10, 0), &run(3, 4, 10, 12), ("a", "b"));
     let f = regression_findings(&mut c, &cfg);
-    assert!(f[0].summary.contains("waiting"), "{}", f[0].summary);
+    assert!(
+        f[0].summary.ends_with("the most of it: waiting for other ranks +9.00 ms (75% of the change): the other ranks wait +12.00 ms per step longer for rank 3, where untraced time grew +12.00 ms per step"),
+        "{}",
+        f[0].summary
+    );
+    assert!(
+        f[0].action.starts_with("the other ranks wait for rank 3 at their collectives, where untraced time grew +12.00 ms per step: time no traced op covers grew"),
+        "{}",
+        f[0].action
+    );
+    // Without each rank's time (a live job's windows), the wait sends to `flare diagnose`.
+    c.waited_for = None;
+    let f = regression_findings(&mut c, &cfg);
     assert!(f[0].action.contains("flare diagnose"), "{}", f[0].action);
     // Faster: an info. The same: nothing.
     let mut c = compare(&run(3, 6, 10, 0), &run(3, 4, 10, 0), ("a", "b"));

@@ -211,19 +211,52 @@ impl ChangedOnRanks {
 
     /// "rank 2", "ranks 0, 4 and 9", "8 of 64 ranks (0, 8, ...)".
     pub fn label(&self) -> String {
-        let listed: Vec<String> = self.ranks.iter().map(u32::to_string).collect();
-        match (self.changed as usize, listed.split_last()) {
-            (1, Some((one, []))) => format!("rank {one}"),
-            (n, Some((last, rest))) if n == listed.len() => {
-                format!("ranks {} and {last}", rest.join(", "))
-            }
-            (n, _) => format!(
-                "{n} of {} ranks ({}, ...)",
-                self.compared,
-                listed.join(", ")
-            ),
-        }
+        ranks_label(&self.ranks, self.changed, self.compared)
     }
+}
+
+/// "rank 2", "ranks 0, 4 and 9", "8 of 64 ranks (0, 8, ...)": `count` ranks of `compared`,
+/// the first of them `listed`.
+pub fn ranks_label(listed: &[u32], count: u32, compared: u32) -> String {
+    let listed: Vec<String> = listed.iter().map(u32::to_string).collect();
+    match (count as usize, listed.split_last()) {
+        (1, Some((one, []))) => format!("rank {one}"),
+        (n, Some((last, rest))) if n == listed.len() => {
+            format!("ranks {} and {last}", rest.join(", "))
+        }
+        (n, _) => format!("{n} of {compared} ranks ({}, ...)", listed.join(", ")),
+    }
+}
+
+/// The ranks the others wait for longer than in the baseline at their collectives (their
+/// own wait grew by at most a quarter of the most any rank's did), and what grew on them:
+/// where a wait every other rank shares comes from.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct WaitedFor {
+    /// The first of them, in order (at most [`ChangedOnRanks::LISTED`]).
+    pub ranks: Vec<u32>,
+    /// How many they are, of how many ranks both runs have.
+    pub count: u32,
+    pub compared: u32,
+    /// The growth of the wait per step, ms: the other ranks' mean, and theirs.
+    pub others_wait_ms: f64,
+    pub own_wait_ms: f64,
+    /// The classes whose time per step grew most on them (their mean), most first.
+    pub grew: Vec<RankClassGrowth>,
+}
+
+impl WaitedFor {
+    pub fn label(&self) -> String {
+        ranks_label(&self.ranks, self.count, self.compared)
+    }
+}
+
+/// A class's growth of time per step on some ranks, ms.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct RankClassGrowth {
+    pub kind: TimeClassKind,
+    pub class: String,
+    pub delta_ms: f64,
 }
 
 impl TimeClassChange {
@@ -268,6 +301,9 @@ pub struct Comparison {
     /// The causes the findings name, in their order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub causes: Vec<RegressionCause>,
+    /// The ranks the others wait for longer, where the source has each rank's time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waited_for: Option<WaitedFor>,
 }
 
 /// One GEMM shape in both runs: its calls per step in each, with its kernels' device time

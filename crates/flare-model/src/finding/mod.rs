@@ -12,8 +12,9 @@ pub mod failure;
 pub(crate) mod finite;
 
 pub use comparison::{
-    ChangedOnRanks, Comparison, GemmShapeRow, HostCallRate, LatencyQuantiles, RegressionCause,
-    RunProfile, SequenceChange, TimeClassChange, TimeClassKind,
+    ranks_label, ChangedOnRanks, Comparison, GemmShapeRow, HostCallRate, LatencyQuantiles,
+    RankClassGrowth, RegressionCause, RunProfile, SequenceChange, TimeClassChange, TimeClassKind,
+    WaitedFor,
 };
 pub use detector::{Corroboration, DetectorId};
 pub use document::{

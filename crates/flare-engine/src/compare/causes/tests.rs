@@ -123,6 +123,7 @@ fn steady() -> Comparison {
         classes,
         sequence: None,
         causes: vec![],
+        waited_for: None,
     }
 }
 

@@ -9,7 +9,7 @@ use sequence::sequence_finding;
 
 use flare_model::{
     ChangedOnRanks, Comparison, Evidence, EvidenceKey, Finding, Severity, TimeClassChange,
-    TimeClassKind, Unit,
+    TimeClassKind, Unit, WaitedFor,
 };
 
 #[derive(Clone, Debug)]
@@ -172,6 +172,7 @@ fn step_findings(c: &Comparison, cfg: &CompareConfig) -> Vec<Finding> {
         if slower { "slower" } else { "faster" },
         (delta / before).abs() * 100.0,
     );
+    let waited = waited_for(c, top);
     let (summary, confidence) = match &top.changed_on {
         Some(on) if more_often => {
             // Where the others' time shows it: the largest other class that moved.
@@ -215,12 +216,30 @@ fn step_findings(c: &Comparison, cfg: &CompareConfig) -> Vec<Finding> {
                         ", run {:.1} times per step against {:.1}",
                         top.current_count, top.baseline_count
                     )
+                } else if let Some((w, grown)) = waited {
+                    format!(
+                        ": the other ranks wait {:+.2} ms per step longer for {}, where {} grew {:+.2} ms per step",
+                        w.others_wait_ms,
+                        w.label(),
+                        grown.label(),
+                        w.grew[0].delta_ms
+                    )
                 } else {
                     String::new()
                 }
             ),
             top.delta_ms() / delta,
         ),
+    };
+    let action = match waited {
+        Some((w, grown)) => format!(
+            "the other ranks wait for {} at their collectives, where {} grew {:+.2} ms per step: {}",
+            w.label(),
+            grown.label(),
+            w.grew[0].delta_ms,
+            action(grown, slower, count_changed(grown, cfg), c.current.cpu_compute)
+        ),
+        None => action(top, slower, more_often, c.current.cpu_compute),
     };
     vec![crate::compare::causes::finding(
         if slower {
@@ -231,8 +250,26 @@ fn step_findings(c: &Comparison, cfg: &CompareConfig) -> Vec<Finding> {
         summary,
         confidence.clamp(0.0, 0.99),
         evidence,
-        action(top, slower, more_often, c.current.cpu_compute),
+        action,
     )]
+}
+
+/// Where a wait that leads comes from: the ranks the others wait for, and the class that
+/// grew most on them (its row), when the comparison has each rank's time.
+fn waited_for<'a>(
+    c: &'a Comparison,
+    top: &TimeClassChange,
+) -> Option<(&'a WaitedFor, &'a TimeClassChange)> {
+    if top.kind != TimeClassKind::Waiting {
+        return None;
+    }
+    let w = c.waited_for.as_ref()?;
+    let first = w.grew.first()?;
+    let row = c
+        .classes
+        .iter()
+        .find(|r| r.kind == first.kind && r.class == first.class)?;
+    Some((w, row))
 }
 
 /// The step's evidence: its time against the baseline's (decisive), and its change over
