@@ -231,7 +231,7 @@ fn the_verdict_names_the_class_that_carries_the_change() {
         "{}",
         f[0].action
     );
-    // Without each rank's time (a live job's windows), the wait sends to `flare diagnose`.
+    // Without each rank's time the wait sends to `flare diagnose`.
     c.waited_for = None;
     let f = regression_findings(&mut c, &cfg);
     assert!(f[0].action.contains("flare diagnose"), "{}", f[0].action);

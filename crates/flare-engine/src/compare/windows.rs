@@ -7,7 +7,7 @@
 //! that spent least in it spent: the last to arrive waits for nobody) and waiting for
 //! other ranks (each rank's excess over that).
 
-use super::profile::{size_words, ClassTime, Profile};
+use super::profile::{size_words, ClassTime, Profile, RankClassTime, WAITING};
 use flare_model::{CallSums, HostCallKind, HostCallRate, OpKind, TimeClassKind, WindowSummary};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -58,7 +58,9 @@ pub fn profile_windows(windows: &[&WindowSummary]) -> Profile {
     for w in windows {
         by_window.entry(w.window).or_default().push(w);
     }
-    let waiting: Key = (TimeClassKind::Waiting, "waiting for other ranks".into());
+    let waiting: Key = (TimeClassKind::Waiting, WAITING.into());
+    // Each class's ops and time on each rank, over its windows.
+    let mut by_rank: BTreeMap<Key, BTreeMap<u32, RankClassTime>> = BTreeMap::new();
     let untraced: Key = (TimeClassKind::Untraced, "untraced time".into());
     for nodes in by_window.values() {
         let rank_summaries: Vec<_> = nodes.iter().flat_map(|w| w.ranks.iter()).collect();
@@ -75,6 +77,7 @@ pub fn profile_windows(windows: &[&WindowSummary]) -> Profile {
                 continue;
             }
             ranks.insert(r.rank);
+            *out.rank_steps.entry(r.rank).or_default() += its;
             let span: f64 = r.iterations.iter().map(|i| i.duration_ns as f64).sum();
             out.rank_iterations += its;
             out.span_ns += span;
@@ -111,6 +114,17 @@ pub fn profile_windows(windows: &[&WindowSummary]) -> Profile {
             let traced: f64 = times.values().map(|t| t.0).sum();
             times.entry(untraced.clone()).or_default().0 += (span - traced).max(0.0);
             for (k, (ns, count, amount, amount_ns)) in times {
+                let on = by_rank
+                    .entry(k.clone())
+                    .or_default()
+                    .entry(r.rank)
+                    .or_insert(RankClassTime {
+                        rank: r.rank,
+                        count: 0,
+                        ns: 0.0,
+                    });
+                on.count = on.count.saturating_add(count);
+                on.ns += ns;
                 let t = out.classes.entry(k).or_insert_with(ClassTime::default);
                 // Each of the window's iterations carries the window's mean.
                 let per_it = ns / its as f64;
@@ -123,6 +137,10 @@ pub fn profile_windows(windows: &[&WindowSummary]) -> Profile {
         }
     }
     out.ranks = ranks.len() as u32;
+    out.by_rank = by_rank
+        .into_iter()
+        .map(|(k, on)| (k, on.into_values().collect()))
+        .collect();
     out
 }
 
@@ -173,6 +191,25 @@ mod tests {
 
     fn refs(w: &[WindowSummary]) -> Vec<&WindowSummary> {
         w.iter().collect()
+    }
+
+    #[test]
+    fn a_live_jobs_rank_the_others_wait_for_is_named_with_what_grew_on_it() {
+        let base = job(8, |_| 1.0, |_| 0.0);
+        // Rank 5 pauses 30 ms more per step in GC; the other seven wait in the all-reduce.
+        let slow = job(8, |_| 1.0, |r| if r == 5 { 30.0 } else { 0.0 });
+        let mut c = compare_windows(&refs(&base), &refs(&slow), ("a", "b"));
+        let w = c.waited_for.clone().expect("a rank waited for");
+        assert_eq!((w.ranks.as_slice(), w.compared), ([5].as_slice(), 8));
+        assert_eq!(w.grew[0].class, "gc");
+        assert!((w.grew[0].delta_ms - 30.0).abs() < 0.5, "{w:?}");
+        let f = regression_findings(&mut c, &CompareConfig::default());
+        assert!(
+            f[0].summary
+                .contains("longer for rank 5, where host gc grew +30.0"),
+            "{}",
+            f[0].summary
+        );
     }
 
     #[test]
