@@ -13,9 +13,30 @@ use std::collections::{BTreeMap, BTreeSet};
 /// ends does not.
 const MIN_OPS_PER_STEP: f64 = 0.5;
 
-/// Each rank's (ops per step, ms per step) of `key` in a run, for the ranks it has steps
-/// on; (0, 0) where a rank ran none.
-fn per_rank(p: &Profile, key: &(TimeClassKind, String)) -> BTreeMap<u32, (f64, f64)> {
+/// A class on one rank in one run, per step.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+struct OnRank {
+    ops: f64,
+    ms: f64,
+}
+
+/// A class on one rank that both runs have steps on.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct RankPair {
+    rank: u32,
+    baseline: OnRank,
+    current: OnRank,
+}
+
+impl RankPair {
+    fn delta_ms(&self) -> f64 {
+        self.current.ms - self.baseline.ms
+    }
+}
+
+/// Each rank's ops and time per step of `key` in a run, for the ranks it has steps on;
+/// zero where a rank ran none.
+fn per_rank(p: &Profile, key: &(TimeClassKind, String)) -> BTreeMap<u32, OnRank> {
     let times: BTreeMap<u32, RankClassTime> = p
         .by_rank
         .get(key)
@@ -28,24 +49,27 @@ fn per_rank(p: &Profile, key: &(TimeClassKind, String)) -> BTreeMap<u32, (f64, f
         .filter(|(_, &steps)| steps > 0)
         .map(|(&rank, &steps)| {
             let steps = steps as f64;
-            let on = times
-                .get(&rank)
-                .map_or((0.0, 0.0), |t| (t.count as f64 / steps, t.ns / steps / 1e6));
+            let on = times.get(&rank).map_or(OnRank::default(), |t| OnRank {
+                ops: t.count as f64 / steps,
+                ms: t.ns / steps / 1e6,
+            });
             (rank, on)
         })
         .collect()
 }
 
-/// Each rank both runs have steps on, with `key`'s (ops, ms) per step in each run.
-fn both(
-    baseline: &Profile,
-    current: &Profile,
-    key: &(TimeClassKind, String),
-) -> Vec<(u32, (f64, f64), (f64, f64))> {
+/// Each rank both runs have steps on, with `key` on it in each run.
+fn both(baseline: &Profile, current: &Profile, key: &(TimeClassKind, String)) -> Vec<RankPair> {
     let b = per_rank(baseline, key);
     per_rank(current, key)
         .into_iter()
-        .filter_map(|(rank, c)| b.get(&rank).map(|&b| (rank, b, c)))
+        .filter_map(|(rank, current)| {
+            b.get(&rank).map(|&baseline| RankPair {
+                rank,
+                baseline,
+                current,
+            })
+        })
         .collect()
 }
 
@@ -57,29 +81,27 @@ pub fn changed_on(
     key: &(TimeClassKind, String),
 ) -> Option<ChangedOnRanks> {
     let ranks = both(baseline, current, key);
-    let changed: Vec<_> = ranks
+    let changed: Vec<&RankPair> = ranks
         .iter()
-        .filter(|(_, b, c)| (c.0 - b.0).abs() >= MIN_OPS_PER_STEP)
+        .filter(|r| (r.current.ops - r.baseline.ops).abs() >= MIN_OPS_PER_STEP)
         .collect();
     if changed.is_empty() || changed.len() == ranks.len() {
         return None;
     }
     let n = changed.len() as f64;
-    let mean = |f: fn(&(u32, (f64, f64), (f64, f64))) -> f64| {
-        changed.iter().map(|r| f(r)).sum::<f64>() / n
-    };
+    let mean = |f: fn(&RankPair) -> f64| changed.iter().map(|r| f(r)).sum::<f64>() / n;
     Some(ChangedOnRanks {
         ranks: changed
             .iter()
             .take(ChangedOnRanks::LISTED)
-            .map(|r| r.0)
+            .map(|r| r.rank)
             .collect(),
         changed: changed.len() as u32,
         compared: ranks.len() as u32,
-        baseline_count: mean(|r| r.1 .0),
-        current_count: mean(|r| r.2 .0),
-        baseline_ms: mean(|r| r.1 .1),
-        current_ms: mean(|r| r.2 .1),
+        baseline_count: mean(|r| r.baseline.ops),
+        current_count: mean(|r| r.current.ops),
+        baseline_ms: mean(|r| r.baseline.ms),
+        current_ms: mean(|r| r.current.ms),
     })
 }
 
@@ -94,21 +116,19 @@ const GREW_LISTED: usize = 3;
 /// [`WaitedFor`]): none when no rank's wait grew, or every rank's did alike.
 pub fn waited_for(baseline: &Profile, current: &Profile) -> Option<WaitedFor> {
     let key = (TimeClassKind::Waiting, WAITING.to_string());
-    let waits: Vec<(u32, f64)> = both(baseline, current, &key)
-        .into_iter()
-        .map(|(rank, b, c)| (rank, c.1 - b.1))
-        .collect();
-    let most = waits.iter().map(|w| w.1).fold(0.0, f64::max);
+    let waits = both(baseline, current, &key);
+    let most = waits.iter().map(RankPair::delta_ms).fold(0.0, f64::max);
     if most <= 0.0 {
         return None;
     }
-    let (late, others): (Vec<&(u32, f64)>, Vec<&(u32, f64)>) =
-        waits.iter().partition(|w| w.1 <= WAITED_FOR_SHARE * most);
+    let (late, others): (Vec<&RankPair>, Vec<&RankPair>) = waits
+        .iter()
+        .partition(|w| w.delta_ms() <= WAITED_FOR_SHARE * most);
     if late.is_empty() || others.is_empty() {
         return None;
     }
-    let mean = |v: &[&(u32, f64)]| v.iter().map(|w| w.1).sum::<f64>() / v.len() as f64;
-    let late_ranks: Vec<u32> = late.iter().map(|w| w.0).collect();
+    let mean = |v: &[&RankPair]| v.iter().map(|w| w.delta_ms()).sum::<f64>() / v.len() as f64;
+    let late_ranks: Vec<u32> = late.iter().map(|w| w.rank).collect();
     let mut grew: Vec<RankClassGrowth> = baseline
         .by_rank
         .keys()
@@ -119,8 +139,8 @@ pub fn waited_for(baseline: &Profile, current: &Profile) -> Option<WaitedFor> {
         .map(|k| {
             let on_late: Vec<f64> = both(baseline, current, k)
                 .into_iter()
-                .filter(|r| late_ranks.contains(&r.0))
-                .map(|(_, b, c)| c.1 - b.1)
+                .filter(|r| late_ranks.contains(&r.rank))
+                .map(|r| r.delta_ms())
                 .collect();
             RankClassGrowth {
                 kind: k.0,
@@ -174,7 +194,9 @@ mod tests {
     fn the_ranks_a_class_changed_on() {
         let key = (TimeClassKind::Compute, "forward".to_string());
         let base = profile(10, &[1, 1, 1, 1], &[0.8, 0.8, 0.8, 0.8]);
-        let cases: [(&str, Profile, Option<(Vec<u32>, f64, f64)>); 4] = [
+        // (case, current run, the ranks with their ops and ms per step there)
+        type Case = (&'static str, Profile, Option<(Vec<u32>, f64, f64)>);
+        let cases: [Case; 4] = [
             (
                 "one rank runs four more forwards",
                 profile(10, &[1, 1, 5, 1], &[0.8, 0.8, 3.2, 0.8]),
@@ -231,7 +253,9 @@ mod tests {
     #[test]
     fn the_ranks_the_others_wait_for_and_what_grew_on_them() {
         let base = waits(&[2.0, 2.0, 2.0, 2.0], &[1.0, 1.0, 1.0, 1.0]);
-        let cases: [(&str, Profile, Option<(Vec<u32>, f64, &str)>); 4] = [
+        // (case, current run, the ranks waited for, the others' wait, what grew most there)
+        type Case = (&'static str, Profile, Option<(Vec<u32>, f64, &'static str)>);
+        let cases: [Case; 4] = [
             (
                 "rank 2's DataLoader 30 ms slower: the others wait for it",
                 waits(&[31.0, 30.0, 1.0, 32.0], &[1.0, 1.0, 31.0, 1.0]),
