@@ -538,6 +538,7 @@ fn a_real_gpu_jobs_garbage_collection_is_named_with_its_site() {
     let summary = f["summary"].as_str().unwrap();
     assert!(
         summary.starts_with("garbage collection: 0.00 -> ")
+            && summary.contains("the longest 225.4 ms")
             && summary.contains("most often in regressions.py(198): run_variant"),
         "{summary}"
     );

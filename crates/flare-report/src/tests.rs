@@ -371,6 +371,7 @@ fn comparison_report_is_balanced_and_escapes_what_traces_say() {
             sites: vec![(evil.into(), 3)],
         }],
         gc_sites: vec![(evil.into(), 2)],
+        gc_longest_ms: None,
         issue_latency: Some(LatencyQuantiles {
             count: 100,
             p10_us: 1.0,

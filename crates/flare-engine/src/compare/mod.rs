@@ -32,6 +32,11 @@ pub fn compare(baseline: &Trace, current: &Trace, sources: (&str, &str)) -> Comp
         cpu_compute: t.meta.cpu_compute,
         host_calls: host_call_rates(t, p.iterations_with_ops),
         gc_sites: gc_sites(t),
+        gc_longest_ms: longest_gc_ms(t.ranks.iter().flat_map(|r| r.ops.iter()).filter_map(|o| {
+            o.end()
+                .filter(|_| o.kind == OpKind::GarbageCollection)
+                .map(|e| e - o.start_ns)
+        })),
         issue_latency: (p.issue_latency.count() > 0).then(|| LatencyQuantiles {
             count: p.issue_latency.count(),
             p10_us: p.issue_latency.quantile_us(0.1),
@@ -62,8 +67,14 @@ fn run_of(p: &profile::Profile, source: &str) -> RunProfile {
         cpu_compute: false,
         host_calls: vec![],
         gc_sites: vec![],
+        gc_longest_ms: None,
         issue_latency: None,
     }
+}
+
+/// The longest of GC pauses' durations (ns), ms; `None` without any.
+fn longest_gc_ms(pauses: impl Iterator<Item = i64>) -> Option<f64> {
+    pauses.max().filter(|&ns| ns > 0).map(|ns| ns as f64 / 1e6)
 }
 
 /// Two profiles' classes side by side, most changed first.
@@ -262,6 +273,13 @@ pub fn compare_windows(
     // the summaries keep the tracer's sync spans: the host calls a live job has
     let run = |p: &profile::Profile, w: &[&WindowSummary], source: &str| RunProfile {
         host_calls: windows::sync_rates(w, p.rank_iterations),
+        gc_longest_ms: longest_gc_ms(
+            w.iter()
+                .flat_map(|w| w.ranks.iter())
+                .flat_map(|r| r.ops.iter())
+                .filter(|o| o.kind == OpKind::GarbageCollection)
+                .map(|o| i64::try_from(o.max_ns).unwrap_or(i64::MAX)),
+        ),
         ..run_of(p, source)
     };
     let runs = (run(&b, baseline, sources.0), run(&c, current, sources.1));

@@ -124,6 +124,10 @@ pub struct RunProfile {
     /// Where the program's GC pauses happened, most frequent first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub gc_sites: Vec<(String, u64)>,
+    /// The longest GC pause, ms: the collector's rare full collections, which a mean per
+    /// pause hides.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gc_longest_ms: Option<f64>,
     /// GPU kernels' issue latency, where the trace has launches (not on CPU runs).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub issue_latency: Option<LatencyQuantiles>,

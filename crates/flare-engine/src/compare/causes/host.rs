@@ -27,6 +27,12 @@ pub fn garbage_collection(c: &Comparison, cfg: &CompareConfig) -> Option<Finding
         return None;
     }
     let pause = |ms: f64, n: f64| if n > 0.0 { ms / n } else { 0.0 };
+    // A pause far longer than the mean is a full collection: say so, as the mean hides it.
+    let longest = c
+        .current
+        .gc_longest_ms
+        .filter(|&l| l >= 10.0 * pause(r.current_ms, r.current_count))
+        .map_or(String::new(), |l| format!(", the longest {l:.1} ms"));
     let mut evidence = vec![
         Evidence::new(
             EvidenceKey::GcTimeMs,
@@ -52,6 +58,11 @@ pub fn garbage_collection(c: &Comparison, cfg: &CompareConfig) -> Option<Finding
         )
         .decisive(),
     ];
+    if let Some(longest) = c.current.gc_longest_ms {
+        evidence[1]
+            .detail
+            .push_str(&format!("; the longest {longest:.1} ms"));
+    }
     let site = if c.current.gc_sites.is_empty() {
         String::new()
     } else {
@@ -63,7 +74,7 @@ pub fn garbage_collection(c: &Comparison, cfg: &CompareConfig) -> Option<Finding
     Some(finding(
         Severity::Warning,
         format!(
-            "garbage collection: {:.2} -> {:.2} ms per step ({:.1} pauses per step, {:.2} ms each{site})",
+            "garbage collection: {:.2} -> {:.2} ms per step ({:.1} pauses per step, {:.2} ms each on average{longest}{site})",
             r.baseline_ms,
             r.current_ms,
             r.current_count,

@@ -17,6 +17,7 @@ pub(in crate::compare) fn run(step_ms: f64, calls: Vec<HostCallRate>) -> RunProf
         cpu_compute: false,
         host_calls: calls,
         gc_sites: vec![],
+        gc_longest_ms: None,
         issue_latency: None,
     }
 }
