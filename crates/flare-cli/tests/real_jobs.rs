@@ -79,3 +79,25 @@ fn every_real_job_gets_its_culprit_and_cause_and_healthy_ones_nothing() {
         }
     }
 }
+
+/// A real GPU run (`tests/fixtures/real_gpu/h200_run3/gc`: the collector on, one rank on an
+/// H200): its ninth profiled step holds one full collection (238 ms against 13.5), its
+/// tenth is back at the level. A spike (info), not a fail-slow onset: the median of those
+/// two steps (126 ms) is no level the job ran at.
+#[test]
+fn one_long_gc_pause_at_a_runs_end_is_a_spike_not_an_onset() {
+    let dir = fixtures().join("../real_gpu/h200_run3/gc");
+    let Opened::Trace(trace) = open(&[dir], &OpenOptions::default()).expect("the trace opens")
+    else {
+        panic!("not a timeline");
+    };
+    let d = diagnose(&trace, &EngineConfig::default());
+    let kinds: Vec<(FindingKind, Severity)> =
+        d.findings.iter().map(|f| (f.kind, f.severity)).collect();
+    assert_eq!(
+        kinds,
+        [(FindingKind::IterationSpike, Severity::Info)],
+        "{:#?}",
+        d.findings
+    );
+}

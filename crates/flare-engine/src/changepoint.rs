@@ -238,12 +238,17 @@ pub fn change_points(series: &[f64], cfg: &ChangeConfig) -> Vec<ChangePoint> {
         let seg = &series[t..bounds[k + 2]];
         let before = median_of(prev);
         let after = median_of(seg);
-        // A spike: short, and the level after it is back near the level before it.
-        let spike = seg.len() <= cfg.spike_len && bounds[k + 2] < series.len() && {
-            let next_end = bounds.get(k + 3).copied().unwrap_or(series.len());
-            let back = median_of(&series[bounds[k + 2]..next_end]);
-            (back / before - 1.0).abs() < cfg.min_shift
-        };
+        // A spike: short, and the level after it is back near the level before it; at
+        // the series' end, short and its own last iteration back there already (one long
+        // pause then a normal step: their median is no level at all).
+        let back_near = |x: f64| (x / before - 1.0).abs() < cfg.min_shift;
+        let spike = seg.len() <= cfg.spike_len
+            && if bounds[k + 2] < series.len() {
+                let next_end = bounds.get(k + 3).copied().unwrap_or(series.len());
+                back_near(median_of(&series[bounds[k + 2]..next_end]))
+            } else {
+                seg.len() > 1 && seg.last().is_some_and(|&x| back_near(x))
+            };
         out.push(ChangePoint {
             index: t,
             before,
@@ -331,6 +336,17 @@ mod tests {
                 assert!(got[0].spike, "{name}: {got:?}");
             }
         }
+        // The series' last two iterations: one long pause (a full GC, 238 ms against
+        // 13.5), then a step at the old level: a spike, not a new level (the H200 GC run).
+        let mut pause = noisy(&[(8, 13.5)], 0.03, 6);
+        pause.extend([238.4, 14.2]);
+        let got = change_points(&pause, &cfg);
+        assert!(!got.is_empty() && got.iter().all(|c| c.spike), "{got:?}");
+        // Two slow last iterations: the job may have just slowed down, an onset.
+        let mut slowed = noisy(&[(8, 13.5)], 0.03, 6);
+        slowed.extend([238.4, 240.0]);
+        let got = change_points(&slowed, &cfg);
+        assert!(got.iter().any(|c| !c.spike && c.index == 8), "{got:?}");
         let d = drift_factor(&noisy(&[(12, 100.0), (18, 120.0)], 0.02, 2), &cfg);
         assert!((d - 1.2).abs() < 0.03, "{d}");
         assert_eq!(drift_factor(&noisy(&[(30, 100.0)], 0.02, 1), &cfg), 1.0);
