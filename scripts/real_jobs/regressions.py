@@ -23,6 +23,9 @@ regression traces it (shapes, Python stacks, Python GC events):
                   metrics change adds outside the model)
   empty_cache     (GPU only) torch.cuda.empty_cache() after each step: the caching
                   allocator hands its blocks back, so every step allocates them again
+  small_ops       (GPU only) a running mean of the loss kept on the device with 400 tiny
+                  in-place updates after each step (two kernels each, no sync): launches
+                  the device runs faster than the host issues them
   minority        (CPU only) the loss's weight penalty on the first layer's weight,
                   |w|^2 in every other run, becomes |w|^2.5: `aten::pow` leaves its fast
                   squaring path for the general one, the same op with the same shapes as
@@ -78,9 +81,10 @@ VARIANTS = {
     "loop_work": ("20,000 metrics formatted as JSON after each step", "host_between_steps"),
     "empty_cache": ("torch.cuda.empty_cache() after each step", "memory_churn"),
     "minority": ("the first layer's weight penalty |w|^2 -> |w|^2.5", "minority_kernel"),
+    "small_ops": ("400 tiny in-place updates of a device tensor after each step", "launch_bound"),
 }
 #: Variants that only change anything on a GPU.
-GPU_ONLY = {"empty_cache"}
+GPU_ONLY = {"empty_cache", "small_ops"}
 #: Variants that change nothing measurable on a GPU.
 CPU_ONLY = {"minority"}
 #: The exponent of the loss's weight penalty, where a variant changes it.
@@ -163,6 +167,7 @@ def run_variant(rank, a, job, variant, keep=True):
     # that holds only numbers and strings.)
     index = [[i] for i in range(600_000)]
     cache = []
+    running = torch.zeros(1024, device=job.device)
     gc.collect()
     if variant != "gc":
         gc.disable()
@@ -190,6 +195,9 @@ def run_variant(rank, a, job, variant, keep=True):
                 json.dumps({f"layer{i}.grad_norm": i * 0.5 + step for i in range(20_000)})
             if variant == "empty_cache":
                 torch.cuda.empty_cache()
+            if variant == "small_ops":
+                for _ in range(400):
+                    running.mul_(0.99).add_(loss.detach(), alpha=0.01)
             if job.cuda:
                 torch.cuda.synchronize()
             now = time.perf_counter()

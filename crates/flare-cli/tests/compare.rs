@@ -571,3 +571,32 @@ fn a_real_gpu_jobs_heavier_dataloader_is_named_alone() {
         "{actions:?}"
     );
 }
+
+/// 400 tiny in-place updates of a device tensor after each step: 800 kernels of about a
+/// microsecond, whose launches the GPU waits for. Their device time is 0.8 ms of a 26 ms
+/// change; the rest is the device idle while the host issues them, which the step's
+/// finding must put on them rather than on "untraced time" (CPU work in general).
+#[test]
+fn a_real_gpu_jobs_many_small_kernels_are_named_as_launches_the_gpu_waits_for() {
+    let doc = gpu_compare_in("h200_run4", "small_ops");
+    let w = warnings(&doc);
+    let summary = w[0]["summary"].as_str().unwrap();
+    assert!(
+        summary.contains("800 more kernels per step (")
+            && summary.contains("0.0 -> 400.0")
+            && summary.contains("the GPU waits for their launches, which shows as untraced time +"),
+        "{summary}"
+    );
+    assert!(
+        w[0]["action"].as_str().unwrap().contains("fuse them"),
+        "{}",
+        w[0]["action"]
+    );
+    assert_eq!(
+        doc["comparison"]["causes"],
+        serde_json::json!(["launch_bound"]),
+        "{doc}"
+    );
+    let again = gpu_compare_in("h200_run4", "baseline_again");
+    assert!(warnings(&again).is_empty(), "{again}");
+}

@@ -6,27 +6,34 @@
 
 use super::finding;
 use crate::compare::CompareConfig;
-use flare_model::{Comparison, Evidence, EvidenceKey, Finding, Severity, Unit};
+use flare_model::{Comparison, Evidence, EvidenceKey, Finding, LatencyQuantiles, Severity, Unit};
 
 /// Kernels each run needs for its distribution to be read.
 const MIN_KERNELS: u64 = 100;
 
-/// The median issue latency fell to a quarter or less, below 50 µs, while the step got
-/// slower by `cfg.min_change`.
-pub fn launch_bound(c: &Comparison, cfg: &CompareConfig) -> Option<Finding> {
+/// The runs' issue latencies when the GPU waits for the CPU in the current run: its median
+/// issue latency fell to a quarter or less, below 50 µs, while the step got slower by
+/// `cfg.min_change`.
+pub(crate) fn waits_for_host<'a>(
+    c: &'a Comparison,
+    cfg: &CompareConfig,
+) -> Option<(&'a LatencyQuantiles, &'a LatencyQuantiles)> {
     let (b, cur) = (
         c.baseline.issue_latency.as_ref()?,
         c.current.issue_latency.as_ref()?,
     );
     let slower = c.current.step_ms > c.baseline.step_ms * (1.0 + cfg.min_change);
-    if b.count < MIN_KERNELS
-        || cur.count < MIN_KERNELS
-        || !slower
-        || cur.p50_us > b.p50_us / 4.0
-        || cur.p50_us > 50.0
-    {
-        return None;
-    }
+    (b.count >= MIN_KERNELS
+        && cur.count >= MIN_KERNELS
+        && slower
+        && cur.p50_us <= b.p50_us / 4.0
+        && cur.p50_us <= 50.0)
+        .then_some((b, cur))
+}
+
+/// The GPU waits for the CPU (see [`waits_for_host`]).
+pub fn launch_bound(c: &Comparison, cfg: &CompareConfig) -> Option<Finding> {
+    let (b, cur) = waits_for_host(c, cfg)?;
     let (b_sync, c_sync) = (
         super::structure::syncs_per_step(&c.baseline),
         super::structure::syncs_per_step(&c.current),

@@ -8,7 +8,7 @@
 
 mod gemm;
 mod host;
-mod launch;
+pub(super) mod launch;
 mod structure;
 
 use super::CompareConfig;

@@ -1,6 +1,7 @@
 //! What a comparison says: the change of the step and the classes of time that carry it,
 //! with the action their kind calls for.
 
+mod launches;
 mod machine;
 mod sequence;
 
@@ -129,7 +130,24 @@ fn step_findings(c: &Comparison, cfg: &CompareConfig) -> Vec<Finding> {
     let program_change = structural_classes()
         .filter(|_| structural)
         .max_by(|x, y| reach_ms(x).abs().total_cmp(&reach_ms(y).abs()));
+    // Many more small kernels on a GPU that waits for the host: their launches, not their
+    // device time, are what the step pays, and they show as time no op covers.
+    let added = launches::added(c, cfg);
+    let launch_ms: f64 = added
+        .iter()
+        .map(|&(r, n)| n * launches::HOST_MS_PER_LAUNCH + r.delta_ms().max(0.0))
+        .sum();
+    let by_launches = movers.first().filter(|m| {
+        slower
+            && matches!(
+                m.kind,
+                TimeClassKind::Untraced | TimeClassKind::BetweenSteps
+            )
+            && program_change.is_none_or(|p| reach_ms(p).abs() < m.delta_ms().abs())
+            && launch_ms >= m.delta_ms()
+    });
     let top = match (program_change, movers.first()) {
+        _ if by_launches.is_some() => added[0].0,
         (Some(p), Some(m)) if reach_ms(p).abs() < m.delta_ms().abs() => *m,
         (Some(p), _) => p,
         (None, Some(m)) => *m,
@@ -173,8 +191,18 @@ fn step_findings(c: &Comparison, cfg: &CompareConfig) -> Vec<Finding> {
         (delta / before).abs() * 100.0,
     );
     let waited = waited_for(c, top);
-    let (summary, confidence) = match &top.changed_on {
-        Some(on) if more_often => {
+    let (summary, confidence) = match (&top.changed_on, by_launches) {
+        (_, Some(idle)) => (
+            format!(
+                "{head}: {:.0} more kernels per step ({}): the GPU waits for their launches, which shows as {} {:+.2} ms",
+                added.iter().map(|a| a.1).sum::<f64>(),
+                launches::listed(&added),
+                idle.label(),
+                idle.delta_ms()
+            ),
+            0.8,
+        ),
+        (Some(on), _) if more_often => {
             // Where the others' time shows it: the largest other class that moved.
             let shows = movers
                 .iter()
@@ -231,15 +259,16 @@ fn step_findings(c: &Comparison, cfg: &CompareConfig) -> Vec<Finding> {
             top.delta_ms() / delta,
         ),
     };
-    let action = match waited {
-        Some((w, grown)) => format!(
+    let action = match (waited, by_launches) {
+        (_, Some(_)) => "the step launches many more small kernels (a Python loop of tensor ops: per-parameter or per-element updates, metrics kept on the device), and the host's time to issue them, not the GPU, sets the step: fuse them (torch._foreach_* ops, one op over a stacked tensor, torch.compile) or capture them in a CUDA graph; find what calls them (torch.profiler with with_stack=True)".to_string(),
+        (Some((w, grown)), None) => format!(
             "the other ranks wait for {} at their collectives, where {} grew {:+.2} ms per step: {}",
             w.label(),
             grown.label(),
             w.grew[0].delta_ms,
             action(grown, slower, count_changed(grown, cfg), c.current.cpu_compute)
         ),
-        None => action(top, slower, more_often, c.current.cpu_compute),
+        (None, None) => action(top, slower, more_often, c.current.cpu_compute),
     };
     vec![crate::compare::causes::finding(
         if slower {
