@@ -59,10 +59,11 @@ const SHOWN: usize = 4;
 /// `c.causes`), and a change of the op sequence.
 pub fn regression_findings(c: &mut Comparison, cfg: &CompareConfig) -> Vec<Finding> {
     let mut out = step_findings(c, cfg);
+    let quiet = out.is_empty();
     let causes = super::causes::named_causes(c, cfg);
     c.causes = causes.iter().map(|(cause, _)| *cause).collect();
     out.extend(causes.into_iter().map(|(_, f)| f));
-    out.extend(sequence_finding(c, cfg));
+    out.extend(sequence_finding(c, cfg, quiet));
     out
 }
 
