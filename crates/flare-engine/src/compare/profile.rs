@@ -69,18 +69,33 @@ pub struct Profile {
     pub algorithms: BTreeMap<(TimeClassKind, String), BTreeSet<String>>,
     /// GPU kernels' issue latency (start minus launch).
     pub issue_latency: LatencyHistogram,
-    /// Each rank's steps, and each class's ops and time on each rank that ran it: where a
+    /// Each rank's steps (what its classes' time is over), the iterations its ops are
+    /// counted over, and each class's ops and time on each rank that ran it: where a
     /// change of a class is, when not every rank's changed (`ranks::changed_on`).
     pub rank_steps: BTreeMap<u32, u64>,
+    pub rank_counted_iterations: BTreeMap<u32, u64>,
     pub by_rank: BTreeMap<(TimeClassKind, String), Vec<RankClassTime>>,
 }
 
-/// One class's ops and time on one rank, over its steps.
+/// One class's ops on one rank over its counted iterations, and its time over its steps.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct RankClassTime {
     pub rank: u32,
     pub count: u64,
     pub ns: f64,
+}
+
+/// The iterations a rank's ops are counted over, from those it ran ops in (sorted, each
+/// once): by the iteration that launched them, not the step window they started in (an op
+/// near a step's edge moves between windows as the timing shifts, and a pipeline's sends
+/// then seem to change in number); without the first and last where there are four or
+/// more, which a profiler's window may cut.
+fn counted_iterations(its: &[u32]) -> &[u32] {
+    if its.len() >= 4 {
+        &its[1..its.len() - 1]
+    } else {
+        its
+    }
 }
 
 /// Issue latencies in logarithmic buckets (10% wide, from 10 ns): quantiles within 5%
@@ -304,15 +319,31 @@ pub fn profile(trace: &Trace) -> Profile {
     // Each op's start and class: an op counts in the step it starts in.
     let mut started: Vec<(i64, usize)> = Vec::new();
     // Each class's (ops, time) before the rank, and on each rank after it.
-    let mut before_rank: Vec<(u64, f64)> = Vec::new();
+    let mut before_rank: Vec<f64> = Vec::new();
     let mut by_rank: Vec<Vec<RankClassTime>> = Vec::new();
+    // The rank's ops by (iteration, class), and its ops per class in counted iterations.
+    let mut tagged: Vec<(u32, usize)> = Vec::new();
+    let mut its: Vec<u32> = Vec::new();
+    let mut rank_counts: Vec<u64> = Vec::new();
     for r in &trace.ranks {
         pieces.values_mut().for_each(Vec::clear);
         started.clear();
         before_rank.clear();
-        before_rank.extend(classes.time.iter().map(|t| (t.count, t.ns)));
+        before_rank.extend(classes.time.iter().map(|t| t.ns));
+        tagged.clear();
         let steps_before = out.rank_iterations;
         for o in &r.ops {
+            let c = if o.kind == OpKind::Compute {
+                classes.compute(trace, o.name)
+            } else if o.kind.is_sync() {
+                classes.transfer(o.kind, o.amount)
+            } else if o.kind.is_host() {
+                classes.host(o.kind)
+            } else {
+                continue;
+            };
+            // every call counts, whatever the trace says of its end
+            tagged.push((o.iteration, c));
             let Some(end) = o.end().filter(|&e| e > o.start_ns) else {
                 continue;
             };
@@ -329,7 +360,6 @@ pub fn profile(trace: &Trace) -> Profile {
                 {
                     out.issue_latency.add(o.start_ns - o.issue_ns);
                 }
-                let c = classes.compute(trace, o.name);
                 started.push((o.start_ns, c));
                 let t = &mut classes.time[c];
                 if o.amount > 0 {
@@ -338,7 +368,6 @@ pub fn profile(trace: &Trace) -> Profile {
                 }
                 v.push(piece(compute, c));
             } else if o.kind.is_sync() {
-                let c = classes.transfer(o.kind, o.amount);
                 started.push((o.start_ns, c));
                 let algorithm = classes
                     .algorithm_of
@@ -375,7 +404,6 @@ pub fn profile(trace: &Trace) -> Profile {
                     });
                 }
             } else if o.kind.is_host() {
-                let c = classes.host(o.kind);
                 started.push((o.start_ns, c));
                 v.push(piece(host, c));
             }
@@ -402,14 +430,28 @@ pub fn profile(trace: &Trace) -> Profile {
         }
         out.rank_steps
             .insert(r.rank, out.rank_iterations - steps_before);
+        its.clear();
+        its.extend(tagged.iter().map(|t| t.0));
+        its.sort_unstable();
+        its.dedup();
+        let counted = counted_iterations(&its);
+        out.rank_counted_iterations
+            .insert(r.rank, counted.len() as u64);
+        rank_counts.clear();
+        rank_counts.resize(classes.time.len(), 0);
+        for &(it, c) in &tagged {
+            if counted.binary_search(&it).is_ok() {
+                rank_counts[c] += 1;
+            }
+        }
         by_rank.resize(classes.time.len(), Vec::new());
         for (c, t) in classes.time.iter().enumerate() {
-            let (count, ns) = before_rank.get(c).copied().unwrap_or_default();
-            if t.count > count || t.ns > ns {
+            let ns = t.ns - before_rank.get(c).copied().unwrap_or_default();
+            if rank_counts[c] > 0 || ns > 0.0 {
                 by_rank[c].push(RankClassTime {
                     rank: r.rank,
-                    count: t.count - count,
-                    ns: t.ns - ns,
+                    count: rank_counts[c],
+                    ns,
                 });
             }
         }

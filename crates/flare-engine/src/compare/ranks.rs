@@ -34,8 +34,8 @@ impl RankPair {
     }
 }
 
-/// Each rank's ops and time per step of `key` in a run, for the ranks it has steps on;
-/// zero where a rank ran none.
+/// Each rank's ops per counted iteration and time per step of `key` in a run, for the
+/// ranks it has steps and counted iterations on; zero where a rank ran none.
 fn per_rank(p: &Profile, key: &(TimeClassKind, String)) -> BTreeMap<u32, OnRank> {
     let times: BTreeMap<u32, RankClassTime> = p
         .by_rank
@@ -46,11 +46,13 @@ fn per_rank(p: &Profile, key: &(TimeClassKind, String)) -> BTreeMap<u32, OnRank>
         .collect();
     p.rank_steps
         .iter()
-        .filter(|(_, &steps)| steps > 0)
-        .map(|(&rank, &steps)| {
-            let steps = steps as f64;
+        .filter_map(|(&rank, &steps)| {
+            let its = p.rank_counted_iterations.get(&rank).copied().unwrap_or(0);
+            (steps > 0 && its > 0).then_some((rank, steps as f64, its as f64))
+        })
+        .map(|(rank, steps, its)| {
             let on = times.get(&rank).map_or(OnRank::default(), |t| OnRank {
-                ops: t.count as f64 / steps,
+                ops: t.count as f64 / its,
                 ms: t.ns / steps / 1e6,
             });
             (rank, on)
@@ -178,6 +180,7 @@ mod tests {
         let mut times = vec![];
         for (r, (&n, &t)) in ops.iter().zip(ms).enumerate() {
             p.rank_steps.insert(r as u32, steps);
+            p.rank_counted_iterations.insert(r as u32, steps);
             if n > 0 {
                 times.push(RankClassTime {
                     rank: r as u32,

@@ -78,6 +78,7 @@ pub fn profile_windows(windows: &[&WindowSummary]) -> Profile {
             }
             ranks.insert(r.rank);
             *out.rank_steps.entry(r.rank).or_default() += its;
+            *out.rank_counted_iterations.entry(r.rank).or_default() += its;
             let span: f64 = r.iterations.iter().map(|i| i.duration_ns as f64).sum();
             out.rank_iterations += its;
             out.span_ns += span;

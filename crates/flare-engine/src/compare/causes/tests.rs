@@ -352,12 +352,26 @@ fn each_cause_is_named_from_its_own_evidence() {
         ),
         (
             "a small op three times slower per call",
-            |c| set(c, "layer_norm", (0.8, 4.0), (2.4, 4.0)),
+            |c| {
+                set(c, "layer_norm", (0.8, 4.0), (2.4, 4.0));
+                c.current.step_ms = 41.6;
+            },
+            vec![Cause::MinorityKernel],
+        ),
+        (
+            "a small op three times slower per call, in a step no slower (others waited less): an info",
+            |c| {
+                set(c, "layer_norm", (0.8, 4.0), (2.4, 4.0));
+                set(c, "all_reduce 16.0 MiB", (6.0, 1.0), (4.4, 1.0));
+            },
             vec![Cause::MinorityKernel],
         ),
         (
             "a small op x1.6 per call but 1.25% of the step: below a change worth reporting (a copy slowed by evicted caches)",
-            |c| set(c, "layer_norm", (0.8, 4.0), (1.3, 4.0)),
+            |c| {
+                set(c, "layer_norm", (0.8, 4.0), (1.3, 4.0));
+                c.current.step_ms = 41.0;
+            },
             vec![],
         ),
         (
@@ -380,6 +394,23 @@ fn each_cause_is_named_from_its_own_evidence() {
             .collect();
         assert_eq!(got, want, "{what}");
     }
+}
+
+#[test]
+fn a_slow_minor_op_warns_only_where_the_step_is_slower() {
+    let severity = |step_ms: f64| {
+        let mut c = steady();
+        set(&mut c, "layer_norm", (0.8, 4.0), (2.4, 4.0));
+        c.current.step_ms = step_ms;
+        let f = named_causes(&c, &CompareConfig::default());
+        assert_eq!(f.len(), 1, "{f:#?}");
+        (
+            f[0].1.severity,
+            f[0].1.summary.contains("the step is not slower"),
+        )
+    };
+    assert_eq!(severity(41.6), (flare_model::Severity::Warning, false));
+    assert_eq!(severity(40.2), (flare_model::Severity::Info, true));
 }
 
 #[test]

@@ -126,8 +126,9 @@ fn step_findings(c: &Comparison, cfg: &CompareConfig) -> Vec<Finding> {
     }
     // A change of what the program runs leads over a class that only took longer when
     // what it adds to a step (on the ranks it changed on: each of their steps holds every
-    // rank at the next collective) is at least as large: the other class may be where
-    // that wait or the shared machine's load shows, while the reverse cannot hold.
+    // rank at the next collective) is at least as large, or half the step's change: the
+    // other class may be where that wait or the shared machine's load shows, while the
+    // reverse cannot hold.
     let program_change = structural_classes()
         .filter(|_| structural)
         .max_by(|x, y| reach_ms(x).abs().total_cmp(&reach_ms(y).abs()));
@@ -144,12 +145,12 @@ fn step_findings(c: &Comparison, cfg: &CompareConfig) -> Vec<Finding> {
                 m.kind,
                 TimeClassKind::Untraced | TimeClassKind::BetweenSteps
             )
-            && program_change.is_none_or(|p| reach_ms(p).abs() < m.delta_ms().abs())
+            && program_change.is_none_or(|p| !program_leads(p, m, delta))
             && launch_ms >= m.delta_ms()
     });
     let top = match (program_change, movers.first()) {
         _ if by_launches.is_some() => added[0].0,
-        (Some(p), Some(m)) if reach_ms(p).abs() < m.delta_ms().abs() => *m,
+        (Some(p), Some(m)) if !program_leads(p, m, delta) => *m,
         (Some(p), _) => p,
         (None, Some(m)) => *m,
         (None, None) => return vec![],
@@ -336,6 +337,16 @@ pub(super) fn step_evidence(c: &Comparison, cfg: &CompareConfig, se: f64) -> Vec
 fn count_changed(r: &TimeClassChange, cfg: &CompareConfig) -> bool {
     let (b, c) = (r.baseline_count, r.current_count);
     r.changed_on.is_some() || (c - b).abs() > cfg.count_change * b.max(c) && (b > 0.0 || c > 0.0)
+}
+
+/// Whether the program's change `p` leads over the class `m` that moved most (see
+/// [`step_findings`]), the step having changed by `delta` ms: when it adds as much, or,
+/// where only some ranks changed, half the step's change (every rank runs the same code
+/// and shapes, so a change on some alone is a code path they take, not a shape or a
+/// library that renamed the class on every rank).
+fn program_leads(p: &TimeClassChange, m: &TimeClassChange, delta: f64) -> bool {
+    let reach = reach_ms(p).abs();
+    reach >= m.delta_ms().abs() || (p.changed_on.is_some() && reach >= 0.5 * delta.abs())
 }
 
 /// What a class's change adds to a step: on the ranks it changed on where only some did
