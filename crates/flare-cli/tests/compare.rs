@@ -617,3 +617,44 @@ fn a_real_gpu_jobs_many_small_kernels_are_named_as_launches_the_gpu_waits_for() 
     let again = gpu_compare_in("h200_run4", "baseline_again");
     assert!(warnings(&again).is_empty(), "{again}");
 }
+
+/// `tests/fixtures/real_pairs`: real runs made after the rules, other slow ranks.
+fn real_pair(run: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/fixtures/real_pairs")
+        .join(run)
+        .join("traces")
+}
+
+/// Hand-written data parallelism: rank 3 runs four more forward passes per step (2.8 ms
+/// there); the mean over ranks puts more on the 256 KiB all-reduces (+2.86 ms), where the
+/// others wait for it. The code path, half the step's change, leads.
+#[test]
+fn a_code_path_adding_half_the_step_on_one_rank_leads() {
+    let doc = compare_dirs(
+        &real_pair("allreduce_none_r2"),
+        &real_pair("allreduce_extra_work_r3"),
+    );
+    let summary = doc["findings"][0]["summary"].as_str().unwrap();
+    assert!(
+        summary.contains("runs 20.0 times per step on rank 3 against 4.0"),
+        "{summary}"
+    );
+}
+
+/// A pipeline whose last stage stalls 30 ms per step: sends move between step windows as
+/// the timing shifts, while every rank sends as often per iteration. No code path changed.
+#[test]
+fn ops_moving_between_step_windows_are_no_code_path() {
+    let doc = compare_dirs(
+        &real_pair("pipeline_none_r2"),
+        &real_pair("pipeline_host_stall_r3"),
+    );
+    let changed: Vec<&serde_json::Value> = doc["comparison"]["classes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r.get("changed_on").is_some())
+        .collect();
+    assert!(changed.is_empty(), "{changed:#?}");
+}
