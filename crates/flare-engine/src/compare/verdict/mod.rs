@@ -4,9 +4,11 @@
 mod launches;
 mod machine;
 mod sequence;
+mod words;
 
 use machine::machine_finding;
 use sequence::sequence_finding;
+use words::{action, class_detail};
 
 use flare_model::{
     ChangedOnRanks, Comparison, Evidence, EvidenceKey, Finding, Severity, TimeClassChange,
@@ -355,83 +357,4 @@ fn reach_ms(r: &TimeClassChange) -> f64 {
     r.changed_on
         .as_ref()
         .map_or(r.delta_ms(), ChangedOnRanks::delta_ms)
-}
-
-fn class_detail(r: &TimeClassChange, step_delta: f64) -> String {
-    let presence = match (r.baseline_count > 0.0, r.current_count > 0.0) {
-        (false, true)
-            if !matches!(
-                r.kind,
-                TimeClassKind::Waiting | TimeClassKind::Untraced | TimeClassKind::BetweenSteps
-            ) =>
-        {
-            "; appears: not in the baseline"
-        }
-        (true, false) => "; disappears: not in the current run",
-        _ => "",
-    };
-    let rate = match (r.baseline_rate, r.current_rate) {
-        (Some(b), Some(c)) => format!(
-            "; achieved {c:.3} {unit} against {b:.3}",
-            unit = if r.kind == TimeClassKind::Compute {
-                "TFLOPS"
-            } else {
-                "bus GB/s"
-            }
-        ),
-        _ => String::new(),
-    };
-    let ranks = r.changed_on.as_ref().map_or(String::new(), |on| {
-        format!(
-            "; on {} alone: {:.1} ops per step against {:.1}, {:+.2} ms per step there",
-            on.label(),
-            on.current_count,
-            on.baseline_count,
-            on.delta_ms()
-        )
-    });
-    format!(
-        "{}: {:+.2} ms per step ({:.0}% of the step's change); ops per step {:.1} against {:.1}{rate}{presence}{ranks}",
-        r.label(),
-        r.delta_ms(),
-        r.delta_ms() / step_delta * 100.0,
-        r.current_count,
-        r.baseline_count
-    )
-}
-
-fn action(top: &TimeClassChange, slower: bool, more_often: bool, cpu: bool) -> String {
-    let class = top.short_class();
-    if !slower {
-        return format!(
-            "nothing to fix: the current run is faster, mostly through {class}; keep what changed"
-        );
-    }
-    match top.kind {
-        TimeClassKind::Compute | TimeClassKind::Communication if more_often && top.changed_on.is_some() => {
-            let on = top.changed_on.as_ref().map(ChangedOnRanks::label).unwrap_or_default();
-            format!(
-                "{class} runs {} often per step on {on} alone: a code path only those ranks take (work on one rank such as evaluation, logging or saving; a condition on the rank or on its data); in a synchronous job every other rank waits for it at the next collective, so the whole job pays its time: find what calls it there (torch.profiler with with_stack=True on {on}), then spread that work over the ranks or take it off the step's path",
-                if top.current_count > top.baseline_count { "more" } else { "less" }
-            )
-        }
-        TimeClassKind::Compute if more_often => format!(
-            "{class} runs more often per step: a new code path or more work per step (extra forward passes, evaluation, metrics or logging, recomputation); find what calls it in the current code (torch.profiler with with_stack=True)"
-        ),
-        TimeClassKind::Compute => format!(
-            "{class} runs as often but slower: compare its shapes and dtypes between the runs (tensor cores need dimensions that are multiples of 8 for fp16/bf16, 16 for fp8), the libraries (PyTorch, cuBLAS, cuDNN) and the GPU clocks"
-        ),
-        TimeClassKind::Communication if cpu => format!(
-            "{class} takes longer to move its data, with the same collectives: on CPUs (Gloo over TCP) that is the hosts' network path and load (GLOO_SOCKET_IFNAME, other traffic and processes on the hosts), which vary from run to run; rerun both on the same idle hosts before looking for a cause in the program"
-        ),
-        TimeClassKind::Communication => format!(
-            "{class} takes longer to move its data: compare NCCL's algorithm and protocol between the runs (NCCL_DEBUG=INFO), the message sizes and the network path (NCCL_IB_* settings, topology)"
-        ),
-        TimeClassKind::Waiting => "ranks wait longer for each other in their collectives: some ranks became slower than the rest; run `flare diagnose` on the current run to name them".to_string(),
-        TimeClassKind::Host => format!(
-            "the host phase {class} takes longer: profile it (py-spy); for GC, gc.freeze() after setup and fewer Python objects per step; for the dataloader, more workers and prefetching; for checkpoints, asynchronous saving"
-        ),
-        TimeClassKind::Untraced => "time no traced op covers grew: CPU work between ops (Python, device synchronizations, data preparation in the main process); profile the host side of both runs (py-spy record) and compare".to_string(),
-        TimeClassKind::BetweenSteps => "the host's own time between steps grew (no op runs before the step's first op or after its last): the training loop's per-step work outside the model (logging and metrics, reading values back with .item() or .cpu(), timers that synchronize, checkpoint or evaluation triggers); profile the loop of both runs (py-spy record, torch.profiler with with_stack=True) and compare".to_string(),
-    }
 }
