@@ -658,3 +658,29 @@ fn ops_moving_between_step_windows_are_no_code_path() {
         .collect();
     assert!(changed.is_empty(), "{changed:#?}");
 }
+
+/// A simulated job whose one GPU computes 1.5 times slower, against the same job healthy:
+/// every rank waits for that one, whose kernels (as many, same shapes) grew there alone;
+/// the action points at its GPU, not at shapes or libraries every rank shares.
+#[test]
+fn the_rank_whose_gpu_slowed_is_named_with_its_device() {
+    let (healthy, slow) = (simulated("none", "gpu-a"), simulated("slow_gpu", "gpu-b"));
+    let truth: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(slow.join("truth.json")).unwrap()).unwrap();
+    let rank = truth["fault"]["fault"]["rank"].as_u64().unwrap();
+    let doc = compare_dirs(&healthy, &slow);
+    assert_eq!(
+        doc["comparison"]["waited_for"]["ranks"],
+        serde_json::json!([rank]),
+        "{doc:#}"
+    );
+    let f = &doc["findings"][0];
+    let action = f["action"].as_str().unwrap();
+    assert!(
+        action.contains(&format!("the same kernels run slower on rank {rank} alone"))
+            && action.contains("their GPUs"),
+        "{action}"
+    );
+    let _ = std::fs::remove_dir_all(&healthy);
+    let _ = std::fs::remove_dir_all(&slow);
+}

@@ -270,7 +270,16 @@ fn step_findings(c: &Comparison, cfg: &CompareConfig) -> Vec<Finding> {
             w.label(),
             grown.label(),
             w.grew[0].delta_ms,
-            action(grown, slower, count_changed(grown, cfg), c.current.cpu_compute)
+            if grown.kind == TimeClassKind::Compute
+                && !count_changed(grown, cfg)
+                && grew_there_alone(w, grown)
+            {
+                // the same ops, slower on some ranks alone: not the code or the libraries,
+                // which every rank shares
+                words::slower_on_some(&w.label(), c.current.cpu_compute)
+            } else {
+                action(grown, slower, count_changed(grown, cfg), c.current.cpu_compute)
+            }
         ),
         (None, None) => action(top, slower, more_often, c.current.cpu_compute),
     };
@@ -303,6 +312,15 @@ fn waited_for<'a>(
         .iter()
         .find(|r| r.kind == first.kind && r.class == first.class)?;
     Some((w, row))
+}
+
+/// Whether the class that grew most on the ranks waited for (`grown`, its row over every
+/// rank) grew on the other ranks by at most a quarter as much.
+fn grew_there_alone(w: &WaitedFor, grown: &TimeClassChange) -> bool {
+    let (n, late) = (f64::from(w.compared), f64::from(w.count));
+    let there = w.grew.first().map_or(0.0, |g| g.delta_ms);
+    let elsewhere = (grown.delta_ms() * n - there * late) / (n - late).max(1.0);
+    there > 0.0 && elsewhere <= 0.25 * there
 }
 
 /// The step's evidence: its time against the baseline's (decisive), and its change over

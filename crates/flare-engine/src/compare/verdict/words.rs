@@ -81,3 +81,16 @@ pub(super) fn action(top: &TimeClassChange, slower: bool, more_often: bool, cpu:
         TimeClassKind::BetweenSteps => "the host's own time between steps grew (no op runs before the step's first op or after its last): the training loop's per-step work outside the model (logging and metrics, reading values back with .item() or .cpu(), timers that synchronize, checkpoint or evaluation triggers); profile the loop of both runs (py-spy record, torch.profiler with with_stack=True) and compare".to_string(),
     }
 }
+
+/// The action for the same ops run slower on some ranks alone (`ranks`, as labelled).
+pub(super) fn slower_on_some(ranks: &str, cpu: bool) -> String {
+    if cpu {
+        format!(
+            "the same ops run slower on {ranks} alone, so not the code or the libraries, which every rank shares: their CPUs (other processes on their cores, CPU frequency, thread pinning and OMP_NUM_THREADS; more ranks than cores on a node); `flare diagnose` on the current run weighs the evidence rank by rank"
+        )
+    } else {
+        format!(
+            "the same kernels run slower on {ranks} alone, so not the code or the libraries, which every rank shares: their GPUs (clocks and thermal or power throttling in nvidia-smi, ECC errors and retired pages, the PCIe link) or the CPUs that feed them; `flare diagnose` on the current run weighs the evidence rank by rank"
+        )
+    }
+}
