@@ -80,11 +80,27 @@ def test_the_misaligned_shape_is_named(runs):
     assert "1022" in f["summary"] and "not a multiple of 4" in f["summary"], f["summary"]
 
 
+#: How far apart the script's own step clock may put the two healthy runs for them to count
+#: as runs at one speed: this 2-core machine has run a second baseline 15% slower than the
+#: first (its clock: 38.7 and 44.6 ms), a change of the machine, not of the job.
+SAME_SPEED = 0.10
+
+
 def test_two_runs_of_the_same_job_are_equal(runs):
     out, _ = runs
     doc = compare(out, "baseline_again")
     assert doc["comparison"].get("causes", []) == [], doc["comparison"]["causes"]
-    assert [f["summary"] for f in doc["findings"] if f["severity"] != "info"] == []
+    warnings = [f["summary"] for f in doc["findings"] if f["severity"] != "info"]
+    clock = json.loads((out / "steps.json").read_text())["median_step_ms"]
+    drift = abs(clock["baseline_again"] / clock["baseline"] - 1)
+    if drift < SAME_SPEED:
+        assert warnings == [], (warnings, clock)
+    else:
+        # The machine ran one run slower (the script's clock says so, independently of
+        # Flare): the step may be told slower, from time alone, but nothing in the program
+        # is named for it (no cause, no code path).
+        assert all("the most of it:" in w and "times per step" not in w for w in warnings), (
+            warnings, clock)
 
 
 def test_the_report_shows_the_cause_and_its_line(runs, tmp_path):
