@@ -318,7 +318,7 @@ pub fn profile(trace: &Trace) -> Profile {
     let mut touched: Vec<usize> = Vec::new();
     // Each op's start and class: an op counts in the step it starts in.
     let mut started: Vec<(i64, usize)> = Vec::new();
-    // Each class's (ops, time) before the rank, and on each rank after it.
+    // Each class's time before the rank, and its ops and time on each rank after it.
     let mut before_rank: Vec<f64> = Vec::new();
     let mut by_rank: Vec<Vec<RankClassTime>> = Vec::new();
     // The rank's ops by (iteration, class), and its ops per class in counted iterations.

@@ -1,5 +1,5 @@
-//! Where a class changed: the ranks whose ops per step of it differ from the same rank's
-//! in the baseline. A code path that only some ranks take (work on rank 0 alone, a
+//! Where a class changed: the ranks whose ops per iteration of it differ from the same
+//! rank's in the baseline, and the ranks the others wait for. A code path that only some ranks take (work on rank 0 alone, a
 //! condition on the rank or its data) is averaged away over all ranks, while in a
 //! synchronous job each of its steps delays every rank at the next collective; so the
 //! change on those ranks is what the comparison weighs, not its mean.
@@ -8,9 +8,8 @@ use super::profile::{Profile, RankClassTime, WAITING};
 use flare_model::{ChangedOnRanks, RankClassGrowth, TimeClassKind, WaitedFor};
 use std::collections::{BTreeMap, BTreeSet};
 
-/// Ops per step a rank's count must move by to count as changed: half an op, so a code
-/// path taken every other step counts and a step boundary that moves one op of a run's
-/// ends does not.
+/// Ops per iteration a rank's count must move by to count as changed: half an op, so a
+/// code path taken every other iteration counts.
 const MIN_OPS_PER_STEP: f64 = 0.5;
 
 /// A class on one rank in one run, per step.
@@ -130,7 +129,7 @@ pub fn waited_for(baseline: &Profile, current: &Profile) -> Option<WaitedFor> {
         return None;
     }
     let mean = |v: &[&RankPair]| v.iter().map(|w| w.delta_ms()).sum::<f64>() / v.len() as f64;
-    let late_ranks: Vec<u32> = late.iter().map(|w| w.rank).collect();
+    let late_ranks: BTreeSet<u32> = late.iter().map(|w| w.rank).collect();
     let mut grew: Vec<RankClassGrowth> = baseline
         .by_rank
         .keys()
