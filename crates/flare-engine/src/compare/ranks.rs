@@ -1,8 +1,9 @@
 //! Where a class changed: the ranks whose ops per iteration of it differ from the same
-//! rank's in the baseline, and the ranks the others wait for. A code path that only some ranks take (work on rank 0 alone, a
-//! condition on the rank or its data) is averaged away over all ranks, while in a
-//! synchronous job each of its steps delays every rank at the next collective; so the
-//! change on those ranks is what the comparison weighs, not its mean.
+//! rank's in the baseline, and the ranks the others wait for. A code path that only some
+//! ranks take (work on rank 0 alone, a condition on the rank or its data) is averaged away
+//! over all ranks, while in a synchronous job each of its steps delays every rank at the
+//! next collective; so the change on those ranks is what the comparison weighs, not its
+//! mean.
 
 use super::profile::{Profile, RankClassTime, WAITING};
 use flare_model::{ChangedOnRanks, RankClassGrowth, TimeClassKind, WaitedFor};
@@ -12,7 +13,7 @@ use std::collections::{BTreeMap, BTreeSet};
 /// code path taken every other iteration counts.
 const MIN_OPS_PER_STEP: f64 = 0.5;
 
-/// A class on one rank in one run, per step.
+/// A class on one rank in one run: ops per counted iteration, time per step.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 struct OnRank {
     ops: f64,
@@ -74,7 +75,7 @@ fn both(baseline: &Profile, current: &Profile, key: &(TimeClassKind, String)) ->
         .collect()
 }
 
-/// The ranks where `key`'s ops per step changed, when some but not all of the ranks both
+/// The ranks where `key`'s ops per iteration changed, when some but not all of the ranks both
 /// runs have did.
 pub fn changed_on(
     baseline: &Profile,

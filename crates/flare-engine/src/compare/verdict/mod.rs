@@ -221,12 +221,8 @@ fn step_findings(c: &Comparison, cfg: &CompareConfig) -> Vec<Finding> {
             });
             (
                 format!(
-                    "{head}: {} runs {:.1} times per step on {} against {:.1} ({:+.2} ms per step there){}",
-                    top.label(),
-                    on.current_count,
-                    on.label(),
-                    on.baseline_count,
-                    on.delta_ms(),
+                    "{head}: {}{}",
+                    words::on_ranks(top, on),
                     if synchronous {
                         format!(", which every rank waits for at its collectives{shows}")
                     } else {

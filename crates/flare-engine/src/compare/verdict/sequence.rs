@@ -74,7 +74,7 @@ pub(super) fn sequence_finding(
     if parts.is_empty() {
         parts.push("the same ops run in another order".into());
     }
-    parts.extend(on_some.iter().map(|&(r, on)| on_ranks(r, on)));
+    parts.extend(on_some.iter().map(|&(r, on)| super::words::on_ranks(r, on)));
     let mut evidence = vec![Evidence::new(
         EvidenceKey::SequenceDivergenceBits,
         s.divergence_bits,
@@ -122,7 +122,10 @@ pub(super) fn sequence_finding(
 
 /// The `info` on code paths only some ranks take, while the step did not change.
 fn ranks_finding(on_some: &[(&TimeClassChange, &ChangedOnRanks)]) -> Finding {
-    let parts: Vec<String> = on_some.iter().map(|&(r, on)| on_ranks(r, on)).collect();
+    let parts: Vec<String> = on_some
+        .iter()
+        .map(|&(r, on)| super::words::on_ranks(r, on))
+        .collect();
     let evidence = on_some
         .iter()
         .enumerate()
@@ -154,17 +157,5 @@ fn ranks_finding(on_some: &[(&TimeClassChange, &ChangedOnRanks)]) -> Finding {
         0.9,
         evidence,
         "those ranks run work the others do not (evaluation, logging or saving on one rank; a condition on the rank or its data): in a synchronous job the others wait for it at the next collective once it outgrows their slack; find what calls it there (torch.profiler with with_stack=True on those ranks)".into(),
-    )
-}
-
-/// "compute X runs 20.0 times per step on rank 2 against 4.0 (+8.17 ms per step there)".
-fn on_ranks(r: &TimeClassChange, on: &ChangedOnRanks) -> String {
-    format!(
-        "{} runs {:.1} times per step on {} against {:.1} ({:+.2} ms per step there)",
-        r.label(),
-        on.current_count,
-        on.label(),
-        on.baseline_count,
-        on.delta_ms()
     )
 }

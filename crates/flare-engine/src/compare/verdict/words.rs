@@ -94,3 +94,15 @@ pub(super) fn slower_on_some(ranks: &str, cpu: bool) -> String {
         )
     }
 }
+
+/// "compute X runs 20.0 times per step on rank 2 against 4.0 (+8.17 ms per step there)".
+pub(super) fn on_ranks(r: &TimeClassChange, on: &ChangedOnRanks) -> String {
+    format!(
+        "{} runs {:.1} times per step on {} against {:.1} ({:+.2} ms per step there)",
+        r.label(),
+        on.current_count,
+        on.label(),
+        on.baseline_count,
+        on.delta_ms()
+    )
+}
