@@ -10,10 +10,11 @@ use crate::lexicon;
 use crate::node_service;
 use crate::origin::{self, TaskPrefix};
 use crate::progress::{self, Marker};
+use crate::shapes::ShapeCache;
 use crate::signatures::{exit, Captured, Matcher, Reading, Role};
 use crate::source::{self, FileKind, FileSource};
 use crate::stats::{Anomaly, Templates};
-use crate::time::Stamp;
+use crate::time::{self, Stamp};
 use crate::traceback::{Frame, Step, Traceback};
 use flare_model::{FailureCategory, JobStage, LogSignature};
 use regex::Regex;
@@ -149,6 +150,7 @@ pub struct Prepared(Vec<PreAt>);
 pub struct LinePreparer {
     source: FileSource,
     cache: lexicon::ScanCache,
+    shapes: ShapeCache,
     /// (lines that start with a task id, lines): `srun -l` ids are read once the file
     /// shows it writes them.
     task_votes: (u32, u32),
@@ -159,6 +161,7 @@ impl LinePreparer {
         LinePreparer {
             source: source::classify(path),
             cache: lexicon::ScanCache::default(),
+            shapes: ShapeCache::default(),
             task_votes: (0, 0),
         }
     }
@@ -194,11 +197,25 @@ impl LinePreparer {
 
     /// The next line of the file.
     pub(crate) fn prepare_one(&mut self, t: &str) -> PreAt {
-        let o = origin::parse(t, self.task_prefix(t));
-        let mut scan = self.cache.scan(o.message);
-        if (!scan.rows.is_empty() || scan.error_like) && node_service::is_node_service(t) {
-            scan = lexicon::Scan::default();
+        let task_prefix = self.task_prefix(t);
+        let key = ShapeCache::key(t);
+        if let Some((origin, scan)) = self.shapes.recall(key, t, task_prefix, &mut self.cache) {
+            return PreAt {
+                scan: Self::unless_node_service(t, scan),
+                origin,
+                matched: None,
+            };
         }
+        time::values_refused();
+        let mut stamps = origin::Stamps::default();
+        let o = origin::parse_noting(t, task_prefix, &mut stamps);
+        let refused = time::values_refused();
+        let (scan, cached) = self.cache.scan_noting(o.message);
+        let origin = o.at(t);
+        if let Some(c) = cached.filter(|_| !refused) {
+            self.shapes.learn(key, t, task_prefix, &origin, stamps, c);
+        }
+        let scan = Self::unless_node_service(t, scan);
         let matched = if scan.rows.is_empty() {
             None
         } else {
@@ -207,9 +224,27 @@ impl LinePreparer {
                 .map(Box::new)
         };
         PreAt {
-            origin: o.at(t),
+            origin,
             scan,
             matched,
+        }
+    }
+
+    /// Whether `line` would be read through a remembered shape.
+    #[cfg(test)]
+    pub(crate) fn recalls(&mut self, line: &str) -> bool {
+        let task_prefix = self.task_prefix(line);
+        self.shapes
+            .recall(ShapeCache::key(line), line, task_prefix, &mut self.cache)
+            .is_some()
+    }
+
+    /// A node's own services' lines (sshd, cron: see `node_service`) are no evidence.
+    fn unless_node_service(t: &str, scan: lexicon::Scan) -> lexicon::Scan {
+        if (!scan.rows.is_empty() || scan.error_like) && node_service::is_node_service(t) {
+            lexicon::Scan::default()
+        } else {
+            scan
         }
     }
 }

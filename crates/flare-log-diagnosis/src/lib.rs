@@ -19,6 +19,7 @@ pub mod merge;
 pub mod node_service;
 pub mod origin;
 pub mod progress;
+mod shapes;
 pub mod signatures;
 pub mod source;
 pub mod stats;

@@ -82,6 +82,19 @@ impl<'a> Origin<'a> {
 }
 
 impl OriginAt {
+    /// Where the message starts in its line (a journald entry's is inside its JSON).
+    pub(crate) fn message_at(&self) -> usize {
+        self.message as usize
+    }
+
+    /// The same origin with another time.
+    pub(crate) fn timed(&self, time: Option<Stamp>) -> OriginAt {
+        OriginAt {
+            time,
+            ..self.clone()
+        }
+    }
+
     /// The origin again, over the line it was read from.
     pub fn of<'a>(&self, line: &'a str) -> Origin<'a> {
         let part = |(a, b): (u32, u32)| &line[a as usize..b as usize];
@@ -95,6 +108,57 @@ impl OriginAt {
             time_text: self.time_text.map(part),
             message: &line[self.message as usize..],
         }
+    }
+}
+
+/// Which reader read a stamp, to read it again at the same place.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) enum StampReader {
+    /// [`time::parse_at`]
+    #[default]
+    Any,
+    /// [`time::parse_glog`]
+    Glog,
+}
+
+impl StampReader {
+    /// The stamp at `at` in `line`, and its length.
+    pub(crate) fn read(self, line: &str, at: usize) -> Option<(Stamp, usize)> {
+        match self {
+            StampReader::Any => time::parse_at(line, at),
+            StampReader::Glog => time::parse_glog(line, at),
+        }
+    }
+}
+
+/// Stamps a line's prefixes held at most for [`Stamps`] to note them all.
+pub(crate) const MAX_STAMPS: usize = 3;
+
+/// The stamps a parse read in a line's prefixes, each with its place (start, end) and
+/// reader, and which became the line's time: what `shapes` reads again in a line of the
+/// same shape.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Stamps {
+    pub(crate) n: usize,
+    pub(crate) at: [(u32, u32, StampReader); MAX_STAMPS],
+    /// Index of the line's time among them.
+    pub(crate) chosen: Option<usize>,
+    /// The prefixes held more stamps than are noted, or a form read without a place
+    /// (journald's JSON): a line of the same shape cannot be read from these.
+    pub(crate) incomplete: bool,
+}
+
+impl Stamps {
+    /// Notes a stamp read at `text` (a slice of `line`); returns its index.
+    fn note(&mut self, line: &str, text: &str, reader: StampReader) -> Option<usize> {
+        if self.n == MAX_STAMPS {
+            self.incomplete = true;
+            return None;
+        }
+        let (a, b) = span(line, text);
+        self.at[self.n] = (a, b, reader);
+        self.n += 1;
+        Some(self.n - 1)
     }
 }
 
@@ -446,6 +510,15 @@ fn cri_stream(s: &str) -> Option<usize> {
 
 /// Reads a line's prefixes.
 pub fn parse(line: &str, task_prefix: TaskPrefix) -> Origin<'_> {
+    parse_noting(line, task_prefix, &mut Stamps::default())
+}
+
+/// Reads a line's prefixes, noting in `stamps` the stamps it read.
+pub(crate) fn parse_noting<'a>(
+    line: &'a str,
+    task_prefix: TaskPrefix,
+    stamps: &mut Stamps,
+) -> Origin<'a> {
     let mut o = Origin {
         message: line,
         ..Origin::default()
@@ -475,6 +548,7 @@ pub fn parse(line: &str, task_prefix: TaskPrefix) -> Origin<'_> {
             }
             if first == b'{' && first_prefix {
                 if let Some(entry) = journal_json(s) {
+                    stamps.incomplete = true;
                     o.host = entry.host;
                     o.time = entry.time;
                     o.time_text = entry.time_text;
@@ -501,13 +575,16 @@ pub fn parse(line: &str, task_prefix: TaskPrefix) -> Origin<'_> {
         } else if let Some((stamp, text, len)) = glog(s) {
             o.time = Some(stamp);
             o.time_text = Some(text);
+            stamps.chosen = stamps.note(line, text, StampReader::Glog);
             s = &s[len..];
         } else if let Some((stamp, text, host, len)) =
             leading_time(s).or_else(|| tag_before_time(s))
         {
+            let noted = stamps.note(line, text, StampReader::Any);
             if o.time.is_none() {
                 o.time = Some(stamp);
                 o.time_text = Some(text);
+                stamps.chosen = noted;
             }
             if host.is_some() {
                 o.host = host;
@@ -534,9 +611,11 @@ pub fn parse(line: &str, task_prefix: TaskPrefix) -> Origin<'_> {
             o.host = Some(pod);
             s = &s[len..];
         } else if let Some((stamp, text, len)) = nemo(s) {
+            let noted = stamps.note(line, text, StampReader::Any);
             if o.time.is_none() {
                 o.time = Some(stamp);
                 o.time_text = Some(text);
+                stamps.chosen = noted;
             }
             s = &s[len..];
         } else {

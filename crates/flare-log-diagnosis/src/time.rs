@@ -92,13 +92,35 @@ fn digits(b: &[u8], at: usize, n: usize) -> Option<u32> {
 /// Powers of ten a fraction's digits are scaled by (a call to `powi` per line cost more).
 const POW10: [f64; 10] = [1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9];
 
+thread_local! {
+    /// Whether a stamp of the right shape was refused for its values since the last
+    /// [`values_refused`].
+    static VALUES_REFUSED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Whether, since it was last asked on this thread, a stamp was refused for its digits'
+/// values (hour 25, month 13) rather than its shape: only then may two lines that differ
+/// in nothing but their digits read differently (see `shapes`).
+pub(crate) fn values_refused() -> bool {
+    VALUES_REFUSED.with(|r| r.replace(false))
+}
+
+/// Marks a refusal for values (see [`values_refused`]).
+fn refuse_values<T>() -> Option<T> {
+    VALUES_REFUSED.with(|r| r.set(true));
+    None
+}
+
 /// `HH:MM:SS` at `at`, with an optional fraction after `.` or `,`: (seconds of day, bytes).
 fn time_of_day(b: &[u8], at: usize) -> Option<(f64, usize)> {
     let h = digits(b, at, 2)?;
     let m = digits(b, at + 3, 2)?;
     let s = digits(b, at + 6, 2)?;
-    if b[at + 2] != b':' || b[at + 5] != b':' || h > 23 || m > 59 || s > 60 {
+    if b[at + 2] != b':' || b[at + 5] != b':' {
         return None;
+    }
+    if h > 23 || m > 59 || s > 60 {
+        return refuse_values();
     }
     let mut len = 8;
     let mut frac = 0.0;
@@ -123,7 +145,7 @@ fn time_of_day(b: &[u8], at: usize) -> Option<(f64, usize)> {
 
 fn second_of_year(month: u32, day: u32, tod: f64) -> Option<f64> {
     if !(1..=12).contains(&month) || !(1..=31).contains(&day) {
-        return None;
+        return refuse_values();
     }
     Some((((month - 1) * 31 + (day - 1)) * 86_400) as f64 + tod)
 }

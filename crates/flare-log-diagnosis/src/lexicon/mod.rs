@@ -14,6 +14,7 @@ use crate::progress::{COUNTERS, STAGES};
 use crate::signatures::rules;
 use crate::stats::ERROR_WORDS;
 use aho_corasick::{AhoCorasick, AhoCorasickBuilder, AhoCorasickKind, MatchKind};
+pub(crate) use skeleton::shape;
 use skeleton::{digit_runs, skeleton, Runs, MAX_RUNS};
 use std::sync::OnceLock;
 
@@ -58,8 +59,8 @@ const CACHE_CAP: usize = 1 << 16;
 
 /// What a cached skeleton's lines scan to: error-like, the stage phrase, and which digit
 /// run holds the counter's number.
-#[derive(Clone, Copy)]
-struct Cached {
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Cached {
     error_like: bool,
     stage: Option<usize>,
     counter_run: Option<u8>,
@@ -76,7 +77,7 @@ pub struct ScanCache {
 
 /// The key is a skeleton's hash already: it is used as it is.
 #[derive(Default)]
-struct SkeletonHasher(u64);
+pub(crate) struct SkeletonHasher(u64);
 
 impl std::hash::Hasher for SkeletonHasher {
     fn finish(&self) -> u64 {
@@ -94,31 +95,42 @@ impl std::hash::Hasher for SkeletonHasher {
     }
 }
 
-type BuildSkeletonHasher = std::hash::BuildHasherDefault<SkeletonHasher>;
+pub(crate) type BuildSkeletonHasher = std::hash::BuildHasherDefault<SkeletonHasher>;
 
 impl ScanCache {
     /// The line's scan, from the cache when a line of the same skeleton was scanned.
     pub fn scan(&mut self, message: &str) -> Scan {
+        self.scan_noting(message).0
+    }
+
+    /// The scan of a line whose skeleton scanned to `c`: only its counter is read.
+    pub(crate) fn recall(&mut self, message: &str, c: &Cached) -> Scan {
+        let counter = c.counter_run.and_then(|k| {
+            let k = k as usize;
+            digit_runs(message, &mut self.runs, Some(k));
+            // a line whose hash only collides with the cached one may have fewer runs:
+            // the slots past its own hold an earlier line's places
+            if self.runs.n <= k {
+                return None;
+            }
+            let (a, b) = self.runs.at[k];
+            message.get(a as usize..b as usize)?.parse().ok()
+        });
+        Scan {
+            rows: Vec::new(),
+            error_like: c.error_like,
+            stage: c.stage,
+            counter,
+            joins: c.joins,
+        }
+    }
+
+    /// The line's scan, and what the cache keeps of it when lines of its skeleton scan
+    /// alike (no signature row concerns them).
+    pub(crate) fn scan_noting(&mut self, message: &str) -> (Scan, Option<Cached>) {
         let key = skeleton(message);
-        if let Some(c) = self.seen.get(&key) {
-            let counter = c.counter_run.and_then(|k| {
-                let k = k as usize;
-                digit_runs(message, &mut self.runs, Some(k));
-                // a line whose hash only collides with the cached one may have fewer runs:
-                // the slots past its own hold an earlier line's places
-                if self.runs.n <= k {
-                    return None;
-                }
-                let (a, b) = self.runs.at[k];
-                message.get(a as usize..b as usize)?.parse().ok()
-            });
-            return Scan {
-                rows: Vec::new(),
-                error_like: c.error_like,
-                stage: c.stage,
-                counter,
-                joins: c.joins,
-            };
+        if let Some(&c) = self.seen.get(&key) {
+            return (self.recall(message, &c), Some(c));
         }
         let (s, counter_start) = scan_with_counter(message);
         digit_runs(message, &mut self.runs, None);
@@ -132,21 +144,20 @@ impl ScanCache {
         let cacheable = s.rows.is_empty()
             && runs.n <= MAX_RUNS
             && (counter_start.is_none() || counter_run.is_some());
-        if cacheable {
-            if self.seen.len() >= CACHE_CAP {
-                self.seen.clear();
-            }
-            self.seen.insert(
-                key,
-                Cached {
-                    error_like: s.error_like,
-                    stage: s.stage,
-                    counter_run,
-                    joins: s.joins,
-                },
-            );
+        if !cacheable {
+            return (s, None);
         }
-        s
+        if self.seen.len() >= CACHE_CAP {
+            self.seen.clear();
+        }
+        let c = Cached {
+            error_like: s.error_like,
+            stage: s.stage,
+            counter_run,
+            joins: s.joins,
+        };
+        self.seen.insert(key, c);
+        (s, Some(c))
     }
 }
 

@@ -2,7 +2,8 @@
 //! (sixteen bytes at a time with SSE2, which every x86-64 CPU has, eight at a time
 //! elsewhere; both give the same hash, which a test holds them to), and, apart, where its
 //! runs of digits are: a line the cache knows needs only the run its counter is in.
-//! Numbers of another width make another skeleton.
+//! Numbers of another width make another skeleton. A line's [`shape`] is the same hash
+//! with its case kept (every byte but the digits' values).
 
 /// Digit runs a line's skeleton records (more are counted, not placed): the counter's
 /// number is read back by its run.
@@ -135,40 +136,54 @@ fn in_range(w: u64, lo: u8, hi: u8) -> u64 {
     from_lo & !above_hi & !w & HIGH
 }
 
-/// The line's skeleton hash.
+/// The line's skeleton hash: digits folded to `0`, ASCII case folded.
 pub(super) fn skeleton(message: &str) -> u64 {
+    hash::<true>(message.as_bytes())
+}
+
+/// The line's shape hash: digits folded to `0`, every other byte as it is. Two lines of
+/// one shape differ only in their digits' values.
+pub(crate) fn shape(line: &str) -> u64 {
+    hash::<false>(line.as_bytes())
+}
+
+fn hash<const FOLD_CASE: bool>(bytes: &[u8]) -> u64 {
     #[cfg(target_arch = "x86_64")]
     {
-        sse2::skeleton(message.as_bytes())
+        sse2::hash::<FOLD_CASE>(bytes)
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
-        portable(message.as_bytes())
+        portable::<FOLD_CASE>(bytes)
     }
 }
 
-/// The skeleton eight bytes at a time (the reading SSE2's is held to).
+/// The hash eight bytes at a time (the reading SSE2's is held to).
 #[cfg_attr(target_arch = "x86_64", allow(dead_code))]
-fn portable(bytes: &[u8]) -> u64 {
-    finish_from(bytes, 0, Mixer::new())
+fn portable<const FOLD_CASE: bool>(bytes: &[u8]) -> u64 {
+    finish_from::<FOLD_CASE>(bytes, 0, Mixer::new())
 }
 
-/// The skeleton of `bytes[i..]`, eight bytes at a time, then byte by byte.
-fn finish_from(bytes: &[u8], mut i: usize, mut m: Mixer) -> u64 {
+/// The hash of `bytes[i..]`, eight bytes at a time, then byte by byte.
+fn finish_from<const FOLD_CASE: bool>(bytes: &[u8], mut i: usize, mut m: Mixer) -> u64 {
     while i + 8 <= bytes.len() {
         let w = u64::from_le_bytes(bytes[i..i + 8].try_into().expect("8 bytes"));
         let digits = in_range(w, b'0', b'9');
-        // Each digit byte becomes b'0'; the others are case folded.
+        // Each digit byte becomes b'0'; the others are case folded for a skeleton.
         let full = (digits >> 7) * 0xff;
         let masked = (w & !full) | (0x3030_3030_3030_3030 & full);
-        m.word(masked | (in_range(masked, b'A', b'Z') >> 2));
+        m.word(if FOLD_CASE {
+            masked | (in_range(masked, b'A', b'Z') >> 2)
+        } else {
+            masked
+        });
         i += 8;
     }
     for &b in &bytes[i..] {
-        m.byte(if b.is_ascii_digit() {
-            b'0'
-        } else {
-            b.to_ascii_lowercase()
+        m.byte(match b {
+            b'0'..=b'9' => b'0',
+            _ if FOLD_CASE => b.to_ascii_lowercase(),
+            _ => b,
         });
     }
     m.finish()
@@ -206,7 +221,7 @@ mod sse2 {
     use super::{finish_from, Mixer};
     use std::arch::x86_64::*;
 
-    pub(super) fn skeleton(bytes: &[u8]) -> u64 {
+    pub(super) fn hash<const FOLD_CASE: bool>(bytes: &[u8]) -> u64 {
         let mut m = Mixer::new();
         let mut i = 0;
         // SAFETY: SSE2 is part of every x86-64 CPU (the intrinsics need no check at run
@@ -223,18 +238,22 @@ mod sse2 {
                 // a byte is in lo..=lo+n when (byte - lo) wraps to at most n, unsigned
                 let d = _mm_sub_epi8(v, zero);
                 let digit = _mm_cmpeq_epi8(_mm_min_epu8(d, nine), d);
-                let u = _mm_sub_epi8(v, upper_a);
-                let upper = _mm_cmpeq_epi8(_mm_min_epu8(u, letters), u);
-                let lower = _mm_or_si128(v, _mm_and_si128(upper, case_bit));
+                let kept = if FOLD_CASE {
+                    let u = _mm_sub_epi8(v, upper_a);
+                    let upper = _mm_cmpeq_epi8(_mm_min_epu8(u, letters), u);
+                    _mm_or_si128(v, _mm_and_si128(upper, case_bit))
+                } else {
+                    v
+                };
                 let folded =
-                    _mm_or_si128(_mm_andnot_si128(digit, lower), _mm_and_si128(digit, zero));
+                    _mm_or_si128(_mm_andnot_si128(digit, kept), _mm_and_si128(digit, zero));
                 let even = _mm_cvtsi128_si64(folded) as u64;
                 let odd = _mm_cvtsi128_si64(_mm_unpackhi_epi64(folded, folded)) as u64;
                 m.pair(even, odd);
                 i += 16;
             }
         }
-        finish_from(bytes, i, m)
+        finish_from::<FOLD_CASE>(bytes, i, m)
     }
 }
 
@@ -278,6 +297,22 @@ mod tests {
         ];
         for (a, b) in differ {
             assert_ne!(key(a), key(b), "{a:?} {b:?}");
+        }
+    }
+
+    #[test]
+    fn shapes_fold_digits_and_keep_case() {
+        assert_eq!(
+            shape("[rank3]: step 10 of 500"),
+            shape("[rank7]: step 99 of 123")
+        );
+        for (a, b) in [
+            ("[rank3]: step", "[Rank3]: step"),
+            ("I1125 10:00:00", "i1125 10:00:00"),
+            ("step 1", "step 10"),
+            ("abcdefghijklmnopqrstuvwxyZ", "abcdefghijklmnopqrstuvwxyz"),
+        ] {
+            assert_ne!(shape(a), shape(b), "{a:?} {b:?}");
         }
     }
 
@@ -354,8 +389,13 @@ mod tests {
                 .map(|_| alphabet[(next() % alphabet.len() as u64) as usize])
                 .collect();
             assert_eq!(
-                sse2::skeleton(line.as_bytes()),
-                portable(line.as_bytes()),
+                sse2::hash::<true>(line.as_bytes()),
+                portable::<true>(line.as_bytes()),
+                "{line:?}"
+            );
+            assert_eq!(
+                sse2::hash::<false>(line.as_bytes()),
+                portable::<false>(line.as_bytes()),
                 "{line:?}"
             );
             let mut runs = Runs::default();

@@ -1,0 +1,257 @@
+//! Lines of one shape read alike. A file repeats a few shapes of line (a rank's progress
+//! line, its NCCL lines), and reading a line's prefixes costs more than scanning its
+//! message. A line's shape is the line with each digit folded to `0` and every other
+//! byte kept (case too): two lines of one shape differ only in their digits' values.
+//!
+//! The prefixes' readers decide by shape, except where a stamp's digits are read as a
+//! time (hour 25, month 13 refuse a stamp of the right shape). So a line reads as an
+//! earlier line of its shape did when:
+//! - no stamp was refused for its values while the earlier line was read (the time
+//!   module says so; such a line is not remembered);
+//! - the bytes before its message are the earlier line's, its stamps aside (ranks, hosts,
+//!   pids and GPUs are read from them);
+//! - each stamp reads again, at its place, to the same length and kind.
+//!
+//! The message's scan is then its skeleton's (see `lexicon`), its counter read again.
+//! Lines a signature row concerns are never remembered: the matcher reads them whole.
+
+use crate::lexicon::{self, Cached, Scan, ScanCache};
+use crate::origin::{OriginAt, Stamps, TaskPrefix};
+use crate::time::Stamp;
+use std::collections::HashMap;
+
+/// Shapes remembered per file at most; past it the cache starts over.
+const CAP: usize = 1 << 12;
+
+/// What a line of a remembered shape reads to.
+struct Shape {
+    task_prefix: TaskPrefix,
+    /// The bytes before the message of the line it was learned from.
+    prefix: Box<[u8]>,
+    stamps: Stamps,
+    /// Each stamp's kind, in `stamps`' order.
+    kinds: [StampKind; crate::origin::MAX_STAMPS],
+    origin: OriginAt,
+    scan: Cached,
+}
+
+/// A stamp's reference and form, which a stamp read again must keep.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+enum StampKind {
+    #[default]
+    None,
+    Dated,
+    Undated,
+    TimeOfDay,
+    Uptime,
+}
+
+impl StampKind {
+    fn of(s: &Stamp) -> StampKind {
+        match s {
+            Stamp::Calendar { year: Some(_), .. } => StampKind::Dated,
+            Stamp::Calendar { year: None, .. } => StampKind::Undated,
+            Stamp::TimeOfDay(_) => StampKind::TimeOfDay,
+            Stamp::Uptime(_) => StampKind::Uptime,
+        }
+    }
+}
+
+/// The shapes of one file's lines, by their hash.
+#[derive(Default)]
+pub(crate) struct ShapeCache {
+    seen: HashMap<u64, Shape, lexicon::BuildSkeletonHasher>,
+}
+
+impl ShapeCache {
+    /// The key of `line`'s shape.
+    pub(crate) fn key(line: &str) -> u64 {
+        lexicon::shape(line)
+    }
+
+    /// What `line` (of shape `key`) reads to, when a line of its shape was learned and
+    /// the line reads as it did (see the module); `None` otherwise.
+    pub(crate) fn recall(
+        &self,
+        key: u64,
+        line: &str,
+        task_prefix: TaskPrefix,
+        scans: &mut ScanCache,
+    ) -> Option<(OriginAt, Scan)> {
+        let s = self.seen.get(&key)?;
+        let message_at = s.origin.message_at();
+        if s.task_prefix != task_prefix || line.len() <= message_at {
+            return None;
+        }
+        let b = line.as_bytes();
+        // the prefix's bytes outside its stamps (stamps are noted left to right)
+        let mut from = 0;
+        for &(a, e, _) in &s.stamps.at[..s.stamps.n] {
+            let (a, e) = (a as usize, e as usize);
+            if b[from..a] != s.prefix[from..a] {
+                return None;
+            }
+            from = e;
+        }
+        if b[from..message_at] != s.prefix[from..] {
+            return None;
+        }
+        let mut time = None;
+        for (i, &(a, e, reader)) in s.stamps.at[..s.stamps.n].iter().enumerate() {
+            let (stamp, len) = reader.read(line, a as usize)?;
+            if len != (e - a) as usize || StampKind::of(&stamp) != s.kinds[i] {
+                return None;
+            }
+            if s.stamps.chosen == Some(i) {
+                time = Some(stamp);
+            }
+        }
+        let message = line.get(message_at..)?;
+        Some((s.origin.timed(time), scans.recall(message, &s.scan)))
+    }
+
+    /// Remembers what `line` (of shape `key`) read to, `stamps` the stamps its prefixes
+    /// held (the caller learns no line whose reading refused a stamp for its values).
+    pub(crate) fn learn(
+        &mut self,
+        key: u64,
+        line: &str,
+        task_prefix: TaskPrefix,
+        origin: &OriginAt,
+        stamps: Stamps,
+        scan: Cached,
+    ) {
+        if stamps.incomplete {
+            return;
+        }
+        let message_at = origin.message_at();
+        let Some(prefix) = line.as_bytes().get(..message_at) else {
+            return;
+        };
+        let mut kinds = [StampKind::None; crate::origin::MAX_STAMPS];
+        for (i, &(a, _, reader)) in stamps.at[..stamps.n].iter().enumerate() {
+            match reader.read(line, a as usize) {
+                Some((stamp, _)) => kinds[i] = StampKind::of(&stamp),
+                None => return,
+            }
+        }
+        if self.seen.len() >= CAP {
+            self.seen.clear();
+        }
+        self.seen.insert(
+            key,
+            Shape {
+                task_prefix,
+                prefix: prefix.into(),
+                stamps,
+                kinds,
+                origin: origin.clone(),
+                scan,
+            },
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::collect::LinePreparer;
+
+    /// Lines of every prefix form the origin reader knows, of the logs corpus and of
+    /// LogHub's systems.
+    fn lines() -> Vec<String> {
+        let mut out: Vec<String> = [
+            "[rank3]:[E1125 10:00:00.123456789 ProcessGroupNCCL.cpp:616] [Rank 3] Watchdog caught",
+            "[rank0]:[titan] 2026-11-25 10:12:11,118 - root - INFO - step:   487  loss: 5.4346",
+            "[default5]:Traceback (most recent call last):",
+            "[1,7]<stderr>:RuntimeError: x",
+            "12: iteration 5",
+            "node-17:1234:1290 [3] NCCL WARN NET/IB : Got completion",
+            "worker-1: [rank9]: torch.OutOfMemoryError: CUDA out of memory.",
+            "E1125 10:00:00.123456 1234 ProcessGroupNCCL.cpp:1]  Some NCCL operations",
+            "I321 02:07:08.123 1234 f.cc:1] x",
+            "2025-11-25T10:03:12.123456+00:00 gpu-node-07 kernel: NVRM: Xid (PCI:0000:3b:00): 79, pid=1234",
+            "2025-11-25T10:03:12.123Z stderr F [rank2]:[titan] 2025-11-25 10:03:12,123 - root - INFO - step: 12",
+            "Nov 25 10:00:00 node-17 kernel: mlx5_core 0000:3b:00.0: port 1 down",
+            "Tue Nov 25 10:00:00 2025 x",
+            "[Tue Nov 25 10:00:00 2025] NVRM: Xid 79",
+            "[    9.500000] mlx5_core 0000:18:00.1: firmware version: 28.39.1002",
+            "kern  :err   : [12345.678901] NVRM: Xid (PCI:0000:3b:00): 48",
+            "01/02/2024 03:04:05 - INFO - __main__ - step 10",
+            "[NeMo I 2024-01-02 03:04:05 exp_manager:394] Experiments will be logged",
+            "(RayTrainWorker pid=3812, ip=10.0.0.5) step 10 loss 2.0",
+            "[pod/trainer-worker-3/pytorch] 2024-01-02 03:04:05,678 step 10",
+            "2024-01-02 03:04:05,678 12:30:45 twice",
+            "[2024-01-02 03:04:05] 23:59:59 [rank1]: iteration 9",
+            "10:00:00 12345.678 bare",
+            "{\"__REALTIME_TIMESTAMP\":\"1764064992123456\",\"_HOSTNAME\":\"n1\",\"MESSAGE\":\"x 12\"}",
+        ]
+        .map(String::from)
+        .to_vec();
+        // the corpus, and LogHub's systems (other formats of time and host) beside it
+        let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
+        let mut stack: Vec<std::path::PathBuf> = [
+            format!("{root}/tests/fixtures/logs"),
+            format!("{root}/../shared/data/loghub-2k"),
+        ]
+        .map(Into::into)
+        .to_vec();
+        while let Some(p) = stack.pop() {
+            if p.is_dir() {
+                stack.extend(std::fs::read_dir(&p).unwrap().map(|e| e.unwrap().path()));
+            } else if p.extension().is_some_and(|e| e == "csv") {
+                continue;
+            } else if let Ok(text) = std::fs::read_to_string(&p) {
+                out.extend(text.lines().take(400).map(String::from));
+            }
+        }
+        out
+    }
+
+    /// `line` with each digit drawn again; nines often, so that hours, minutes, months and
+    /// days go out of range.
+    fn redraw(line: &str, next: &mut impl FnMut() -> u64) -> String {
+        line.chars()
+            .map(|c| match c {
+                '0'..='9' if next() % 3 == 0 => '9',
+                '0'..='9' => char::from(b'0' + (next() % 10) as u8),
+                c => c,
+            })
+            .collect()
+    }
+
+    /// A line read through a file's remembered shapes reads as a first reading does:
+    /// lines of every prefix form and of the corpus, each again with its digits redrawn
+    /// (same shape, other values, invalid times among them), under both task-id rules.
+    #[test]
+    fn a_remembered_shape_reads_as_a_first_reading() {
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let (mut checked, mut recalled) = (0, 0);
+        // a rank's own file (task ids never read) and Slurm's output (always read)
+        for path in ["logs/rank3.log", "slurm-1234.out"] {
+            let mut prep = LinePreparer::for_path(path);
+            for line in lines() {
+                let variants: Vec<String> = std::iter::once(line.clone())
+                    .chain((0..6).map(|_| redraw(&line, &mut next)))
+                    .collect();
+                for v in &variants {
+                    let remembered = prep.recalls(v);
+                    let got = prep.prepare_one(v);
+                    let first = LinePreparer::for_path(path).prepare_one(v);
+                    assert_eq!(got.origin, first.origin, "{path}: {v:?}");
+                    assert_eq!(got.scan, first.scan, "{path}: {v:?}");
+                    assert_eq!(got.matched.is_some(), first.matched.is_some(), "{v:?}");
+                    checked += 1;
+                    recalled += remembered as usize;
+                }
+            }
+        }
+        // most redrawn lines are read through their shape
+        assert!(recalled * 2 > checked, "{recalled} of {checked}");
+    }
+}
