@@ -191,8 +191,8 @@ impl LinePreparer {
     }
 
     /// The next lines of the file, in order.
-    pub fn prepare(&mut self, texts: &[&str]) -> Prepared {
-        Prepared(texts.iter().map(|t| self.prepare_one(t)).collect())
+    pub fn prepare<'t>(&mut self, texts: impl IntoIterator<Item = &'t str>) -> Prepared {
+        Prepared(texts.into_iter().map(|t| self.prepare_one(t)).collect())
     }
 
     /// The next line of the file.
@@ -386,16 +386,21 @@ impl Collector {
 
     /// Lines of `file`, in order.
     pub fn lines(&mut self, file: usize, texts: &[&str]) {
-        let prepared = self.c.files[file].prep.prepare(texts);
-        self.fold(file, texts, prepared);
+        let prepared = self.c.files[file].prep.prepare(texts.iter().copied());
+        self.fold(file, texts.iter().copied(), prepared);
     }
 
     /// Lines of `file` that a [`LinePreparer`] of the same file read (on another thread,
     /// in order), folded into the pass in order.
-    pub fn fold(&mut self, file: usize, texts: &[&str], mut prepared: Prepared) {
+    pub fn fold<'t>(
+        &mut self,
+        file: usize,
+        texts: impl IntoIterator<Item = &'t str>,
+        mut prepared: Prepared,
+    ) {
         // the prepared lines read in place: moving each out would copy it, on the one
         // thread every line goes through
-        for (t, p) in texts.iter().zip(prepared.0.iter_mut()) {
+        for (t, p) in texts.into_iter().zip(prepared.0.iter_mut()) {
             let o = p.origin.of(t);
             self.fold_line(
                 file,

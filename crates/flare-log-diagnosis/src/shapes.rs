@@ -16,8 +16,8 @@
 //! Lines a signature row concerns are never remembered: the matcher reads them whole.
 
 use crate::lexicon::{self, Cached, Scan, ScanCache};
-use crate::origin::{OriginAt, Stamps, TaskPrefix};
-use crate::time::Stamp;
+use crate::origin::{OriginAt, StampReader, Stamps, TaskPrefix, MAX_STAMPS};
+use crate::time::{self, Stamp};
 use std::collections::HashMap;
 
 /// Shapes remembered per file at most; past it the cache starts over.
@@ -28,18 +28,113 @@ struct Shape {
     task_prefix: TaskPrefix,
     /// The bytes before the message of the line it was learned from.
     prefix: Box<[u8]>,
-    stamps: Stamps,
-    /// Each stamp's kind, in `stamps`' order.
-    kinds: [StampKind; crate::origin::MAX_STAMPS],
+    /// The stamps, left to right, each with how it is read again.
+    stamps: [(Reread, StampReader); MAX_STAMPS],
+    n_stamps: usize,
+    /// Index of the line's time among them.
+    chosen: Option<usize>,
     origin: OriginAt,
     scan: Cached,
 }
 
+/// How a remembered stamp is read in a line of its shape.
+#[derive(Clone, Copy, Debug)]
+enum Reread {
+    /// Whole, by its reader, at bytes `at..end`: to the same length and kind.
+    Whole { at: u32, end: u32, kind: StampKind },
+    /// Only its time of day, `HH:MM:SS[.frac]` at bytes `at..end`, when the stamp's other
+    /// bytes are the learned line's: the stamp is then its date's seconds (`day`, a whole
+    /// number, as the reader adds them) plus the time of day. Most of a file's lines
+    /// share their date.
+    Clock {
+        at: u32,
+        end: u32,
+        day: f64,
+        calendar: Option<Option<u16>>,
+    },
+}
+
+impl Reread {
+    /// The bytes read again; the others must be the learned line's.
+    fn span(&self) -> (usize, usize) {
+        match *self {
+            Reread::Whole { at, end, .. } | Reread::Clock { at, end, .. } => {
+                (at as usize, end as usize)
+            }
+        }
+    }
+
+    /// How the stamp `stamp`, read by `reader` at `at..end` of `line`, is read again.
+    fn of(line: &str, at: usize, end: usize, stamp: &Stamp) -> Reread {
+        let whole = Reread::Whole {
+            at: at as u32,
+            end: end as u32,
+            kind: StampKind::of(stamp),
+        };
+        let (value, calendar) = match *stamp {
+            Stamp::Calendar {
+                year,
+                second_of_year,
+            } => (second_of_year, Some(year)),
+            Stamp::TimeOfDay(v) => (v, None),
+            Stamp::Uptime(_) => return whole,
+        };
+        let b = &line.as_bytes()[at..end];
+        let clock = (0..b.len().saturating_sub(7)).find(|&p| b[p + 2] == b':' && b[p + 5] == b':');
+        let Some((p, (tod, len))) =
+            clock.and_then(|p| time::time_of_day_at(line, at + p).map(|t| (p, t)))
+        else {
+            return whole;
+        };
+        let day = (value - tod).round();
+        // the reader's sum, exactly: a whole number of days plus the time of day
+        let exact = day >= 0.0
+            && day % 86_400.0 == 0.0
+            && day + tod == value
+            && (calendar.is_some() || day == 0.0);
+        if !exact || at + p + len > end {
+            return whole;
+        }
+        Reread::Clock {
+            at: (at + p) as u32,
+            end: (at + p + len) as u32,
+            day,
+            calendar,
+        }
+    }
+
+    /// The stamp read again in `line`, if it reads as the learned one did.
+    fn read(&self, line: &str, reader: StampReader) -> Option<Stamp> {
+        match *self {
+            Reread::Whole { at, end, kind } => {
+                let (stamp, len) = reader.read(line, at as usize)?;
+                (len == (end - at) as usize && StampKind::of(&stamp) == kind).then_some(stamp)
+            }
+            Reread::Clock {
+                at,
+                end,
+                day,
+                calendar,
+            } => {
+                let (tod, len) = time::time_of_day_at(line, at as usize)?;
+                if len != (end - at) as usize {
+                    return None;
+                }
+                Some(match calendar {
+                    Some(year) => Stamp::Calendar {
+                        year,
+                        second_of_year: day + tod,
+                    },
+                    None => Stamp::TimeOfDay(tod),
+                })
+            }
+        }
+    }
+}
+
 /// A stamp's reference and form, which a stamp read again must keep.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum StampKind {
-    #[default]
-    None,
     Dated,
     Undated,
     TimeOfDay,
@@ -84,10 +179,11 @@ impl ShapeCache {
             return None;
         }
         let b = line.as_bytes();
-        // the prefix's bytes outside its stamps (stamps are noted left to right)
+        let stamps = &s.stamps[..s.n_stamps];
+        // the prefix's bytes outside what is read again (stamps are noted left to right)
         let mut from = 0;
-        for &(a, e, _) in &s.stamps.at[..s.stamps.n] {
-            let (a, e) = (a as usize, e as usize);
+        for (r, _) in stamps {
+            let (a, e) = r.span();
             if b[from..a] != s.prefix[from..a] {
                 return None;
             }
@@ -97,12 +193,9 @@ impl ShapeCache {
             return None;
         }
         let mut time = None;
-        for (i, &(a, e, reader)) in s.stamps.at[..s.stamps.n].iter().enumerate() {
-            let (stamp, len) = reader.read(line, a as usize)?;
-            if len != (e - a) as usize || StampKind::of(&stamp) != s.kinds[i] {
-                return None;
-            }
-            if s.stamps.chosen == Some(i) {
+        for (i, (r, reader)) in stamps.iter().enumerate() {
+            let stamp = r.read(line, *reader)?;
+            if s.chosen == Some(i) {
                 time = Some(stamp);
             }
         }
@@ -128,12 +221,20 @@ impl ShapeCache {
         let Some(prefix) = line.as_bytes().get(..message_at) else {
             return;
         };
-        let mut kinds = [StampKind::None; crate::origin::MAX_STAMPS];
-        for (i, &(a, _, reader)) in stamps.at[..stamps.n].iter().enumerate() {
-            match reader.read(line, a as usize) {
-                Some((stamp, _)) => kinds[i] = StampKind::of(&stamp),
-                None => return,
-            }
+        let mut rereads = [(
+            Reread::Whole {
+                at: 0,
+                end: 0,
+                kind: StampKind::Uptime,
+            },
+            StampReader::Any,
+        ); MAX_STAMPS];
+        for (i, &(a, e, reader)) in stamps.at[..stamps.n].iter().enumerate() {
+            let (a, e) = (a as usize, e as usize);
+            let Some((stamp, _)) = reader.read(line, a) else {
+                return;
+            };
+            rereads[i] = (Reread::of(line, a, e, &stamp), reader);
         }
         if self.seen.len() >= CAP {
             self.seen.clear();
@@ -143,8 +244,9 @@ impl ShapeCache {
             Shape {
                 task_prefix,
                 prefix: prefix.into(),
-                stamps,
-                kinds,
+                stamps: rereads,
+                n_stamps: stamps.n,
+                chosen: stamps.chosen,
                 origin: origin.clone(),
                 scan,
             },
@@ -207,21 +309,31 @@ mod tests {
         out
     }
 
-    /// `line` with each digit drawn again; nines often, so that hours, minutes, months and
-    /// days go out of range.
-    fn redraw(line: &str, next: &mut impl FnMut() -> u64) -> String {
+    /// `line` with the digits of its run of digits `run` drawn again (every run: `None`);
+    /// nines often, so that hours, minutes, months and days go out of range.
+    fn redraw(line: &str, run: Option<usize>, next: &mut impl FnMut() -> u64) -> String {
+        let mut k = 0;
+        let mut in_run = false;
         line.chars()
-            .map(|c| match c {
-                '0'..='9' if next() % 3 == 0 => '9',
-                '0'..='9' => char::from(b'0' + (next() % 10) as u8),
-                c => c,
+            .map(|c| {
+                let digit = c.is_ascii_digit();
+                if in_run && !digit {
+                    k += 1;
+                }
+                in_run = digit;
+                match c {
+                    _ if !digit || run.is_some_and(|r| r != k) => c,
+                    _ if next() % 3 == 0 => '9',
+                    _ => char::from(b'0' + (next() % 10) as u8),
+                }
             })
             .collect()
     }
 
     /// A line read through a file's remembered shapes reads as a first reading does:
-    /// lines of every prefix form and of the corpus, each again with its digits redrawn
-    /// (same shape, other values, invalid times among them), under both task-id rules.
+    /// lines of every prefix form and of the corpus, each again with its digits redrawn,
+    /// all or one run of them (same shape, other values, invalid times among them), under
+    /// both task-id rules.
     #[test]
     fn a_remembered_shape_reads_as_a_first_reading() {
         let mut state = 0x9e37_79b9_7f4a_7c15u64;
@@ -236,8 +348,10 @@ mod tests {
         for path in ["logs/rank3.log", "slurm-1234.out"] {
             let mut prep = LinePreparer::for_path(path);
             for line in lines() {
+                // every digit redrawn, or one run's (a stamp's seconds alone, its date alone)
+                let runs = [None; 4].into_iter().chain((0..8).map(Some));
                 let variants: Vec<String> = std::iter::once(line.clone())
-                    .chain((0..6).map(|_| redraw(&line, &mut next)))
+                    .chain(runs.map(|run| redraw(&line, run, &mut next)))
                     .collect();
                 for v in &variants {
                     let remembered = prep.recalls(v);

@@ -143,6 +143,11 @@ fn time_of_day(b: &[u8], at: usize) -> Option<(f64, usize)> {
     Some(((h * 3600 + m * 60 + s) as f64 + frac, len))
 }
 
+/// `HH:MM:SS[.frac]` at byte `at` of `text`: (seconds of day, bytes).
+pub(crate) fn time_of_day_at(text: &str, at: usize) -> Option<(f64, usize)> {
+    time_of_day(text.as_bytes(), at)
+}
+
 fn second_of_year(month: u32, day: u32, tod: f64) -> Option<f64> {
     if !(1..=12).contains(&month) || !(1..=31).contains(&day) {
         return refuse_values();

@@ -7,7 +7,7 @@
 //! the rest are skipped with a note. Files are read line by line, never whole; bytes
 //! that are not UTF-8 are decoded lossily and counted, never dropped.
 
-use super::direct::DirectReaders;
+use super::direct::{self, DirectReaders};
 use crate::present;
 use anyhow::{bail, Context, Result};
 use clap::Args;
@@ -64,19 +64,22 @@ struct Chunk {
 }
 
 impl Chunk {
-    fn lines(&self) -> Vec<&str> {
-        self.spans.iter().map(|&(a, b)| &self.text[a..b]).collect()
+    fn lines(&self) -> impl Iterator<Item = &str> + '_ {
+        self.spans.iter().map(|&(a, b)| &self.text[a..b])
     }
 
-    /// The whole lines of `block`; lines that are not UTF-8 are decoded lossily (and
-    /// counted in `lossy`), never dropped.
-    fn of(block: Vec<u8>, lossy: &mut u64) -> Chunk {
-        let text = match String::from_utf8(block) {
-            Ok(t) => t,
+    /// The whole lines of `block` after its first `from` bytes (padding, in no line);
+    /// lines that are not UTF-8 are decoded lossily (and counted in `lossy`), never
+    /// dropped.
+    fn of(mut block: Vec<u8>, from: usize, lossy: &mut u64) -> Chunk {
+        // the padding as NULs: valid UTF-8, whatever an earlier chunk left there
+        block[..from].fill(0);
+        let (text, from) = match String::from_utf8(block) {
+            Ok(t) => (t, from),
             Err(e) => {
                 let block = e.into_bytes();
                 let mut t = String::with_capacity(block.len());
-                for line in block.split_inclusive(|&b| b == b'\n') {
+                for line in block[from..].split_inclusive(|&b| b == b'\n') {
                     match std::str::from_utf8(line) {
                         Ok(s) => t.push_str(s),
                         Err(_) => {
@@ -85,19 +88,19 @@ impl Chunk {
                         }
                     }
                 }
-                t
+                (t, 0)
             }
         };
         let bytes = text.as_bytes();
-        let mut spans = Vec::with_capacity(bytes.len() / 64);
-        let mut start = 0;
+        let mut spans = Vec::with_capacity((bytes.len() - from) / 64);
+        let mut start = from;
         let mut span = |start: usize, mut end: usize| {
             while end > start && bytes[end - 1] == b'\r' {
                 end -= 1;
             }
             spans.push((start, end));
         };
-        for i in memchr::memchr_iter(b'\n', bytes) {
+        for i in memchr::memchr_iter(b'\n', &bytes[from..]).map(|i| i + from) {
             span(start, i);
             start = i + 1;
         }
@@ -172,15 +175,24 @@ fn read_chunks(
         let mut block = buffers.get();
         let kept = carry.len();
         // zeroed only where the buffer grows (its first use, a long line's carry)
-        let room = kept + CHUNK_BYTES as usize;
+        let room = direct::ALIGN + kept + CHUNK_BYTES as usize;
         if block.len() < room {
             block.resize(room, 0);
         }
-        block[..kept].copy_from_slice(&carry);
+        // the read lands at an aligned place, the carried bytes just before it: a file
+        // read directly is written there by the disk, not copied (the chunk's text starts
+        // after `pad` bytes)
+        let pad = (block.as_ptr() as usize + kept).next_multiple_of(direct::ALIGN)
+            - (block.as_ptr() as usize + kept);
+        block[pad..pad + kept].copy_from_slice(&carry);
         carry.clear();
-        let n = read_full(&mut stream, &mut block[kept..room])
-            .with_context(|| format!("{name}: reading after line {lines}"))?;
-        block.truncate(kept + n);
+        let read_at = pad + kept;
+        let n = read_full(
+            &mut stream,
+            &mut block[read_at..read_at + CHUNK_BYTES as usize],
+        )
+        .with_context(|| format!("{name}: reading after line {lines}"))?;
+        block.truncate(read_at + n);
         let n = n as u64;
         total += n;
         if total > cap {
@@ -192,21 +204,22 @@ fn read_chunks(
         let end = n < CHUNK_BYTES;
         if !end {
             // whole lines only: the rest goes with the next chunk
-            match memchr::memrchr(b'\n', &block) {
+            match memchr::memrchr(b'\n', &block[pad..]) {
                 Some(i) => {
-                    carry.extend_from_slice(&block[i + 1..]);
-                    block.truncate(i + 1);
+                    carry.extend_from_slice(&block[pad + i + 1..]);
+                    block.truncate(pad + i + 1);
                 }
                 None => {
+                    block.drain(..pad);
                     carry = block;
                     continue;
                 }
             }
         }
-        if block.is_empty() {
+        if block.len() == pad {
             buffers.put(block);
         } else {
-            let chunk = Chunk::of(block, &mut lossy);
+            let chunk = Chunk::of(block, pad, &mut lossy);
             lines += chunk.spans.len() as u64;
             each(chunk)?;
         }
@@ -240,7 +253,7 @@ fn read_lines(
 ) -> Result<()> {
     let buffers = Buffers::default();
     let (bytes, lossy) = read_chunks(path, lim, &buffers, &DirectReaders::default(), |c| {
-        c.lines().iter().for_each(|l| each(l));
+        c.lines().for_each(&mut each);
         buffers.put(c.text.into_bytes());
         Ok(())
     })?;
@@ -272,6 +285,28 @@ const AHEAD_PER_DIRECT_READER: usize = 8;
 const DIRECT_READERS_MIN: usize = 8;
 const READERS_MAX: usize = 64;
 
+/// Where the readers and the fold stand, shared.
+#[derive(Default)]
+struct Flow {
+    /// The file being folded.
+    folding: usize,
+    /// Chunks sent and not yet folded.
+    ahead: usize,
+    /// Readers waiting for room (a wake-up is a system call and a context switch: only
+    /// waiting readers are woken, one per chunk folded).
+    waiting: usize,
+    /// The fold gave up.
+    stopped: bool,
+}
+
+impl Flow {
+    /// A chunk taken to fold: whether a reader waits for its room.
+    fn room_freed(&mut self) -> bool {
+        self.ahead -= 1;
+        self.waiting > 0
+    }
+}
+
 /// Reads the job's files on `threads` threads (each reads a file and prepares its
 /// lines: prefixes, the scan, signatures), folding them into `c` in file order here.
 fn read_parallel(
@@ -286,8 +321,7 @@ fn read_parallel(
         .iter()
         .map(|f| c.file(&f.display().to_string()))
         .collect();
-    // (the file being folded, chunks sent and not yet folded, the fold gave up)
-    let state = Mutex::new((0usize, 0usize, false));
+    let state = Mutex::new(Flow::default());
     let turn = Condvar::new();
     let next = std::sync::atomic::AtomicUsize::new(0);
     let buffers = Buffers::default();
@@ -305,22 +339,24 @@ fn read_parallel(
                     flare_log_diagnosis::LinePreparer::for_path(&files[i].display().to_string());
                 let send = |p: Prepared| -> Result<()> {
                     let mut st = state.lock().expect("not poisoned");
-                    while st.1 >= AHEAD + AHEAD_PER_DIRECT_READER * direct.now()
-                        && st.0 != i
-                        && !st.2
+                    while st.ahead >= AHEAD + AHEAD_PER_DIRECT_READER * direct.now()
+                        && st.folding != i
+                        && !st.stopped
                     {
+                        st.waiting += 1;
                         st = turn.wait(st).expect("not poisoned");
+                        st.waiting -= 1;
                     }
-                    if st.2 {
+                    if st.stopped {
                         bail!("stopped");
                     }
-                    st.1 += 1;
+                    st.ahead += 1;
                     drop(st);
                     let _ = tx.send(p);
                     Ok(())
                 };
                 let result = read_chunks(&files[i], lim, buffers, direct, |chunk| {
-                    let lines = prep.prepare(&chunk.lines());
+                    let lines = prep.prepare(chunk.lines());
                     send(Prepared {
                         file: i,
                         chunk,
@@ -328,13 +364,13 @@ fn read_parallel(
                         end: None,
                     })
                 });
-                if state.lock().expect("not poisoned").2 {
+                if state.lock().expect("not poisoned").stopped {
                     return;
                 }
                 let _ = send(Prepared {
                     file: i,
                     chunk: Chunk::default(),
-                    lines: prep.prepare(&[]),
+                    lines: prep.prepare([]),
                     end: Some(result),
                 });
             });
@@ -350,11 +386,11 @@ fn read_parallel(
                 let p = rx.recv().context("a reader thread ended early")?;
                 pending.entry(p.file).or_default().push_back(p);
                 while let Some(p) = pending.get_mut(&current).and_then(|q| q.pop_front()) {
-                    {
-                        let mut st = state.lock().expect("not poisoned");
-                        st.1 -= 1;
+                    // a chunk's room is free: one waiting reader may send
+                    if state.lock().expect("not poisoned").room_freed() {
+                        turn.notify_one();
                     }
-                    c.fold(ids[current], &p.chunk.lines(), p.lines);
+                    c.fold(ids[current], p.chunk.lines(), p.lines);
                     buffers.put(p.chunk.text.into_bytes());
                     if let Some(end) = p.end {
                         let (bytes, lossy) = end?;
@@ -363,9 +399,13 @@ fn read_parallel(
                         c.end_file(ids[current]);
                         pending.remove(&current);
                         current += 1;
-                        state.lock().expect("not poisoned").0 = current;
+                        // the next file's reader sends whatever the room: it may be waiting
+                        let mut st = state.lock().expect("not poisoned");
+                        st.folding = current;
+                        if st.waiting > 0 {
+                            turn.notify_all();
+                        }
                     }
-                    turn.notify_all();
                 }
             }
             Ok(())
@@ -373,7 +413,7 @@ fn read_parallel(
         let result = fold(c, r);
         if result.is_err() {
             // the readers stop instead of waiting for a fold that will not come
-            state.lock().expect("not poisoned").2 = true;
+            state.lock().expect("not poisoned").stopped = true;
             turn.notify_all();
         }
         result
@@ -550,7 +590,7 @@ mod tests {
                 &buffers,
                 &DirectReaders::default(),
                 |c| {
-                    back.extend(c.lines().iter().map(|l| l.to_string()));
+                    back.extend(c.lines().map(str::to_string));
                     buffers.put(c.text.into_bytes());
                     Ok(())
                 },
@@ -560,5 +600,45 @@ mod tests {
             assert_eq!(back.len(), lines.len(), "{name}");
             assert!(back == lines, "{name}: a line differs");
         }
+    }
+
+    /// Lines that are not UTF-8 come back decoded lossily and counted, the others as
+    /// they are, whatever bytes the reused buffers held before the chunk's text.
+    #[test]
+    fn lines_that_are_not_utf8_come_back_decoded_and_counted() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let mut body: Vec<u8> = Vec::new();
+        let mut want: Vec<String> = Vec::new();
+        for i in 0..30_000 {
+            let mut line = format!("[rank{}]: step {i} ", i % 8).into_bytes();
+            if i % 5_000 == 7 {
+                line.extend_from_slice(&[0xff, 0xfe, b'x', 0xc3]);
+            }
+            want.push(String::from_utf8_lossy(&line).into_owned());
+            body.extend_from_slice(&line);
+            body.push(b'\n');
+        }
+        let path = dir.path().join("rank0.log");
+        std::fs::write(&path, &body).expect("write");
+        let buffers = Buffers::default();
+        // buffers that held bytes that are not UTF-8 where the padding goes
+        for _ in 0..4 {
+            buffers.put(vec![0xff; 2 * CHUNK_BYTES as usize]);
+        }
+        let mut back: Vec<String> = Vec::new();
+        let (bytes, lossy) = read_chunks(
+            &path,
+            &Limits::default(),
+            &buffers,
+            &DirectReaders::default(),
+            |c| {
+                back.extend(c.lines().map(str::to_string));
+                buffers.put(c.text.into_bytes());
+                Ok(())
+            },
+        )
+        .expect("read");
+        assert_eq!((bytes, lossy), (body.len() as u64, 6));
+        assert!(back == want, "a line differs");
     }
 }

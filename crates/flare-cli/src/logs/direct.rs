@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 /// Bytes of one direct read: a multiple of every block size in use (512 B to 4 KB).
 const READ_BYTES: usize = 256 << 10;
 /// The alignment direct reads need, of the buffer and the file offset.
-const ALIGN: usize = 4096;
+pub const ALIGN: usize = 4096;
 /// Files smaller than this are read as usual: their copy costs little.
 const MIN_DIRECT_BYTES: u64 = READ_BYTES as u64;
 
@@ -125,7 +125,14 @@ impl Read for DirectRead {
             if !self.direct {
                 return self.file.read(out);
             }
-            let block = &mut self.buf[self.at..self.at + READ_BYTES];
+            // the disk writes into the caller's buffer where it is aligned and a whole
+            // block long (the reader places its chunks so), else into ours
+            let into_out = out.as_ptr().align_offset(ALIGN) == 0 && out.len() >= READ_BYTES;
+            let block = if into_out {
+                &mut out[..READ_BYTES]
+            } else {
+                &mut self.buf[self.at..self.at + READ_BYTES]
+            };
             let n = loop {
                 match self.file.read(block) {
                     Ok(n) => break n,
@@ -140,6 +147,9 @@ impl Read for DirectRead {
                     Err(e) => return Err(e),
                 }
             };
+            if into_out {
+                return Ok(n);
+            }
             self.start = self.at;
             self.end = self.at + n;
         }
@@ -247,7 +257,11 @@ mod tests {
         drop(f);
         let direct_allowed = sys::set_direct(&File::open(&path).expect("open"), true).is_ok();
         evict(&path);
-        for skip in [0usize, 1000] {
+        // read into an odd-sized buffer (as `take` makes near a limit), or into an aligned
+        // whole block (as the chunk reader places its reads: the disk writes there)
+        let mut aligned = vec![0u8; READ_BYTES + ALIGN];
+        let at = aligned.as_ptr().align_offset(ALIGN);
+        for (skip, into_aligned) in [(0usize, false), (1000, false), (0, true), (1000, true)] {
             let mut file = File::open(&path).expect("open");
             file.seek(SeekFrom::Start(skip as u64)).expect("seek");
             let mut back = Vec::new();
@@ -256,14 +270,18 @@ mod tests {
             assert_eq!(read.is_ok(), direct_allowed, "skip {skip}");
             match read {
                 Ok(mut d) => {
-                    // an odd-sized reader, as `take` makes near a limit
                     let mut part = [0u8; 7_777];
                     loop {
-                        let n = d.read(&mut part).expect("read");
+                        let into: &mut [u8] = if into_aligned {
+                            &mut aligned[at..at + READ_BYTES]
+                        } else {
+                            &mut part
+                        };
+                        let n = d.read(into).expect("read");
                         if n == 0 {
                             break;
                         }
-                        back.extend_from_slice(&part[..n]);
+                        back.extend_from_slice(&into[..n]);
                     }
                     // from an unaligned offset the kernel refuses: read as usual instead
                     assert_eq!(d.direct, skip == 0, "skip {skip}");
