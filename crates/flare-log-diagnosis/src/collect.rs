@@ -198,14 +198,19 @@ impl LinePreparer {
     /// The next line of the file.
     pub(crate) fn prepare_one(&mut self, t: &str) -> PreAt {
         let task_prefix = self.task_prefix(t);
-        let key = ShapeCache::key(t);
-        if let Some((origin, scan)) = self.shapes.recall(key, t, task_prefix, &mut self.cache) {
+        let mut key = None;
+        let recalled = self.shapes.recall_last(t, task_prefix).or_else(|| {
+            let k = *key.insert(ShapeCache::key(t));
+            self.shapes.recall(k, t, task_prefix)
+        });
+        if let Some((origin, scan)) = recalled {
             return PreAt {
                 scan: Self::unless_node_service(t, scan),
                 origin,
                 matched: None,
             };
         }
+        let key = key.unwrap_or_else(|| ShapeCache::key(t));
         time::values_refused();
         let mut stamps = origin::Stamps::default();
         let o = origin::parse_noting(t, task_prefix, &mut stamps);
@@ -213,7 +218,8 @@ impl LinePreparer {
         let (scan, cached) = self.cache.scan_noting(o.message);
         let origin = o.at(t);
         if let Some(c) = cached.filter(|_| !refused) {
-            self.shapes.learn(key, t, task_prefix, &origin, stamps, c);
+            self.shapes
+                .learn(key, t, task_prefix, &origin, stamps, (c, &mut self.cache));
         }
         let scan = Self::unless_node_service(t, scan);
         let matched = if scan.rows.is_empty() {
@@ -234,9 +240,11 @@ impl LinePreparer {
     #[cfg(test)]
     pub(crate) fn recalls(&mut self, line: &str) -> bool {
         let task_prefix = self.task_prefix(line);
-        self.shapes
-            .recall(ShapeCache::key(line), line, task_prefix, &mut self.cache)
-            .is_some()
+        self.shapes.recall_last(line, task_prefix).is_some()
+            || self
+                .shapes
+                .recall(ShapeCache::key(line), line, task_prefix)
+                .is_some()
     }
 
     /// A node's own services' lines (sshd, cron: see `node_service`) are no evidence.

@@ -26,8 +26,8 @@ const CAP: usize = 1 << 12;
 /// What a line of a remembered shape reads to.
 struct Shape {
     task_prefix: TaskPrefix,
-    /// The bytes before the message of the line it was learned from.
-    prefix: Box<[u8]>,
+    /// The line it was learned from (its bytes before the message are its prefixes').
+    line: Box<[u8]>,
     /// The stamps, left to right, each with how it is read again.
     stamps: [(Reread, StampReader); MAX_STAMPS],
     n_stamps: usize,
@@ -35,6 +35,42 @@ struct Shape {
     chosen: Option<usize>,
     origin: OriginAt,
     scan: Cached,
+    /// Where the counter's digits stand (lines of one shape have their digits in the
+    /// same places).
+    counter: Option<(usize, usize)>,
+}
+
+impl Shape {
+    /// What `line`, of this shape, reads to, if it reads as the learned line did.
+    fn read(&self, line: &str, task_prefix: TaskPrefix) -> Option<(OriginAt, Scan)> {
+        let message_at = self.origin.message_at();
+        if self.task_prefix != task_prefix || line.len() <= message_at {
+            return None;
+        }
+        let b = line.as_bytes();
+        let stamps = &self.stamps[..self.n_stamps];
+        // the prefixes' bytes outside what is read again (stamps are noted left to right)
+        let mut from = 0;
+        for (r, _) in stamps {
+            let (a, e) = r.span();
+            if b[from..a] != self.line[from..a] {
+                return None;
+            }
+            from = e;
+        }
+        if b[from..message_at] != self.line[from..message_at] {
+            return None;
+        }
+        let mut time = None;
+        for (i, (r, reader)) in stamps.iter().enumerate() {
+            let stamp = r.read(line, *reader)?;
+            if self.chosen == Some(i) {
+                time = Some(stamp);
+            }
+        }
+        let counter = self.counter.and_then(|(a, e)| line.get(a..e)?.parse().ok());
+        Some((self.origin.timed(time), self.scan.scan(counter)))
+    }
 }
 
 /// How a remembered stamp is read in a line of its shape.
@@ -152,10 +188,15 @@ impl StampKind {
     }
 }
 
-/// The shapes of one file's lines, by their hash.
+/// The shapes of one file's lines.
 #[derive(Default)]
 pub(crate) struct ShapeCache {
-    seen: HashMap<u64, Shape, lexicon::BuildSkeletonHasher>,
+    shapes: Vec<Shape>,
+    /// Each shape's place in `shapes`, by its hash.
+    by_key: HashMap<u64, usize, lexicon::BuildSkeletonHasher>,
+    /// The shape of the last line read: the next line is most often of it, which a
+    /// comparison tells without hashing the line.
+    last: Option<usize>,
 }
 
 impl ShapeCache {
@@ -164,43 +205,32 @@ impl ShapeCache {
         lexicon::shape(line)
     }
 
+    /// What `line` reads to, when it is of the last line's shape and reads as the line
+    /// that shape was learned from did (see the module).
+    pub(crate) fn recall_last(
+        &self,
+        line: &str,
+        task_prefix: TaskPrefix,
+    ) -> Option<(OriginAt, Scan)> {
+        let s = &self.shapes[self.last?];
+        if !lexicon::same_shape(line, &s.line) {
+            return None;
+        }
+        s.read(line, task_prefix)
+    }
+
     /// What `line` (of shape `key`) reads to, when a line of its shape was learned and
     /// the line reads as it did (see the module); `None` otherwise.
     pub(crate) fn recall(
-        &self,
+        &mut self,
         key: u64,
         line: &str,
         task_prefix: TaskPrefix,
-        scans: &mut ScanCache,
     ) -> Option<(OriginAt, Scan)> {
-        let s = self.seen.get(&key)?;
-        let message_at = s.origin.message_at();
-        if s.task_prefix != task_prefix || line.len() <= message_at {
-            return None;
-        }
-        let b = line.as_bytes();
-        let stamps = &s.stamps[..s.n_stamps];
-        // the prefix's bytes outside what is read again (stamps are noted left to right)
-        let mut from = 0;
-        for (r, _) in stamps {
-            let (a, e) = r.span();
-            if b[from..a] != s.prefix[from..a] {
-                return None;
-            }
-            from = e;
-        }
-        if b[from..message_at] != s.prefix[from..] {
-            return None;
-        }
-        let mut time = None;
-        for (i, (r, reader)) in stamps.iter().enumerate() {
-            let stamp = r.read(line, *reader)?;
-            if s.chosen == Some(i) {
-                time = Some(stamp);
-            }
-        }
-        let message = line.get(message_at..)?;
-        Some((s.origin.timed(time), scans.recall(message, &s.scan)))
+        let i = *self.by_key.get(&key)?;
+        let read = self.shapes[i].read(line, task_prefix)?;
+        self.last = Some(i);
+        Some(read)
     }
 
     /// Remembers what `line` (of shape `key`) read to, `stamps` the stamps its prefixes
@@ -212,15 +242,11 @@ impl ShapeCache {
         task_prefix: TaskPrefix,
         origin: &OriginAt,
         stamps: Stamps,
-        scan: Cached,
+        (scan, scans): (Cached, &mut ScanCache),
     ) {
-        if stamps.incomplete {
+        if stamps.incomplete || line.len() <= origin.message_at() {
             return;
         }
-        let message_at = origin.message_at();
-        let Some(prefix) = line.as_bytes().get(..message_at) else {
-            return;
-        };
         let mut rereads = [(
             Reread::Whole {
                 at: 0,
@@ -236,21 +262,36 @@ impl ShapeCache {
             };
             rereads[i] = (Reread::of(line, a, e, &stamp), reader);
         }
-        if self.seen.len() >= CAP {
-            self.seen.clear();
-        }
-        self.seen.insert(
-            key,
-            Shape {
-                task_prefix,
-                prefix: prefix.into(),
-                stamps: rereads,
-                n_stamps: stamps.n,
-                chosen: stamps.chosen,
-                origin: origin.clone(),
-                scan,
-            },
-        );
+        let message_at = origin.message_at();
+        let counter = scans
+            .counter_at(&line[message_at..], &scan)
+            .map(|(a, e)| (message_at + a, message_at + e));
+        let shape = Shape {
+            task_prefix,
+            line: line.as_bytes().into(),
+            stamps: rereads,
+            n_stamps: stamps.n,
+            chosen: stamps.chosen,
+            origin: origin.clone(),
+            scan,
+            counter,
+        };
+        let i = match self.by_key.get(&key) {
+            Some(&i) => {
+                self.shapes[i] = shape;
+                i
+            }
+            None => {
+                if self.shapes.len() >= CAP {
+                    self.shapes.clear();
+                    self.by_key.clear();
+                }
+                self.by_key.insert(key, self.shapes.len());
+                self.shapes.push(shape);
+                self.shapes.len() - 1
+            }
+        };
+        self.last = Some(i);
     }
 }
 

@@ -14,8 +14,8 @@ use crate::progress::{COUNTERS, STAGES};
 use crate::signatures::rules;
 use crate::stats::ERROR_WORDS;
 use aho_corasick::{AhoCorasick, AhoCorasickBuilder, AhoCorasickKind, MatchKind};
-pub(crate) use skeleton::shape;
 use skeleton::{digit_runs, skeleton, Runs, MAX_RUNS};
+pub(crate) use skeleton::{same_shape, shape};
 use std::sync::OnceLock;
 
 mod skeleton;
@@ -67,6 +67,19 @@ pub(crate) struct Cached {
     joins: bool,
 }
 
+impl Cached {
+    /// The scan of a line of this skeleton whose counter reads `counter`.
+    pub(crate) fn scan(&self, counter: Option<u64>) -> Scan {
+        Scan {
+            rows: Vec::new(),
+            error_like: self.error_like,
+            stage: self.stage,
+            counter,
+            joins: self.joins,
+        }
+    }
+}
+
 /// Scans of lines no signature row concerns, by the line's skeleton (see the module).
 #[derive(Default)]
 pub struct ScanCache {
@@ -105,24 +118,23 @@ impl ScanCache {
 
     /// The scan of a line whose skeleton scanned to `c`: only its counter is read.
     pub(crate) fn recall(&mut self, message: &str, c: &Cached) -> Scan {
-        let counter = c.counter_run.and_then(|k| {
-            let k = k as usize;
-            digit_runs(message, &mut self.runs, Some(k));
-            // a line whose hash only collides with the cached one may have fewer runs:
-            // the slots past its own hold an earlier line's places
-            if self.runs.n <= k {
-                return None;
-            }
-            let (a, b) = self.runs.at[k];
-            message.get(a as usize..b as usize)?.parse().ok()
-        });
-        Scan {
-            rows: Vec::new(),
-            error_like: c.error_like,
-            stage: c.stage,
-            counter,
-            joins: c.joins,
+        let counter = self
+            .counter_at(message, c)
+            .and_then(|(a, b)| message.get(a..b)?.parse().ok());
+        c.scan(counter)
+    }
+
+    /// Where the counter's digits stand in a line whose skeleton scanned to `c`.
+    pub(crate) fn counter_at(&mut self, message: &str, c: &Cached) -> Option<(usize, usize)> {
+        let k = c.counter_run? as usize;
+        digit_runs(message, &mut self.runs, Some(k));
+        // a line whose hash only collides with the cached one may have fewer runs: the
+        // slots past its own hold an earlier line's places
+        if self.runs.n <= k {
+            return None;
         }
+        let (a, b) = self.runs.at[k];
+        Some((a as usize, b as usize))
     }
 
     /// The line's scan, and what the cache keeps of it when lines of its skeleton scan

@@ -147,6 +147,40 @@ pub(crate) fn shape(line: &str) -> u64 {
     hash::<false>(line.as_bytes())
 }
 
+/// Whether two lines are of one shape (see [`shape`]): the same bytes but where both
+/// hold a digit. Cheaper than hashing either.
+pub(crate) fn same_shape(a: &str, b: &[u8]) -> bool {
+    let a = a.as_bytes();
+    if a.len() != b.len() {
+        return false;
+    }
+    #[cfg(target_arch = "x86_64")]
+    {
+        sse2::same_shape(a, b)
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        same_shape_from(a, b, 0)
+    }
+}
+
+/// [`same_shape`] of `a[i..]` and `b[i..]` (of one length), eight bytes at a time.
+fn same_shape_from(a: &[u8], b: &[u8], mut i: usize) -> bool {
+    while i + 8 <= a.len() {
+        let wa = u64::from_le_bytes(a[i..i + 8].try_into().expect("8 bytes"));
+        let wb = u64::from_le_bytes(b[i..i + 8].try_into().expect("8 bytes"));
+        let (da, db) = (in_range(wa, b'0', b'9'), in_range(wb, b'0', b'9'));
+        if da != db || (wa ^ wb) & !((da >> 7) * 0xff) != 0 {
+            return false;
+        }
+        i += 8;
+    }
+    a[i..]
+        .iter()
+        .zip(&b[i..])
+        .all(|(x, y)| x == y || (x.is_ascii_digit() && y.is_ascii_digit()))
+}
+
 fn hash<const FOLD_CASE: bool>(bytes: &[u8]) -> u64 {
     #[cfg(target_arch = "x86_64")]
     {
@@ -218,8 +252,39 @@ pub(super) fn digit_runs(message: &str, runs: &mut Runs, through: Option<usize>)
 
 #[cfg(target_arch = "x86_64")]
 mod sse2 {
-    use super::{finish_from, Mixer};
+    use super::{finish_from, same_shape_from, Mixer};
     use std::arch::x86_64::*;
+
+    /// [`super::same_shape`] of two lines of one length, sixteen bytes at a time.
+    pub(super) fn same_shape(a: &[u8], b: &[u8]) -> bool {
+        debug_assert_eq!(a.len(), b.len());
+        let mut i = 0;
+        // SAFETY: SSE2 is part of every x86-64 CPU; each load reads the 16 bytes at `i`,
+        // inside both slices (of one length) by the loop's bound, unaligned.
+        unsafe {
+            let zero = _mm_set1_epi8(b'0' as i8);
+            let nine = _mm_set1_epi8(9);
+            let digit = |v: __m128i| {
+                let d = _mm_sub_epi8(v, zero);
+                _mm_cmpeq_epi8(_mm_min_epu8(d, nine), d)
+            };
+            while i + 16 <= a.len() {
+                let va = _mm_loadu_si128(a.as_ptr().add(i) as *const __m128i);
+                let vb = _mm_loadu_si128(b.as_ptr().add(i) as *const __m128i);
+                let (da, db) = (digit(va), digit(vb));
+                // digits where both hold one, the same bytes elsewhere
+                let ok = _mm_and_si128(
+                    _mm_cmpeq_epi8(da, db),
+                    _mm_or_si128(_mm_cmpeq_epi8(va, vb), da),
+                );
+                if _mm_movemask_epi8(ok) != 0xffff {
+                    return false;
+                }
+                i += 16;
+            }
+        }
+        same_shape_from(a, b, i)
+    }
 
     pub(super) fn hash<const FOLD_CASE: bool>(bytes: &[u8]) -> u64 {
         let mut m = Mixer::new();
@@ -298,6 +363,54 @@ mod tests {
         for (a, b) in differ {
             assert_ne!(key(a), key(b), "{a:?} {b:?}");
         }
+    }
+
+    /// Two lines of one length are of one shape where a byte-by-byte reading says so,
+    /// and `same_shape` agrees with the shapes' hashes.
+    #[test]
+    fn same_shape_is_a_byte_by_byte_reading() {
+        let alphabet: Vec<char> = "0123456789aZ /:@".chars().collect();
+        let mut state = 0x1234_5678_9abc_def1u64;
+        let mut next = || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let (mut same, mut differ) = (0, 0);
+        for _ in 0..20_000 {
+            let len = (next() % 70) as usize;
+            let a: String = (0..len)
+                .map(|_| alphabet[(next() % alphabet.len() as u64) as usize])
+                .collect();
+            // b: a with some bytes changed, digits for digits mostly
+            let b: String = a
+                .chars()
+                .map(|c| match next() % 8 {
+                    0 if c.is_ascii_digit() => char::from(b'0' + (next() % 10) as u8),
+                    1 if next() % 4 == 0 => alphabet[(next() % alphabet.len() as u64) as usize],
+                    _ => c,
+                })
+                .collect();
+            let want = a.len() == b.len()
+                && a.bytes()
+                    .zip(b.bytes())
+                    .all(|(x, y)| x == y || (x.is_ascii_digit() && y.is_ascii_digit()));
+            assert_eq!(same_shape(&a, b.as_bytes()), want, "{a:?} {b:?}");
+            assert_eq!(
+                same_shape_from(a.as_bytes(), b.as_bytes(), 0),
+                want,
+                "{a:?} {b:?}"
+            );
+            assert_eq!(shape(&a) == shape(&b), want, "{a:?} {b:?}");
+            if want {
+                same += 1;
+            } else {
+                differ += 1;
+            }
+        }
+        assert!(same > 1_000 && differ > 1_000, "{same} {differ}");
+        assert!(!same_shape("step 1", b"step 10"));
     }
 
     #[test]
