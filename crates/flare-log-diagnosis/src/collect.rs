@@ -127,7 +127,7 @@ pub struct Hit {
 /// A line as the fold reads it.
 struct Pre<'a> {
     o: origin::Origin<'a>,
-    scan: &'a lexicon::Scan,
+    words: lexicon::Words,
     matched: Option<Box<crate::signatures::Match>>,
 }
 
@@ -135,7 +135,7 @@ struct Pre<'a> {
 /// found, the signature it matches.
 pub(crate) struct PreAt {
     pub(crate) origin: origin::OriginAt,
-    pub(crate) scan: lexicon::Scan,
+    pub(crate) words: lexicon::Words,
     /// Boxed: a match is a few hundred bytes and few lines have one, so the lines of a
     /// chunk stay small to write and move.
     pub(crate) matched: Option<Box<crate::signatures::Match>>,
@@ -203,12 +203,11 @@ impl LinePreparer {
             let k = *key.insert(ShapeCache::key(t));
             self.shapes.recall(k, t, task_prefix)
         });
-        if let Some((origin, scan)) = recalled {
-            return PreAt {
-                scan: Self::unless_node_service(t, scan),
-                origin,
-                matched: None,
-            };
+        if let Some(mut p) = recalled {
+            if p.words.error_like && node_service::is_node_service(t) {
+                p.words = lexicon::Words::default();
+            }
+            return p;
         }
         let key = key.unwrap_or_else(|| ShapeCache::key(t));
         time::values_refused();
@@ -221,7 +220,14 @@ impl LinePreparer {
             self.shapes
                 .learn(key, t, task_prefix, &origin, stamps, (c, &mut self.cache));
         }
-        let scan = Self::unless_node_service(t, scan);
+        // a node's own services' lines (sshd, cron: see `node_service`) are no evidence
+        if (!scan.rows.is_empty() || scan.error_like) && node_service::is_node_service(t) {
+            return PreAt {
+                origin,
+                words: lexicon::Words::default(),
+                matched: None,
+            };
+        }
         let matched = if scan.rows.is_empty() {
             None
         } else {
@@ -231,7 +237,7 @@ impl LinePreparer {
         };
         PreAt {
             origin,
-            scan,
+            words: scan.words(),
             matched,
         }
     }
@@ -245,15 +251,6 @@ impl LinePreparer {
                 .shapes
                 .recall(ShapeCache::key(line), line, task_prefix)
                 .is_some()
-    }
-
-    /// A node's own services' lines (sshd, cron: see `node_service`) are no evidence.
-    fn unless_node_service(t: &str, scan: lexicon::Scan) -> lexicon::Scan {
-        if (!scan.rows.is_empty() || scan.error_like) && node_service::is_node_service(t) {
-            lexicon::Scan::default()
-        } else {
-            scan
-        }
     }
 }
 
@@ -415,7 +412,7 @@ impl Collector {
                 t,
                 Pre {
                     o,
-                    scan: &p.scan,
+                    words: p.words,
                     matched: p.matched.take(),
                 },
             );
@@ -426,7 +423,7 @@ impl Collector {
     fn fold_line(&mut self, file: usize, text: &str, p: Pre) {
         self.c.lines += 1;
         self.order += 1;
-        let Pre { o, scan, matched } = p;
+        let Pre { o, words, matched } = p;
         let fs = &mut self.c.files[file];
         fs.lines += 1;
         let line_no = fs.lines;
@@ -476,7 +473,7 @@ impl Collector {
         }
         let step = stream.traceback.step(o.message);
         let in_traceback = stream.traceback.in_traceback();
-        if let Some(m) = progress::marker_scanned(o.message, scan) {
+        if let Some(m) = progress::marker_scanned(o.message, &words) {
             match m {
                 Marker::Iteration(n) | Marker::CheckpointAt(n) => {
                     stream.iteration = Some(n);
@@ -500,7 +497,7 @@ impl Collector {
             let (k, s) = &c.files[file].streams[index];
             (k.2.clone(), has_time_text.then(|| s.last_time_text.clone()))
         };
-        if scan.joins && JOIN_PHRASES.iter().any(|p| o.message.contains(p)) {
+        if words.joins && JOIN_PHRASES.iter().any(|p| o.message.contains(p)) {
             let (host, _) = owned(&self.c);
             self.learn(&o, rank, host.as_deref());
         }
@@ -516,7 +513,7 @@ impl Collector {
         };
         let template = self.c.templates.add(
             o.message,
-            scan.error_like,
+            words.error_like,
             matched.is_some() || exception.is_some(),
         );
         let m = match (matched, &exception) {

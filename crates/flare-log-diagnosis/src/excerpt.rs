@@ -95,7 +95,7 @@ impl Excerpter {
         if tb.in_traceback() || matches!(step, Step::Exception { .. }) {
             return Some(Kept::Failure);
         }
-        if p.matched.is_some() || p.scan.error_like {
+        if p.matched.is_some() || p.words.error_like {
             return Some(Kept::Failure);
         }
         // what the pass learns identities from (see `Collector::learn`)
@@ -104,7 +104,7 @@ impl Excerpter {
         {
             return Some(Kept::Context);
         }
-        if let Some(m) = progress::marker_scanned(o.message, &p.scan) {
+        if let Some(m) = progress::marker_scanned(o.message, &p.words) {
             // a change of stage is sent as it comes (the failures after it are in it);
             // iterations only as each writer's latest
             let stage = m.stage();

@@ -134,7 +134,7 @@ fn tqdm(message: &str) -> Option<u64> {
 
 /// What a line's message says about progress, if anything.
 pub fn marker(message: &str) -> Option<Marker> {
-    marker_scanned(message, &crate::lexicon::scan(message))
+    marker_scanned(message, &crate::lexicon::scan(message).words())
 }
 
 /// The same, from the line's scan: the phrase first in the table wins, wherever it is
@@ -143,9 +143,9 @@ pub fn marker(message: &str) -> Option<Marker> {
 /// that a checkpoint saved `at iteration 500` is being saved; a progress bar under another
 /// stage's name (`Validation DataLoader 0: 45%|... | 45/100 [`) counts that stage's
 /// batches, not training steps.
-pub fn marker_scanned(message: &str, scan: &crate::lexicon::Scan) -> Option<Marker> {
-    let stage = scan.stage.map(|i| STAGES[i].1);
-    if let Some(n) = scan.counter {
+pub fn marker_scanned(message: &str, words: &crate::lexicon::Words) -> Option<Marker> {
+    let stage = words.stage.map(|i| STAGES[i as usize].1);
+    if let Some(n) = words.counter {
         return Some(if stage == Some(JobStage::Checkpointing) {
             Marker::CheckpointAt(n)
         } else {

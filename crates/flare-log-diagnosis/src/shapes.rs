@@ -15,7 +15,8 @@
 //! The message's scan is then its skeleton's (see `lexicon`), its counter read again.
 //! Lines a signature row concerns are never remembered: the matcher reads them whole.
 
-use crate::lexicon::{self, Cached, Scan, ScanCache};
+use crate::collect::PreAt;
+use crate::lexicon::{self, Cached, ScanCache};
 use crate::origin::{OriginAt, StampReader, Stamps, TaskPrefix, MAX_STAMPS};
 use crate::time::{self, Stamp};
 use std::collections::HashMap;
@@ -42,7 +43,7 @@ struct Shape {
 
 impl Shape {
     /// What `line`, of this shape, reads to, if it reads as the learned line did.
-    fn read(&self, line: &str, task_prefix: TaskPrefix) -> Option<(OriginAt, Scan)> {
+    fn read(&self, line: &str, task_prefix: TaskPrefix) -> Option<PreAt> {
         let message_at = self.origin.message_at();
         if self.task_prefix != task_prefix || line.len() <= message_at {
             return None;
@@ -69,7 +70,11 @@ impl Shape {
             }
         }
         let counter = self.counter.and_then(|(a, e)| line.get(a..e)?.parse().ok());
-        Some((self.origin.timed(time), self.scan.scan(counter)))
+        Some(PreAt {
+            origin: self.origin.timed(time),
+            words: self.scan.words(counter),
+            matched: None,
+        })
     }
 }
 
@@ -211,7 +216,7 @@ impl ShapeCache {
         &self,
         line: &str,
         task_prefix: TaskPrefix,
-    ) -> Option<(OriginAt, Scan)> {
+    ) -> Option<PreAt> {
         let s = &self.shapes[self.last?];
         if !lexicon::same_shape(line, &s.line) {
             return None;
@@ -226,7 +231,7 @@ impl ShapeCache {
         key: u64,
         line: &str,
         task_prefix: TaskPrefix,
-    ) -> Option<(OriginAt, Scan)> {
+    ) -> Option<PreAt> {
         let i = *self.by_key.get(&key)?;
         let read = self.shapes[i].read(line, task_prefix)?;
         self.last = Some(i);
@@ -399,7 +404,7 @@ mod tests {
                     let got = prep.prepare_one(v);
                     let first = LinePreparer::for_path(path).prepare_one(v);
                     assert_eq!(got.origin, first.origin, "{path}: {v:?}");
-                    assert_eq!(got.scan, first.scan, "{path}: {v:?}");
+                    assert_eq!(got.words, first.words, "{path}: {v:?}");
                     assert_eq!(got.matched.is_some(), first.matched.is_some(), "{v:?}");
                     checked += 1;
                     recalled += remembered as usize;

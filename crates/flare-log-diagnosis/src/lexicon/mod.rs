@@ -54,6 +54,28 @@ pub struct Scan {
     pub joins: bool,
 }
 
+/// What the pass reads of a line's scan once the rows have been tried: small, since
+/// every line carries one from the thread that prepares it to the one that folds it.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Words {
+    pub error_like: bool,
+    pub joins: bool,
+    /// The first stage phrase's index in `STAGES`.
+    pub stage: Option<u8>,
+    pub counter: Option<u64>,
+}
+
+impl Scan {
+    pub fn words(&self) -> Words {
+        Words {
+            error_like: self.error_like,
+            joins: self.joins,
+            stage: self.stage.map(|i| i as u8),
+            counter: self.counter,
+        }
+    }
+}
+
 /// Skeletons remembered at most; past it the cache starts over.
 const CACHE_CAP: usize = 1 << 16;
 
@@ -77,6 +99,11 @@ impl Cached {
             counter,
             joins: self.joins,
         }
+    }
+
+    /// The words of a line of this skeleton whose counter reads `counter`.
+    pub(crate) fn words(&self, counter: Option<u64>) -> Words {
+        self.scan(counter).words()
     }
 }
 
@@ -280,6 +307,11 @@ mod tests {
         for (p, _) in STAGES {
             assert!(!p.bytes().any(|b| b.is_ascii_digit()), "{p}");
         }
+    }
+
+    #[test]
+    fn stage_phrases_are_counted_in_a_byte() {
+        assert!(STAGES.len() <= u8::MAX as usize);
     }
 
     #[test]
