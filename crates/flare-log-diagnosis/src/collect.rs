@@ -10,7 +10,7 @@ use crate::lexicon;
 use crate::node_service;
 use crate::origin::{self, TaskPrefix};
 use crate::progress::{self, Marker};
-use crate::shapes::ShapeCache;
+use crate::shapes::{ShapeCache, ShapeVersion};
 use crate::signatures::{exit, Captured, Matcher, Reading, Role};
 use crate::source::{self, FileKind, FileSource};
 use crate::stats::{Anomaly, Templates};
@@ -78,6 +78,25 @@ impl FileState {
     pub fn last_iteration(&self) -> Option<u64> {
         self.streams.iter().filter_map(|(_, s)| s.iteration).max()
     }
+
+    /// The writer (rank, local rank, host) among the file's, if it wrote before: most
+    /// lines come from the writer of the line before.
+    fn find_stream(
+        &self,
+        rank: Option<u32>,
+        local_rank: Option<u32>,
+        host: Option<&str>,
+    ) -> Option<usize> {
+        match self.streams.get(self.last_stream) {
+            Some((k, _)) if k.0 == rank && k.1 == local_rank && k.2.as_deref() == host => {
+                Some(self.last_stream)
+            }
+            _ => self
+                .stream_index
+                .get(&(rank, local_rank, host.map(str::to_string)))
+                .copied(),
+        }
+    }
 }
 
 /// One writer inside a file (a rank in a console that interleaves ranks): (rank, local
@@ -139,10 +158,47 @@ pub(crate) struct PreAt {
     /// Boxed: a match is a few hundred bytes and few lines have one, so the lines of a
     /// chunk stay small to write and move.
     pub(crate) matched: Option<Box<crate::signatures::Match>>,
+    /// Lines just before this one, quiet and read as it was (see [`quiet`]), folded
+    /// with it.
+    pub(crate) run: u32,
+    /// Whether `srun -l` task ids were read in it (the run's lines are read again so
+    /// where the pass's state needs each of them).
+    pub(crate) task_prefix: TaskPrefix,
 }
 
 /// Lines of a file read by a [`LinePreparer`], for [`Collector::fold`].
 pub struct Prepared(Vec<PreAt>);
+
+/// What a line's progress marker is, its numbers aside.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum MarkerKind {
+    Iteration,
+    CheckpointAt,
+    Stage(JobStage),
+}
+
+/// Whether a line may go on a quiet run, and its marker's kind. A quiet run: consecutive
+/// lines of a file read through one version of a remembered shape (so with the same
+/// prefixes: one writer), each matching no signature, not error-like, tying no names,
+/// opening no traceback or torchrun summary, with markers of one kind. Where the writer
+/// is in no traceback and the file in no summary, such a line changes nothing that the
+/// next line of its run does not set again (the writer's time, stage and iteration), so
+/// a run is folded as its last line and its other lines counted: most lines of a large
+/// job are such runs (a rank's progress lines).
+fn quiet(message: &str, p: &PreAt) -> Option<Option<MarkerKind>> {
+    let quiet = p.matched.is_none()
+        && !p.words.error_like
+        && !p.words.joins
+        && !Traceback::opens(message)
+        && !elastic::Summary::opens(message);
+    quiet.then(|| {
+        progress::marker_scanned(message, &p.words).map(|m| match m {
+            Marker::Iteration(_) => MarkerKind::Iteration,
+            Marker::CheckpointAt(_) => MarkerKind::CheckpointAt,
+            Marker::Stage(s) => MarkerKind::Stage(s),
+        })
+    })
+}
 
 /// Reads what each line of one file says by itself: the costly part of the pass, which
 /// needs no state but the file's own (whether it writes `srun -l` task ids), so files
@@ -190,24 +246,49 @@ impl LinePreparer {
         }
     }
 
-    /// The next lines of the file, in order.
+    /// The next lines of the file, in order, quiet runs folded into their last line.
     pub fn prepare<'t>(&mut self, texts: impl IntoIterator<Item = &'t str>) -> Prepared {
-        Prepared(texts.into_iter().map(|t| self.prepare_one(t)).collect())
+        let mut out: Vec<PreAt> = Vec::new();
+        // the last line's reading and marker, when it may go on a quiet run
+        let mut run: Option<(ShapeVersion, Option<MarkerKind>)> = None;
+        for t in texts {
+            let (p, version) = self.prepare_reading(t);
+            let now = version.and_then(|v| Some((v, quiet(&t[p.origin.message_at()..], &p)?)));
+            match out.last_mut() {
+                Some(last) if now.is_some() && now == run => {
+                    let n = last.run + 1;
+                    *last = PreAt { run: n, ..p };
+                }
+                _ => out.push(p),
+            }
+            run = now;
+        }
+        Prepared(out)
     }
 
     /// The next line of the file.
     pub(crate) fn prepare_one(&mut self, t: &str) -> PreAt {
+        self.prepare_reading(t).0
+    }
+
+    /// The next line of the file, and its remembered shape's reading if it has one.
+    fn prepare_reading(&mut self, t: &str) -> (PreAt, Option<ShapeVersion>) {
         let task_prefix = self.task_prefix(t);
+        self.prepare_under(t, task_prefix)
+    }
+
+    /// A line of the file with task ids read or not as `task_prefix` says.
+    fn prepare_under(&mut self, t: &str, task_prefix: TaskPrefix) -> (PreAt, Option<ShapeVersion>) {
         let mut key = None;
         let recalled = self.shapes.recall_last(t, task_prefix).or_else(|| {
             let k = *key.insert(ShapeCache::key(t));
             self.shapes.recall(k, t, task_prefix)
         });
-        if let Some(mut p) = recalled {
+        if let Some((mut p, version)) = recalled {
             if p.words.error_like && node_service::is_node_service(t) {
                 p.words = lexicon::Words::default();
             }
-            return p;
+            return (p, Some(version));
         }
         let key = key.unwrap_or_else(|| ShapeCache::key(t));
         time::values_refused();
@@ -216,30 +297,26 @@ impl LinePreparer {
         let refused = time::values_refused();
         let (scan, cached) = self.cache.scan_noting(o.message);
         let origin = o.at(t);
-        if let Some(c) = cached.filter(|_| !refused) {
+        let version = cached.filter(|_| !refused).and_then(|c| {
             self.shapes
-                .learn(key, t, task_prefix, &origin, stamps, (c, &mut self.cache));
-        }
-        // a node's own services' lines (sshd, cron: see `node_service`) are no evidence
-        if (!scan.rows.is_empty() || scan.error_like) && node_service::is_node_service(t) {
-            return PreAt {
-                origin,
-                words: lexicon::Words::default(),
-                matched: None,
-            };
-        }
-        let matched = if scan.rows.is_empty() {
-            None
-        } else {
-            Matcher::get()
-                .find_among(o.message, &scan.rows)
-                .map(Box::new)
-        };
-        PreAt {
+                .learn(key, t, task_prefix, &origin, stamps, (c, &mut self.cache))
+        });
+        let mut p = PreAt {
             origin,
             words: scan.words(),
-            matched,
+            matched: None,
+            run: 0,
+            task_prefix,
+        };
+        // a node's own services' lines (sshd, cron: see `node_service`) are no evidence
+        if (!scan.rows.is_empty() || scan.error_like) && node_service::is_node_service(t) {
+            p.words = lexicon::Words::default();
+        } else if !scan.rows.is_empty() {
+            p.matched = Matcher::get()
+                .find_among(o.message, &scan.rows)
+                .map(Box::new);
         }
+        (p, version)
     }
 
     /// Whether `line` would be read through a remembered shape.
@@ -405,7 +482,14 @@ impl Collector {
     ) {
         // the prepared lines read in place: moving each out would copy it, on the one
         // thread every line goes through
-        for (t, p) in texts.into_iter().zip(prepared.0.iter_mut()) {
+        let mut texts = texts.into_iter();
+        for p in prepared.0.iter_mut() {
+            if p.run > 0 {
+                self.fold_run(file, &mut texts, p);
+            }
+            let Some(t) = texts.next() else {
+                break;
+            };
             let o = p.origin.of(t);
             self.fold_line(
                 file,
@@ -414,6 +498,51 @@ impl Collector {
                     o,
                     words: p.words,
                     matched: p.matched.take(),
+                },
+            );
+        }
+    }
+
+    /// The lines of a quiet run before its last line, `last` (see [`quiet`]): counted
+    /// where the writer is in no traceback and the file in no summary, else read again
+    /// and folded one by one.
+    fn fold_run<'t>(
+        &mut self,
+        file: usize,
+        texts: &mut impl Iterator<Item = &'t str>,
+        last: &PreAt,
+    ) {
+        let mut run = (0..last.run).map_while(|_| texts.next());
+        let Some(first) = run.next() else {
+            return;
+        };
+        let fs = &self.c.files[file];
+        // the run's lines have the last one's prefixes: its writer's
+        let o = last.origin.of(first);
+        let writer = fs.find_stream(
+            o.rank.or(fs.source.rank),
+            o.local_rank.or(fs.source.local_rank),
+            o.host.or(fs.source.host.as_deref()),
+        );
+        let quiet =
+            fs.summary.idle() && writer.is_none_or(|i| !fs.streams[i].1.traceback.in_traceback());
+        if quiet {
+            let n = 1 + run.count() as u64;
+            self.c.lines += n;
+            self.order += n;
+            self.c.files[file].lines += n;
+            return;
+        }
+        for t in std::iter::once(first).chain(run) {
+            let (p, _) = self.c.files[file].prep.prepare_under(t, last.task_prefix);
+            let o = p.origin.of(t);
+            self.fold_line(
+                file,
+                t,
+                Pre {
+                    o,
+                    words: p.words,
+                    matched: p.matched,
                 },
             );
         }
@@ -449,14 +578,7 @@ impl Collector {
             local_rank = local_rank.or(l);
             host_ref = host_ref.or(h);
         }
-        let same = |k: &StreamKey| k.0 == rank && k.1 == local_rank && k.2.as_deref() == host_ref;
-        let index = match fs.streams.get(fs.last_stream) {
-            Some((k, _)) if same(k) => Some(fs.last_stream),
-            _ => fs
-                .stream_index
-                .get(&(rank, local_rank, host_ref.map(str::to_string)))
-                .copied(),
-        };
+        let index = fs.find_stream(rank, local_rank, host_ref);
         let host: Option<String> = host_ref.map(str::to_string).filter(|_| index.is_none());
         let index = index.unwrap_or_else(|| {
             let key: StreamKey = (rank, local_rank, host);
@@ -669,5 +791,117 @@ impl Collector {
     /// lines read.
     pub fn diagnosis(&self) -> crate::LogDiagnosis {
         crate::verdict::verdict(&self.c, self.c.hits.clone())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What a pass gathered, as text to compare.
+    fn gathered(c: Collector) -> String {
+        let c = c.finish();
+        let files: Vec<String> = c
+            .files
+            .iter()
+            .map(|f| {
+                let mut sig: Vec<_> = f.signature_lines.iter().collect();
+                sig.sort();
+                let progress: Vec<_> = f.stream_progress().collect();
+                let times: Vec<_> = f.streams.iter().map(|(_, s)| s.last_time).collect();
+                format!("{} {} {sig:?} {progress:?} {times:?}", f.path, f.lines)
+            })
+            .collect();
+        let mut joins: Vec<_> = c.ip_hosts.iter().map(|(a, b)| format!("{a}={b}")).collect();
+        joins.extend(c.pid_ranks.iter().map(|(a, b)| format!("{a:?}={b}")));
+        joins.sort();
+        format!(
+            "{} {files:#?}\n{:#?}\n{:#?}\n{joins:?}",
+            c.lines, c.hits, c.anomalies
+        )
+    }
+
+    /// A rank's file: progress lines, a traceback that never ends with progress lines
+    /// inside it, an error, torchrun's summary with lines of one shape inside it, progress
+    /// again, a traceback that ends, one given up for its length.
+    fn a_rank_file() -> Vec<String> {
+        let step = |i: u32| {
+            format!(
+                "[rank3]:[titan] 2026-11-25 10:{:02}:{:02},{:03} - root - INFO - step: {i:5}  loss: 2.{i:04}",
+                i / 60 % 60,
+                i % 60,
+                i % 1000
+            )
+        };
+        let mut lines: Vec<String> = (0..300).map(step).collect();
+        lines.push("[rank3]:Traceback (most recent call last):".into());
+        lines.push("[rank3]:  File \"/work/train.py\", line 88, in <module>".into());
+        lines.extend((300..400).map(step));
+        lines.push("[rank3]:worker 3 failed to prefetch batch 17".into());
+        lines.extend((400..450).map(step));
+        lines.push("Failures:".into());
+        lines.extend((0..40).map(|i| format!("  time      : 2026-11-25_10:00:{i:02}")));
+        lines.push("[1]:".into());
+        lines.push("  exitcode  : -9 (pid: 1234)".into());
+        lines.extend((0..40).map(|i| format!("  time      : 2026-11-25_10:01:{i:02}")));
+        lines.push("=====".into());
+        lines.extend((450..900).map(step));
+        lines.push("[rank3]:Traceback (most recent call last):".into());
+        lines.push("[rank3]:  File \"/work/train.py\", line 40, in step".into());
+        lines.extend((900..950).map(step));
+        lines.push(
+            "[rank3]:RuntimeError: CUDA error: an illegal memory access was encountered".into(),
+        );
+        lines.extend((950..1000).map(step));
+        // a traceback given up after its two thousandth line: the error after it is no
+        // exception of it
+        lines.push("[rank3]:Traceback (most recent call last):".into());
+        lines.push("[rank3]:  File \"/work/train.py\", line 41, in step".into());
+        lines.extend((1000..3100).map(step));
+        lines.push("[rank3]:ValueError: loss is nan".into());
+        lines
+    }
+
+    /// A file folded in chunks, its quiet runs folded as their last lines, gives what
+    /// the same lines folded one at a time give (where no run can form): the hits,
+    /// anomalies, joins, each writer's progress and time, the line counts. Files: the
+    /// rank's file above and every file of the logs corpus.
+    #[test]
+    fn quiet_runs_fold_as_their_lines_do() {
+        let mut files: Vec<(String, Vec<String>)> = vec![("logs/rank3.log".into(), a_rank_file())];
+        let dir = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../tests/fixtures/logs/corpus"
+        );
+        let mut stack = vec![std::path::PathBuf::from(dir)];
+        while let Some(p) = stack.pop() {
+            if p.is_dir() {
+                stack.extend(std::fs::read_dir(&p).unwrap().map(|e| e.unwrap().path()));
+            } else if let Ok(text) = std::fs::read_to_string(&p) {
+                let lines = text.lines().map(String::from).collect();
+                files.push((p.display().to_string(), lines));
+            }
+        }
+        let mut folded_in_runs = 0;
+        for (path, lines) in &files {
+            let texts: Vec<&str> = lines.iter().map(String::as_str).collect();
+            let mut chunked = Collector::new(Limits::default());
+            let f = chunked.file(path);
+            for chunk in texts.chunks(97) {
+                chunked.lines(f, chunk);
+            }
+            chunked.end_file(f);
+            let mut single = Collector::new(Limits::default());
+            let f = single.file(path);
+            for t in &texts {
+                single.line(f, t);
+            }
+            single.end_file(f);
+            assert_eq!(gathered(chunked), gathered(single), "{path}");
+            let prepared = LinePreparer::for_path(path).prepare(texts.iter().copied());
+            folded_in_runs += texts.len() - prepared.0.len();
+        }
+        // most of the rank's file, and more, went in runs
+        assert!(folded_in_runs > 3_000, "{folded_in_runs}");
     }
 }

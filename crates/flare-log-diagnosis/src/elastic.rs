@@ -34,6 +34,10 @@ pub struct WorkerFailure {
     pub text: String,
 }
 
+/// The lines that open the summary's sections.
+const FAILURES: &str = "Failures:";
+const ROOT_CAUSE: &str = "Root Cause (first observed failure)";
+
 #[derive(Default)]
 pub struct Summary {
     section: Option<bool>,
@@ -57,6 +61,17 @@ fn field<'a>(message: &'a str, key: &str) -> Option<&'a str> {
 }
 
 impl Summary {
+    /// Outside any summary: a line that opens none leaves it as it is.
+    pub fn idle(&self) -> bool {
+        self.section.is_none() && self.entry.is_none()
+    }
+
+    /// Whether a line whose message is `message` may open a summary's section.
+    pub(crate) fn opens(message: &str) -> bool {
+        let m = message.trim();
+        m == FAILURES || m.starts_with(ROOT_CAUSE)
+    }
+
     /// The rank and host of the entry being read, for the traceback lines inside it.
     pub fn current(&self) -> Option<(Option<u32>, Option<u32>, Option<&str>)> {
         self.entry
@@ -68,14 +83,12 @@ impl Summary {
     /// whole line).
     pub fn step(&mut self, message: &str, line: u64, text: &str) -> Seen {
         let m = message.trim();
-        if m == "Failures:" {
+        if m == FAILURES {
             let ended = self.entry.take();
             self.section = Some(false);
             return ended.map_or(Seen::Consumed, Seen::Ended);
         }
-        if m.as_bytes().first() == Some(&b'R')
-            && m.starts_with("Root Cause (first observed failure)")
-        {
+        if m.as_bytes().first() == Some(&b'R') && m.starts_with(ROOT_CAUSE) {
             let ended = self.entry.take();
             self.section = Some(true);
             return ended.map_or(Seen::Consumed, Seen::Ended);

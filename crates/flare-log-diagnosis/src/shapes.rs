@@ -74,6 +74,8 @@ impl Shape {
             origin: self.origin.timed(time),
             words: self.scan.words(counter),
             matched: None,
+            run: 0,
+            task_prefix,
         })
     }
 }
@@ -202,6 +204,17 @@ pub(crate) struct ShapeCache {
     /// The shape of the last line read: the next line is most often of it, which a
     /// comparison tells without hashing the line.
     last: Option<usize>,
+    /// Shapes learned so far: lines read through one shape with none learned between
+    /// them have the same prefixes, stamps aside.
+    learned: u64,
+}
+
+/// A remembered shape as it stands: lines read through one version have the same
+/// prefixes, stamps aside.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct ShapeVersion {
+    shape: usize,
+    learned: u64,
 }
 
 impl ShapeCache {
@@ -216,12 +229,20 @@ impl ShapeCache {
         &self,
         line: &str,
         task_prefix: TaskPrefix,
-    ) -> Option<PreAt> {
-        let s = &self.shapes[self.last?];
+    ) -> Option<(PreAt, ShapeVersion)> {
+        let i = self.last?;
+        let s = &self.shapes[i];
         if !lexicon::same_shape(line, &s.line) {
             return None;
         }
-        s.read(line, task_prefix)
+        Some((s.read(line, task_prefix)?, self.version(i)))
+    }
+
+    fn version(&self, shape: usize) -> ShapeVersion {
+        ShapeVersion {
+            shape,
+            learned: self.learned,
+        }
     }
 
     /// What `line` (of shape `key`) reads to, when a line of its shape was learned and
@@ -231,11 +252,11 @@ impl ShapeCache {
         key: u64,
         line: &str,
         task_prefix: TaskPrefix,
-    ) -> Option<PreAt> {
+    ) -> Option<(PreAt, ShapeVersion)> {
         let i = *self.by_key.get(&key)?;
         let read = self.shapes[i].read(line, task_prefix)?;
         self.last = Some(i);
-        Some(read)
+        Some((read, self.version(i)))
     }
 
     /// Remembers what `line` (of shape `key`) read to, `stamps` the stamps its prefixes
@@ -248,9 +269,9 @@ impl ShapeCache {
         origin: &OriginAt,
         stamps: Stamps,
         (scan, scans): (Cached, &mut ScanCache),
-    ) {
+    ) -> Option<ShapeVersion> {
         if stamps.incomplete || line.len() <= origin.message_at() {
-            return;
+            return None;
         }
         let mut rereads = [(
             Reread::Whole {
@@ -262,9 +283,7 @@ impl ShapeCache {
         ); MAX_STAMPS];
         for (i, &(a, e, reader)) in stamps.at[..stamps.n].iter().enumerate() {
             let (a, e) = (a as usize, e as usize);
-            let Some((stamp, _)) = reader.read(line, a) else {
-                return;
-            };
+            let (stamp, _) = reader.read(line, a)?;
             rereads[i] = (Reread::of(line, a, e, &stamp), reader);
         }
         let message_at = origin.message_at();
@@ -297,6 +316,8 @@ impl ShapeCache {
             }
         };
         self.last = Some(i);
+        self.learned += 1;
+        Some(self.version(i))
     }
 }
 
@@ -369,7 +390,7 @@ mod tests {
                 in_run = digit;
                 match c {
                     _ if !digit || run.is_some_and(|r| r != k) => c,
-                    _ if next() % 3 == 0 => '9',
+                    _ if next().is_multiple_of(3) => '9',
                     _ => char::from(b'0' + (next() % 10) as u8),
                 }
             })

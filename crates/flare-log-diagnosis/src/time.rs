@@ -113,12 +113,22 @@ fn refuse_values<T>() -> Option<T> {
 
 /// `HH:MM:SS` at `at`, with an optional fraction after `.` or `,`: (seconds of day, bytes).
 fn time_of_day(b: &[u8], at: usize) -> Option<(f64, usize)> {
-    let h = digits(b, at, 2)?;
-    let m = digits(b, at + 3, 2)?;
-    let s = digits(b, at + 6, 2)?;
-    if b[at + 2] != b':' || b[at + 5] != b':' {
+    // the eight bytes at once: each digit's value and the colons' zero after taking away
+    // `00:00:00`, no byte of them past 9
+    let w = u64::from_le_bytes(b.get(at..at + 8)?.try_into().expect("8 bytes"));
+    let v = w ^ u64::from_le_bytes(*b"00:00:00");
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    if (v | v.wrapping_add(0x7676_7676_7676_7676)) & HIGH != 0
+        || v & u64::from_le_bytes([0, 0, 0xff, 0, 0, 0xff, 0, 0]) != 0
+    {
         return None;
     }
+    let byte = |k: u32| ((v >> (8 * k)) & 0xff) as u32;
+    let (h, m, s) = (
+        byte(0) * 10 + byte(1),
+        byte(3) * 10 + byte(4),
+        byte(6) * 10 + byte(7),
+    );
     if h > 23 || m > 59 || s > 60 {
         return refuse_values();
     }
@@ -367,6 +377,58 @@ pub fn parse_at(text: &str, at: usize) -> Option<(Stamp, usize)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The eight bytes read at once are a byte-by-byte reading: digits and colons where
+    /// they must be, values in range (a refusal for values noted as one), any bytes
+    /// around them.
+    #[test]
+    fn a_time_of_day_is_read_as_byte_by_byte() {
+        fn by_bytes(b: &[u8]) -> Option<(u32, u32, u32)> {
+            let d = |i: usize| {
+                b.get(i)
+                    .filter(|c| c.is_ascii_digit())
+                    .map(|c| (c - b'0') as u32)
+            };
+            let (h, m, s) = (d(0)? * 10 + d(1)?, d(3)? * 10 + d(4)?, d(6)? * 10 + d(7)?);
+            (b[2] == b':' && b[5] == b':').then_some((h, m, s))
+        }
+        let alphabet = b"0123456789:.,/ \xff\x8a\x3a\x40";
+        let mut state = 0x0bad_5eed_1234_5678u64;
+        let mut next = || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        for _ in 0..50_000 {
+            let len = (next() % 14) as usize;
+            let mut b: Vec<u8> = (0..len)
+                .map(|_| alphabet[(next() % alphabet.len() as u64) as usize])
+                .collect();
+            // most in the right shape, so that values are read
+            if next().is_multiple_of(2) && len >= 8 {
+                for (i, c) in b.iter_mut().enumerate().take(8) {
+                    *c = if i == 2 || i == 5 {
+                        b':'
+                    } else {
+                        b'0' + (next() % 10) as u8
+                    };
+                }
+            }
+            values_refused();
+            let got = time_of_day(&b, 0);
+            let refused = values_refused();
+            match by_bytes(&b) {
+                Some((h, m, s)) if h <= 23 && m <= 59 && s <= 60 => {
+                    let (v, _) = got.unwrap_or_else(|| panic!("{b:?}"));
+                    assert_eq!(v.floor() as u32, h * 3600 + m * 60 + s, "{b:?}");
+                    assert!(!refused, "{b:?}");
+                }
+                Some(_) => assert!(got.is_none() && refused, "{b:?}"),
+                None => assert!(got.is_none() && !refused, "{b:?}"),
+            }
+        }
+    }
 
     #[test]
     fn journald_micros_are_the_calendar_they_name() {

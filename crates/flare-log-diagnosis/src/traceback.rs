@@ -134,9 +134,19 @@ pub struct Traceback {
 /// Lines a traceback may span before it is given up (a traceback never ended).
 const MAX_LINES: u32 = 2_000;
 
+/// A traceback's first line.
+const OPENING: &str = "Traceback (most recent call last)";
+/// The lines that chain the next traceback to the one before.
+const CHAINING: [&str; 2] = [
+    "The above exception was the direct cause",
+    "During handling of the above exception",
+];
+/// A frame's line starts so.
+const FRAME: &str = "File \"";
+
 fn frame(message: &str) -> Option<Frame> {
     // `File "train.py", line 123, in forward`
-    let rest = message.strip_prefix("File \"")?;
+    let rest = message.strip_prefix(FRAME)?;
     let (file, rest) = rest.split_once("\", line ")?;
     let (line, rest) = rest.split_once(", in ").unwrap_or((rest, "?"));
     Some(Frame {
@@ -167,22 +177,26 @@ impl Traceback {
         self.open.is_some()
     }
 
+    /// Whether a line whose message is `message` may open a traceback, chain one or be
+    /// one's frame (outside a traceback every other line leaves the state as it is).
+    pub(crate) fn opens(message: &str) -> bool {
+        let m = message.trim();
+        m.starts_with(OPENING) || CHAINING.iter().any(|c| m.starts_with(c)) || m.starts_with(FRAME)
+    }
+
     /// Follows one line (its message, prefixes removed).
     pub fn step(&mut self, message: &str) -> Step {
         let m = message.trim();
         // most lines start with neither phrase's letter: no comparison runs for them
         let first = m.as_bytes().first().copied();
-        if first == Some(b'T') && m.starts_with("Traceback (most recent call last)") {
+        if first == Some(b'T') && m.starts_with(OPENING) {
             self.open = Some(Open {
                 chained: std::mem::take(&mut self.chain_next),
                 ..Open::default()
             });
             return Step::Other;
         }
-        if matches!(first, Some(b'T' | b'D'))
-            && (m.starts_with("The above exception was the direct cause")
-                || m.starts_with("During handling of the above exception"))
-        {
+        if matches!(first, Some(b'T' | b'D')) && CHAINING.iter().any(|c| m.starts_with(c)) {
             self.chain_next = true;
             return Step::Other;
         }

@@ -86,7 +86,8 @@ impl Drop for DirectReading<'_> {
 /// A file read directly in aligned blocks, handed out to any reader.
 struct DirectRead {
     file: File,
-    /// `READ_BYTES + ALIGN` bytes; the aligned block starts at `at`.
+    /// `READ_BYTES + ALIGN` bytes once a caller's buffer could not take a read (it
+    /// was not aligned, or short), empty until then; the aligned block starts at `at`.
     buf: Vec<u8>,
     at: usize,
     start: usize,
@@ -103,15 +104,13 @@ impl DirectRead {
         if sys::first_page_cached(&file) {
             return Err(file);
         }
-        let buf = vec![0u8; READ_BYTES + ALIGN];
-        let at = buf.as_ptr().align_offset(ALIGN);
-        if at >= ALIGN || sys::set_direct(&file, true).is_err() {
+        if sys::set_direct(&file, true).is_err() {
             return Err(file);
         }
         Ok(DirectRead {
             file,
-            buf,
-            at,
+            buf: Vec::new(),
+            at: 0,
             start: 0,
             end: 0,
             direct: true,
@@ -131,6 +130,18 @@ impl Read for DirectRead {
             let block = if into_out {
                 &mut out[..READ_BYTES]
             } else {
+                if self.buf.is_empty() {
+                    // zeroed once, by the allocator (a large job reads most files
+                    // without it: each file's buffer was 3 GB of zeroing in all)
+                    self.buf = vec![0u8; READ_BYTES + ALIGN];
+                    self.at = self.buf.as_ptr().align_offset(ALIGN);
+                }
+                if self.at >= ALIGN {
+                    // no aligned block in it (never so for bytes): read as usual
+                    sys::set_direct(&self.file, false)?;
+                    self.direct = false;
+                    return self.file.read(out);
+                }
                 &mut self.buf[self.at..self.at + READ_BYTES]
             };
             let n = loop {
