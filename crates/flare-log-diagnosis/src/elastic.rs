@@ -68,6 +68,10 @@ impl Summary {
 
     /// Whether a line whose message is `message` may open a summary's section.
     pub(crate) fn opens(message: &str) -> bool {
+        let first = message.trim_start().as_bytes().first().copied();
+        if first != Some(FAILURES.as_bytes()[0]) && first != Some(ROOT_CAUSE.as_bytes()[0]) {
+            return false;
+        }
         let m = message.trim();
         m == FAILURES || m.starts_with(ROOT_CAUSE)
     }

@@ -180,6 +180,16 @@ impl Traceback {
     /// Whether a line whose message is `message` may open a traceback, chain one or be
     /// one's frame (outside a traceback every other line leaves the state as it is).
     pub(crate) fn opens(message: &str) -> bool {
+        // most lines start with none of the phrases' letters
+        let Some(&first) = message.trim_start().as_bytes().first() else {
+            return false;
+        };
+        if ![OPENING, CHAINING[0], CHAINING[1], FRAME]
+            .iter()
+            .any(|p| p.as_bytes()[0] == first)
+        {
+            return false;
+        }
         let m = message.trim();
         m.starts_with(OPENING) || CHAINING.iter().any(|c| m.starts_with(c)) || m.starts_with(FRAME)
     }
