@@ -152,6 +152,7 @@ struct Pre<'a> {
 
 /// What a line says by itself, without the pass's state: who wrote it, the words a scan
 /// found, the signature it matches.
+#[derive(Default)]
 pub(crate) struct PreAt {
     pub(crate) origin: origin::OriginAt,
     pub(crate) words: lexicon::Words,
@@ -249,17 +250,21 @@ impl LinePreparer {
     /// The next lines of the file, in order, quiet runs folded into their last line.
     pub fn prepare<'t>(&mut self, texts: impl IntoIterator<Item = &'t str>) -> Prepared {
         let mut out: Vec<PreAt> = Vec::new();
-        // the last line's reading and marker, when it may go on a quiet run
+        // the last line's shape version and marker, when it may go on a quiet run
         let mut run: Option<(ShapeVersion, Option<MarkerKind>)> = None;
+        let mut p = PreAt::default();
         for t in texts {
-            let (p, version) = self.prepare_reading(t);
+            let task_prefix = self.task_prefix(t);
+            let version = self.prepare_into(t, task_prefix, &mut p);
             let now = version.and_then(|v| Some((v, quiet(&t[p.origin.message_at()..], &p)?)));
             match out.last_mut() {
                 Some(last) if now.is_some() && now == run => {
-                    let n = last.run + 1;
-                    *last = PreAt { run: n, ..p };
+                    // read through the same shape version: only its time and words differ
+                    last.origin.time = p.origin.time;
+                    last.words = p.words;
+                    last.run += 1;
                 }
-                _ => out.push(p),
+                _ => out.push(std::mem::take(&mut p)),
             }
             run = now;
         }
@@ -268,27 +273,35 @@ impl LinePreparer {
 
     /// The next line of the file.
     pub(crate) fn prepare_one(&mut self, t: &str) -> PreAt {
-        self.prepare_reading(t).0
-    }
-
-    /// The next line of the file, and its remembered shape's reading if it has one.
-    fn prepare_reading(&mut self, t: &str) -> (PreAt, Option<ShapeVersion>) {
         let task_prefix = self.task_prefix(t);
         self.prepare_under(t, task_prefix)
     }
 
     /// A line of the file with task ids read or not as `task_prefix` says.
-    fn prepare_under(&mut self, t: &str, task_prefix: TaskPrefix) -> (PreAt, Option<ShapeVersion>) {
+    fn prepare_under(&mut self, t: &str, task_prefix: TaskPrefix) -> PreAt {
+        let mut p = PreAt::default();
+        self.prepare_into(t, task_prefix, &mut p);
+        p
+    }
+
+    /// A line of the file into `p`, with task ids read or not as `task_prefix` says: the
+    /// version of the remembered shape it was read through, if any.
+    fn prepare_into(
+        &mut self,
+        t: &str,
+        task_prefix: TaskPrefix,
+        p: &mut PreAt,
+    ) -> Option<ShapeVersion> {
         let mut key = None;
-        let recalled = self.shapes.recall_last(t, task_prefix).or_else(|| {
+        let recalled = self.shapes.recall_last(t, task_prefix, p).or_else(|| {
             let k = *key.insert(ShapeCache::key(t));
-            self.shapes.recall(k, t, task_prefix)
+            self.shapes.recall(k, t, task_prefix, p)
         });
-        if let Some((mut p, version)) = recalled {
+        if let Some(version) = recalled {
             if p.words.error_like && node_service::is_node_service(t) {
                 p.words = lexicon::Words::default();
             }
-            return (p, Some(version));
+            return Some(version);
         }
         let key = key.unwrap_or_else(|| ShapeCache::key(t));
         time::values_refused();
@@ -301,7 +314,7 @@ impl LinePreparer {
             self.shapes
                 .learn(key, t, task_prefix, &origin, stamps, (c, &mut self.cache))
         });
-        let mut p = PreAt {
+        *p = PreAt {
             origin,
             words: scan.words(),
             matched: None,
@@ -316,17 +329,18 @@ impl LinePreparer {
                 .find_among(o.message, &scan.rows)
                 .map(Box::new);
         }
-        (p, version)
+        version
     }
 
     /// Whether `line` would be read through a remembered shape.
     #[cfg(test)]
     pub(crate) fn recalls(&mut self, line: &str) -> bool {
         let task_prefix = self.task_prefix(line);
-        self.shapes.recall_last(line, task_prefix).is_some()
+        let p = &mut PreAt::default();
+        self.shapes.recall_last(line, task_prefix, p).is_some()
             || self
                 .shapes
-                .recall(ShapeCache::key(line), line, task_prefix)
+                .recall(ShapeCache::key(line), line, task_prefix, p)
                 .is_some()
     }
 }
@@ -534,7 +548,7 @@ impl Collector {
             return;
         }
         for t in std::iter::once(first).chain(run) {
-            let (p, _) = self.c.files[file].prep.prepare_under(t, last.task_prefix);
+            let p = self.c.files[file].prep.prepare_under(t, last.task_prefix);
             let o = p.origin.of(t);
             self.fold_line(
                 file,

@@ -87,14 +87,6 @@ impl OriginAt {
         self.message as usize
     }
 
-    /// The same origin with another time.
-    pub(crate) fn timed(&self, time: Option<Stamp>) -> OriginAt {
-        OriginAt {
-            time,
-            ..self.clone()
-        }
-    }
-
     /// The origin again, over the line it was read from.
     pub fn of<'a>(&self, line: &'a str) -> Origin<'a> {
         let part = |(a, b): (u32, u32)| &line[a as usize..b as usize];
@@ -163,9 +155,10 @@ impl Stamps {
 }
 
 /// Whether a bare `3: ` may be read as `srun -l`'s task id.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum TaskPrefix {
     Allowed,
+    #[default]
     Ignored,
 }
 

@@ -42,8 +42,10 @@ struct Shape {
 }
 
 impl Shape {
-    /// What `line`, of this shape, reads to, if it reads as the learned line did.
-    fn read(&self, line: &str, task_prefix: TaskPrefix) -> Option<PreAt> {
+    /// What `line`, of this shape, reads to, into `out`, if it reads as the learned line
+    /// did (`out` is written in place: a prepared line returned by value was copied
+    /// twice on its way, a tenth of the pass in stalls reading what was just written).
+    fn read(&self, line: &str, task_prefix: TaskPrefix, out: &mut PreAt) -> Option<()> {
         let message_at = self.origin.message_at();
         if self.task_prefix != task_prefix || line.len() <= message_at {
             return None;
@@ -70,13 +72,13 @@ impl Shape {
             }
         }
         let counter = self.counter.and_then(|(a, e)| line.get(a..e)?.parse().ok());
-        Some(PreAt {
-            origin: self.origin.timed(time),
-            words: self.scan.words(counter),
-            matched: None,
-            run: 0,
-            task_prefix,
-        })
+        out.origin.clone_from(&self.origin);
+        out.origin.time = time;
+        out.words = self.scan.words(counter);
+        out.matched = None;
+        out.run = 0;
+        out.task_prefix = task_prefix;
+        Some(())
     }
 }
 
@@ -223,19 +225,21 @@ impl ShapeCache {
         lexicon::shape(line)
     }
 
-    /// What `line` reads to, when it is of the last line's shape and reads as the line
-    /// that shape was learned from did (see the module).
+    /// What `line` reads to, into `out`, when it is of the last line's shape and reads
+    /// as the line that shape was learned from did (see the module).
     pub(crate) fn recall_last(
         &self,
         line: &str,
         task_prefix: TaskPrefix,
-    ) -> Option<(PreAt, ShapeVersion)> {
+        out: &mut PreAt,
+    ) -> Option<ShapeVersion> {
         let i = self.last?;
         let s = &self.shapes[i];
         if !lexicon::same_shape(line, &s.line) {
             return None;
         }
-        Some((s.read(line, task_prefix)?, self.version(i)))
+        s.read(line, task_prefix, out)?;
+        Some(self.version(i))
     }
 
     fn version(&self, shape: usize) -> ShapeVersion {
@@ -245,18 +249,19 @@ impl ShapeCache {
         }
     }
 
-    /// What `line` (of shape `key`) reads to, when a line of its shape was learned and
-    /// the line reads as it did (see the module); `None` otherwise.
+    /// What `line` (of shape `key`) reads to, into `out`, when a line of its shape was
+    /// learned and the line reads as it did (see the module); `None` otherwise.
     pub(crate) fn recall(
         &mut self,
         key: u64,
         line: &str,
         task_prefix: TaskPrefix,
-    ) -> Option<(PreAt, ShapeVersion)> {
+        out: &mut PreAt,
+    ) -> Option<ShapeVersion> {
         let i = *self.by_key.get(&key)?;
-        let read = self.shapes[i].read(line, task_prefix)?;
+        self.shapes[i].read(line, task_prefix, out)?;
         self.last = Some(i);
-        Some((read, self.version(i)))
+        Some(self.version(i))
     }
 
     /// Remembers what `line` (of shape `key`) read to, `stamps` the stamps its prefixes
