@@ -567,6 +567,25 @@ fn diagnose_and_print(a: DiagnoseArgs) -> Result<ExitCode> {
 mod tests {
     use super::*;
 
+    /// The lines of `path` as the chunks give them back (each chunk's buffer handed back
+    /// for the next), the bytes read and the lines decoded lossily.
+    fn read_back(path: &Path, buffers: &Buffers) -> (Vec<String>, u64, u64) {
+        let mut back: Vec<String> = Vec::new();
+        let (bytes, lossy) = read_chunks(
+            path,
+            &Limits::default(),
+            buffers,
+            &DirectReaders::default(),
+            |c| {
+                back.extend(c.lines().map(str::to_string));
+                buffers.put(c.text.into_bytes());
+                Ok(())
+            },
+        )
+        .expect("read");
+        (back, bytes, lossy)
+    }
+
     /// Lines come back whole and in order however the chunks cut them: a line split by
     /// a chunk's end, a line longer than two chunks, CRLF ends, a last line without an
     /// end; each file read through buffers the one before handed back.
@@ -585,19 +604,7 @@ mod tests {
         for (name, body) in [("a.log", text.clone()), ("b.log", format!("{text}\n"))] {
             let path = dir.path().join(name);
             std::fs::write(&path, &body).expect("write");
-            let mut back: Vec<String> = Vec::new();
-            let (bytes, lossy) = read_chunks(
-                &path,
-                &Limits::default(),
-                &buffers,
-                &DirectReaders::default(),
-                |c| {
-                    back.extend(c.lines().map(str::to_string));
-                    buffers.put(c.text.into_bytes());
-                    Ok(())
-                },
-            )
-            .expect("read");
+            let (back, bytes, lossy) = read_back(&path, &buffers);
             assert_eq!((bytes, lossy), (body.len() as u64, 0), "{name}");
             assert_eq!(back.len(), lines.len(), "{name}");
             assert!(back == lines, "{name}: a line differs");
@@ -627,19 +634,7 @@ mod tests {
         for _ in 0..4 {
             buffers.put(vec![0xff; 2 * CHUNK_BYTES as usize]);
         }
-        let mut back: Vec<String> = Vec::new();
-        let (bytes, lossy) = read_chunks(
-            &path,
-            &Limits::default(),
-            &buffers,
-            &DirectReaders::default(),
-            |c| {
-                back.extend(c.lines().map(str::to_string));
-                buffers.put(c.text.into_bytes());
-                Ok(())
-            },
-        )
-        .expect("read");
+        let (back, bytes, lossy) = read_back(&path, &buffers);
         assert_eq!((bytes, lossy), (body.len() as u64, 6));
         assert!(back == want, "a line differs");
     }
