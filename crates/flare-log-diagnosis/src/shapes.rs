@@ -259,6 +259,10 @@ impl ShapeCache {
         out: &mut PreAt,
     ) -> Option<ShapeVersion> {
         let i = *self.by_key.get(&key)?;
+        // a line whose hash only collides with the shape's is not of it
+        if !lexicon::same_shape(line, &self.shapes[i].line) {
+            return None;
+        }
         self.shapes[i].read(line, task_prefix, out)?;
         self.last = Some(i);
         Some(self.version(i))
