@@ -144,7 +144,7 @@ impl ScanCache {
     }
 
     /// The scan of a line whose skeleton scanned to `c`: only its counter is read.
-    pub(crate) fn recall(&mut self, message: &str, c: &Cached) -> Scan {
+    fn recall(&mut self, message: &str, c: &Cached) -> Scan {
         let counter = self
             .counter_at(message, c)
             .and_then(|(a, b)| message.get(a..b)?.parse().ok());
