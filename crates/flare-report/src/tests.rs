@@ -359,6 +359,8 @@ fn comparison_report_is_balanced_and_escapes_what_traces_say() {
         rank_iterations: 20,
         step_ms,
         step_sd_ms: 0.5,
+        step_median_ms: step_ms,
+        step_robust_sd_ms: 0.5,
         cpu_compute: false,
         host_calls: vec![HostCallRate {
             kind: HostCallKind::Synchronize,

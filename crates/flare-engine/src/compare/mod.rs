@@ -58,12 +58,15 @@ pub fn compare(baseline: &Trace, current: &Trace, sources: (&str, &str)) -> Comp
 
 /// What a run's profile says of its steps, with nothing read from elsewhere.
 fn run_of(p: &profile::Profile, source: &str) -> RunProfile {
+    let (median, robust_sd) = p.span_median_and_robust_sd_ns();
     RunProfile {
         source: source.to_string(),
         ranks: p.ranks,
         rank_iterations: p.rank_iterations,
         step_ms: p.span_ns / p.rank_iterations.max(1) as f64 / 1e6,
         step_sd_ms: p.span_sd_ns() / 1e6,
+        step_median_ms: median / 1e6,
+        step_robust_sd_ms: robust_sd / 1e6,
         cpu_compute: false,
         host_calls: vec![],
         gc_sites: vec![],

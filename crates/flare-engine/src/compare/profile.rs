@@ -61,8 +61,8 @@ pub struct Profile {
     pub iterations_with_ops: u64,
     /// The iterations' spans, summed: the classes' times add up to it.
     pub span_ns: f64,
-    /// The iterations' spans, summed squared (for their spread).
-    pub span_sq_ns: f64,
+    /// Each iteration's span (a step of a rank), for their spread and median.
+    pub spans_ns: Vec<f64>,
     pub classes: BTreeMap<(TimeClassKind, String), ClassTime>,
     /// The algorithms and protocols of each communication class's kernels, where their
     /// names say.
@@ -260,7 +260,19 @@ pub(super) fn size_words(bytes: u64) -> String {
 impl Profile {
     /// The standard deviation of a rank's step, ns.
     pub fn span_sd_ns(&self) -> f64 {
-        sample_sd(self.span_ns, self.span_sq_ns, self.rank_iterations)
+        let sq: f64 = self.spans_ns.iter().map(|s| s * s).sum();
+        sample_sd(self.span_ns, sq, self.spans_ns.len() as u64)
+    }
+
+    /// The median of a rank's steps and their spread without the rare long ones (1.4826
+    /// times the median absolute deviation, the standard deviation where the steps are
+    /// normal), ns: what a run's few long steps (a full garbage collection, a checkpoint)
+    /// leave of the noise the others show.
+    pub fn span_median_and_robust_sd_ns(&self) -> (f64, f64) {
+        if self.spans_ns.is_empty() {
+            return (0.0, 0.0);
+        }
+        crate::stats::median_mad(&self.spans_ns)
     }
 }
 
@@ -426,7 +438,7 @@ pub fn profile(trace: &Trace) -> Profile {
                 classes.time[c].sq_ns += t * t;
             }
             out.span_ns += span;
-            out.span_sq_ns += span * span;
+            out.spans_ns.push(span);
         }
         out.rank_steps
             .insert(r.rank, out.rank_iterations - steps_before);

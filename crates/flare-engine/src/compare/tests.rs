@@ -3,8 +3,8 @@
 
 use super::*;
 use flare_model::{
-    ClusterTopology, Communicator, FindingKind, GroupKind, JobInfo, Op, OpKind, RankTrace,
-    Severity, TimeClassKind, TraceMeta,
+    ClusterTopology, Communicator, EvidenceKey, FindingKind, GroupKind, JobInfo, Op, OpKind,
+    RankTrace, Severity, TimeClassKind, TraceMeta,
 };
 
 const MS: i64 = 1_000_000;
@@ -387,8 +387,10 @@ fn noise_is_judged_per_iteration_and_more_ops_are_told_whatever_it() {
     // samples; the ranks of a synchronous job are not).
     let noisy = || {
         let mut c = job_from(base, [11.0, 6.6, 17.3, 0.7, 0.7, 1.6]);
-        c.baseline.step_sd_ms = 4.0;
-        c.current.step_sd_ms = 4.0;
+        // steps that vary normally: their robust spread is their standard deviation
+        for r in [&mut c.baseline, &mut c.current] {
+            (r.step_sd_ms, r.step_robust_sd_ms) = (4.0, 4.0);
+        }
         c
     };
     assert!(regression_findings(&mut noisy(), &cfg).is_empty());
@@ -408,4 +410,87 @@ fn noise_is_judged_per_iteration_and_more_ops_are_told_whatever_it() {
         "{:#?}",
         f[0].evidence
     );
+}
+
+#[test]
+fn a_few_long_steps_do_not_hide_a_change_that_slowed_every_step() {
+    use super::scale::tests::job_from;
+    let cfg = CompareConfig::default();
+    let base = [11.0, 6.6, 12.3, 0.7, 0.7, 1.6];
+    // The host's time between steps grows 20 ms per step on average; steps vary by 60 ms
+    // (sd) in the current run, where two of ten iterations take far longer (a full
+    // garbage collection): 1.05 standard errors of the means, so the means alone say
+    // nothing. (median current, what it says, whether the tail's words come)
+    let cases = [
+        ("every step 8 ms slower, two far longer", 40.9, true),
+        ("the same median: only two long steps", 33.2, false),
+    ];
+    for (what, median, told) in cases {
+        let mut c = job_from(base, [11.0, 6.6, 12.3, 0.7, 0.7, 21.6]);
+        c.baseline.step_sd_ms = 2.0;
+        c.current.step_sd_ms = 60.0;
+        c.baseline.step_median_ms = 32.9;
+        c.baseline.step_robust_sd_ms = 2.0;
+        c.current.step_median_ms = median;
+        c.current.step_robust_sd_ms = 2.0;
+        // the step's finding (causes read from a class's time are judged on their own)
+        let f: Vec<_> = regression_findings(&mut c, &cfg)
+            .into_iter()
+            .filter(|f| f.summary.starts_with("steps "))
+            .collect();
+        assert_eq!(!f.is_empty(), told, "{what}: {f:#?}");
+        if !told {
+            continue;
+        }
+        assert_eq!(f[0].severity, Severity::Warning, "{what}");
+        assert!(
+            f[0].evidence
+                .iter()
+                .any(|e| e.metric == EvidenceKey::StepMedianChangeSe
+                    && e.detail.contains("32.90 -> 40.90 ms")),
+            "{what}: {:#?}",
+            f[0].evidence
+        );
+        assert!(
+            f[0].action.contains("a few long steps")
+                && f[0].action.contains("record_python_gc_info"),
+            "{what}: {}",
+            f[0].action
+        );
+    }
+}
+
+#[test]
+fn ops_the_baseline_never_ran_lead_together_as_a_new_code_path() {
+    use super::scale::tests::job_from;
+    let cfg = CompareConfig::default();
+    let mut c = job_from(
+        [11.0, 6.6, 12.3, 0.7, 0.7, 1.6],
+        [11.0, 6.6, 12.3, 0.7, 0.7, 1.6],
+    );
+    // An evaluation pass: three ops no step of the baseline ran, none the largest change
+    // alone (4 + 3 + 3 ms of +10).
+    for (name, ms) in [
+        ("aten::linear [[16,64,128]]", 4.0),
+        ("aten::gelu", 3.0),
+        ("aten::layer_norm", 3.0),
+    ] {
+        let mut r = c.classes[0].clone();
+        r.class = name.into();
+        (r.baseline_ms, r.baseline_count) = (0.0, 0.0);
+        (r.current_ms, r.current_count) = (ms, 2.0);
+        c.classes.push(r);
+        c.current.step_ms += ms;
+    }
+    c.classes
+        .sort_by(|x, y| y.delta_ms().abs().total_cmp(&x.delta_ms().abs()));
+    let f = regression_findings(&mut c, &cfg);
+    assert_eq!(f[0].severity, Severity::Warning);
+    assert!(
+        f[0].summary
+            .contains("3 op classes the baseline never ran (a new code path), +10.00 ms per step (100% of the change), the largest compute aten::linear [[16,64,128]] +4.00 ms"),
+        "{}",
+        f[0].summary
+    );
+    assert!(f[0].confidence > 0.9, "{}", f[0].confidence);
 }

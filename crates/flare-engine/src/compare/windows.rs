@@ -82,11 +82,8 @@ pub fn profile_windows(windows: &[&WindowSummary]) -> Profile {
             let span: f64 = r.iterations.iter().map(|i| i.duration_ns as f64).sum();
             out.rank_iterations += its;
             out.span_ns += span;
-            out.span_sq_ns += r
-                .iterations
-                .iter()
-                .map(|i| (i.duration_ns as f64).powi(2))
-                .sum::<f64>();
+            out.spans_ns
+                .extend(r.iterations.iter().map(|i| i.duration_ns as f64));
             // The window's time per class, put on its iterations.
             let mut times: BTreeMap<Key, (f64, u64, f64, f64)> = BTreeMap::new();
             for o in &r.ops {

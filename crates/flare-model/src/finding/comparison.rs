@@ -115,6 +115,15 @@ pub struct RunProfile {
     /// The standard deviation of those steps, ms: the noise a change is judged against.
     #[serde(default)]
     pub step_sd_ms: f64,
+    /// The median of those steps, ms.
+    #[serde(default)]
+    pub step_median_ms: f64,
+    /// Their spread without the rare long ones, ms: 1.4826 times the median absolute
+    /// deviation (the standard deviation where steps vary normally). A few very long steps
+    /// (full garbage collections, checkpoints) make the standard deviation too wide to
+    /// tell a change that slowed every step; this measure is not moved by them.
+    #[serde(default)]
+    pub step_robust_sd_ms: f64,
     /// The compute is CPU work (no GPU activity in the trace).
     #[serde(default)]
     pub cpu_compute: bool,

@@ -177,6 +177,10 @@ string_enum! {
         OpTimePerCallMs => "op_time_per_call_ms",
         /// The step's change over its noise (standard errors of the difference of means).
         StepChangeSe => "step_change_se",
+        /// The change of the median step over the noise of medians (standard errors from
+        /// each run's median absolute deviation), where a few very long steps make the
+        /// means' noise too wide to judge.
+        StepMedianChangeSe => "step_median_change_se",
         /// One part of a step's time (compute, communication with its waiting, or the
         /// host's) in the current run; baseline: in the baseline run.
         PartTimeMs => "part_time_ms",

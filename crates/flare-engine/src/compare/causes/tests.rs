@@ -14,6 +14,8 @@ pub(in crate::compare) fn run(step_ms: f64, calls: Vec<HostCallRate>) -> RunProf
         rank_iterations: 20,
         step_ms,
         step_sd_ms: 0.5,
+        step_median_ms: step_ms,
+        step_robust_sd_ms: 0.5,
         cpu_compute: false,
         host_calls: calls,
         gc_sites: vec![],

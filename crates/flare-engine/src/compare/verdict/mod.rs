@@ -76,6 +76,29 @@ fn step_se(c: &Comparison) -> f64 {
     (var(&c.baseline) + var(&c.current)).sqrt()
 }
 
+/// The change of the runs' median steps over the standard error of that difference
+/// (from each run's robust spread: a median's standard error is about 1.2533 times a
+/// mean's where steps vary normally), where a run's few very long steps (full garbage
+/// collections, checkpoints) widen its standard deviation past twice its robust spread,
+/// and the medians moved the way the means did (`delta`); else `None`. Such steps widen
+/// the means' noise past any change while every other step shows it; without them, the
+/// means judge alone, and the medians could tell no more than they do.
+fn median_change_se(c: &Comparison, delta: f64) -> Option<f64> {
+    let (b, cur) = (&c.baseline, &c.current);
+    let tailed = |r: &flare_model::RunProfile| r.step_sd_ms > 2.0 * r.step_robust_sd_ms;
+    let var = |r: &flare_model::RunProfile| {
+        r.step_robust_sd_ms * r.step_robust_sd_ms / r.independent_steps() as f64
+    };
+    let se = 1.2533 * (var(b) + var(cur)).sqrt();
+    let moved = cur.step_median_ms - b.step_median_ms;
+    ((tailed(b) || tailed(cur))
+        && se > 0.0
+        && b.step_median_ms > 0.0
+        && cur.step_median_ms > 0.0
+        && moved * delta > 0.0)
+        .then(|| moved.abs() / se)
+}
+
 /// The `regression` finding of the step's change (see [`regression_findings`]).
 fn step_findings(c: &Comparison, cfg: &CompareConfig) -> Vec<Finding> {
     let (before, after) = (c.baseline.step_ms, c.current.step_ms);
@@ -116,7 +139,11 @@ fn step_findings(c: &Comparison, cfg: &CompareConfig) -> Vec<Finding> {
         .map(|r| reach_ms(r).abs().min(delta.abs()))
         .sum();
     let structural = structural_ms >= cfg.min_change * before;
-    if (delta / before).abs() < min_change || (!structural && delta.abs() < cfg.min_change_se * se)
+    // Told by the medians where the means' noise is too wide.
+    let by_median = median_change_se(c, delta)
+        .filter(|&z| delta.abs() < cfg.min_change_se * se && z >= cfg.min_change_se);
+    if (delta / before).abs() < min_change
+        || (!structural && delta.abs() < cfg.min_change_se * se && by_median.is_none())
     {
         return vec![];
     }
@@ -159,6 +186,21 @@ fn step_findings(c: &Comparison, cfg: &CompareConfig) -> Vec<Finding> {
     };
     let more_often = count_changed(top, cfg);
     let mut evidence = step_evidence(c, cfg, se);
+    if let Some(z) = by_median {
+        evidence.push(Evidence::new(
+            EvidenceKey::StepMedianChangeSe,
+            z,
+            Some(cfg.min_change_se),
+            Unit::None,
+            format!(
+                "the median step moved {:.2} -> {:.2} ms, beyond the medians' noise (robust sd {:.2} and {:.2} ms): most steps changed, not only the few longest",
+                c.baseline.step_median_ms,
+                c.current.step_median_ms,
+                c.baseline.step_robust_sd_ms,
+                c.current.step_robust_sd_ms
+            ),
+        ));
+    }
     let shown = std::iter::once(top)
         .chain(movers.iter().copied().filter(|r| *r != top))
         .take(SHOWN);
@@ -195,6 +237,25 @@ fn step_findings(c: &Comparison, cfg: &CompareConfig) -> Vec<Finding> {
         (delta / before).abs() * 100.0,
     );
     let waited = waited_for(c, top);
+    // Where the lead is an op the baseline never ran on any rank, with others beside it:
+    // what they add together (ms per step, classes) is the new code path's cost.
+    let new_path = if slower
+        && top.kind == TimeClassKind::Compute
+        && top.baseline_count == 0.0
+        && top.changed_on.is_none()
+    {
+        c.classes
+            .iter()
+            .filter(|r| {
+                r.kind == TimeClassKind::Compute
+                    && r.baseline_count == 0.0
+                    && r.current_count > 0.0
+                    && r.changed_on.is_none()
+            })
+            .fold((0.0, 0usize), |(ms, n), r| (ms + r.delta_ms(), n + 1))
+    } else {
+        (0.0, 0)
+    };
     let (summary, confidence) = match (&top.changed_on, by_launches) {
         (_, Some(idle)) => (
             format!(
@@ -233,6 +294,17 @@ fn step_findings(c: &Comparison, cfg: &CompareConfig) -> Vec<Finding> {
                 (on.delta_ms() / delta).min(0.9),
             )
         }
+        _ if new_path.1 > 1 => (
+            format!(
+                "{head}; the most of it: {} op classes the baseline never ran (a new code path), {:+.2} ms per step ({:.0}% of the change), the largest {} {:+.2} ms",
+                new_path.1,
+                new_path.0,
+                new_path.0 / delta * 100.0,
+                top.label(),
+                top.delta_ms(),
+            ),
+            new_path.0 / delta,
+        ),
         _ => (
             format!(
                 "{head}; the most of it: {} {:+.2} ms ({:.0}% of the change){}",
@@ -279,6 +351,18 @@ fn step_findings(c: &Comparison, cfg: &CompareConfig) -> Vec<Finding> {
         ),
         (None, None) => action(top, slower, more_often, c.current.cpu_compute),
     };
+    let action = match few_long_steps(c, delta) {
+        Some(tail)
+            if slower
+                && matches!(
+                    top.kind,
+                    TimeClassKind::Untraced | TimeClassKind::BetweenSteps
+                ) =>
+        {
+            format!("{action}. {tail}")
+        }
+        _ => action,
+    };
     vec![crate::compare::causes::finding(
         if slower {
             Severity::Warning
@@ -290,6 +374,22 @@ fn step_findings(c: &Comparison, cfg: &CompareConfig) -> Vec<Finding> {
         evidence,
         action,
     )]
+}
+
+/// Where most of the step's growth (`delta`) comes in a few long steps (the mean grew
+/// at least twice as much past the median as the baseline's did), what that says: time
+/// no op covers that only some steps pay is periodic work, which a trace shows only where
+/// it records it.
+fn few_long_steps(c: &Comparison, delta: f64) -> Option<String> {
+    let (b, cur) = (&c.baseline, &c.current);
+    let tail = |r: &flare_model::RunProfile| r.step_ms - r.step_median_ms;
+    (b.step_median_ms > 0.0 && cur.step_median_ms > 0.0 && tail(cur) - tail(b) >= 0.5 * delta)
+        .then(|| {
+            format!(
+                "Most of it comes in a few long steps (the current mean step {:.2} ms against a median of {:.2}): periodic work such as Python's full garbage collections, checkpoints or evaluation every N steps; a torch.profiler trace shows GC pauses with experimental_config=torch._C._profiler._ExperimentalConfig(record_python_gc_info=True) (or log them with gc.callbacks)",
+                cur.step_ms, cur.step_median_ms
+            )
+        })
 }
 
 /// Where a wait that leads comes from: the ranks the others wait for, and the class that

@@ -67,6 +67,10 @@ pub(super) fn action(top: &TimeClassChange, slower: bool, more_often: bool, cpu:
         TimeClassKind::Compute => format!(
             "{class} runs as often but slower: compare its shapes and dtypes between the runs (tensor cores need dimensions that are multiples of 8 for fp16/bf16, 16 for fp8), the libraries (PyTorch, cuBLAS, cuDNN) and the GPU clocks"
         ),
+        TimeClassKind::Communication if more_often => format!(
+            "{class} runs {} often per step: the collectives are cut into other messages (DDP bucket_cap_mb, FSDP/ZeRO bucket and prefetch sizes, gradient accumulation, tensor/sequence parallel sizes), and messages of another size move at another bandwidth: compare those settings between the runs",
+            if top.current_count > top.baseline_count { "more" } else { "less" }
+        ),
         TimeClassKind::Communication if cpu => format!(
             "{class} takes longer to move its data, with the same collectives: on CPUs (Gloo over TCP) that is the hosts' network path and load (GLOO_SOCKET_IFNAME, other traffic and processes on the hosts), which vary from run to run; rerun both on the same idle hosts before looking for a cause in the program"
         ),
