@@ -494,3 +494,35 @@ fn ops_the_baseline_never_ran_lead_together_as_a_new_code_path() {
     );
     assert!(f[0].confidence > 0.9, "{}", f[0].confidence);
 }
+
+#[test]
+fn a_collective_cut_into_other_sizes_is_told_with_its_net_change() {
+    use super::scale::tests::job_from;
+    let cfg = CompareConfig::default();
+    let mut c = job_from(
+        [11.0, 6.6, 12.3, 0.7, 0.7, 1.6],
+        [11.0, 6.6, 0.0, 0.7, 0.7, 1.6],
+    );
+    // DDP's buckets made smaller: the 16 MiB all-reduce gone, eight of 2 MiB instead.
+    c.classes[2].current_count = 0.0;
+    let mut small = c.classes[2].clone();
+    small.class = "all_reduce 2.0 MiB".into();
+    (small.baseline_ms, small.baseline_count) = (0.0, 0.0);
+    (small.current_ms, small.current_count) = (20.0, 8.0);
+    c.classes.insert(0, small);
+    c.current.step_ms += 20.0;
+    let f = regression_findings(&mut c, &cfg);
+    let step = f
+        .iter()
+        .find(|f| f.summary.starts_with("steps slower"))
+        .unwrap();
+    assert!(
+        step.summary.contains("all_reduce 2.0 MiB +20.00 ms")
+            && step.summary.contains(
+                "all_reduce's messages are cut into other sizes, a net +7.70 ms per step over them"
+            ),
+        "{}",
+        step.summary
+    );
+    assert!(step.action.contains("bucket_cap_mb"), "{}", step.action);
+}

@@ -10,6 +10,7 @@ mod gemm;
 mod host;
 pub(super) mod launch;
 mod structure;
+pub(super) use structure::collective_of;
 
 use super::CompareConfig;
 use flare_model::{

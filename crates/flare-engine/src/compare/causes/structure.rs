@@ -177,7 +177,7 @@ pub fn memory_churn(c: &Comparison, _cfg: &CompareConfig) -> Option<Finding> {
 }
 
 /// "all_reduce 16.0 MiB" -> "all_reduce".
-fn collective_of(class: &str) -> &str {
+pub(in crate::compare) fn collective_of(class: &str) -> &str {
     class.split(' ').next().unwrap_or(class)
 }
 

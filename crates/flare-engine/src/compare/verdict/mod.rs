@@ -313,8 +313,13 @@ fn step_findings(c: &Comparison, cfg: &CompareConfig) -> Vec<Finding> {
                 top.delta_ms() / delta * 100.0,
                 if more_often {
                     format!(
-                        ", run {:.1} times per step against {:.1}",
-                        top.current_count, top.baseline_count
+                        ", run {:.1} times per step against {:.1}{}",
+                        top.current_count,
+                        top.baseline_count,
+                        recut_net(c, top, cfg).map_or(String::new(), |net| format!(
+                            "; {kind}'s messages are cut into other sizes, a net {net:+.2} ms per step over them",
+                            kind = crate::compare::causes::collective_of(&top.class)
+                        ))
                     )
                 } else if let Some((w, grown)) = waited {
                     format!(
@@ -374,6 +379,28 @@ fn step_findings(c: &Comparison, cfg: &CompareConfig) -> Vec<Finding> {
         evidence,
         action,
     )]
+}
+
+/// Where `top` is a size of a collective whose other sizes changed count too (its messages
+/// cut otherwise: one size gone, others new), what that collective's time changed over all
+/// its sizes, ms per step: one size's change alone overstates it.
+fn recut_net(c: &Comparison, top: &TimeClassChange, cfg: &CompareConfig) -> Option<f64> {
+    if top.kind != TimeClassKind::Communication {
+        return None;
+    }
+    let kind = crate::compare::causes::collective_of(&top.class);
+    let sizes: Vec<&TimeClassChange> = c
+        .classes
+        .iter()
+        .filter(|r| {
+            r.kind == TimeClassKind::Communication
+                && crate::compare::causes::collective_of(&r.class) == kind
+                && count_changed(r, cfg)
+        })
+        .collect();
+    let fewer = sizes.iter().any(|r| r.current_count < r.baseline_count);
+    let more = sizes.iter().any(|r| r.current_count > r.baseline_count);
+    (fewer && more).then(|| sizes.iter().map(|r| r.delta_ms()).sum())
 }
 
 /// Where most of the step's growth (`delta`) comes in a few long steps (the mean grew
