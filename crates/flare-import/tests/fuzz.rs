@@ -65,6 +65,8 @@ fn valid_cpu_kineto() -> &'static [u8] {
             ),
             event("cuda_runtime", "cudaStreamSynchronize", 30.0, 1.0, serde_json::json!({})),
             event("cuda_sync", "Stream Sync", 31.0, 1.0, serde_json::json!({})),
+            // torch.save from the program: a checkpoint no annotation names
+            event("python_function", "torch/serialization.py(945): save", 35.0, 10.0, serde_json::json!({})),
         ]);
         serde_json::to_vec(&v).unwrap()
     })
@@ -337,6 +339,13 @@ fn the_cpu_side_seed_reads_its_collectives() {
         .ops
         .iter()
         .any(|o| o.kind == flare_model::OpKind::GarbageCollection));
+    let saves: Vec<i64> = t.ranks[0]
+        .ops
+        .iter()
+        .filter(|o| o.kind == flare_model::OpKind::Checkpoint)
+        .map(|o| o.end_ns - o.start_ns)
+        .collect();
+    assert_eq!(saves, [10_000], "one checkpoint of 10 us");
 }
 
 #[test]

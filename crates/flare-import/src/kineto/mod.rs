@@ -25,7 +25,9 @@
 //! * `cpu_op` / `user_annotation` spans whose names say DataLoader, gc, optimizer or
 //!   checkpoint become host ops, issued at their start since the CPU runs them itself (a
 //!   span nested in another of the same kind is merged into it and counted in
-//!   [`KinetoImportStats::nested_host_spans`]).
+//!   [`KinetoImportStats::nested_host_spans`]). With `with_stack=True`, the frames of
+//!   the libraries' checkpoint saves (`torch.save`, `torch.distributed.checkpoint.save`
+//!   and `async_save`, safetensors' `save_file`) are checkpoint host ops too.
 //! * `ProfilerStep#N` spans give the iterations. An op belongs to the last step that began
 //!   at or before its CPU time: the `cudaLaunchKernel` (or `cudaLaunchKernelExC`,
 //!   `cuLaunchKernel`) call with the same `correlation` for a kernel, which also gives its

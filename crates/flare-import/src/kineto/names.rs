@@ -134,6 +134,33 @@ pub fn host_kind(name: &str) -> Option<OpKind> {
     }
 }
 
+/// Library functions that save a checkpoint, by the file that defines them (as a
+/// `python_function` frame names it, relative to the installed packages) and their names.
+/// Loading is left out: a Dataset may load its samples with `torch.load`.
+const CHECKPOINT_SAVES: [(&str, &[&str]); 3] = [
+    ("torch/serialization.py", &["save"]),
+    (
+        "torch/distributed/checkpoint/state_dict_saver.py",
+        &["save", "async_save", "save_state_dict"],
+    ),
+    ("safetensors/torch.py", &["save_file", "save_model"]),
+];
+
+/// Whether a `python_function` frame (`torch/serialization.py(945): save`, with
+/// `with_stack=True`) is a call that saves a checkpoint: a host phase, where no
+/// annotation names it.
+pub fn saves_checkpoint(frame: &str) -> bool {
+    let Some((place, function)) = frame.split_once("): ") else {
+        return false;
+    };
+    let Some((path, _line)) = place.rsplit_once('(') else {
+        return false;
+    };
+    CHECKPOINT_SAVES.iter().any(|(file, functions)| {
+        (path == *file || path.ends_with(&format!("/{file}"))) && functions.contains(&function)
+    })
+}
+
 /// The op kind stored by Flare's own writer in the `Flare kind` argument.
 pub fn kind_from_flare_name(s: &str) -> Option<OpKind> {
     OpKind::ALL.iter().copied().find(|k| k.as_str() == s)
@@ -299,6 +326,30 @@ mod tests {
             ("aten::mm", None),
         ] {
             assert_eq!(host_kind(name), kind, "{name}");
+        }
+    }
+
+    #[test]
+    fn checkpoint_saves_by_their_frames() {
+        for (frame, saves) in [
+            ("torch/serialization.py(945): save", true),
+            (
+                "/usr/lib/python3/site-packages/torch/serialization.py(945): save",
+                true,
+            ),
+            (
+                "torch/distributed/checkpoint/state_dict_saver.py(120): async_save",
+                true,
+            ),
+            ("safetensors/torch.py(286): save_file", true),
+            // a Dataset may load its samples with torch.load: not a checkpoint
+            ("torch/serialization.py(1250): load", false),
+            ("torch/serialization.py(1250): persistent_id", false),
+            ("mytorch/serialization.py(9): save", false),
+            ("train.py(20): save", false),
+            ("save", false),
+        ] {
+            assert_eq!(saves_checkpoint(frame), saves, "{frame}");
         }
     }
 

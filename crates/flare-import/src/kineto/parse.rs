@@ -649,6 +649,18 @@ impl Collector {
                     });
                     self.calls.gc_pause(tid, start, end);
                     self.stats.host_spans += 1;
+                } else if names::saves_checkpoint(name) {
+                    // `torch.save` and its kin from the program: a checkpoint, which no
+                    // annotation names.
+                    self.calls.frame(tid, start, end, name);
+                    let name = self.names.intern(name);
+                    self.hosts.push(HostRec {
+                        kind: OpKind::Checkpoint,
+                        name,
+                        start,
+                        end,
+                    });
+                    self.stats.host_spans += 1;
                 } else {
                     self.calls.frame(tid, start, end, name);
                     self.skip(cat);

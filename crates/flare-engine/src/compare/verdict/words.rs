@@ -1,7 +1,7 @@
 //! The words of the step's finding: a class's line of evidence and the action its kind
 //! calls for.
 
-use flare_model::{ChangedOnRanks, TimeClassChange, TimeClassKind};
+use flare_model::{ChangedOnRanks, OpKind, TimeClassChange, TimeClassKind};
 
 pub(super) fn class_detail(r: &TimeClassChange, step_delta: f64) -> String {
     let presence = match (r.baseline_count > 0.0, r.current_count > 0.0) {
@@ -78,6 +78,11 @@ pub(super) fn action(top: &TimeClassChange, slower: bool, more_often: bool, cpu:
             "{class} takes longer to move its data: compare NCCL's algorithm and protocol between the runs (NCCL_DEBUG=INFO), the message sizes and the network path (NCCL_IB_* settings, topology)"
         ),
         TimeClassKind::Waiting => "ranks wait longer for each other in their collectives: some ranks became slower than the rest; run `flare diagnose` on the current run to name them".to_string(),
+        TimeClassKind::Host if class == OpKind::Checkpoint.as_str() && more_often => format!(
+            "checkpoints are saved {:.1} times per step against {:.1}, on the step's path: save every N steps (the time between saves against the work a failure would lose), asynchronously (torch.distributed.checkpoint.async_save), and once per data-parallel replica rather than from every rank",
+            top.current_count, top.baseline_count
+        ),
+        TimeClassKind::Host if class == OpKind::Checkpoint.as_str() => "each checkpoint takes longer to save: its size (what the state holds), the storage it is written to (bandwidth, other writers) and saving asynchronously (torch.distributed.checkpoint.async_save)".to_string(),
         TimeClassKind::Host => format!(
             "the host phase {class} takes longer: profile it (py-spy); for GC, gc.freeze() after setup and fewer Python objects per step; for the dataloader, more workers and prefetching; for checkpoints, asynchronous saving"
         ),
