@@ -4,6 +4,7 @@ when it is installed, against real PyTorch (gloo, two processes on this host).""
 from __future__ import annotations
 
 import importlib.util
+import re
 
 import pytest
 
@@ -59,6 +60,10 @@ assert len(reqs) == 2
 
 torch.cuda.synchronize()
 torch.cuda.synchronize("cuda:0")
+# Read-backs: a device tensor's is a sync at this line; a CPU tensor's is nothing.
+assert torch.empty(1, device="cuda").item() == 0.5
+assert torch.empty(2, device="cuda").tolist() == [0.5, 0.5]
+assert torch.empty(1).item() == 0.5
 loader = torch.utils.data.DataLoader([1, 2, 3])
 it = iter(loader)
 assert len(it) == 3
@@ -71,7 +76,8 @@ flare.shutdown()
 restored = dist.all_reduce is original_all_reduce and c10d.all_reduce is original_all_reduce
 emit({"pre_init_error": pre_init_error, "n_calls": n_calls, "restored": restored,
       "syncs": torch.cuda.SYNC_CALLS,
-      "loader_restored": "__flare_wrapped__" not in vars(torch.utils.data.DataLoader.__iter__)})
+      "loader_restored": "__flare_wrapped__" not in vars(torch.utils.data.DataLoader.__iter__),
+      "item_restored": "item" not in vars(torch.Tensor) or not hasattr(torch.Tensor.item, "__flare_wrapped__")})
 """
 
 
@@ -79,7 +85,7 @@ def test_fake_torch_hooks_record_kind_bytes_group_and_sequence(child):
     out = child.result(FAKE_SCRIPT, fake_torch=True)
     assert "not been initialized" in out["pre_init_error"]
     assert out["n_calls"] == 24  # every op reached the original function
-    assert out["restored"] and out["loader_restored"]
+    assert out["restored"] and out["loader_restored"] and out["item_restored"]
     assert out["syncs"] == [None, "cuda:0"]
 
     ring = child.read_dump()
@@ -134,6 +140,11 @@ def test_fake_torch_hooks_record_kind_bytes_group_and_sequence(child):
     ]
     syncs = spans_named(ring, "cuda.synchronize")
     assert len(syncs) == 2 and all(s["kind"] == "host" for s in syncs)
+    reads = sorted(s["name"] for s in ring["spans"] if s["name"].startswith("Tensor."))
+    assert [n.split(" at ")[0] for n in reads] == ["Tensor.item", "Tensor.tolist"], reads
+    # the program's line that read the value back (the script's, not the hook's)
+    assert all(re.fullmatch(r"Tensor\.\w+ at \S+\(\d+\): <module>", n) for n in reads), reads
+    assert all(s["kind"] == "host" for s in ring["spans"] if s["name"] in reads)
     loads = spans_named(ring, "dataloader")
     assert len(loads) == 4 and all(s["kind"] == "dataloader" for s in loads)
 
@@ -249,6 +260,8 @@ for p, q in zip(model.parameters(), local.parameters()):
     assert torch.allclose(p.grad, q.grad, rtol=1e-4, atol=1e-5), (p.grad, q.grad)
 loader = torch.utils.data.DataLoader(list(range(6)), batch_size=2)
 assert [b.tolist() for b in loader] == [[0, 1], [2, 3], [4, 5]]
+# A CPU tensor's read-back through the hook: its value, and no span (nothing to wait for).
+assert torch.tensor(2.5).item() == 2.5 and torch.tensor([1, 2]).tolist() == [1, 2]
 torch.cuda.synchronize() if torch.cuda.is_available() else None
 dist.destroy_process_group()
 flare.shutdown()
@@ -279,6 +292,7 @@ def test_real_torch_two_ranks_with_gloo(child):
         assert [s["name"] for s in comm if s["kind"] in ("send", "recv")][:2] == (
             ["send", "recv"] if r == 0 else ["recv", "send"])
         assert len(spans_named(ring, "dataloader")) == 4
+        assert not [s for s in ring["spans"] if s["name"].startswith("Tensor.")]
         assert ring["open_spans"] == []
 
     def sync_ops(ring):

@@ -11,37 +11,55 @@ use super::profile::{size_words, ClassTime, Profile, RankClassTime, WAITING};
 use flare_model::{CallSums, HostCallKind, HostCallRate, OpKind, TimeClassKind, WindowSummary};
 use std::collections::{BTreeMap, BTreeSet};
 
-/// Host spans that are calls making the host wait for the device, as the tracer names
-/// them (flare's Python hooks record `torch.cuda.synchronize` as `cuda.synchronize`).
-const SYNC_SPANS: &[&str] = &["cuda.synchronize"];
+/// Host spans that are calls making the host wait for the device, as flare's Python hooks
+/// name them: `torch.cuda.synchronize` as `cuda.synchronize`; a device tensor's `.item()`
+/// or `.tolist()` as `Tensor.item at train.py(57): step`, with the program's line.
+const SYNC_SPANS: &[&str] = &["cuda.synchronize", "Tensor.item", "Tensor.tolist"];
+
+/// A sync span's call and, where its name has one, its site.
+fn sync_call(name: &str) -> Option<(&str, Option<&str>)> {
+    let (call, site) = match name.split_once(" at ") {
+        Some((call, site)) => (call, Some(site)),
+        None => (name, None),
+    };
+    SYNC_SPANS.contains(&call).then_some((call, site))
+}
 
 /// The windows' host-device synchronizations per step of a rank, as a trace's host calls
-/// are read: each sync span's count and time over the steps of the ranks that made them
-/// (`rank_iterations`, the profile's).
+/// are read: each sync call's count and time over the steps of the ranks that made them
+/// (`rank_iterations`, the profile's), with the program's lines that made them.
 pub fn sync_rates(windows: &[&WindowSummary], rank_iterations: u64) -> Vec<HostCallRate> {
-    let mut sums: BTreeMap<&str, CallSums> = BTreeMap::new();
+    let mut sums: BTreeMap<&str, (CallSums, BTreeMap<&str, u64>)> = BTreeMap::new();
     let ranks = windows
         .iter()
         .flat_map(|w| w.ranks.iter())
         .filter(|r| !r.iterations.is_empty());
     for o in ranks.flat_map(|r| r.ops.iter()) {
-        if o.kind == OpKind::HostOther && SYNC_SPANS.contains(&o.name.as_str()) {
-            sums.entry(o.name.as_str()).or_default().add(CallSums {
-                count: o.count,
-                ns: i64::try_from(o.total_ns).unwrap_or(i64::MAX),
-                ..CallSums::default()
-            });
+        let Some((call, site)) = sync_call(&o.name).filter(|_| o.kind == OpKind::HostOther) else {
+            continue;
+        };
+        let (s, sites) = sums.entry(call).or_default();
+        s.add(CallSums {
+            count: o.count,
+            ns: i64::try_from(o.total_ns).unwrap_or(i64::MAX),
+            ..CallSums::default()
+        });
+        if let Some(site) = site {
+            *sites.entry(site).or_default() += o.count;
         }
     }
     sums.into_iter()
-        .map(|(name, s)| {
+        .map(|(name, (s, sites))| {
+            let mut sites: Vec<(String, u64)> =
+                sites.into_iter().map(|(k, n)| (k.to_string(), n)).collect();
+            sites.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
             super::host_call_rate(
                 HostCallKind::Synchronize,
                 name,
                 None,
                 s,
                 rank_iterations,
-                vec![],
+                sites,
             )
         })
         .collect()
@@ -288,6 +306,37 @@ mod tests {
                 .contains(&RegressionCause::DeviceSynchronization),
             "{:?}",
             same.causes
+        );
+    }
+
+    /// A device tensor's `.item()` in every step, as the tracer names it (with the
+    /// program's line): the synchronization, and where.
+    #[test]
+    fn a_read_back_added_to_every_step_of_a_live_job_is_named_with_its_line() {
+        let base = job(8, |_| 1.0, |_| 0.0);
+        let mut synced = job(8, |_| 1.06, |_| 0.0);
+        for r in synced.iter_mut().flat_map(|w| w.ranks.iter_mut()) {
+            let mut item = r.ops[2].clone();
+            item.name = "Tensor.item at train.py(57): step".into();
+            item.kind = flare_model::OpKind::HostOther;
+            item.count = r.iterations.len() as u64;
+            item.total_ns = item.count * 6_000_000;
+            r.ops.push(item);
+        }
+        let mut c = compare_windows(&refs(&base), &refs(&synced), ("a", "b"));
+        let f = regression_findings(&mut c, &CompareConfig::default());
+        assert!(
+            c.causes.contains(&RegressionCause::DeviceSynchronization),
+            "{:?}",
+            c.causes
+        );
+        let rate = &c.current.host_calls[0];
+        assert_eq!(rate.name, "Tensor.item");
+        assert_eq!(rate.sites[0].0, "train.py(57): step");
+        assert!(
+            f.iter()
+                .any(|f| f.summary.contains("Tensor.item") && f.summary.contains("train.py(57)")),
+            "{f:#?}"
         );
     }
 

@@ -3,7 +3,9 @@
 - ``gc``: one ``gc`` span per garbage collection, named ``gc.gen0`` .. ``gc.gen2``.
 - ``dataloader``: ``torch.utils.data.DataLoader.__iter__`` returns an iterator whose every
   ``next()`` is a ``dataloader`` span.
-- ``cuda_sync``: ``torch.cuda.synchronize`` is a ``host`` span.
+- ``cuda_sync``: ``torch.cuda.synchronize`` is a ``host`` span, and so is ``Tensor.item()``
+  or ``Tensor.tolist()`` on a device tensor, named with the program's line that called it
+  (``Tensor.item at train.py(57): step``).
 - ``distributed``: the ``torch.distributed`` collectives and P2P calls are spans of the
   matching kind, with the bytes moved, the process group's name and size, and a sequence
   number per group (per rank pair for P2P, so both sides number their exchanges alike).
@@ -27,12 +29,13 @@ import importlib.util
 import inspect
 import itertools
 import sys
+import sysconfig
 import threading
 import warnings
 from typing import Any, Callable, Dict, List, NamedTuple, Optional, Tuple
 
 from . import _native, _startup
-from ._core import KINDS, InstrumentedIterator, span
+from ._core import KINDS, InstrumentedIterator, Span, span
 
 _lock = threading.Lock()
 # Hook name -> undo, in installation order.
@@ -302,7 +305,77 @@ def _install_cuda_sync(torch: Any) -> Optional[Callable[[], None]]:
             return original(*args, **kwargs)
 
     setattr(synchronize, _WRAPPED, True)
-    return _replace(cuda, "synchronize", synchronize)
+    undos = [_replace(cuda, "synchronize", synchronize)]
+    tensor = getattr(torch, "Tensor", None)
+    for method in _READ_BACKS:
+        original_method = getattr(tensor, method, None)
+        if original_method is not None and not getattr(original_method, _WRAPPED, False):
+            undos.append(_replace_method(tensor, method, _read_back(method, original_method)))
+    return _undo_all(undos)
+
+
+#: Tensor methods that copy a value to the host: on a device tensor the host waits for the
+#: device to finish what produces it (``loss.item()`` to log a loss is the usual one).
+_READ_BACKS = ("item", "tolist")
+
+#: Where the interpreter's and installed packages' code lives: a read-back's site is the
+#: innermost frame outside them, the program's own line (as a trace's site is read).
+_LIBRARY_DIRS = tuple(
+    sorted({p for k, p in sysconfig.get_paths().items() if k in ("stdlib", "platstdlib", "purelib", "platlib")})
+)
+
+
+def _program_site(frame: Any) -> str:
+    """``train.py(57): step`` for the innermost frame of the program's own code at or above
+    ``frame`` (the first one if every frame is a library's)."""
+    first = frame
+    for _ in range(16):
+        if frame is None:
+            break
+        if not frame.f_code.co_filename.startswith(_LIBRARY_DIRS):
+            first = frame
+            break
+        frame = frame.f_back
+    code = first.f_code
+    return f"{code.co_filename.rsplit('/', 1)[-1]}({first.f_lineno}): {code.co_name}"
+
+
+def _read_back(method: str, original: Callable[..., Any]) -> Callable[..., Any]:
+    """``Tensor.<method>`` that, on a tensor off the CPU, is a ``host`` span named
+    ``Tensor.item at train.py(57): step``: a synchronization with its site. On CPU tensors
+    it only adds the check."""
+    by_site: Dict[str, Span] = {}
+
+    @functools.wraps(original)
+    def read_back(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if not self.is_cuda:
+            return original(self, *args, **kwargs)
+        site = _program_site(sys._getframe(1))
+        sp = by_site.get(site)
+        if sp is None:
+            sp = span(f"Tensor.{method} at {site}", "host")
+            if len(by_site) < 1024:
+                by_site[site] = sp
+        with sp:
+            return original(self, *args, **kwargs)
+
+    setattr(read_back, _WRAPPED, True)
+    return read_back
+
+
+def _replace_method(cls: Any, attr: str, wrapper: Any) -> Callable[[], None]:
+    """Sets a class's method ``cls.attr = wrapper``; the undo deletes it again where the
+    class only inherited it (torch.Tensor's methods are its C base's)."""
+    own = attr in vars(cls)
+    undo_set = _replace(cls, attr, wrapper)
+
+    def undo() -> None:
+        if own:
+            undo_set()
+        elif vars(cls).get(attr) is wrapper:
+            delattr(cls, attr)
+
+    return undo
 
 
 # --- torch.distributed --------------------------------------------------------------------
