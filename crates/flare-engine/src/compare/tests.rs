@@ -526,3 +526,47 @@ fn a_collective_cut_into_other_sizes_is_told_with_its_net_change() {
     );
     assert!(step.action.contains("bucket_cap_mb"), "{}", step.action);
 }
+
+#[test]
+fn a_host_phase_that_leads_takes_its_own_action() {
+    use super::scale::tests::job_from;
+    use flare_model::SequenceChange;
+    let cfg = CompareConfig::default();
+    // (host phase, the multi-tensor ops gone from the sequence, what the action says)
+    let cases: [(&str, &[&str], &str); 5] = [
+        (
+            "optimizer",
+            &["aten::_foreach_add_", "aten::_foreach_mul_"],
+            "no longer runs its multi-tensor ops (aten::_foreach_add_, aten::_foreach_mul_)",
+        ),
+        ("optimizer", &[], "foreach=True or fused=True"),
+        ("gc", &[], "gc.freeze()"),
+        ("dataloader", &[], "num_workers > 0"),
+        ("checkpoint", &[], "asynchronously"),
+    ];
+    for (phase, gone, says) in cases {
+        let mut c = job_from(
+            [11.0, 6.6, 12.3, 0.7, 0.7, 1.6],
+            [11.0, 6.6, 12.3, 0.7, 10.7, 1.6],
+        );
+        c.classes[4].class = phase.into();
+        c.sequence = Some(SequenceChange {
+            divergence_bits: 0.4,
+            baseline_entropy_bits: 4.0,
+            current_entropy_bits: 4.2,
+            appeared: vec![],
+            disappeared: gone.iter().map(|s| s.to_string()).collect(),
+        });
+        let f = regression_findings(&mut c, &cfg);
+        let step = f
+            .iter()
+            .find(|f| f.summary.starts_with("steps slower"))
+            .unwrap();
+        assert!(
+            step.summary.contains(&format!("host {phase} +10.00 ms")),
+            "{}",
+            step.summary
+        );
+        assert!(step.action.contains(says), "{phase}: {}", step.action);
+    }
+}

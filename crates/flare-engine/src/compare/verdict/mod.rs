@@ -314,6 +314,10 @@ fn step_findings(c: &Comparison, cfg: &CompareConfig) -> Vec<Finding> {
         ),
         (None, None) => action(top, slower, more_often, c.current.cpu_compute),
     };
+    let action = match optimizer_unfused(c, top) {
+        Some(gone) if slower => gone,
+        _ => action,
+    };
     let action = match few_long_steps(c, delta) {
         Some(tail)
             if slower
@@ -337,6 +341,29 @@ fn step_findings(c: &Comparison, cfg: &CompareConfig) -> Vec<Finding> {
         evidence,
         action,
     )]
+}
+
+/// Where the optimizer leads and its multi-tensor ops (`aten::_foreach_*`, the fused
+/// kernels) are gone from the current run, what says so: its updates became a
+/// per-parameter loop.
+fn optimizer_unfused(c: &Comparison, top: &TimeClassChange) -> Option<String> {
+    if top.kind != TimeClassKind::Host || top.class != flare_model::OpKind::Optimizer.as_str() {
+        return None;
+    }
+    let seq = c.sequence.as_ref()?;
+    let gone: Vec<&str> = seq
+        .disappeared
+        .iter()
+        .filter(|n| n.starts_with("aten::_foreach_") || n.starts_with("aten::_fused_"))
+        .map(String::as_str)
+        .collect();
+    (!gone.is_empty()).then(|| {
+        format!(
+            "the optimizer no longer runs its multi-tensor ops ({}{}), so it loops over the parameters: pass foreach=True (or fused=True) to the optimizer, or find what turned it off",
+            gone.iter().take(3).copied().collect::<Vec<_>>().join(", "),
+            if gone.len() > 3 { ", ..." } else { "" }
+        )
+    })
 }
 
 /// Where `top` is a size of a collective whose other sizes changed count too (its messages

@@ -78,16 +78,28 @@ pub(super) fn action(top: &TimeClassChange, slower: bool, more_often: bool, cpu:
             "{class} takes longer to move its data: compare NCCL's algorithm and protocol between the runs (NCCL_DEBUG=INFO), the message sizes and the network path (NCCL_IB_* settings, topology)"
         ),
         TimeClassKind::Waiting => "ranks wait longer for each other in their collectives: some ranks became slower than the rest; run `flare diagnose` on the current run to name them".to_string(),
-        TimeClassKind::Host if class == OpKind::Checkpoint.as_str() && more_often => format!(
+        TimeClassKind::Host => host_action(top, more_often),
+        TimeClassKind::Untraced => "time no traced op covers grew: CPU work between ops (Python, device synchronizations, data preparation in the main process); profile the host side of both runs (py-spy record) and compare".to_string(),
+        TimeClassKind::BetweenSteps => "the host's own time between steps grew (no op runs before the step's first op or after its last): the training loop's per-step work outside the model (logging and metrics, reading values back with .item() or .cpu(), timers that synchronize, checkpoint or evaluation triggers); profile the loop of both runs (py-spy record, torch.profiler with with_stack=True) and compare".to_string(),
+    }
+}
+
+/// The action for a host phase that takes longer (`top`), by its kind.
+fn host_action(top: &TimeClassChange, more_often: bool) -> String {
+    let kind = OpKind::ALL.into_iter().find(|k| k.as_str() == top.class);
+    match kind {
+        Some(OpKind::Checkpoint) if more_often => format!(
             "checkpoints are saved {:.1} times per step against {:.1}, on the step's path: save every N steps (the time between saves against the work a failure would lose), asynchronously (torch.distributed.checkpoint.async_save), and once per data-parallel replica rather than from every rank",
             top.current_count, top.baseline_count
         ),
-        TimeClassKind::Host if class == OpKind::Checkpoint.as_str() => "each checkpoint takes longer to save: its size (what the state holds), the storage it is written to (bandwidth, other writers) and saving asynchronously (torch.distributed.checkpoint.async_save)".to_string(),
-        TimeClassKind::Host => format!(
-            "the host phase {class} takes longer: profile it (py-spy); for GC, gc.freeze() after setup and fewer Python objects per step; for the dataloader, more workers and prefetching; for checkpoints, asynchronous saving"
+        Some(OpKind::Checkpoint) => "each checkpoint takes longer to save: its size (what the state holds), the storage it is written to (bandwidth, other writers) and saving asynchronously (torch.distributed.checkpoint.async_save)".to_string(),
+        Some(OpKind::Optimizer) => "the optimizer's step takes longer: how it updates (torch.optim's foreach=True or fused=True update every parameter in a few kernels, a per-parameter loop issues several per tensor), how many parameters it updates and in which dtype, and what was added to it (gradient clipping, a scheduler, EMA weights); profile it (torch.profiler, py-spy)".to_string(),
+        Some(OpKind::GarbageCollection) => "Python's garbage collector pauses longer: call gc.freeze() after setup so the long-lived objects are not scanned again, make fewer Python objects per step, or gc.disable() and gc.collect() every N steps at a point every rank reaches together".to_string(),
+        Some(OpKind::DataLoader) => "the DataLoader hands over batches slower: move per-sample work out of the training process (num_workers > 0, prefetch_factor, persistent_workers, pin_memory) and precompute what does not change; profile the Dataset's __getitem__ (py-spy)".to_string(),
+        _ => format!(
+            "the host phase {} takes longer: profile it (py-spy record) in both runs and compare",
+            top.short_class()
         ),
-        TimeClassKind::Untraced => "time no traced op covers grew: CPU work between ops (Python, device synchronizations, data preparation in the main process); profile the host side of both runs (py-spy record) and compare".to_string(),
-        TimeClassKind::BetweenSteps => "the host's own time between steps grew (no op runs before the step's first op or after its last): the training loop's per-step work outside the model (logging and metrics, reading values back with .item() or .cpu(), timers that synchronize, checkpoint or evaluation triggers); profile the loop of both runs (py-spy record, torch.profiler with with_stack=True) and compare".to_string(),
     }
 }
 
