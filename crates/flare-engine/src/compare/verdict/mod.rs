@@ -6,6 +6,7 @@ mod machine;
 mod noise;
 mod sequence;
 mod words;
+mod work;
 
 use machine::machine_finding;
 use noise::{few_long_steps, median_change_se, median_evidence, step_evidence, step_se};
@@ -214,7 +215,18 @@ fn step_findings(c: &Comparison, cfg: &CompareConfig) -> Vec<Finding> {
     } else {
         (0.0, 0)
     };
+    // Most op classes run one multiple as often: more work per step, told as one.
+    let scaled = work::work_scale(c).filter(|w| {
+        by_launches.is_none() && w.delta_ms * delta > 0.0 && w.delta_ms.abs() >= 0.5 * delta.abs()
+    });
     let (summary, confidence) = match (&top.changed_on, by_launches) {
+        _ if scaled.is_some() => {
+            let w = scaled.as_ref().expect("checked");
+            (
+                format!("{head}; the most of it: {}", w.words(delta)),
+                (w.delta_ms / delta).min(0.95),
+            )
+        }
         (_, Some(idle)) => (
             format!(
                 "{head}: {:.0} more kernels per step ({}): the GPU waits for their launches, which shows as {} {:+.2} ms",
@@ -313,6 +325,10 @@ fn step_findings(c: &Comparison, cfg: &CompareConfig) -> Vec<Finding> {
             }
         ),
         (None, None) => action(top, slower, more_often, c.current.cpu_compute),
+    };
+    let action = match &scaled {
+        Some(w) => w.action(),
+        None => action,
     };
     let action = match optimizer_unfused(c, top) {
         Some(gone) if slower => gone,
