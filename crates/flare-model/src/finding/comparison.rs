@@ -31,6 +31,9 @@ string_enum! {
         /// GEMM dimensions that are not multiples of what the element type needs for
         /// tensor cores (8 for fp16/bf16, 4 for TF32, 16 for 8-bit types).
         TensorCoreMisalignment => "tensor_core_misalignment",
+        /// Most GEMM calls run in another element type than the baseline's (autocast lost
+        /// or added, the model cast, a mixed-precision setting changed).
+        PrecisionChange => "precision_change",
         /// The host waits for the device more often per step (`.item()`, `nonzero`,
         /// `cudaStreamSynchronize`, ...).
         DeviceSynchronization => "device_synchronization",

@@ -7,7 +7,7 @@ use super::{cpu_caveat, finding};
 use crate::compare::CompareConfig;
 use flare_model::host_calls::{gemm_call_shapes as shapes, gemm_of, Gemm};
 use flare_model::{
-    Comparison, Evidence, EvidenceKey, Finding, HostCallKind, RunProfile, Severity,
+    Comparison, Evidence, EvidenceKey, Finding, HostCallKind, HostCallRate, RunProfile, Severity,
     TimeClassChange, TimeClassKind, Unit,
 };
 use std::collections::BTreeSet;
@@ -39,22 +39,27 @@ struct Misaligned {
     per_step: f64,
 }
 
-/// The run's GEMM calls (the GEMMs themselves where recorded, else their wrappers), and
-/// those of them that miss the alignment.
-fn gemms(run: &RunProfile) -> (f64, f64, Vec<Misaligned>) {
-    let all: Vec<_> = run
+/// The run's GEMM calls, each counted once: the GEMMs themselves where recorded, else
+/// their wrappers; with the op and its input shapes.
+pub(super) fn counted_gemms(run: &RunProfile) -> Vec<(&HostCallRate, &str, Vec<Vec<u64>>)> {
+    let mut all: Vec<_> = run
         .host_calls
         .iter()
         .filter(|h| h.kind == HostCallKind::Gemm)
         .filter_map(|h| shapes(&h.name).map(|(op, s)| (h, op, s)))
         .collect();
-    let inner = all.iter().any(|(_, op, _)| !WRAPPERS.contains(op));
+    if all.iter().any(|(_, op, _)| !WRAPPERS.contains(op)) {
+        all.retain(|(_, op, _)| !WRAPPERS.contains(op));
+    }
+    all
+}
+
+/// The run's GEMM calls per step (see [`counted_gemms`]), their time on the host, and
+/// those of them that miss the alignment.
+fn gemms(run: &RunProfile) -> (f64, f64, Vec<Misaligned>) {
     let (mut per_step, mut ms) = (0.0, 0.0);
     let mut misaligned = Vec::new();
-    for (h, op, s) in all {
-        if inner && WRAPPERS.contains(&op) {
-            continue;
-        }
+    for (h, op, s) in counted_gemms(run) {
         per_step += h.per_step;
         ms += h.ms_per_step;
         let (Some(g), Some(align)) = (gemm_of(op, &s), alignment(h.dtype.as_deref())) else {

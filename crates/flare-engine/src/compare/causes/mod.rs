@@ -9,6 +9,7 @@
 mod gemm;
 mod host;
 pub(super) mod launch;
+mod precision;
 mod structure;
 pub(super) use structure::collective_of;
 
@@ -21,8 +22,12 @@ use flare_model::{
 /// The causes the comparison's evidence names, each with its finding.
 pub fn named_causes(c: &Comparison, cfg: &CompareConfig) -> Vec<(RegressionCause, Finding)> {
     type Rule = fn(&Comparison, &CompareConfig) -> Option<Finding>;
-    let causes: [(RegressionCause, Rule); 9] = [
+    let causes: [(RegressionCause, Rule); 10] = [
         (RegressionCause::TensorCoreMisalignment, gemm::misalignment),
+        (
+            RegressionCause::PrecisionChange,
+            precision::precision_change,
+        ),
         (
             RegressionCause::DeviceSynchronization,
             structure::synchronization,

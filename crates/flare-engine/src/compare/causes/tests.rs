@@ -170,6 +170,25 @@ fn each_cause_is_named_from_its_own_evidence() {
             vec![],
         ),
         (
+            "autocast lost: the same GEMMs in fp32, slower",
+            |c| {
+                for h in &mut c.current.host_calls {
+                    h.dtype = Some("Float".into());
+                    h.ms_per_step *= 3.0;
+                }
+                c.current.step_ms = 44.0;
+            },
+            vec![Cause::PrecisionChange],
+        ),
+        (
+            "a DataLoader's fp32 matmuls beside the bf16 model: not the model's precision",
+            |c| {
+                let mask = call(HostCallKind::Gemm, "aten::matmul [[384,384],[384,384]]", Some("Float"), 64.0);
+                c.current.host_calls.push(mask);
+            },
+            vec![],
+        ),
+        (
             "loss.item() every step",
             |c| {
                 c.current.host_calls.push(item_sync());
