@@ -49,6 +49,15 @@ pub fn named_causes(c: &Comparison, cfg: &CompareConfig) -> Vec<(RegressionCause
         .collect()
 }
 
+/// A warning where the current run pays for a change (`slower`), else an info.
+pub(super) fn severity(slower: bool) -> Severity {
+    if slower {
+        Severity::Warning
+    } else {
+        Severity::Info
+    }
+}
+
 /// A finding of kind `regression` from the comparison detector.
 pub(super) fn finding(
     severity: Severity,

@@ -5,7 +5,7 @@
 
 use super::{finding, gemm::counted_gemms};
 use crate::compare::CompareConfig;
-use flare_model::{Comparison, Evidence, EvidenceKey, Finding, RunProfile, Severity, Unit};
+use flare_model::{Comparison, Evidence, EvidenceKey, Finding, RunProfile, Unit};
 use std::collections::BTreeMap;
 
 /// The least share of the GEMM calls both runs make that must have changed type.
@@ -51,11 +51,7 @@ pub fn precision_change(c: &Comparison, _cfg: &CompareConfig) -> Option<Finding>
     }
     let slower = c_ms > 1.05 * b_ms && c.current.step_ms > c.baseline.step_ms;
     Some(finding(
-        if slower {
-            Severity::Warning
-        } else {
-            Severity::Info
-        },
+        super::severity(slower),
         format!(
             "precision changed: {shapes} GEMM shape{} run in {c_type} where {} ran in {b_type} ({:.0}% of the GEMM calls both runs make); their time {b_ms:.2} -> {c_ms:.2} ms per step",
             if shapes == 1 { "" } else { "s" },

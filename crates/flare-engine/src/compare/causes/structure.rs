@@ -273,11 +273,7 @@ pub fn collective_change(c: &Comparison, cfg: &CompareConfig) -> Option<Finding>
         && c.current.step_ms > c.baseline.step_ms;
     let others: Vec<&str> = changed.iter().skip(1).map(|x| x.1.as_str()).collect();
     Some(finding(
-        if slower {
-            Severity::Warning
-        } else {
-            Severity::Info
-        },
+        super::severity(slower),
         format!(
             "collectives changed: {text} per step ({b_ms:.2} -> {c_ms:.2} ms per step moving data){}",
             if others.is_empty() {

@@ -14,8 +14,8 @@ use sequence::sequence_finding;
 use words::{action, class_detail};
 
 use flare_model::{
-    ChangedOnRanks, Comparison, Evidence, EvidenceKey, Finding, Severity, TimeClassChange,
-    TimeClassKind, Unit, WaitedFor,
+    ChangedOnRanks, Comparison, Evidence, EvidenceKey, Finding, TimeClassChange, TimeClassKind,
+    Unit, WaitedFor,
 };
 
 #[derive(Clone, Debug)]
@@ -347,11 +347,7 @@ fn step_findings(c: &Comparison, cfg: &CompareConfig) -> Vec<Finding> {
         _ => action,
     };
     vec![crate::compare::causes::finding(
-        if slower {
-            Severity::Warning
-        } else {
-            Severity::Info
-        },
+        crate::compare::causes::severity(slower),
         summary,
         confidence.clamp(0.0, 0.99),
         evidence,
