@@ -577,6 +577,18 @@ struct Collector {
 }
 
 impl Collector {
+    /// A host phase of kind `kind` from `start` to `end` (ns), named `name`.
+    fn host_span(&mut self, kind: OpKind, name: &str, start: i64, end: i64) {
+        let name = self.names.intern(name);
+        self.hosts.push(HostRec {
+            kind,
+            name,
+            start,
+            end,
+        });
+        self.stats.host_spans += 1;
+    }
+
     fn skip(&mut self, category: &str) {
         if let Some(n) = self.stats.skipped.get_mut(category) {
             *n += 1;
@@ -640,27 +652,13 @@ impl Collector {
                 let end = add(start, dur, name)?;
                 if name == GC_PAUSE {
                     // `record_python_gc_info=True`: a collection, a host phase.
-                    let name = self.names.intern(name);
-                    self.hosts.push(HostRec {
-                        kind: OpKind::GarbageCollection,
-                        name,
-                        start,
-                        end,
-                    });
+                    self.host_span(OpKind::GarbageCollection, name, start, end);
                     self.calls.gc_pause(tid, start, end);
-                    self.stats.host_spans += 1;
                 } else if names::saves_checkpoint(name) {
                     // `torch.save` and its kin from the program: a checkpoint, which no
                     // annotation names.
                     self.calls.frame(tid, start, end, name);
-                    let name = self.names.intern(name);
-                    self.hosts.push(HostRec {
-                        kind: OpKind::Checkpoint,
-                        name,
-                        start,
-                        end,
-                    });
-                    self.stats.host_spans += 1;
+                    self.host_span(OpKind::Checkpoint, name, start, end);
                 } else {
                     self.calls.frame(tid, start, end, name);
                     self.skip(cat);
@@ -780,14 +778,7 @@ impl Collector {
                             format!("host span \"{name}\" has no \"dur\": expected its duration in microseconds")
                         })?;
                         let end = add(start, dur, name)?;
-                        let name = self.names.intern(name);
-                        self.hosts.push(HostRec {
-                            kind,
-                            name,
-                            start,
-                            end,
-                        });
-                        self.stats.host_spans += 1;
+                        self.host_span(kind, name, start, end);
                     }
                     None if self.kernels.is_empty() => {
                         // Until a GPU kernel shows up, CPU spans may be the file's compute.
