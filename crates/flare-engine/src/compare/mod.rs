@@ -63,7 +63,7 @@ fn run_of(p: &profile::Profile, source: &str) -> RunProfile {
         source: source.to_string(),
         ranks: p.ranks,
         rank_iterations: p.rank_iterations,
-        step_ms: p.span_ns / p.rank_iterations.max(1) as f64 / 1e6,
+        step_ms: p.span_ns() / p.rank_iterations.max(1) as f64 / 1e6,
         step_sd_ms: p.span_sd_ns() / 1e6,
         step_median_ms: median / 1e6,
         step_robust_sd_ms: robust_sd / 1e6,

@@ -99,7 +99,6 @@ pub fn profile_windows(windows: &[&WindowSummary]) -> Profile {
             *out.rank_counted_iterations.entry(r.rank).or_default() += its;
             let span: f64 = r.iterations.iter().map(|i| i.duration_ns as f64).sum();
             out.rank_iterations += its;
-            out.span_ns += span;
             out.spans_ns
                 .extend(r.iterations.iter().map(|i| i.duration_ns as f64));
             // The window's time per class, put on its iterations.
