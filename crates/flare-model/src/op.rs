@@ -78,6 +78,11 @@ impl OpKind {
         (self as u8) >= 11
     }
 
+    /// The kind [`OpKind::as_str`] names `s`.
+    pub fn from_name(s: &str) -> Option<OpKind> {
+        OpKind::ALL.into_iter().find(|k| k.as_str() == s)
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             OpKind::Compute => "compute",

@@ -165,11 +165,6 @@ pub fn saves_checkpoint(frame: &str) -> bool {
     })
 }
 
-/// The op kind stored by Flare's own writer in the `Flare kind` argument.
-pub fn kind_from_flare_name(s: &str) -> Option<OpKind> {
-    OpKind::ALL.iter().copied().find(|k| k.as_str() == s)
-}
-
 /// A group kind from a Megatron-style process group description
 /// (`TENSOR_MODEL_PARALLEL_GROUP`, `DATA_PARALLEL_GROUP`, ...) or from Flare's own
 /// `flare_group_kind` (`tp`, `dp`, ...).

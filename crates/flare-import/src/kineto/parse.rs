@@ -766,7 +766,7 @@ impl Collector {
                         .flare_kind
                         .as_ref()
                         .and_then(Lenient::as_str)
-                        .and_then(names::kind_from_flare_name)
+                        .and_then(OpKind::from_name)
                         .filter(|k| k.is_host())
                 } else {
                     None

@@ -86,8 +86,7 @@ pub(super) fn action(top: &TimeClassChange, slower: bool, more_often: bool, cpu:
 
 /// The action for a host phase that takes longer (`top`), by its kind.
 fn host_action(top: &TimeClassChange, more_often: bool) -> String {
-    let kind = OpKind::ALL.into_iter().find(|k| k.as_str() == top.class);
-    match kind {
+    match OpKind::from_name(&top.class) {
         Some(OpKind::Checkpoint) if more_often => format!(
             "checkpoints are saved {:.1} times per step against {:.1}, on the step's path: save every N steps (the time between saves against the work a failure would lose), asynchronously (torch.distributed.checkpoint.async_save), and once per data-parallel replica rather than from every rank",
             top.current_count, top.baseline_count
