@@ -219,15 +219,12 @@ fn step_findings(c: &Comparison, cfg: &CompareConfig) -> Vec<Finding> {
     let scaled = work::work_scale(c).filter(|w| {
         by_launches.is_none() && w.delta_ms * delta > 0.0 && w.delta_ms.abs() >= 0.5 * delta.abs()
     });
-    let (summary, confidence) = match (&top.changed_on, by_launches) {
-        _ if scaled.is_some() => {
-            let w = scaled.as_ref().expect("checked");
-            (
-                format!("{head}; the most of it: {}", w.words(delta)),
-                (w.delta_ms / delta).min(0.95),
-            )
-        }
-        (_, Some(idle)) => (
+    let (summary, confidence) = match (&scaled, &top.changed_on, by_launches) {
+        (Some(w), _, _) => (
+            format!("{head}; the most of it: {}", w.words(delta)),
+            (w.delta_ms / delta).min(0.95),
+        ),
+        (_, _, Some(idle)) => (
             format!(
                 "{head}: {:.0} more kernels per step ({}): the GPU waits for their launches, which shows as {} {:+.2} ms",
                 added.iter().map(|a| a.1).sum::<f64>(),
@@ -237,7 +234,7 @@ fn step_findings(c: &Comparison, cfg: &CompareConfig) -> Vec<Finding> {
             ),
             0.8,
         ),
-        (Some(on), _) if more_often => {
+        (_, Some(on), _) if more_often => {
             // Where the others' time shows it: the largest other class that moved.
             let shows = movers
                 .iter()
@@ -326,10 +323,7 @@ fn step_findings(c: &Comparison, cfg: &CompareConfig) -> Vec<Finding> {
         ),
         (None, None) => action(top, slower, more_often, c.current.cpu_compute),
     };
-    let action = match &scaled {
-        Some(w) => w.action(),
-        None => action,
-    };
+    let action = scaled.as_ref().map_or(action, work::WorkScale::action);
     let action = match optimizer_unfused(c, top) {
         Some(gone) if slower => gone,
         _ => action,
