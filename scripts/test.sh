@@ -39,4 +39,4 @@ bash scripts/python-env.sh >/dev/null
 # Debian's Chromium and ChromeDriver, for the dashboard's browser test.
 bash scripts/browser-env.sh >/dev/null
 FLARE_BIN="${CARGO_TARGET_DIR:-target}/release/flare" FLARE_E2E_REQUIRED=1 \
-  target/flare-venv/bin/python -m pytest -q -p no:cacheprovider crates/flare-py/tests tests/e2e
+  target/flare-venv/bin/python -m pytest -q -p no:cacheprovider --durations=25 crates/flare-py/tests tests/e2e
