@@ -125,6 +125,47 @@ fn median_of(v: &[f64]) -> f64 {
 
 /// The change points of a series of iteration times (ns or any positive unit).
 pub fn change_points(series: &[f64], cfg: &ChangeConfig) -> Vec<ChangePoint> {
+    points_at(series, cuts(series, cfg), cfg)
+}
+
+/// As [`change_points`], and again inside each level found, to a few levels deep: the
+/// detector's prior is centred on a segment's first iterations, so a large change (a
+/// slow warm-up, then the job's level) leaves a smaller one later in the same run
+/// unseen; looked for in the new level alone, it stands out.
+pub fn change_points_within_levels(series: &[f64], cfg: &ChangeConfig) -> Vec<ChangePoint> {
+    // the cuts of `level` (which begins at `offset`), and again inside each of its levels
+    fn refine(
+        level: &[f64],
+        offset: usize,
+        depth: u32,
+        cfg: &ChangeConfig,
+        out: &mut Vec<(usize, f64)>,
+    ) {
+        let found = cuts(level, cfg);
+        out.extend(found.iter().map(|&(t, p)| (offset + t, p)));
+        if depth == 0 || found.is_empty() {
+            return;
+        }
+        let bounds: Vec<usize> = std::iter::once(0)
+            .chain(found.iter().map(|c| c.0))
+            .chain(std::iter::once(level.len()))
+            .collect();
+        for w in bounds.windows(2) {
+            if w[1] - w[0] >= 2 * cfg.min_before.max(2) {
+                refine(&level[w[0]..w[1]], offset + w[0], depth - 1, cfg, out);
+            }
+        }
+    }
+    let mut all = Vec::new();
+    refine(series, 0, 3, cfg, &mut all);
+    all.sort_by_key(|c| c.0);
+    all.dedup_by_key(|c| c.0);
+    points_at(series, all, cfg)
+}
+
+/// Candidate cuts of a series (index of a new level's first point, probability): local
+/// maxima of the posterior probability of a change, above the threshold.
+fn cuts(series: &[f64], cfg: &ChangeConfig) -> Vec<(usize, f64)> {
     let xs: Vec<f64> = series
         .iter()
         .filter(|v| v.is_finite() && **v > 0.0)
@@ -205,6 +246,12 @@ pub fn change_points(series: &[f64], cfg: &ChangeConfig) -> Vec<ChangePoint> {
         run_end = t;
         cuts.push((t, p));
     }
+    cuts
+}
+
+/// The change points at `cuts` (sorted): those whose segments differ by the minimum
+/// shift, the others merged, each told a spike or a level.
+fn points_at(series: &[f64], mut cuts: Vec<(usize, f64)>, cfg: &ChangeConfig) -> Vec<ChangePoint> {
     // Keep cuts whose segments differ by the minimum shift, merging the others.
     let mut kept: Vec<(usize, f64)> = Vec::new();
     loop {

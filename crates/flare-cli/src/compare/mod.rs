@@ -7,7 +7,7 @@
 use anyhow::{Context, Result};
 use clap::Args;
 use flare_engine::compare::{
-    compare, compare_windows, regression_findings, window_onset, CompareConfig,
+    compare, compare_windows, onset, regression_findings, window_onset, CompareConfig, LevelChange,
 };
 use flare_model::{Comparison, FindingsDocument, JobSummary, Trace, WindowSummary};
 use source::Run;
@@ -101,73 +101,74 @@ fn two_runs(baseline: &str, current: &str) -> Result<(Comparison, JobSummary)> {
 fn one_run(source: &str) -> Result<Option<(Comparison, JobSummary)>> {
     match source::read(source)? {
         Run::Trace(t) => {
-            let its = t.iterations_with_ops();
-            let Some((first, last, cp)) = flare_engine::compare::onset(&t) else {
+            let Some(change) = onset(&t) else {
                 println!(
                     "{source}: no persistent change of the step in its {} iterations; nothing to compare",
-                    its.len()
+                    t.iterations_with_ops().len()
                 );
                 return Ok(None);
             };
-            // Before: from the start; after: the new level, to the next change.
-            let lo = its[0];
-            let w = |a, b| flare_model::Window {
+            let w = |(a, b)| flare_model::Window {
                 first_iteration: a,
                 last_iteration: b,
             };
-            eprintln!(
-                "the step went from {:.2} to {:.2} ms at iteration {first} (probability {:.2}): iterations {lo}..{} against {first}..{last}",
-                cp.before / 1e6,
-                cp.after / 1e6,
-                cp.probability,
-                first - 1
-            );
-            let names = (
-                format!("{source} iterations {lo}..{}", first - 1),
-                format!("{source} iterations {first}..{last}"),
-            );
+            let names = said("iteration", "iterations", source, &change);
             let c = compare(
-                &t.window(w(lo, first - 1)),
-                &t.window(w(first, last)),
+                &t.window(w(change.before)),
+                &t.window(w(change.after)),
                 (&names.0, &names.1),
             );
             Ok(Some((c, trace_job(&t))))
         }
         Run::Windows(all) => {
             let windows = refs(&all);
-            let Some((first, last, cp)) = window_onset(&windows) else {
+            let Some(change) = window_onset(&windows) else {
                 println!(
                     "{source}: no persistent change of the step in its windows; nothing to compare"
                 );
                 return Ok(None);
             };
-            let lo = all.iter().map(|w| w.window).min().unwrap_or(0);
-            eprintln!(
-                "the step went from {:.2} to {:.2} ms in window {first} (probability {:.2}): windows {lo}..{} against {first}..{last}",
-                cp.before / 1e6,
-                cp.after / 1e6,
-                cp.probability,
-                first - 1
-            );
-            let pick = |a: u64, b: u64| -> Vec<&WindowSummary> {
+            let pick = |(a, b): (u64, u64)| -> Vec<&WindowSummary> {
                 windows
                     .iter()
                     .copied()
                     .filter(|w| (a..=b).contains(&w.window))
                     .collect()
             };
-            let names = (
-                format!("{source} windows {lo}..{}", first - 1),
-                format!("{source} windows {first}..{last}"),
-            );
+            let names = said("window", "windows", source, &change);
             let c = compare_windows(
-                &pick(lo, first - 1),
-                &pick(first, last),
+                &pick(change.before),
+                &pick(change.after),
                 (&names.0, &names.1),
             );
             Ok(Some((c, windows_job(&all))))
         }
     }
+}
+
+/// Says on stderr where the step changed, and names the two ranges compared.
+fn said<T: std::fmt::Display>(
+    one: &str,
+    many: &str,
+    source: &str,
+    c: &LevelChange<T>,
+) -> (String, String) {
+    let cp = &c.change;
+    eprintln!(
+        "the step went from {:.2} to {:.2} ms at {one} {} (probability {:.2}): {many} {}..{} against {}..{}",
+        cp.before / 1e6,
+        cp.after / 1e6,
+        c.after.0,
+        cp.probability,
+        c.before.0,
+        c.before.1,
+        c.after.0,
+        c.after.1
+    );
+    (
+        format!("{source} {many} {}..{}", c.before.0, c.before.1),
+        format!("{source} {many} {}..{}", c.after.0, c.after.1),
+    )
 }
 
 fn refs(w: &[WindowSummary]) -> Vec<&WindowSummary> {

@@ -219,23 +219,35 @@ fn gc_sites(t: &Trace) -> Vec<(String, u64)> {
     out
 }
 
-/// Where a persistent change of the step began within one run: the first and last
-/// iterations of the new level and the change point (the engine's Bayesian detector on
-/// the series of steps, each the median over ranks of their span in it), when the new
-/// level held for a few iterations. The largest such change if there are several.
-pub fn onset(trace: &Trace) -> Option<(u32, u32, crate::changepoint::ChangePoint)> {
-    let mut spans: BTreeMap<u32, Vec<f64>> = BTreeMap::new();
-    for r in &trace.ranks {
-        let mut per_it: BTreeMap<u32, (i64, i64)> = BTreeMap::new();
-        for o in &r.ops {
-            if let Some(end) = o.end() {
-                let e = per_it.entry(o.iteration).or_insert((o.start_ns, end));
-                e.0 = e.0.min(o.start_ns);
-                e.1 = e.1.max(end);
-            }
+/// A persistent change of a series of steps: the first and last points of the level
+/// before it and of the new level, and the change point (its `before`, the old level's
+/// median).
+#[derive(Clone, Debug, PartialEq)]
+pub struct LevelChange<T> {
+    pub before: (T, T),
+    pub after: (T, T),
+    pub change: crate::changepoint::ChangePoint,
+}
+
+impl LevelChange<usize> {
+    /// The same change, its points named by `f` (iterations, windows).
+    fn map<U>(self, f: impl Fn(usize) -> U) -> LevelChange<U> {
+        LevelChange {
+            before: (f(self.before.0), f(self.before.1)),
+            after: (f(self.after.0), f(self.after.1)),
+            change: self.change,
         }
-        for (it, (lo, hi)) in per_it {
-            spans.entry(it).or_default().push((hi - lo) as f64);
+    }
+}
+
+/// Where a persistent change of the step began within one run, and the level before it
+/// (the engine's Bayesian detector on the series of steps, each the median over ranks of
+/// their step, cut as a comparison cuts it); see [`change_in`] for which change.
+pub fn onset(trace: &Trace) -> Option<LevelChange<u32>> {
+    let mut spans: BTreeMap<u32, Vec<f64>> = BTreeMap::new();
+    for steps in profile::rank_steps(trace) {
+        for (it, start, end) in steps {
+            spans.entry(it).or_default().push((end - start) as f64);
         }
     }
     let (its, series): (Vec<u32>, Vec<f64>) = spans
@@ -243,23 +255,56 @@ pub fn onset(trace: &Trace) -> Option<(u32, u32, crate::changepoint::ChangePoint
         .map(|(it, mut v)| (it, crate::stats::median(&mut v)))
         .filter(|(_, m)| m.is_finite() && *m > 0.0)
         .unzip();
-    change_in(&series).map(|(first, last, c)| (its[first], its[last], c))
+    change_in(&series).map(|c| c.map(|i| its[i]))
 }
 
-/// The largest persistent change of a series: the index of the first and last points of
-/// its new level, and the change point.
-fn change_in(series: &[f64]) -> Option<(usize, usize, crate::changepoint::ChangePoint)> {
+/// The persistent change of a series to explain: the largest slowdown, else the largest
+/// speed-up (a user asks why a job got slower; a faster level is told only when nothing
+/// got slower). A level must hold as long as the old one had to before it counts (a
+/// change in the last iterations may still be a spike), and is judged against the level
+/// before it, spikes between them left out: a level back where it was before a blip is
+/// no change.
+fn change_in(series: &[f64]) -> Option<LevelChange<usize>> {
     let cfg = crate::changepoint::ChangeConfig::default();
-    // A new level must hold as long as the old one had to before it counts: a change in
-    // the last iterations may still be a spike.
-    crate::changepoint::change_points(series, &cfg)
-        .into_iter()
-        .filter(|c| !c.spike && c.index > 0 && c.index < series.len() && c.len >= cfg.min_before)
-        .max_by(|x, y| (x.ratio() - 1.0).abs().total_cmp(&(y.ratio() - 1.0).abs()))
-        .map(|c| {
-            let last = (c.index + c.len.max(1) - 1).min(series.len() - 1);
-            (c.index, last, c)
-        })
+    let points = crate::changepoint::change_points_within_levels(series, &cfg);
+    let mut changes: Vec<LevelChange<usize>> = Vec::new();
+    // where the level in force began, and where it ended (the next change or spike)
+    let mut level = (0usize, series.len());
+    for (k, c) in points.iter().enumerate() {
+        level.1 = level.1.min(c.index);
+        if c.spike {
+            continue;
+        }
+        let last = (c.index + c.len.max(1) - 1).min(series.len() - 1);
+        let before = &series[level.0..level.1];
+        let old = crate::stats::median(&mut before.to_vec());
+        let change = crate::changepoint::ChangePoint {
+            before: old,
+            ..c.clone()
+        };
+        let moved = (change.ratio() - 1.0).abs() >= cfg.min_shift;
+        if moved && c.index > 0 && c.len >= cfg.min_before && !before.is_empty() {
+            changes.push(LevelChange {
+                before: (level.0, level.1 - 1),
+                after: (c.index, last),
+                change,
+            });
+        }
+        let next = points.get(k + 1).map_or(series.len(), |n| n.index);
+        level = (c.index, next);
+    }
+    let slower = |c: &&LevelChange<usize>| c.change.ratio() > 1.0;
+    let largest = |x: &&LevelChange<usize>, y: &&LevelChange<usize>| {
+        (x.change.ratio() - 1.0)
+            .abs()
+            .total_cmp(&(y.change.ratio() - 1.0).abs())
+    };
+    changes
+        .iter()
+        .filter(slower)
+        .max_by(largest)
+        .or_else(|| changes.iter().max_by(largest))
+        .cloned()
 }
 
 /// A live job's windows against another's (or its own earlier ones), as [`compare`] does
@@ -289,14 +334,12 @@ pub fn compare_windows(
     compare_profiles(&b, &c, runs)
 }
 
-/// Where a persistent change of a live job's step began: the first and last windows of
-/// the new level, and the change point (over each window's median iteration time).
-pub fn window_onset(
-    windows: &[&WindowSummary],
-) -> Option<(u64, u64, crate::changepoint::ChangePoint)> {
+/// Where a persistent change of a live job's step began, and the level before it, as
+/// [`onset`] finds it over each window's median iteration time.
+pub fn window_onset(windows: &[&WindowSummary]) -> Option<LevelChange<u64>> {
     let steps = windows::window_steps(windows);
     let series: Vec<f64> = steps.iter().map(|s| s.1).collect();
-    change_in(&series).map(|(first, last, c)| (steps[first].0, steps[last].0, c))
+    change_in(&series).map(|c| c.map(|i| steps[i].0))
 }
 
 #[cfg(test)]

@@ -369,7 +369,7 @@ pub fn profile(trace: &Trace) -> Profile {
                 end,
                 priority,
                 class,
-                begins_step: trace.meta.cpu_compute || !o.kind.is_host(),
+                begins_step: begins_step(trace, o),
             };
             if o.kind == OpKind::Compute {
                 if !trace.meta.cpu_compute && o.issue_ns != Op::UNKNOWN && o.issue_ns <= o.start_ns
@@ -425,7 +425,17 @@ pub fn profile(trace: &Trace) -> Profile {
             }
         }
         out.iterations_with_ops += pieces.values().filter(|v| !v.is_empty()).count() as u64;
-        let windows = step_windows(&pieces, &r.iterations);
+        let windows = step_windows(
+            pieces.iter().flat_map(|(&iteration, v)| {
+                v.iter().map(move |p| StepPiece {
+                    iteration,
+                    start: p.start,
+                    end: p.end,
+                    begins_step: p.begins_step,
+                })
+            }),
+            &r.iterations,
+        );
         for &(start, c) in &started {
             let k = windows.partition_point(|w| w.2 <= start);
             if windows.get(k).is_some_and(|w| w.1 <= start) {
@@ -499,6 +509,41 @@ struct Gaps {
     between: usize,
 }
 
+/// Whether an op can begin a step: a device op on a GPU (the steps follow the device's
+/// cadence), any op on CPUs.
+fn begins_step(trace: &Trace, o: &Op) -> bool {
+    trace.meta.cpu_compute || !o.kind.is_host()
+}
+
+/// What cuts a rank's timeline into steps: an op's (or a piece of one's) iteration and
+/// extent, and whether it can begin a step.
+struct StepPiece {
+    iteration: u32,
+    start: i64,
+    end: i64,
+    begins_step: bool,
+}
+
+/// Each rank's steps (iteration, start, end) in order, cut as [`profile`] cuts them: the
+/// series a persistent change of the step is looked for in, on the same steps a
+/// comparison then splits into classes (a span from a step's first op to its last would
+/// miss what the loop adds between steps).
+pub fn rank_steps(trace: &Trace) -> impl Iterator<Item = Vec<(u32, i64, i64)>> + '_ {
+    trace.ranks.iter().map(move |r| {
+        let pieces = r.ops.iter().filter_map(|o| {
+            let timed = o.kind == OpKind::Compute || o.kind.is_sync() || o.kind.is_host();
+            let end = o.end().filter(|&e| timed && e > o.start_ns)?;
+            Some(StepPiece {
+                iteration: o.iteration,
+                start: o.start_ns,
+                end,
+                begins_step: begins_step(trace, o),
+            })
+        });
+        step_windows(pieces, &r.iterations)
+    })
+}
+
 /// A step: its window, and the extent of its own iteration's ops inside it (`None` when
 /// none ran there).
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -515,16 +560,21 @@ struct Extent {
 /// which runs to its last op's end. An iteration with no op that can begin a step is no
 /// step of its own.
 fn step_windows(
-    pieces: &BTreeMap<u32, Vec<Piece>>,
+    pieces: impl Iterator<Item = StepPiece>,
     marks: &[IterationSpan],
 ) -> Vec<(u32, i64, i64)> {
-    let mut starts: Vec<(i64, u32, i64)> = pieces
-        .iter()
-        .filter_map(|(&it, v)| {
-            let first = v.iter().filter(|p| p.begins_step).map(|p| p.start).min()?;
-            let last = v.iter().map(|p| p.end).max()?;
-            Some((first, it, last))
-        })
+    // each iteration's first start of a piece that can begin a step, and its last end
+    let mut extents: BTreeMap<u32, (Option<i64>, i64)> = BTreeMap::new();
+    for p in pieces {
+        let e = extents.entry(p.iteration).or_insert((None, p.end));
+        if p.begins_step {
+            e.0 = Some(e.0.map_or(p.start, |s| s.min(p.start)));
+        }
+        e.1 = e.1.max(p.end);
+    }
+    let mut starts: Vec<(i64, u32, i64)> = extents
+        .into_iter()
+        .filter_map(|(it, (first, last))| Some((first?, it, last)))
         .collect();
     starts.sort_unstable();
     let mut out: Vec<(u32, i64, i64)> = starts

@@ -305,13 +305,21 @@ fn a_persistent_change_within_one_run_is_found_and_split_there() {
     let mut t = run(16, 4, 10, 0);
     let more = run(16, 6, 10, 0);
     for (r, m) in t.ranks.iter_mut().zip(&more.ranks) {
+        // the new ops from where iteration 8 began in the first run, as a run's would
+        let first_of = |ops: &[Op]| ops.iter().find(|o| o.iteration == 8).map(|o| o.start_ns);
+        let shift = first_of(&r.ops).unwrap() - first_of(&m.ops).unwrap();
         r.ops.retain(|o| o.iteration < 8);
         r.ops
-            .extend(m.ops.iter().filter(|o| o.iteration >= 8).copied());
+            .extend(m.ops.iter().filter(|o| o.iteration >= 8).map(|o| Op {
+                start_ns: o.start_ns + shift,
+                end_ns: o.end_ns + shift,
+                ..*o
+            }));
     }
-    let (first, last, cp) = onset(&t).expect("the change");
-    assert_eq!((first, last), (8, 15), "{cp:?}");
-    assert!(cp.ratio() > 1.2, "{cp:?}");
+    let c = onset(&t).expect("the change");
+    // the last iteration, which no mark ends, is no step of its own
+    assert_eq!((c.before, c.after), ((0, 7), (8, 14)), "{c:?}");
+    assert!(c.change.ratio() > 1.2, "{c:?}");
     let w = |a, b| flare_model::Window {
         first_iteration: a,
         last_iteration: b,
@@ -321,6 +329,82 @@ fn a_persistent_change_within_one_run_is_found_and_split_there() {
     assert!((c.classes[0].delta_ms() - 20.0).abs() < 1e-9, "{c:#?}");
     // A steady run has none.
     assert!(onset(&run(16, 4, 10, 0)).is_none());
+}
+
+#[test]
+fn the_change_to_explain_is_the_largest_slowdown_against_the_level_before_it() {
+    // Levels of (ms, steps), each step jittered by up to 1%.
+    let series = |levels: &[(f64, usize)]| -> Vec<f64> {
+        levels
+            .iter()
+            .flat_map(|&(ms, n)| std::iter::repeat_n(ms, n))
+            .enumerate()
+            .map(|(i, ms)| ms * (1.0 + 0.005 * ((i * 7 % 5) as f64 - 2.0)))
+            .collect()
+    };
+    let cases: [(
+        &str,
+        Vec<(f64, usize)>,
+        Option<((usize, usize), (usize, usize))>,
+    ); 6] = [
+        ("steady", vec![(100.0, 30)], None),
+        (
+            "warm-up, then a slowdown: judged against the level after the warm-up",
+            vec![(300.0, 3), (100.0, 12), (130.0, 15)],
+            Some(((3, 14), (15, 29))),
+        ),
+        (
+            "a blip of two steps: the level after it is the level before it",
+            vec![(100.0, 15), (400.0, 2), (100.0, 13)],
+            None,
+        ),
+        (
+            "a blip, then a slowdown: judged against the level since the blip",
+            vec![(100.0, 10), (400.0, 2), (100.0, 6), (150.0, 12)],
+            Some(((12, 17), (18, 29))),
+        ),
+        (
+            "only faster",
+            vec![(100.0, 15), (70.0, 15)],
+            Some(((0, 14), (15, 29))),
+        ),
+        (
+            "slower, then much faster: the slowdown is explained",
+            vec![(100.0, 10), (150.0, 10), (60.0, 10)],
+            Some(((0, 9), (10, 19))),
+        ),
+    ];
+    for (case, levels, want) in cases {
+        let got = change_in(&series(&levels));
+        assert_eq!(
+            got.as_ref().map(|c| (c.before, c.after)),
+            want,
+            "{case}: {got:?}"
+        );
+    }
+}
+
+#[test]
+fn a_pause_the_loop_adds_between_steps_is_a_change_within_one_run() {
+    // From iteration 8 on the loop pauses 20 ms after each step's last op (a checkpoint, a
+    // sleep, logging): no op's span grows, each step's does, to the next one's first op.
+    let mut t = run(16, 4, 10, 0);
+    for r in t.ranks.iter_mut() {
+        for o in r.ops.iter_mut().filter(|o| o.iteration > 8) {
+            let shift = 20 * MS * i64::from(o.iteration - 8);
+            o.start_ns += shift;
+            o.end_ns += shift;
+        }
+    }
+    let c = onset(&t).expect("the change");
+    assert_eq!((c.before, c.after), ((0, 7), (8, 14)), "{c:?}");
+    let w = |a, b| flare_model::Window {
+        first_iteration: a,
+        last_iteration: b,
+    };
+    let c = compare(&t.window(w(0, 7)), &t.window(w(8, 15)), ("before", "after"));
+    assert_eq!(c.classes[0].kind, TimeClassKind::BetweenSteps, "{c:#?}");
+    assert!((c.classes[0].delta_ms() - 20.0).abs() < 1e-9, "{c:#?}");
 }
 
 #[test]

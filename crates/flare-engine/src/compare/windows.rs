@@ -349,8 +349,8 @@ mod tests {
             }
             windows.extend(nodes);
         }
-        let (first, last, cp) = window_onset(&refs(&windows)).expect("the change");
-        assert_eq!((first, last), (9, 15), "{cp:?}");
+        let c = window_onset(&refs(&windows)).expect("the change");
+        assert_eq!((c.before, c.after), ((0, 8), (9, 15)), "{c:?}");
         let steady: Vec<WindowSummary> = windows.iter().filter(|w| w.window < 9).cloned().collect();
         assert!(window_onset(&refs(&steady)).is_none());
     }
