@@ -375,14 +375,26 @@ mod tests {
             ),
         ];
         for (name, series, want) in cases {
-            let got = change_points(series, &cfg);
-            let idx: Vec<usize> = got.iter().map(|c| c.index).collect();
-            let want_idx: Vec<usize> = want.iter().map(|w| w.0).collect();
-            assert_eq!(idx, want_idx, "{name}: {got:?}");
-            if *name == "spike of 2 iterations" {
-                assert!(got[0].spike, "{name}: {got:?}");
+            // searching again inside each level finds nothing more in these
+            for got in [
+                change_points(series, &cfg),
+                change_points_within_levels(series, &cfg),
+            ] {
+                let idx: Vec<usize> = got.iter().map(|c| c.index).collect();
+                let want_idx: Vec<usize> = want.iter().map(|w| w.0).collect();
+                assert_eq!(idx, want_idx, "{name}: {got:?}");
+                if *name == "spike of 2 iterations" {
+                    assert!(got[0].spike, "{name}: {got:?}");
+                }
             }
         }
+        // Three slow warm-up iterations (x3), then an onset x1.3 at 15: the prior, centred
+        // on the warm-up, hides the onset from one pass; searched for inside the level
+        // after the warm-up, it is found.
+        let warm = noisy(&[(3, 300.0), (12, 100.0), (15, 130.0)], 0.01, 7);
+        let idx = |v: Vec<ChangePoint>| v.iter().map(|c| c.index).collect::<Vec<_>>();
+        assert_eq!(idx(change_points(&warm, &cfg)), [3]);
+        assert_eq!(idx(change_points_within_levels(&warm, &cfg)), [3, 15]);
         // The series' last two iterations: one long pause (a full GC, 238 ms against
         // 13.5), then a step at the old level: a spike, not a new level (the H200 GC run).
         let mut pause = noisy(&[(8, 13.5)], 0.03, 6);
