@@ -260,22 +260,24 @@ pub fn onset(trace: &Trace) -> Option<LevelChange<u32>> {
 
 /// The persistent change of a series to explain: the largest slowdown, else the largest
 /// speed-up (a user asks why a job got slower; a faster level is told only when nothing
-/// got slower). A level must hold as long as the old one had to before it counts (a
-/// change in the last iterations may still be a spike), and is judged against the level
-/// before it, spikes between them left out: a level back where it was before a blip is
-/// no change.
+/// got slower). A level holds at least as many steps as a comparison needs to judge a
+/// run (`CompareConfig::min_steps`); a spike or a shorter stretch is an excursion, left
+/// out of both sides: a change is judged against the level before it, so a level back
+/// where it was after a blip is no change, and a few odd steps before an onset are not
+/// its baseline.
 fn change_in(series: &[f64]) -> Option<LevelChange<usize>> {
     let cfg = crate::changepoint::ChangeConfig::default();
+    let min_level = (CompareConfig::default().min_steps as usize).max(cfg.min_before);
     let points = crate::changepoint::change_points_within_levels(series, &cfg);
     let mut changes: Vec<LevelChange<usize>> = Vec::new();
-    // where the level in force began, and where it ended (the next change or spike)
+    // where the level in force began, and where it ended (the next change or excursion)
     let mut level = (0usize, series.len());
     for (k, c) in points.iter().enumerate() {
         level.1 = level.1.min(c.index);
-        if c.spike {
+        if c.spike || c.len < min_level {
             continue;
         }
-        let last = (c.index + c.len.max(1) - 1).min(series.len() - 1);
+        let last = (c.index + c.len - 1).min(series.len() - 1);
         let before = &series[level.0..level.1];
         let old = crate::stats::median(&mut before.to_vec());
         let change = crate::changepoint::ChangePoint {
@@ -283,7 +285,7 @@ fn change_in(series: &[f64]) -> Option<LevelChange<usize>> {
             ..c.clone()
         };
         let moved = (change.ratio() - 1.0).abs() >= cfg.min_shift;
-        if moved && c.index > 0 && c.len >= cfg.min_before && !before.is_empty() {
+        if moved && before.len() >= min_level {
             changes.push(LevelChange {
                 before: (level.0, level.1 - 1),
                 after: (c.index, last),

@@ -346,7 +346,7 @@ fn the_change_to_explain_is_the_largest_slowdown_against_the_level_before_it() {
         &str,
         Vec<(f64, usize)>,
         Option<((usize, usize), (usize, usize))>,
-    ); 6] = [
+    ); 8] = [
         ("steady", vec![(100.0, 30)], None),
         (
             "warm-up, then a slowdown: judged against the level after the warm-up",
@@ -362,6 +362,16 @@ fn the_change_to_explain_is_the_largest_slowdown_against_the_level_before_it() {
             "a blip, then a slowdown: judged against the level since the blip",
             vec![(100.0, 10), (400.0, 2), (100.0, 6), (150.0, 12)],
             Some(((12, 17), (18, 29))),
+        ),
+        (
+            "three odd steps right before the onset are not its baseline",
+            vec![(100.0, 20), (65.0, 3), (140.0, 12)],
+            Some(((0, 19), (23, 34))),
+        ),
+        (
+            "a blip, after which the level is lower: faster than before the blip",
+            vec![(100.0, 15), (400.0, 2), (88.0, 15)],
+            Some(((0, 14), (17, 31))),
         ),
         (
             "only faster",
