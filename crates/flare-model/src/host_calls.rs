@@ -149,8 +149,9 @@ impl Gemm {
     }
 }
 
-/// The op and input shapes of a GEMM host call named `op [[..],[..]]`.
-pub fn gemm_call_shapes(name: &str) -> Option<(&str, Vec<Vec<u64>>)> {
+/// The op and input shapes of a call named `op [[..],[..]]` (a GEMM host call, a compute
+/// class recorded with its shapes).
+pub fn call_shapes(name: &str) -> Option<(&str, Vec<Vec<u64>>)> {
     let (op, dims) = name.split_once(" [")?;
     let v: Vec<serde_json::Value> = serde_json::from_str(&format!("[{dims}")).ok()?;
     let shapes = v
@@ -240,7 +241,7 @@ mod tests {
                 None,
             ),
         ] {
-            let (op, inputs) = gemm_call_shapes(name).unwrap();
+            let (op, inputs) = call_shapes(name).unwrap();
             let g = gemm_of(op, &inputs);
             assert_eq!(g.map(|g| (g.m, g.n, g.k, g.batch)), want, "{name}");
             assert_eq!(g.and_then(|g| g.flops()), flops, "{name}");

@@ -856,7 +856,7 @@ impl Collector {
             };
             call_name = format!("{name} {key}");
             dtype = input_dtype_any(&a);
-            let flops = flare_model::host_calls::gemm_call_shapes(&call_name)
+            let flops = flare_model::host_calls::call_shapes(&call_name)
                 .and_then(|(op, inputs)| flare_model::host_calls::gemm_of(op, &inputs))
                 .and_then(|g| g.flops());
             if let (Some(flops), Some(tid)) = (flops, thread_id(ev)) {

@@ -5,7 +5,7 @@
 use super::{cpu_caveat, finding};
 
 use crate::compare::CompareConfig;
-use flare_model::host_calls::{gemm_call_shapes as shapes, gemm_of, Gemm};
+use flare_model::host_calls::{call_shapes as shapes, gemm_of, Gemm};
 use flare_model::{
     Comparison, Evidence, EvidenceKey, Finding, HostCallKind, HostCallRate, RunProfile, Severity,
     TimeClassChange, TimeClassKind, Unit,

@@ -183,6 +183,8 @@ pub fn minority_kernel(c: &Comparison, cfg: &CompareConfig) -> Option<Finding> {
     // a real change the run's noise hid (`aten::pow` x10, the step +1.3%): told, as an info.
     let step_slower = c.current.step_ms - step >= cfg.min_change * step;
     let scale = crate::compare::machine_scale(c);
+    // the same ops over a multiple of the elements per call take that multiple longer
+    let inputs = crate::compare::verdict::work::input_scale(c).map_or(1.0, |w| w.multiple);
     let mut slow: Vec<(&TimeClassChange, f64)> = c
         .classes
         .iter()
@@ -196,7 +198,7 @@ pub fn minority_kernel(c: &Comparison, cfg: &CompareConfig) -> Option<Finding> {
             let ratio = per_call(r.current_ms, r.current_count)
                 / per_call(r.baseline_ms, r.baseline_count).max(1e-12);
             let own = crate::compare::scale::own_delta_ms(r, scale.as_ref());
-            (ratio >= 1.5 && own >= cfg.min_change * step && time_grew(r, c, cfg))
+            (ratio / inputs >= 1.5 && own >= cfg.min_change * step && time_grew(r, c, cfg))
                 .then_some((r, ratio))
         })
         .collect();

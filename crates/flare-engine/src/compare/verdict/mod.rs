@@ -6,7 +6,7 @@ mod machine;
 mod noise;
 mod sequence;
 mod words;
-mod work;
+pub(super) mod work;
 
 use machine::machine_finding;
 use noise::{few_long_steps, median_change_se, median_evidence, step_evidence, step_se};
@@ -215,10 +215,15 @@ fn step_findings(c: &Comparison, cfg: &CompareConfig) -> Vec<Finding> {
     } else {
         (0.0, 0)
     };
-    // Most op classes run one multiple as often: more work per step, told as one.
-    let scaled = work::work_scale(c).filter(|w| {
-        by_launches.is_none() && w.delta_ms * delta > 0.0 && w.delta_ms.abs() >= 0.5 * delta.abs()
-    });
+    // Most op classes run one multiple as often, or the same ops take a multiple of the
+    // inputs: more work per step, told as one.
+    let scaled = work::work_scale(c)
+        .or_else(|| work::input_scale(c))
+        .filter(|w| {
+            by_launches.is_none()
+                && w.delta_ms * delta > 0.0
+                && w.delta_ms.abs() >= 0.5 * delta.abs()
+        });
     let (summary, confidence) = match (&scaled, &top.changed_on, by_launches) {
         (Some(w), _, _) => (
             format!("{head}; the most of it: {}", w.words(delta)),

@@ -1,8 +1,11 @@
 //! A step that does a multiple of its work: most of the op time in classes that all run
-//! the same multiple as often per step (gradient accumulation, a larger batch, more
-//! layers), which is more work, not slower work.
+//! the same multiple as often per step (gradient accumulation, more layers), or the same
+//! ops over a multiple of the elements per call (a larger batch, sequence or image),
+//! which is more work, not slower work.
 
+use flare_model::host_calls::call_shapes;
 use flare_model::{Comparison, TimeClassChange, TimeClassKind};
+use std::collections::BTreeMap;
 
 /// How far apart two classes' changes of ops per step may be and still be one multiple.
 const SAME_MULTIPLE: f64 = 0.15;
@@ -14,16 +17,44 @@ const MIN_SHARE: f64 = 0.6;
 const MIN_CLASSES: usize = 3;
 
 #[derive(Clone, Debug, PartialEq)]
-pub(super) struct WorkScale {
-    /// Ops per step, current over baseline, of the classes at the common multiple.
+pub(crate) struct WorkScale {
+    /// Current over baseline, at the common multiple: ops per step, or elements per call.
     pub multiple: f64,
     pub classes: usize,
-    /// The compute and communication classes both runs ran on every rank.
+    /// The classes it was looked for in: compute and communication classes both runs ran
+    /// on every rank, or ops with recorded shapes that both runs ran.
     pub of: usize,
-    /// What those classes changed, ms per step.
+    /// What those classes changed, ms per step (for larger inputs, all the compute: ops
+    /// whose shapes the trace does not record take them too).
     pub delta_ms: f64,
-    /// Their time per op, current over baseline.
+    /// Their time per op (per element), current over baseline.
     pub per_op: f64,
+    pub by: ScaledBy,
+}
+
+/// What a step does a multiple of.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum ScaledBy {
+    /// Ops per step.
+    OpsPerStep,
+    /// Elements per call of the same ops, with one op's shapes before and after.
+    InputSize { example: (String, String) },
+}
+
+/// The weighted median of `(value, weight)` (by the weights' half), sorted in place.
+fn weighted_median(rows: &mut [(f64, f64)]) -> Option<f64> {
+    let total: f64 = rows.iter().map(|r| r.1).sum();
+    rows.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let mut acc = 0.0;
+    rows.iter().find_map(|&(x, w)| {
+        acc += w;
+        (acc >= total / 2.0).then_some(x)
+    })
+}
+
+/// Whether a multiple is far enough from 1 either way to be other work.
+fn other_work(multiple: f64) -> bool {
+    multiple >= MIN_MULTIPLE || multiple <= 1.0 / MIN_MULTIPLE
 }
 
 /// The common multiple of ops per step (weighted median over the classes, by their
@@ -48,13 +79,8 @@ pub(super) fn work_scale(c: &Comparison) -> Option<WorkScale> {
     }
     let ratio = |r: &TimeClassChange| r.current_count / r.baseline_count;
     let mut by_ratio: Vec<(f64, f64)> = rows.iter().map(|r| (ratio(r), r.baseline_ms)).collect();
-    by_ratio.sort_by(|a, b| a.0.total_cmp(&b.0));
-    let mut acc = 0.0;
-    let multiple = by_ratio.iter().find_map(|&(x, w)| {
-        acc += w;
-        (acc >= total / 2.0).then_some(x)
-    })?;
-    if multiple < MIN_MULTIPLE && multiple > 1.0 / MIN_MULTIPLE {
+    let multiple = weighted_median(&mut by_ratio)?;
+    if !other_work(multiple) {
         return None;
     }
     let near: Vec<&&TimeClassChange> = rows
@@ -72,42 +98,234 @@ pub(super) fn work_scale(c: &Comparison) -> Option<WorkScale> {
         of: rows.len(),
         delta_ms: cur_ms - base_ms,
         per_op: cur_ms / multiple / base_ms,
+        by: ScaledBy::OpsPerStep,
+    })
+}
+
+/// One op's calls in one run, over its classes (one per input shapes).
+#[derive(Default)]
+struct OpCalls<'a> {
+    calls: f64,
+    /// Elements of the first input (the activations, for the ops that take weights too),
+    /// summed over the calls.
+    elements: f64,
+    ms: f64,
+    /// Its class of most time: the shapes shown.
+    top: Option<(&'a str, f64)>,
+}
+
+impl<'a> OpCalls<'a> {
+    fn add(&mut self, class: &'a str, calls: f64, elements: f64, ms: f64) {
+        self.calls += calls;
+        self.elements += calls * elements;
+        self.ms += ms;
+        if self.top.is_none_or(|t| ms > t.1) {
+            self.top = Some((class, ms));
+        }
+    }
+
+    fn per_call(&self) -> f64 {
+        self.elements / self.calls
+    }
+}
+
+/// The same ops over a common multiple of the elements per call (from the input shapes
+/// the class names carry): per op, the elements of its first input per call, current over
+/// baseline; the multiple where ops holding `MIN_SHARE` of the shaped ops' baseline time,
+/// `MIN_CLASSES` of them and half or more, agree, `MIN_MULTIPLE` or more either way, with
+/// each op run about as often per step as before.
+pub(crate) fn input_scale(c: &Comparison) -> Option<WorkScale> {
+    let mut ops: BTreeMap<&str, [OpCalls; 2]> = BTreeMap::new();
+    for r in c
+        .classes
+        .iter()
+        .filter(|r| r.kind == TimeClassKind::Compute && r.changed_on.is_none())
+    {
+        let Some((op, shapes)) = call_shapes(&r.class) else {
+            continue;
+        };
+        let Some(first) = shapes.first().filter(|d| !d.is_empty()) else {
+            continue;
+        };
+        let elements = first.iter().map(|&d| d as f64).product::<f64>();
+        let e = ops.entry(op).or_default();
+        e[0].add(&r.class, r.baseline_count, elements, r.baseline_ms);
+        e[1].add(&r.class, r.current_count, elements, r.current_ms);
+    }
+    // the same ops, each about as often per step
+    let same: Vec<(&str, &[OpCalls; 2])> = ops
+        .iter()
+        .filter(|(_, [b, c])| {
+            b.calls > 0.0
+                && c.calls > 0.0
+                && b.elements > 0.0
+                && (c.calls / b.calls - 1.0).abs() <= SAME_MULTIPLE
+        })
+        .map(|(op, v)| (*op, v))
+        .collect();
+    let total: f64 = same.iter().map(|(_, [b, _])| b.ms).sum();
+    let ratio = |[b, c]: &[OpCalls; 2]| c.per_call() / b.per_call();
+    let mut by_ratio: Vec<(f64, f64)> = same.iter().map(|(_, v)| (ratio(v), v[0].ms)).collect();
+    let multiple = weighted_median(&mut by_ratio)?;
+    if total <= 0.0 || !other_work(multiple) {
+        return None;
+    }
+    let near: Vec<&(&str, &[OpCalls; 2])> = same
+        .iter()
+        .filter(|(_, v)| (ratio(v) / multiple - 1.0).abs() <= SAME_MULTIPLE)
+        .collect();
+    let (base_ms, cur_ms) = near
+        .iter()
+        .fold((0.0, 0.0), |(b, c), (_, v)| (b + v[0].ms, c + v[1].ms));
+    let broad = near.len() >= MIN_CLASSES && 2 * near.len() >= same.len();
+    if !broad || base_ms < MIN_SHARE * total || base_ms <= 0.0 {
+        return None;
+    }
+    let (_, [b, cur]) = near.iter().max_by(|x, y| x.1[0].ms.total_cmp(&y.1[0].ms))?;
+    let example = (b.top?.0.to_string(), cur.top?.0.to_string());
+    let compute_delta: f64 = c
+        .classes
+        .iter()
+        .filter(|r| r.kind == TimeClassKind::Compute)
+        .map(TimeClassChange::delta_ms)
+        .sum();
+    Some(WorkScale {
+        multiple,
+        classes: near.len(),
+        of: same.len(),
+        delta_ms: compute_delta,
+        per_op: cur_ms / multiple / base_ms,
+        by: ScaledBy::InputSize { example },
     })
 }
 
 impl WorkScale {
     /// "the step runs 2.00 times its ops: 14 of 20 op classes run 2.0x as often per step,
-    /// +120.00 ms per step (80% of the change), each op 0.98x its time".
+    /// +120.00 ms per step (80% of the change), each op 0.98x its time"; or "the ops take
+    /// 2.00 times the inputs: ...".
     pub(super) fn words(&self, step_delta: f64) -> String {
-        format!(
-            "the step runs {:.2} times its ops: {} of {} op classes run {:.1}x as often per step, {:+.2} ms per step ({:.0}% of the change), each op {:.2}x its time before",
-            self.multiple,
-            self.classes,
-            self.of,
-            self.multiple,
-            self.delta_ms,
-            self.delta_ms / step_delta * 100.0,
-            self.per_op
-        )
+        let share = self.delta_ms / step_delta * 100.0;
+        match &self.by {
+            ScaledBy::OpsPerStep => format!(
+                "the step runs {:.2} times its ops: {} of {} op classes run {:.1}x as often per step, {:+.2} ms per step ({share:.0}% of the change), each op {:.2}x its time before",
+                self.multiple, self.classes, self.of, self.multiple, self.delta_ms, self.per_op
+            ),
+            ScaledBy::InputSize { example } => format!(
+                "the ops take {:.2} times the inputs: {} of {} ops with recorded shapes run on {:.1}x the elements per call, as often per step ({} -> {}); compute {:+.2} ms per step ({share:.0}% of the change), each element {:.2}x its time before",
+                self.multiple,
+                self.classes,
+                self.of,
+                self.multiple,
+                example.0,
+                example.1,
+                self.delta_ms,
+                self.per_op
+            ),
+        }
     }
 
     pub(super) fn action(&self) -> String {
-        format!(
-            "the step does {} work, not slower work (each op takes {:.2}x its time before): count what a step holds in both runs' configurations (micro-batches per optimizer step in gradient accumulation, batch size and sequence length, layers); compare throughput per sample or token rather than per step",
-            if self.multiple > 1.0 {
-                format!("{:.1} times the", self.multiple)
-            } else {
-                format!("{:.2} of the", self.multiple)
-            },
-            self.per_op
-        )
+        let times = if self.multiple > 1.0 {
+            format!("{:.1} times the", self.multiple)
+        } else {
+            format!("{:.2} of the", self.multiple)
+        };
+        match self.by {
+            ScaledBy::OpsPerStep => format!(
+                "the step does {times} work, not slower work (each op takes {:.2}x its time before): count what a step holds in both runs' configurations (micro-batches per optimizer step in gradient accumulation, batch size and sequence length, layers); compare throughput per sample or token rather than per step",
+                self.per_op
+            ),
+            ScaledBy::InputSize { .. } => format!(
+                "the step does {times} work in the same ops, not slower work (each element takes {:.2}x its time before): the inputs grew or shrank, so compare both runs' batch size, sequence length, image size or padding (a collate that pads to the longest sample); compare throughput per sample or token rather than per step",
+                self.per_op
+            ),
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::compare::causes::tests::class;
     use crate::compare::scale::tests::job_from;
+
+    #[test]
+    fn the_same_ops_over_a_multiple_of_their_inputs_are_more_work() {
+        // (op, its input shapes with the batch as `{b}`, calls per step, ms per call at batch 16)
+        let ops = [
+            ("aten::conv2d", "[[{b},16,32,32],[32,16,3,3],[]]", 2.0, 3.0),
+            ("aten::batch_norm", "[[{b},32,32,32],[32],[32]]", 2.0, 1.0),
+            ("aten::relu", "[[{b},32,32,32]]", 2.0, 0.5),
+            ("aten::linear", "[[{b},512],[10,512],[10]]", 1.0, 0.4),
+        ];
+        // (what, batch of each op in the current run, calls per step x, expected multiple)
+        let cases: [(&str, [u64; 4], f64, Option<f64>); 4] = [
+            ("a doubled batch", [32, 32, 32, 32], 1.0, Some(2.0)),
+            ("half the batch", [8, 8, 8, 8], 1.0, Some(0.5)),
+            (
+                "one op's inputs grew: not the step's",
+                [16, 16, 16, 64],
+                1.0,
+                None,
+            ),
+            (
+                "the same shapes twice as often: more ops, not larger",
+                [16; 4],
+                2.0,
+                None,
+            ),
+        ];
+        for (what, batches, calls, want) in cases {
+            let mut classes = Vec::new();
+            for (&(op, shapes, n, ms), b) in ops.iter().zip(batches) {
+                let name = |b: u64| format!("{op} {}", shapes.replace("{b}", &b.to_string()));
+                let cur_ms = n * calls * ms * b as f64 / 16.0;
+                if b == 16 {
+                    classes.push(class(
+                        TimeClassKind::Compute,
+                        &name(16),
+                        (n * ms, n),
+                        (cur_ms, n * calls),
+                    ));
+                } else {
+                    classes.push(class(
+                        TimeClassKind::Compute,
+                        &name(16),
+                        (n * ms, n),
+                        (0.0, 0.0),
+                    ));
+                    classes.push(class(
+                        TimeClassKind::Compute,
+                        &name(b),
+                        (0.0, 0.0),
+                        (cur_ms, n * calls),
+                    ));
+                }
+            }
+            // an op the trace records no shapes of
+            classes.push(class(
+                TimeClassKind::Compute,
+                "ConvolutionBackward0",
+                (8.0, 2.0),
+                (16.0, 2.0),
+            ));
+            let mut c = job_from([0.0; 6], [0.0; 6]);
+            c.classes = classes;
+            let got = input_scale(&c);
+            assert_eq!(got.as_ref().map(|w| w.multiple), want, "{what}: {got:?}");
+            if let Some(w) = got {
+                assert_eq!((w.classes, w.of), (4, 4), "{what}");
+                assert!((w.per_op - 1.0).abs() < 1e-9, "{what}: {w:?}");
+                let ScaledBy::InputSize { example } = &w.by else {
+                    panic!("{what}: {w:?}")
+                };
+                assert!(
+                    example.0.starts_with("aten::conv2d [[16,"),
+                    "{what}: {example:?}"
+                );
+            }
+        }
+    }
 
     #[test]
     fn a_common_multiple_of_the_ops_is_more_work() {
