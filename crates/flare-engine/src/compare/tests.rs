@@ -342,11 +342,10 @@ fn the_change_to_explain_is_the_largest_slowdown_against_the_level_before_it() {
             .map(|(i, ms)| ms * (1.0 + 0.005 * ((i * 7 % 5) as f64 - 2.0)))
             .collect()
     };
-    let cases: [(
-        &str,
-        Vec<(f64, usize)>,
-        Option<((usize, usize), (usize, usize))>,
-    ); 8] = [
+    // (what, levels, the ranges of the level before and of the new level)
+    type Ranges = Option<((usize, usize), (usize, usize))>;
+    type Case = (&'static str, Vec<(f64, usize)>, Ranges);
+    let cases: [Case; 8] = [
         ("steady", vec![(100.0, 30)], None),
         (
             "warm-up, then a slowdown: judged against the level after the warm-up",
