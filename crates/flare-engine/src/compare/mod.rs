@@ -255,26 +255,30 @@ pub fn onset(trace: &Trace) -> Option<LevelChange<u32>> {
         .map(|(it, mut v)| (it, crate::stats::median(&mut v)))
         .filter(|(_, m)| m.is_finite() && *m > 0.0)
         .unzip();
-    change_in(&series).map(|c| c.map(|i| its[i]))
+    change_in(&series, |_| 1).map(|c| c.map(|i| its[i]))
 }
 
 /// The persistent change of a series to explain: the largest slowdown, else the largest
 /// speed-up (a user asks why a job got slower; a faster level is told only when nothing
 /// got slower). A level holds at least as many steps as a comparison needs to judge a
-/// run (`CompareConfig::min_steps`); a spike or a shorter stretch is an excursion, left
-/// out of both sides: a change is judged against the level before it, so a level back
-/// where it was after a blip is no change, and a few odd steps before an onset are not
-/// its baseline.
-fn change_in(series: &[f64]) -> Option<LevelChange<usize>> {
+/// run (`CompareConfig::min_steps`; `steps(i)` the steps point `i` holds: one, or a live
+/// job's window's) over the points the detector needs; a spike or a shorter stretch is an
+/// excursion, left out of both sides: a change is judged against the level before it, so
+/// a level back where it was after a blip is no change, and a few odd steps before an
+/// onset are not its baseline.
+fn change_in(series: &[f64], steps: impl Fn(usize) -> u64) -> Option<LevelChange<usize>> {
     let cfg = crate::changepoint::ChangeConfig::default();
-    let min_level = (CompareConfig::default().min_steps as usize).max(cfg.min_before);
+    let level_holds = |from: usize, to: usize| {
+        to - from >= cfg.min_before
+            && (from..to).map(&steps).sum::<u64>() >= CompareConfig::default().min_steps
+    };
     let points = crate::changepoint::change_points_within_levels(series, &cfg);
     let mut changes: Vec<LevelChange<usize>> = Vec::new();
     // where the level in force began, and where it ended (the next change or excursion)
     let mut level = (0usize, series.len());
     for (k, c) in points.iter().enumerate() {
         level.1 = level.1.min(c.index);
-        if c.spike || c.len < min_level {
+        if c.spike || !level_holds(c.index, c.index + c.len) {
             continue;
         }
         let last = (c.index + c.len - 1).min(series.len() - 1);
@@ -285,7 +289,7 @@ fn change_in(series: &[f64]) -> Option<LevelChange<usize>> {
             ..c.clone()
         };
         let moved = (change.ratio() - 1.0).abs() >= cfg.min_shift;
-        if moved && before.len() >= min_level {
+        if moved && level_holds(level.0, level.1) {
             changes.push(LevelChange {
                 before: (level.0, level.1 - 1),
                 after: (c.index, last),
@@ -341,7 +345,7 @@ pub fn compare_windows(
 pub fn window_onset(windows: &[&WindowSummary]) -> Option<LevelChange<u64>> {
     let steps = windows::window_steps(windows);
     let series: Vec<f64> = steps.iter().map(|s| s.1).collect();
-    change_in(&series).map(|c| c.map(|i| steps[i].0))
+    change_in(&series, |i| steps[i].2).map(|c| c.map(|i| steps[i].0))
 }
 
 #[cfg(test)]

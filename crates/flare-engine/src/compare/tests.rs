@@ -384,7 +384,7 @@ fn the_change_to_explain_is_the_largest_slowdown_against_the_level_before_it() {
         ),
     ];
     for (case, levels, want) in cases {
-        let got = change_in(&series(&levels));
+        let got = change_in(&series(&levels), |_| 1);
         assert_eq!(
             got.as_ref().map(|c| (c.before, c.after)),
             want,

@@ -175,26 +175,31 @@ fn key(o: &flare_model::OpStats) -> Key {
     }
 }
 
-/// The windows' median iteration time, window by window: the series a persistent change
-/// of a live job is found in.
-pub fn window_steps(windows: &[&WindowSummary]) -> Vec<(u64, f64)> {
-    let mut per: BTreeMap<u64, Vec<f64>> = BTreeMap::new();
+/// The windows' median iteration time, window by window (with the ranks' median count of
+/// iterations in it): the series a persistent change of a live job is found in.
+pub fn window_steps(windows: &[&WindowSummary]) -> Vec<(u64, f64, u64)> {
+    let mut per: BTreeMap<u64, Vec<(f64, f64)>> = BTreeMap::new();
     for w in windows {
         for r in &w.ranks {
             if !r.iterations.is_empty() {
+                let n = r.iterations.len() as f64;
                 let mean = r
                     .iterations
                     .iter()
                     .map(|i| i.duration_ns as f64)
                     .sum::<f64>()
-                    / r.iterations.len() as f64;
-                per.entry(w.window).or_default().push(mean);
+                    / n;
+                per.entry(w.window).or_default().push((mean, n));
             }
         }
     }
     per.into_iter()
-        .map(|(w, mut v)| (w, crate::stats::median(&mut v)))
-        .filter(|(_, m)| m.is_finite() && *m > 0.0)
+        .map(|(w, v)| {
+            let (mut means, mut counts): (Vec<f64>, Vec<f64>) = v.into_iter().unzip();
+            let m = crate::stats::median(&mut means);
+            (w, m, crate::stats::median(&mut counts) as u64)
+        })
+        .filter(|(_, m, _)| m.is_finite() && *m > 0.0)
         .collect()
 }
 
@@ -353,5 +358,17 @@ mod tests {
         assert_eq!((c.before, c.after), ((0, 8), (9, 15)), "{c:?}");
         let steady: Vec<WindowSummary> = windows.iter().filter(|w| w.window < 9).cloned().collect();
         assert!(window_onset(&refs(&steady)).is_none());
+        // The last three windows of a longer job: 30 steps at the new level, enough to judge
+        // (three iterations of a trace would not be).
+        let mut late = Vec::new();
+        for w in 0..16u64 {
+            let mut nodes = job(8, |_| if w >= 13 { 1.2 } else { 1.0 }, |_| 0.0);
+            for n in &mut nodes {
+                n.window = w;
+            }
+            late.extend(nodes);
+        }
+        let c = window_onset(&refs(&late)).expect("the late change");
+        assert_eq!((c.before, c.after), ((0, 12), (13, 15)), "{c:?}");
     }
 }

@@ -159,6 +159,7 @@ pub(crate) fn input_scale(c: &Comparison) -> Option<WorkScale> {
             b.calls > 0.0
                 && c.calls > 0.0
                 && b.elements > 0.0
+                && c.elements > 0.0
                 && (c.calls / b.calls - 1.0).abs() <= SAME_MULTIPLE
         })
         .map(|(op, v)| (*op, v))
