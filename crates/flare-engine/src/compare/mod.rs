@@ -276,7 +276,7 @@ fn change_in(series: &[f64], steps: impl Fn(usize) -> u64) -> Option<LevelChange
     let mut changes: Vec<LevelChange<usize>> = Vec::new();
     // where the level in force began, and where it ended (the next change or excursion)
     let mut level = (0usize, series.len());
-    for (k, c) in points.iter().enumerate() {
+    for c in &points {
         level.1 = level.1.min(c.index);
         if c.spike || !level_holds(c.index, c.index + c.len) {
             continue;
@@ -296,8 +296,8 @@ fn change_in(series: &[f64], steps: impl Fn(usize) -> u64) -> Option<LevelChange
                 change,
             });
         }
-        let next = points.get(k + 1).map_or(series.len(), |n| n.index);
-        level = (c.index, next);
+        // it ends where the next point begins (set as that point is read)
+        level = (c.index, series.len());
     }
     let slower = |c: &&LevelChange<usize>| c.change.ratio() > 1.0;
     let largest = |x: &&LevelChange<usize>, y: &&LevelChange<usize>| {

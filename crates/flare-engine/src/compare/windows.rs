@@ -346,29 +346,26 @@ mod tests {
 
     #[test]
     fn the_window_a_live_job_slowed_down_in_is_found() {
-        let mut windows = Vec::new();
-        for w in 0..16u64 {
-            let mut nodes = job(8, |_| if w >= 9 { 1.2 } else { 1.0 }, |_| 0.0);
-            for n in &mut nodes {
-                n.window = w;
+        // 16 windows of a job whose compute is 20% slower from window `from` on
+        let slowed_from = |from: u64| -> Vec<WindowSummary> {
+            let mut windows = Vec::new();
+            for w in 0..16u64 {
+                let mut nodes = job(8, |_| if w >= from { 1.2 } else { 1.0 }, |_| 0.0);
+                for n in &mut nodes {
+                    n.window = w;
+                }
+                windows.extend(nodes);
             }
-            windows.extend(nodes);
-        }
+            windows
+        };
+        let windows = slowed_from(9);
         let c = window_onset(&refs(&windows)).expect("the change");
         assert_eq!((c.before, c.after), ((0, 8), (9, 15)), "{c:?}");
         let steady: Vec<WindowSummary> = windows.iter().filter(|w| w.window < 9).cloned().collect();
         assert!(window_onset(&refs(&steady)).is_none());
         // The last three windows of a longer job: 30 steps at the new level, enough to judge
         // (three iterations of a trace would not be).
-        let mut late = Vec::new();
-        for w in 0..16u64 {
-            let mut nodes = job(8, |_| if w >= 13 { 1.2 } else { 1.0 }, |_| 0.0);
-            for n in &mut nodes {
-                n.window = w;
-            }
-            late.extend(nodes);
-        }
-        let c = window_onset(&refs(&late)).expect("the late change");
+        let c = window_onset(&refs(&slowed_from(13))).expect("the late change");
         assert_eq!((c.before, c.after), ((0, 12), (13, 15)), "{c:?}");
     }
 }
