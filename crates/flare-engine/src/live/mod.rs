@@ -8,10 +8,11 @@
 //! where the ranks do not state it) are skipped with their reason; the watchdog
 //! detector reads the window's hang records.
 //! Continuity across windows is here too: the earlier windows give the iteration
-//! detector its series (fail-slow onsets), and [`confirm_with_previous`] holds a mild
-//! slow-rank verdict until a second window shows it.
+//! detector its series (fail-slow onsets), and [`continuity`] holds a mild slow-rank
+//! verdict until enough windows running show it.
 
 mod contention;
+mod continuity;
 mod cpu;
 mod input;
 pub mod replay;
@@ -19,6 +20,7 @@ pub mod replay;
 pub(crate) mod tests;
 mod window;
 
+pub use continuity::{confirm_with_previous, name_by_continuity};
 pub use cpu::{CpuSplit, TimeSpent, UntracedWait};
 pub use window::{LiveRank, LiveWindow};
 
@@ -49,11 +51,16 @@ pub struct LiveConfig {
     /// seconds of a live job hold few iterations, and one window's 5-10% blip on one rank
     /// (a scheduling hiccup) is not a straggler. Stronger excesses are reported at once.
     pub confirm_below_excess: f64,
-    /// Likewise for a rank that costs its job less than this share of the step (its time
-    /// beyond its peers' per step over the typical step): the ranks of a small job on
-    /// shared cores differ by a few percent of the step window to window, and a rank
-    /// that costs the job that little once is not worth a page.
+    /// Likewise, for `small_cost_windows`, a rank that costs its job less than this share
+    /// of the step (its time beyond its peers' per step over the typical step): the ranks
+    /// of a small job on shared cores differ by a few percent of the step window to
+    /// window, and a rank that costs the job that little is not worth a page at once.
     pub confirm_below_step_share: f64,
+    /// Windows running that must find a rank costing under `confirm_below_step_share` of
+    /// the step slow before it is a warning: two windows of a healthy CPU job on shared
+    /// cores have shown one rank 5% of the step behind (CI, a1db1b6), and the chance
+    /// falls with each window.
+    pub small_cost_windows: u32,
 }
 
 impl Default for LiveConfig {
@@ -65,6 +72,7 @@ impl Default for LiveConfig {
             min_own_share: 0.01,
             confirm_below_excess: 0.15,
             confirm_below_step_share: 0.1,
+            small_cost_windows: 3,
         }
     }
 }
@@ -99,126 +107,6 @@ pub fn diagnose_window(
     confirm_with_previous(&mut d, current, previous, cfg);
     name_by_continuity(&mut d, current, earlier, previous, cfg);
     d
-}
-
-/// The z-score bar, as a fraction of the one that names a rank, that a rank must clear to
-/// be named by continuity (see [`name_by_continuity`]). A job of a few ranks spreads its
-/// peers' time widely at times, so that a rank clearly slower in every window clears the
-/// full bar in most of them only; a verdict that flickers window to window, or comes three
-/// windows late, is one nobody can act on.
-const CONTINUITY_Z_FRACTION: f64 = 0.5;
-
-/// Continuity over windows, past the bar of one window: a rank the previous window warned
-/// about as slow stays named while it is still the slowest of its peers past half the
-/// usual bar; a rank past half the bar in this window and the one before, costing the
-/// job at least `cfg.confirm_below_step_share` of the step in both (a rank a few percent
-/// behind window after window is how ranks differ: the one that hosts the store, the
-/// one that logs), is named. A note in the summary says which.
-pub fn name_by_continuity(
-    d: &mut LiveDiagnosis,
-    current: &LiveWindow,
-    earlier: &[&LiveWindow],
-    previous: Option<&[Finding]>,
-    cfg: &LiveConfig,
-) {
-    let named = |f: &Finding| {
-        (f.detector == DetectorId::SlowRank && f.severity >= Severity::Warning)
-            .then(|| f.culprits.first().and_then(|c| c.rank))
-            .flatten()
-    };
-    if d.findings
-        .iter()
-        .any(|f| f.detector == DetectorId::Watchdog && f.severity == Severity::Critical)
-    {
-        return;
-    }
-    let mut lower = cfg.clone();
-    lower.engine.slow_rank.min_z *= CONTINUITY_Z_FRACTION;
-    let relaxed = |w: &LiveWindow| run(&[w], w, None, &lower).0.findings;
-    let now = relaxed(current);
-    let warned = |rank: u32| {
-        d.findings.iter().any(|f| {
-            f.severity >= Severity::Warning && f.culprits.iter().any(|c| c.rank == Some(rank))
-        })
-    };
-    let held = previous
-        .and_then(|p| p.iter().find_map(named))
-        .and_then(|rank| now.iter().find(|f| named(f) == Some(rank)));
-    let (mut f, why) = if let Some(f) = held {
-        (
-            f.clone(),
-            "still (named in the previous window; in this one past half the usual bar)",
-        )
-    } else {
-        let Some((f, rank)) = now.iter().find_map(|f| named(f).map(|r| (f, r))) else {
-            return;
-        };
-        let before = earlier.iter().find(|w| w.window + 1 == current.window);
-        let twice = before.is_some_and(|b| {
-            relaxed(b).iter().find_map(named) == Some(rank)
-                && step_share(b, rank) >= cfg.confirm_below_step_share
-        }) && step_share(current, rank) >= cfg.confirm_below_step_share;
-        if !twice {
-            return;
-        }
-        (f.clone(), "in two windows running past half the usual bar")
-    };
-    let Some(rank) = named(&f) else {
-        return;
-    };
-    if warned(rank) {
-        return;
-    }
-    f.summary = format!("{why}: {}", f.summary);
-    // An unconfirmed info note of the same rank is this finding's weaker twin.
-    d.findings.retain(|g| {
-        !(g.detector == DetectorId::SlowRank
-            && g.culprits.first().and_then(|c| c.rank) == Some(rank))
-    });
-    d.findings.push(f);
-    d.findings.sort_by(Finding::by_importance);
-}
-
-/// The excess of `rank`'s longest iteration over its median one, where that one
-/// iteration holds at least half of what the rank cost its peers over `w`: one stall (a
-/// process descheduled or paging once, a one-off pause), which a persistent straggler is
-/// not: it spreads its cost over every iteration. One stall is no verdict until the next
-/// window shows the rank again.
-fn one_stall(w: &LiveWindow, rank: u32) -> Option<f64> {
-    let r = w.rank(rank).filter(|r| r.iterations >= 3)?;
-    let spike = r.longest_iteration_ns - r.median_iteration_ns;
-    let cost = excess_per_step_ns(w, rank)? * r.iterations as f64;
-    (spike.is_finite() && cost > 0.0 && spike >= ONE_STALL_SHARE * cost).then_some(spike)
-}
-
-/// The share of a rank's cost over a window that one iteration must hold to be one stall.
-const ONE_STALL_SHARE: f64 = 0.5;
-
-/// How far `rank` is behind the median of the other ranks per step, as a share of the
-/// typical step (0 when it cannot tell).
-fn step_share(w: &LiveWindow, rank: u32) -> f64 {
-    let mut steps: Vec<f64> = w
-        .with_data()
-        .map(|r| r.iteration_ns)
-        .filter(|t| t.is_finite() && *t > 0.0)
-        .collect();
-    match excess_per_step_ns(w, rank) {
-        Some(excess) if !steps.is_empty() => excess / crate::stats::median(&mut steps),
-        _ => 0.0,
-    }
-}
-
-/// How far `rank`'s own time per step is beyond the median of the other ranks' (`None`
-/// when it or they did not step).
-fn excess_per_step_ns(w: &LiveWindow, rank: u32) -> Option<f64> {
-    let per_step = LiveRank::own_per_iteration;
-    let own = w.rank(rank).filter(|r| r.iterations > 0)?;
-    let mut others: Vec<f64> = w
-        .with_data()
-        .filter(|r| r.rank != rank && r.iterations > 0)
-        .map(per_step)
-        .collect();
-    (!others.is_empty()).then(|| per_step(own) - crate::stats::median(&mut others))
 }
 
 /// [`diagnose_window`] without the continuity rule.
@@ -385,61 +273,6 @@ fn run(
     a.startup = startup;
     let d = run_detectors(&a, &cfg.engine);
     (d, input.notes)
-}
-
-/// The self-time excess a slow-rank finding reports (its excess over the typical rank's,
-/// as a fraction), when it carries one.
-fn self_time_excess(f: &Finding) -> Option<f64> {
-    f.evidence
-        .iter()
-        .find(|e| e.metric == EvidenceKey::SelfTimeExcess)
-        .map(|e| (e.value - e.baseline.unwrap_or(0.0)) / 100.0)
-}
-
-/// Continuity across windows: a slow-rank warning with a self-time excess under
-/// `cfg.confirm_below_excess`, or that costs under `cfg.confirm_below_step_share` of the
-/// step in `current`, stays a warning only if `previous` (the job's previous window's
-/// findings) named the same rank, warning or not; otherwise it becomes an `info` finding
-/// marked unconfirmed, and the next window confirms it if it persists. Pure: the caller
-/// (the server) passes the previous window's findings.
-pub fn confirm_with_previous(
-    d: &mut LiveDiagnosis,
-    current: &LiveWindow,
-    previous: Option<&[Finding]>,
-    cfg: &LiveConfig,
-) {
-    let first_rank = |f: &Finding| f.culprits.first().and_then(|c| c.rank);
-    let flagged_before = |rank: Option<u32>| {
-        previous.is_some_and(|p| {
-            p.iter()
-                .any(|f| f.detector == DetectorId::SlowRank && first_rank(f) == rank)
-        })
-    };
-    for f in d.findings.iter_mut() {
-        if f.detector != DetectorId::SlowRank || f.severity != Severity::Warning {
-            continue;
-        }
-        let excess = self_time_excess(f).unwrap_or(f64::INFINITY);
-        let costly =
-            first_rank(f).is_none_or(|r| step_share(current, r) >= cfg.confirm_below_step_share);
-        let stall = first_rank(f).and_then(|r| one_stall(current, r));
-        let mild = excess < cfg.confirm_below_excess || !costly || stall.is_some();
-        if mild && !flagged_before(first_rank(f)) {
-            f.severity = Severity::Info;
-            let why = match stall {
-                Some(s) => format!(
-                    "one stall (an iteration {:.0} ms longer than its median)",
-                    s / 1e6
-                ),
-                None => "first window with it".to_string(),
-            };
-            f.summary = format!(
-                "unconfirmed ({why}; a warning if the next window shows it too): {}",
-                f.summary
-            );
-        }
-    }
-    d.findings.sort_by(Finding::by_importance);
 }
 
 pub(crate) fn plural(n: usize) -> &'static str {

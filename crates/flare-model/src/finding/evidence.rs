@@ -225,6 +225,9 @@ string_enum! {
         InFlight => "in_flight",
         NotStuck => "not_stuck",
         RanksWithoutData => "ranks_without_data",
+        /// Consecutive windows of a live job, up to this one, in which the rank was found
+        /// slow (warning or not): what a small excess must reach to be a warning.
+        WindowsRunning => "windows_running",
     }
 }
 
@@ -292,6 +295,8 @@ string_enum! {
         Groups => "groups",
         Pods => "pods",
         Frames => "frames",
+        /// Windows of a live job.
+        Windows => "windows",
         Tflops => "TFLOPS",
     }
 }
