@@ -8,14 +8,13 @@
 //! `gmc`. Other columns are ignored. Errors name the file and what was wrong; nothing
 //! here panics on bad input.
 
-use arrow::array::{Array, ArrayRef, AsArray};
-use arrow::datatypes::{
-    DataType, Float32Type, Float64Type, Int16Type, Int32Type, Int64Type, Int8Type, UInt16Type,
-    UInt32Type, UInt64Type, UInt8Type,
-};
 use bytes::Bytes;
 use flare_model::ndtimeline::{NdMeta, NdOp, NdOpType, NdTrace};
-use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use parquet::basic::{ConvertedType, LogicalType, Type as PhysicalType};
+use parquet::column::reader::{ColumnReader, ColumnReaderImpl};
+use parquet::data_type::{ByteArray, DataType};
+use parquet::file::reader::{FileReader, SerializedFileReader};
+use parquet::schema::types::ColumnDescriptor;
 use std::io;
 use std::path::{Path, PathBuf};
 
@@ -193,17 +192,100 @@ fn infer_meta(path: &Path, ops: &[NdOp]) -> NdMeta {
     }
 }
 
-fn decode(bytes: Bytes, file: &str) -> Result<Vec<NdOp>, NdTimelineError> {
-    let builder = ParquetRecordBatchReaderBuilder::try_new(bytes).map_err(|e| {
-        NdTimelineError::NotParquet {
-            file: file.to_string(),
-            detail: e.to_string(),
+/// What a required column holds, from its parquet type (physical type and annotation):
+/// the readers parquet itself has, without a columnar library on top.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum ColumnKind {
+    /// INT32, signed or unannotated (8, 16 or 32 bits).
+    Int32,
+    /// INT32 annotated unsigned: the bits are a u32.
+    UInt32,
+    Int64,
+    /// INT64 annotated unsigned: the bits are a u64.
+    UInt64,
+    Float,
+    Double,
+    /// BYTE_ARRAY annotated as a string (plain or dictionary-encoded).
+    Text,
+}
+
+impl ColumnKind {
+    fn of(c: &ColumnDescriptor) -> Option<ColumnKind> {
+        if c.max_rep_level() > 0 || c.path().parts().len() > 1 {
+            return None;
         }
+        let logical = c.logical_type_ref();
+        let converted = c.converted_type();
+        let integer = matches!(logical, None | Some(LogicalType::Integer(_)))
+            && matches!(
+                converted,
+                ConvertedType::NONE
+                    | ConvertedType::INT_8
+                    | ConvertedType::INT_16
+                    | ConvertedType::INT_32
+                    | ConvertedType::INT_64
+                    | ConvertedType::UINT_8
+                    | ConvertedType::UINT_16
+                    | ConvertedType::UINT_32
+                    | ConvertedType::UINT_64
+            );
+        let unsigned = matches!(logical, Some(LogicalType::Integer(t)) if !t.is_signed)
+            || matches!(
+                converted,
+                ConvertedType::UINT_8
+                    | ConvertedType::UINT_16
+                    | ConvertedType::UINT_32
+                    | ConvertedType::UINT_64
+            );
+        let text = matches!(logical, Some(LogicalType::String | LogicalType::Enum))
+            || matches!(converted, ConvertedType::UTF8 | ConvertedType::ENUM);
+        match c.physical_type() {
+            PhysicalType::INT32 if integer && unsigned => Some(ColumnKind::UInt32),
+            PhysicalType::INT32 if integer => Some(ColumnKind::Int32),
+            PhysicalType::INT64 if integer && unsigned => Some(ColumnKind::UInt64),
+            PhysicalType::INT64 if integer => Some(ColumnKind::Int64),
+            PhysicalType::FLOAT if logical.is_none() => Some(ColumnKind::Float),
+            PhysicalType::DOUBLE if logical.is_none() => Some(ColumnKind::Double),
+            PhysicalType::BYTE_ARRAY if text => Some(ColumnKind::Text),
+            _ => None,
+        }
+    }
+
+    fn is_integer(self) -> bool {
+        matches!(
+            self,
+            ColumnKind::Int32 | ColumnKind::UInt32 | ColumnKind::Int64 | ColumnKind::UInt64
+        )
+    }
+}
+
+/// A column's parquet type as a person reads it: `FLOAT`, `INT32 (Date)`, a nested path.
+fn describe(c: &ColumnDescriptor) -> String {
+    let mut out = c.physical_type().to_string();
+    if let Some(l) = c.logical_type_ref() {
+        out.push_str(&format!(" ({l:?})"));
+    } else if c.converted_type() != ConvertedType::NONE {
+        out.push_str(&format!(" ({})", c.converted_type()));
+    }
+    if c.max_rep_level() > 0 || c.path().parts().len() > 1 {
+        out = format!("{out}, nested at {}", c.path().string());
+    }
+    out
+}
+
+fn decode(bytes: Bytes, file: &str) -> Result<Vec<NdOp>, NdTimelineError> {
+    let reader = SerializedFileReader::new(bytes).map_err(|e| NdTimelineError::NotParquet {
+        file: file.to_string(),
+        detail: e.to_string(),
     })?;
-    let schema = builder.schema().clone();
+    let schema = reader.metadata().file_metadata().schema_descr_ptr();
+    // Each required column's leaf: the first whose path starts with the name.
+    let leaf = |name: &str| {
+        (0..schema.num_columns()).find(|&i| schema.column(i).path().parts()[0] == name)
+    };
     let missing: Vec<String> = REQUIRED_COLUMNS
         .iter()
-        .filter(|c| schema.field_with_name(c).is_err())
+        .filter(|c| leaf(c).is_none())
         .map(|c| c.to_string())
         .collect();
     if !missing.is_empty() {
@@ -212,58 +294,64 @@ fn decode(bytes: Bytes, file: &str) -> Result<Vec<NdOp>, NdTimelineError> {
             columns: missing,
         });
     }
-    for c in REQUIRED_COLUMNS {
-        let dt = schema
-            .field_with_name(c)
-            .map(|f| f.data_type().clone())
-            .ok();
-        let Some(dt) = dt else { continue };
-        let (ok, expected) = match c {
-            "optype" => (is_string_type(&dt), "a string or dictionary of strings"),
+    let mut columns = Vec::with_capacity(REQUIRED_COLUMNS.len());
+    for name in REQUIRED_COLUMNS {
+        let Some(i) = leaf(name) else { continue };
+        let descr = schema.column(i);
+        let kind = ColumnKind::of(&descr);
+        let (ok, expected) = match name {
+            "optype" => (
+                kind == Some(ColumnKind::Text),
+                "a string or dictionary of strings",
+            ),
             "start_ts" | "duration" => (
-                matches!(dt, DataType::Float32 | DataType::Float64),
+                matches!(kind, Some(ColumnKind::Float | ColumnKind::Double)),
                 "a 32- or 64-bit float",
             ),
-            _ => (dt.is_integer(), "an integer"),
+            _ => (kind.is_some_and(ColumnKind::is_integer), "an integer"),
         };
-        if !ok {
-            return Err(NdTimelineError::ColumnType {
-                file: file.to_string(),
-                column: c.to_string(),
-                found: dt.to_string(),
-                expected,
-            });
+        match kind {
+            Some(kind) if ok => columns.push((i, kind, descr.max_def_level())),
+            _ => {
+                return Err(NdTimelineError::ColumnType {
+                    file: file.to_string(),
+                    column: name.to_string(),
+                    found: describe(&descr),
+                    expected,
+                })
+            }
         }
     }
-    let reader = builder
-        .with_batch_size(65536)
-        .build()
-        .map_err(|e| corrupt(file, e))?;
     let mut ops = Vec::new();
-    for batch in reader {
-        let batch = batch.map_err(|e| corrupt(file, e))?;
-        let col = |name: &str| -> Result<&ArrayRef, NdTimelineError> {
-            batch
-                .column_by_name(name)
-                .ok_or_else(|| NdTimelineError::MissingColumns {
-                    file: file.to_string(),
-                    columns: vec![name.to_string()],
-                })
-        };
+    for g in 0..reader.num_row_groups() {
+        let group = reader.get_row_group(g).map_err(|e| corrupt(file, e))?;
+        let rows = usize::try_from(group.metadata().num_rows())
+            .map_err(|_| corrupt(file, format!("row group {g} has a negative row count")))?;
         let base = ops.len();
-        let ints = |name: &str| ints(col(name)?, name, file, base);
-        let floats = |name: &str| floats(col(name)?, name, file, base);
-        let dp_rank = ints("dp_rank")?;
-        let stage = ints("stage")?;
-        let rank = ints("rank")?;
-        let step = ints("step")?;
-        let seq_id = ints("seq_id")?;
-        let mc = ints("mc")?;
-        let mb_id = ints("mb_id")?;
-        let gmc = ints("gmc")?;
-        let start = floats("start_ts")?;
-        let duration = floats("duration")?;
-        let optype = strings(col("optype")?, "optype", file, base)?;
+        let place = |k: usize| Place {
+            file,
+            name: REQUIRED_COLUMNS[k],
+            base,
+            rows,
+            max_def: columns[k].2,
+        };
+        let read = |k: usize| -> Result<Values, NdTimelineError> {
+            let (i, kind, _) = columns[k];
+            let column = group.get_column_reader(i).map_err(|e| corrupt(file, e))?;
+            values(column, kind, &place(k))
+        };
+        let int = |k: usize| read(k)?.ints(&place(k));
+        let dp_rank = int(0)?;
+        let stage = int(1)?;
+        let rank = int(2)?;
+        let step = int(3)?;
+        let seq_id = int(7)?;
+        let mc = int(8)?;
+        let mb_id = int(9)?;
+        let gmc = int(10)?;
+        let optype = read(4)?.texts(&place(4))?;
+        let start = read(5)?.floats(&place(5))?;
+        let duration = read(6)?.floats(&place(6))?;
         let unsigned = |v: i64, row: usize, name: &str| -> Result<u32, NdTimelineError> {
             u32::try_from(v).map_err(|_| NdTimelineError::BadValue {
                 file: file.to_string(),
@@ -272,8 +360,8 @@ fn decode(bytes: Bytes, file: &str) -> Result<Vec<NdOp>, NdTimelineError> {
                 detail: format!("{v} is not a valid rank"),
             })
         };
-        ops.reserve(batch.num_rows());
-        for i in 0..batch.num_rows() {
+        ops.reserve(rows);
+        for i in 0..rows {
             ops.push(NdOp {
                 dp_rank: unsigned(dp_rank[i], i, "dp_rank")?,
                 stage: unsigned(stage[i], i, "stage")?,
@@ -292,6 +380,141 @@ fn decode(bytes: Bytes, file: &str) -> Result<Vec<NdOp>, NdTimelineError> {
     Ok(ops)
 }
 
+/// Where a column's values are: the file, the column, the row group's first row in the
+/// file, its rows, and the column's definition level of a present value.
+struct Place<'a> {
+    file: &'a str,
+    name: &'a str,
+    base: usize,
+    rows: usize,
+    max_def: i16,
+}
+
+impl Place<'_> {
+    fn bad(&self, row: usize, detail: String) -> NdTimelineError {
+        NdTimelineError::BadValue {
+            file: self.file.to_string(),
+            row: self.base + row,
+            column: self.name.to_string(),
+            detail,
+        }
+    }
+
+    /// The column's values are not of the type its schema gives.
+    fn mismatch(&self) -> NdTimelineError {
+        corrupt(
+            self.file,
+            format!("column `{}` does not hold its schema's type", self.name),
+        )
+    }
+}
+
+/// One column's values over a row group, as stored.
+enum Values {
+    Int32(Vec<i32>),
+    UInt32(Vec<i32>),
+    Int64(Vec<i64>),
+    UInt64(Vec<i64>),
+    Float(Vec<f32>),
+    Double(Vec<f64>),
+    Text(Vec<ByteArray>),
+}
+
+impl Values {
+    fn ints(self, at: &Place) -> Result<Vec<i64>, NdTimelineError> {
+        Ok(match self {
+            Values::Int32(v) => v.into_iter().map(i64::from).collect(),
+            // Unsigned columns keep their bits in the signed physical type.
+            Values::UInt32(v) => v.into_iter().map(|x| i64::from(x as u32)).collect(),
+            Values::Int64(v) => v,
+            Values::UInt64(v) => {
+                let mut out = Vec::with_capacity(v.len());
+                for (i, x) in v.into_iter().enumerate() {
+                    let u = x as u64;
+                    out.push(i64::try_from(u).map_err(|_| {
+                        at.bad(i, format!("{u} does not fit a 64-bit signed integer"))
+                    })?);
+                }
+                out
+            }
+            _ => return Err(at.mismatch()),
+        })
+    }
+
+    fn floats(self, at: &Place) -> Result<Vec<f64>, NdTimelineError> {
+        let out: Vec<f64> = match self {
+            Values::Float(v) => v.into_iter().map(f64::from).collect(),
+            Values::Double(v) => v,
+            _ => return Err(at.mismatch()),
+        };
+        if let Some(i) = out.iter().position(|v| !v.is_finite()) {
+            return Err(at.bad(i, format!("{} is not a finite number of seconds", out[i])));
+        }
+        Ok(out)
+    }
+
+    fn texts(self, at: &Place) -> Result<Vec<NdOpType>, NdTimelineError> {
+        let Values::Text(v) = self else {
+            return Err(at.mismatch());
+        };
+        v.iter()
+            .enumerate()
+            .map(|(i, b)| match std::str::from_utf8(b.data()) {
+                Ok(s) => Ok(NdOpType::parse(s)),
+                Err(e) => Err(at.bad(i, format!("not UTF-8 text: {e}"))),
+            })
+            .collect()
+    }
+}
+
+/// Reads all of a column chunk's values, as its kind stores them; a null (a value whose
+/// definition level is below the column's) is an error naming its row.
+fn values(column: ColumnReader, kind: ColumnKind, at: &Place) -> Result<Values, NdTimelineError> {
+    fn all<T: DataType>(
+        mut r: ColumnReaderImpl<T>,
+        at: &Place,
+    ) -> Result<Vec<T::T>, NdTimelineError> {
+        let mut values = Vec::with_capacity(at.rows);
+        let mut defs: Vec<i16> = Vec::new();
+        let mut records = 0;
+        while records < at.rows {
+            let levels = (at.max_def > 0).then_some(&mut defs);
+            let (n, _, _) = r
+                .read_records(at.rows - records, levels, None, &mut values)
+                .map_err(|e| corrupt(at.file, format!("column `{}`: {e}", at.name)))?;
+            if n == 0 {
+                break;
+            }
+            records += n;
+        }
+        if let Some(row) = defs.iter().position(|&d| d < at.max_def) {
+            return Err(at.bad(row, "null value".to_string()));
+        }
+        if records != at.rows || values.len() != at.rows {
+            return Err(corrupt(
+                at.file,
+                format!(
+                    "column `{}` holds {} values for a row group of {} rows",
+                    at.name,
+                    values.len(),
+                    at.rows
+                ),
+            ));
+        }
+        Ok(values)
+    }
+    Ok(match (column, kind) {
+        (ColumnReader::Int32ColumnReader(r), ColumnKind::Int32) => Values::Int32(all(r, at)?),
+        (ColumnReader::Int32ColumnReader(r), ColumnKind::UInt32) => Values::UInt32(all(r, at)?),
+        (ColumnReader::Int64ColumnReader(r), ColumnKind::Int64) => Values::Int64(all(r, at)?),
+        (ColumnReader::Int64ColumnReader(r), ColumnKind::UInt64) => Values::UInt64(all(r, at)?),
+        (ColumnReader::FloatColumnReader(r), ColumnKind::Float) => Values::Float(all(r, at)?),
+        (ColumnReader::DoubleColumnReader(r), ColumnKind::Double) => Values::Double(all(r, at)?),
+        (ColumnReader::ByteArrayColumnReader(r), ColumnKind::Text) => Values::Text(all(r, at)?),
+        _ => return Err(at.mismatch()),
+    })
+}
+
 fn corrupt(file: &str, e: impl std::fmt::Display) -> NdTimelineError {
     NdTimelineError::Corrupt {
         file: file.to_string(),
@@ -299,236 +522,145 @@ fn corrupt(file: &str, e: impl std::fmt::Display) -> NdTimelineError {
     }
 }
 
-fn is_string_type(dt: &DataType) -> bool {
-    match dt {
-        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => true,
-        DataType::Dictionary(k, v) => {
-            k.is_integer() && matches!(**v, DataType::Utf8 | DataType::LargeUtf8)
-        }
-        _ => false,
-    }
-}
-
-fn null_error(a: &dyn Array, name: &str, file: &str, base: usize) -> Result<(), NdTimelineError> {
-    if a.null_count() > 0 {
-        let row = (0..a.len()).find(|&i| a.is_null(i)).unwrap_or(0);
-        return Err(NdTimelineError::BadValue {
-            file: file.to_string(),
-            row: base + row,
-            column: name.to_string(),
-            detail: "null value".to_string(),
-        });
-    }
-    Ok(())
-}
-
-fn ints(a: &ArrayRef, name: &str, file: &str, base: usize) -> Result<Vec<i64>, NdTimelineError> {
-    null_error(a.as_ref(), name, file, base)?;
-    let out: Vec<i64> = match a.data_type() {
-        DataType::Int8 => a
-            .as_primitive::<Int8Type>()
-            .values()
-            .iter()
-            .map(|v| *v as i64)
-            .collect(),
-        DataType::Int16 => a
-            .as_primitive::<Int16Type>()
-            .values()
-            .iter()
-            .map(|v| *v as i64)
-            .collect(),
-        DataType::Int32 => a
-            .as_primitive::<Int32Type>()
-            .values()
-            .iter()
-            .map(|v| *v as i64)
-            .collect(),
-        DataType::Int64 => a.as_primitive::<Int64Type>().values().to_vec(),
-        DataType::UInt8 => a
-            .as_primitive::<UInt8Type>()
-            .values()
-            .iter()
-            .map(|v| *v as i64)
-            .collect(),
-        DataType::UInt16 => a
-            .as_primitive::<UInt16Type>()
-            .values()
-            .iter()
-            .map(|v| *v as i64)
-            .collect(),
-        DataType::UInt32 => a
-            .as_primitive::<UInt32Type>()
-            .values()
-            .iter()
-            .map(|v| *v as i64)
-            .collect(),
-        DataType::UInt64 => {
-            let vals = a.as_primitive::<UInt64Type>().values();
-            let mut out = Vec::with_capacity(vals.len());
-            for (i, v) in vals.iter().enumerate() {
-                out.push(i64::try_from(*v).map_err(|_| NdTimelineError::BadValue {
-                    file: file.to_string(),
-                    row: base + i,
-                    column: name.to_string(),
-                    detail: format!("{v} does not fit a 64-bit signed integer"),
-                })?);
-            }
-            out
-        }
-        other => {
-            return Err(NdTimelineError::ColumnType {
-                file: file.to_string(),
-                column: name.to_string(),
-                found: other.to_string(),
-                expected: "an integer",
-            })
-        }
-    };
-    Ok(out)
-}
-
-fn floats(a: &ArrayRef, name: &str, file: &str, base: usize) -> Result<Vec<f64>, NdTimelineError> {
-    null_error(a.as_ref(), name, file, base)?;
-    let out: Vec<f64> = match a.data_type() {
-        DataType::Float32 => a
-            .as_primitive::<Float32Type>()
-            .values()
-            .iter()
-            .map(|v| *v as f64)
-            .collect(),
-        DataType::Float64 => a.as_primitive::<Float64Type>().values().to_vec(),
-        other => {
-            return Err(NdTimelineError::ColumnType {
-                file: file.to_string(),
-                column: name.to_string(),
-                found: other.to_string(),
-                expected: "a 32- or 64-bit float",
-            })
-        }
-    };
-    if let Some(i) = out.iter().position(|v| !v.is_finite()) {
-        return Err(NdTimelineError::BadValue {
-            file: file.to_string(),
-            row: base + i,
-            column: name.to_string(),
-            detail: format!("{} is not a finite number of seconds", out[i]),
-        });
-    }
-    Ok(out)
-}
-
-fn strings(
-    a: &ArrayRef,
-    name: &str,
-    file: &str,
-    base: usize,
-) -> Result<Vec<NdOpType>, NdTimelineError> {
-    null_error(a.as_ref(), name, file, base)?;
-    let type_err = |dt: &DataType| NdTimelineError::ColumnType {
-        file: file.to_string(),
-        column: name.to_string(),
-        found: dt.to_string(),
-        expected: "a string or dictionary of strings",
-    };
-    let plain = |a: &dyn Array| -> Option<Vec<NdOpType>> {
-        match a.data_type() {
-            DataType::Utf8 => Some(
-                a.as_string::<i32>()
-                    .iter()
-                    .map(|s| NdOpType::parse(s.unwrap_or("")))
-                    .collect(),
-            ),
-            DataType::LargeUtf8 => Some(
-                a.as_string::<i64>()
-                    .iter()
-                    .map(|s| NdOpType::parse(s.unwrap_or("")))
-                    .collect(),
-            ),
-            DataType::Utf8View => Some(
-                a.as_string_view()
-                    .iter()
-                    .map(|s| NdOpType::parse(s.unwrap_or("")))
-                    .collect(),
-            ),
-            _ => None,
-        }
-    };
-    if let Some(v) = plain(a.as_ref()) {
-        return Ok(v);
-    }
-    let Some(dict) = a.as_any_dictionary_opt() else {
-        return Err(type_err(a.data_type()));
-    };
-    let values = dict.values();
-    let Some(types) = plain(values.as_ref()) else {
-        return Err(type_err(a.data_type()));
-    };
-    let keys = dict.normalized_keys();
-    let mut out = Vec::with_capacity(keys.len());
-    for (i, k) in keys.iter().enumerate() {
-        let t = types.get(*k).ok_or_else(|| NdTimelineError::BadValue {
-            file: file.to_string(),
-            row: base + i,
-            column: name.to_string(),
-            detail: format!("dictionary key {k} out of range"),
-        })?;
-        out.push(t.clone());
-    }
-    Ok(out)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use arrow::array::{
-        DictionaryArray, Float32Array, Int16Array, Int64Array, Int8Array, StringArray,
-    };
-    use arrow::datatypes::{Field, Schema};
-    use arrow::record_batch::RecordBatch;
-    use parquet::arrow::ArrowWriter;
+    use parquet::data_type::{ByteArrayType, DoubleType, FloatType, Int32Type, Int64Type};
+    use parquet::file::properties::WriterProperties;
+    use parquet::file::writer::SerializedFileWriter;
+    use parquet::schema::parser::parse_message_type;
     use proptest::prelude::*;
     use std::sync::Arc;
 
-    /// A two-row trace with the given columns left out; `optype` as a dictionary.
-    fn parquet_without(skip: &[&str], stage_as_float: bool) -> Vec<u8> {
-        let mut fields = Vec::new();
-        let mut cols: Vec<ArrayRef> = Vec::new();
-        let mut add = |name: &str, a: ArrayRef| {
-            if !skip.contains(&name) {
-                fields.push(Field::new(name, a.data_type().clone(), false));
-                cols.push(a);
-            }
-        };
-        add("dp_rank", Arc::new(Int8Array::from(vec![0, 1])));
-        if stage_as_float {
-            add("stage", Arc::new(Float32Array::from(vec![0.0, 0.0])));
-        } else {
-            add("stage", Arc::new(Int8Array::from(vec![0, 0])));
+    /// A column's values as written; `None` is a null (the column is then `optional`).
+    #[derive(Clone)]
+    enum Col {
+        I32(Vec<Option<i32>>),
+        I64(Vec<Option<i64>>),
+        F32(Vec<Option<f32>>),
+        F64(Vec<Option<f64>>),
+        Text(Vec<Option<&'static str>>),
+    }
+
+    fn some<T: Copy>(v: &[T]) -> Vec<Option<T>> {
+        v.iter().copied().map(Some).collect()
+    }
+
+    /// A two-row trace as pyarrow writes one (narrow integers, float32 times, `optype`
+    /// dictionary-encoded), with `changed` columns given another declaration and values
+    /// (`"int32 stage (DATE)"`) and the `skip` columns left out.
+    fn trace_with(changed: &[(&str, Col)], skip: &[&str]) -> Vec<u8> {
+        let mut cols: Vec<(String, Col)> = vec![
+            (
+                "int32 dp_rank (INTEGER(8,true))".into(),
+                Col::I32(some(&[0, 1])),
+            ),
+            (
+                "int32 stage (INTEGER(8,true))".into(),
+                Col::I32(some(&[0, 0])),
+            ),
+            (
+                "int32 rank (INTEGER(16,true))".into(),
+                Col::I32(some(&[0, 1])),
+            ),
+            ("int64 step".into(), Col::I64(some(&[7, 7]))),
+            (
+                "binary optype (STRING)".into(),
+                Col::Text(some(&["forward-compute", "optimizer"])),
+            ),
+            ("float start_ts".into(), Col::F32(some(&[0.5, 1.0]))),
+            ("float duration".into(), Col::F32(some(&[0.25, 0.125]))),
+            ("int64 seq_id".into(), Col::I64(some(&[0, 0]))),
+            ("int32 mc (INTEGER(8,true))".into(), Col::I32(some(&[0, 0]))),
+            (
+                "int32 mb_id (INTEGER(8,true))".into(),
+                Col::I32(some(&[3, 0])),
+            ),
+            (
+                "int32 gmc (INTEGER(16,true))".into(),
+                Col::I32(some(&[0, 0])),
+            ),
+            ("binary extra (STRING)".into(), Col::Text(some(&["x", "y"]))),
+        ];
+        let name = |decl: &str| decl.split_whitespace().nth(1).unwrap_or("").to_string();
+        for (decl, col) in changed {
+            let at = cols
+                .iter()
+                .position(|(d, _)| name(d) == name(decl))
+                .unwrap();
+            cols[at] = (decl.to_string(), col.clone());
         }
-        add("rank", Arc::new(Int16Array::from(vec![0, 1])));
-        add("step", Arc::new(Int64Array::from(vec![7, 7])));
-        let dict: DictionaryArray<Int8Type> =
-            vec!["forward-compute", "optimizer"].into_iter().collect();
-        add("optype", Arc::new(dict));
-        add("start_ts", Arc::new(Float32Array::from(vec![0.5, 1.0])));
-        add("duration", Arc::new(Float32Array::from(vec![0.25, 0.125])));
-        add("seq_id", Arc::new(Int64Array::from(vec![0, 0])));
-        add("mc", Arc::new(Int8Array::from(vec![0, 0])));
-        add("mb_id", Arc::new(Int8Array::from(vec![3, 0])));
-        add("gmc", Arc::new(Int16Array::from(vec![0, 0])));
-        add("extra", Arc::new(StringArray::from(vec!["x", "y"])));
-        let schema = Arc::new(Schema::new(fields));
-        let batch = RecordBatch::try_new(schema.clone(), cols).unwrap();
+        cols.retain(|(d, _)| !skip.contains(&name(d).as_str()));
+        let nullable = |c: &Col| match c {
+            Col::I32(v) => v.contains(&None),
+            Col::I64(v) => v.contains(&None),
+            Col::F32(v) => v.contains(&None),
+            Col::F64(v) => v.contains(&None),
+            Col::Text(v) => v.contains(&None),
+        };
+        let fields: Vec<String> = cols
+            .iter()
+            .map(|(d, c)| {
+                let rep = if nullable(c) { "optional" } else { "required" };
+                format!("{rep} {d};")
+            })
+            .collect();
+        let schema =
+            parse_message_type(&format!("message trace {{ {} }}", fields.join(" "))).unwrap();
+        let props = Arc::new(WriterProperties::builder().build());
         let mut out = Vec::new();
-        let mut w = ArrowWriter::try_new(&mut out, schema, None).unwrap();
-        w.write(&batch).unwrap();
+        let mut w = SerializedFileWriter::new(&mut out, Arc::new(schema), props).unwrap();
+        let mut group = w.next_row_group().unwrap();
+        for (_, col) in &cols {
+            let mut c = group.next_column().unwrap().unwrap();
+            fn split<T: Clone>(v: &[Option<T>]) -> (Vec<T>, Vec<i16>) {
+                let present = v.iter().flatten().cloned().collect();
+                (present, v.iter().map(|x| i16::from(x.is_some())).collect())
+            }
+            let defs = |d: &Vec<i16>, v: &Col| nullable(v).then_some(d.clone());
+            match col {
+                Col::I32(v) => {
+                    let (x, d) = split(v);
+                    c.typed::<Int32Type>()
+                        .write_batch(&x, defs(&d, col).as_deref(), None)
+                }
+                Col::I64(v) => {
+                    let (x, d) = split(v);
+                    c.typed::<Int64Type>()
+                        .write_batch(&x, defs(&d, col).as_deref(), None)
+                }
+                Col::F32(v) => {
+                    let (x, d) = split(v);
+                    c.typed::<FloatType>()
+                        .write_batch(&x, defs(&d, col).as_deref(), None)
+                }
+                Col::F64(v) => {
+                    let (x, d) = split(v);
+                    c.typed::<DoubleType>()
+                        .write_batch(&x, defs(&d, col).as_deref(), None)
+                }
+                Col::Text(v) => {
+                    let (x, d) = split(v);
+                    let x: Vec<ByteArray> = x.into_iter().map(ByteArray::from).collect();
+                    c.typed::<ByteArrayType>()
+                        .write_batch(&x, defs(&d, col).as_deref(), None)
+                }
+            }
+            .unwrap();
+            c.close().unwrap();
+        }
+        group.close().unwrap();
         w.close().unwrap();
         out
     }
 
+    fn parquet_without(skip: &[&str]) -> Vec<u8> {
+        trace_with(&[], skip)
+    }
+
     #[test]
     fn reads_a_written_trace() {
-        let ops = read_ndtimeline_bytes(parquet_without(&[], false), "t.parquet").unwrap();
+        let ops = read_ndtimeline_bytes(parquet_without(&[]), "t.parquet").unwrap();
         assert_eq!(ops.len(), 2);
         assert_eq!(ops[0].optype, NdOpType::ForwardCompute);
         assert_eq!(ops[1].optype, NdOpType::Optimizer);
@@ -541,8 +673,8 @@ mod tests {
 
     #[test]
     fn missing_columns_are_named() {
-        let e = read_ndtimeline_bytes(parquet_without(&["gmc", "optype"], false), "t.parquet")
-            .unwrap_err();
+        let e =
+            read_ndtimeline_bytes(parquet_without(&["gmc", "optype"]), "t.parquet").unwrap_err();
         match &e {
             NdTimelineError::MissingColumns { file, columns } => {
                 assert_eq!(file, "t.parquet");
@@ -558,13 +690,42 @@ mod tests {
     }
 
     #[test]
-    fn wrong_column_types_are_named() {
-        let e = read_ndtimeline_bytes(parquet_without(&[], true), "t.parquet").unwrap_err();
-        assert!(
-            matches!(&e, NdTimelineError::ColumnType { column, .. } if column == "stage"),
-            "{e}"
-        );
-        assert!(e.to_string().contains("t.parquet"));
+    fn each_column_type_is_read_or_named_as_wrong() {
+        // (the column changed, what is read or the error's words)
+        let cases: Vec<(&str, Col, Result<&str, &str>)> = vec![
+            ("float stage", Col::F32(some(&[0.0, 0.0])), Err("column `stage` has type FLOAT; expected an integer")),
+            ("int32 stage (DATE)", Col::I32(some(&[0, 0])), Err("column `stage` has type INT32 (Date); expected an integer")),
+            ("binary optype", Col::Text(some(&["a", "b"])), Err("column `optype` has type BYTE_ARRAY; expected a string")),
+            ("int64 start_ts", Col::I64(some(&[0, 1])), Err("column `start_ts` has type INT64; expected a 32- or 64-bit float")),
+            ("int32 rank (INTEGER(32,false))", Col::I32(some(&[0, -1])), Ok("rank 4294967295")),
+            ("int64 seq_id (INTEGER(64,false))", Col::I64(some(&[0, -1])), Err("row 1, column `seq_id`: 18446744073709551615 does not fit a 64-bit signed integer")),
+            ("int64 step", Col::I64(vec![Some(7), None]), Err("row 1, column `step`: null value")),
+            ("double duration", Col::F64(some(&[0.25, f64::NAN])), Err("row 1, column `duration`: NaN is not a finite number of seconds")),
+            ("double duration", Col::F64(some(&[0.25, 0.5])), Ok("duration 0.5")),
+            ("binary optype (ENUM)", Col::Text(some(&["gc", "optimizer"])), Ok("optype gc")),
+        ];
+        for (decl, col, want) in cases {
+            let got = read_ndtimeline_bytes(trace_with(&[(decl, col)], &[]), "t.parquet");
+            match (got, want) {
+                (Ok(ops), Ok(what)) => {
+                    let seen = format!(
+                        "rank {} duration {} optype {}",
+                        ops[1].rank,
+                        ops[1].duration_s,
+                        ops[0].optype.as_str()
+                    );
+                    assert!(seen.contains(what), "{decl}: {seen}");
+                }
+                (Err(e), Err(words)) => {
+                    let msg = e.to_string();
+                    assert!(
+                        msg.starts_with("t.parquet: ") && msg.contains(words),
+                        "{decl}: {msg}"
+                    );
+                }
+                (got, _) => panic!("{decl}: {got:?}"),
+            }
+        }
     }
 
     #[test]
@@ -607,7 +768,7 @@ mod tests {
             cut in any::<usize>(),
         ) {
             let _ = read_ndtimeline_bytes(bytes, "fuzz.parquet");
-            let mut good = parquet_without(&[], false);
+            let mut good = parquet_without(&[]);
             let n = good.len();
             for (at, b) in flips {
                 good[at % n] ^= b;
