@@ -6,7 +6,7 @@
 #     differs (no network when everything is there);
 #   - builds the extension with maturin and installs the wheel into the venv, unless
 #     nothing it is built from changed since the last install (FLARE_PY_REBUILD=1 forces).
-# Respects CARGO_TARGET_DIR. Usage:
+# Respects CARGO_TARGET_DIR. `--deps-only` stops before the extension. Usage:
 #   bash scripts/python-env.sh && target/flare-venv/bin/python -m pytest -q crates/flare-py/tests
 set -euo pipefail
 
@@ -76,6 +76,13 @@ if ((${#missing[@]})); then
     TMPDIR="$pip_tmp" "$VPY" -m pip install --quiet --disable-pip-version-check --no-cache-dir \
         "${missing[@]}"
     rm -rf "$pip_tmp"
+fi
+
+# --deps-only: the venv and the pinned tools, not the extension (scripts/test.sh installs
+# them while the Rust build runs, and builds the extension after it).
+if [[ "${1:-}" == --deps-only ]]; then
+    echo "$VENV"
+    exit 0
 fi
 
 # --- the extension -------------------------------------------------------------------
