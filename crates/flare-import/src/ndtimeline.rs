@@ -546,6 +546,21 @@ mod tests {
         v.iter().copied().map(Some).collect()
     }
 
+    /// Writes one column chunk; definition levels only where a value is missing.
+    fn put<T: parquet::data_type::DataType>(
+        c: &mut parquet::file::writer::SerializedColumnWriter<'_>,
+        v: &[Option<T::T>],
+    ) where
+        T::T: Clone,
+    {
+        let present: Vec<T::T> = v.iter().flatten().cloned().collect();
+        let defs: Vec<i16> = v.iter().map(|x| i16::from(x.is_some())).collect();
+        let nullable = v.iter().any(Option::is_none);
+        c.typed::<T>()
+            .write_batch(&present, nullable.then_some(&defs[..]), None)
+            .unwrap();
+    }
+
     /// A two-row trace as pyarrow writes one (narrow integers, float32 times, `optype`
     /// dictionary-encoded), with `changed` columns given another declaration and values
     /// (`"int32 stage (DATE)"`) and the `skip` columns left out.
@@ -613,40 +628,16 @@ mod tests {
         let mut group = w.next_row_group().unwrap();
         for (_, col) in &cols {
             let mut c = group.next_column().unwrap().unwrap();
-            fn split<T: Clone>(v: &[Option<T>]) -> (Vec<T>, Vec<i16>) {
-                let present = v.iter().flatten().cloned().collect();
-                (present, v.iter().map(|x| i16::from(x.is_some())).collect())
-            }
-            let defs = |d: &Vec<i16>, v: &Col| nullable(v).then_some(d.clone());
             match col {
-                Col::I32(v) => {
-                    let (x, d) = split(v);
-                    c.typed::<Int32Type>()
-                        .write_batch(&x, defs(&d, col).as_deref(), None)
-                }
-                Col::I64(v) => {
-                    let (x, d) = split(v);
-                    c.typed::<Int64Type>()
-                        .write_batch(&x, defs(&d, col).as_deref(), None)
-                }
-                Col::F32(v) => {
-                    let (x, d) = split(v);
-                    c.typed::<FloatType>()
-                        .write_batch(&x, defs(&d, col).as_deref(), None)
-                }
-                Col::F64(v) => {
-                    let (x, d) = split(v);
-                    c.typed::<DoubleType>()
-                        .write_batch(&x, defs(&d, col).as_deref(), None)
-                }
+                Col::I32(v) => put::<Int32Type>(&mut c, v),
+                Col::I64(v) => put::<Int64Type>(&mut c, v),
+                Col::F32(v) => put::<FloatType>(&mut c, v),
+                Col::F64(v) => put::<DoubleType>(&mut c, v),
                 Col::Text(v) => {
-                    let (x, d) = split(v);
-                    let x: Vec<ByteArray> = x.into_iter().map(ByteArray::from).collect();
-                    c.typed::<ByteArrayType>()
-                        .write_batch(&x, defs(&d, col).as_deref(), None)
+                    let v: Vec<_> = v.iter().map(|s| s.map(ByteArray::from)).collect();
+                    put::<ByteArrayType>(&mut c, &v)
                 }
             }
-            .unwrap();
             c.close().unwrap();
         }
         group.close().unwrap();
