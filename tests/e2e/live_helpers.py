@@ -1,6 +1,7 @@
-"""What the live end-to-end tests share: a free port, and the server's API with a token."""
+"""What the live end-to-end tests share: free ports, and the server's API with a token."""
 
 import json
+import random
 import socket
 import urllib.request
 
@@ -9,6 +10,33 @@ def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def free_port_range(n):
+    """A base port with n consecutive free ports after it (the workers' ring), below the
+    kernel's ephemeral range: a port there is never taken as some connection's source port
+    while a late rank has not bound it yet, nor connected to itself by a rank retrying (in
+    a CI run the ring of the staggered start never formed and its workers hung: the likely
+    cause; in another, the Slurm test's second rank found its port, one past an ephemeral
+    port, taken)."""
+    with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+        ephemeral_low = int(f.read().split()[0])
+    rng = random.Random()
+    for _ in range(200):
+        base = rng.randrange(10_000, max(ephemeral_low - n, 10_001))
+        socks = []
+        try:
+            for p in range(base, base + n):
+                t = socket.socket()
+                socks.append(t)
+                t.bind(("127.0.0.1", p))
+            return base
+        except OSError:
+            continue
+        finally:
+            for t in socks:
+                t.close()
+    raise RuntimeError("no free port range")
 
 
 def api_get(url, token):

@@ -14,7 +14,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -26,7 +25,7 @@ import yaml
 
 import kubernetes_validate
 
-from live_helpers import api_get
+from live_helpers import api_get, free_port, free_port_range
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
@@ -144,11 +143,6 @@ def test_systemd_finds_nothing_wrong_with_the_units(tmp_path):
     assert "Restrat" in r.stderr
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
 
 @needs_flare
 def test_slurm_prolog_and_epilog_run_an_agent_for_the_job(tmp_path):
@@ -182,7 +176,7 @@ def test_slurm_prolog_and_epilog_run_an_agent_for_the_job(tmp_path):
                              capture_output=True, text=True, check=True).stdout
         exports = dict(l.removeprefix("export ").split("=", 1) for l in out.splitlines())
         assert exports == {"FLARE_JOB_ID": "4242", "FLARE_SHM_DIR": str(tmp_path / "shm")}
-        port = free_port()
+        port = free_port_range(2)
         for r in range(2):
             env = dict(os.environ, **exports, RANK=str(r), LOCAL_RANK=str(r), WORLD_SIZE="2",
                        E2E_PORT=str(port), E2E_SECONDS="6", OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")

@@ -9,8 +9,6 @@ Nothing is replayed or injected into Flare's analysis: it sees only what the tra
 
 import json
 import os
-import random
-import socket
 import subprocess
 import sys
 import time
@@ -20,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from findings_schema import validate
-from live_helpers import api_get, evidence_of, window_figures
+from live_helpers import api_get, evidence_of, free_port_range, window_figures
 
 ROOT = Path(__file__).resolve().parents[2]
 FLARE = Path(os.environ.get("FLARE_BIN", ROOT / "target" / "release" / "flare")).resolve()
@@ -28,32 +26,6 @@ TOKEN = "e2e-secret"
 WORLD = 8
 SLOW_RANK = 5
 WINDOW_S = 2
-
-
-def free_port_range(n):
-    """A base port with n consecutive free ports after it (the workers' ring), below the
-    kernel's ephemeral range: a port there is never taken as some connection's source port
-    while a late rank has not bound it yet, nor connected to itself by a rank retrying (in
-    a CI run the ring of the staggered start never formed and its workers hung: the likely
-    cause)."""
-    with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
-        ephemeral_low = int(f.read().split()[0])
-    rng = random.Random()
-    for _ in range(200):
-        base = rng.randrange(10_000, max(ephemeral_low - n, 10_001))
-        socks = []
-        try:
-            for p in range(base, base + n):
-                t = socket.socket()
-                socks.append(t)
-                t.bind(("127.0.0.1", p))
-            return base
-        except OSError:
-            continue
-        finally:
-            for t in socks:
-                t.close()
-    raise RuntimeError("no free port range")
 
 
 def get(url):

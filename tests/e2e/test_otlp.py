@@ -9,7 +9,6 @@ classes, as a collector would, and carry what the processes did.
 import http.server
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -18,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from google.protobuf import json_format
+from live_helpers import free_port_range
 from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceRequest
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -39,11 +39,6 @@ class Receiver(http.server.BaseHTTPRequestHandler):
         pass
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
 
 @pytest.mark.skipif(
     not FLARE.exists() and os.environ.get("FLARE_E2E_REQUIRED") != "1",
@@ -64,7 +59,7 @@ def test_each_window_reaches_an_otlp_receiver_as_valid_otlp(tmp_path):
     )
     workers = []
     try:
-        port = free_port()
+        port = free_port_range(2)
         for r in range(2):
             wenv = dict(os.environ, FLARE_JOB_ID="otlp", FLARE_SHM_DIR=str(shm), RANK=str(r), LOCAL_RANK=str(r),
                         WORLD_SIZE="2", E2E_PORT=str(port), E2E_SECONDS="6", OMP_NUM_THREADS="1",
