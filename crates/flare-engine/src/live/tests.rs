@@ -111,6 +111,44 @@ pub(crate) fn job(
 }
 
 #[test]
+fn an_iteration_across_the_window_edge_does_not_split_peers() {
+    // Each op runs once per iteration. An iteration that began in the window before and
+    // ends in this one counts here while its op counted there: the ranks whose count is
+    // one short of their iterations still run it every iteration. Rank 5, which stalled
+    // and ended one iteration fewer, is compared with them and named (CI: a stalled rank
+    // left "not compared").
+    let mut w = job(8, |_| 1.0, |r| if r == 5 { 40.0 } else { 0.0 });
+    for s in &mut w {
+        for r in &mut s.ranks {
+            for o in &mut r.ops {
+                o.count = 10;
+            }
+            if r.rank != 5 {
+                let last = *r.iterations.last().unwrap();
+                r.iterations.push(IterationSample {
+                    step: last.step + 1,
+                    start_unix_ns: last.start_unix_ns + last.duration_ns,
+                    duration_ns: last.duration_ns,
+                });
+            }
+        }
+    }
+    let d = analyze(&w);
+    assert!(
+        !d.notes.iter().any(|n| n.contains("not compared")),
+        "{:?}",
+        d.notes
+    );
+    assert!(
+        d.findings
+            .iter()
+            .any(|f| f.detector == DetectorId::SlowRank && f.culprits[0].rank == Some(5)),
+        "{:#?}",
+        d.findings
+    );
+}
+
+#[test]
 fn stray_milliseconds_in_a_nearly_idle_window_are_not_a_straggler() {
     // The window after a job ended: every rank is observed for 2 s, none ran an
     // iteration; half did nothing, three ran a short GC pass at exit and one a long

@@ -162,9 +162,11 @@ impl LiveRank {
     }
 
     /// Compute op names it runs every iteration: ranks with the same set are peers (rare
-    /// ones, a one-off kernel, must not split peers apart).
+    /// ones, a one-off kernel, must not split peers apart). One count short of the
+    /// iterations is every iteration: an iteration that began in the window before ends
+    /// in this one, while its ops were counted there.
     pub fn signature(&self) -> Vec<&str> {
-        let per_iteration = self.iterations.max(1) as u64;
+        let per_iteration = (self.iterations as u64).saturating_sub(1).max(1);
         let mut s: Vec<&str> = self
             .compute
             .iter()
