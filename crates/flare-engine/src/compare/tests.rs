@@ -663,3 +663,36 @@ fn a_host_phase_that_leads_takes_its_own_action() {
         assert!(step.action.contains(says), "{phase}: {}", step.action);
     }
 }
+
+#[test]
+fn the_step_finding_leads_the_causes_that_explain_part_of_it() {
+    use super::scale::tests::job_from;
+    let cfg = CompareConfig::default();
+    // A checkpoint every step (+10 ms, under half of the +22 ms change beside the wait and
+    // the loop's own time it brings): the headline is the step's change, and a cause that
+    // explains a fifth of it comes after, whatever share the lead carries.
+    let mut c = job_from(
+        [11.0, 6.6, 12.3, 0.7, 0.7, 0.5],
+        [11.0, 6.6, 12.3, 7.7, 10.7, 5.5],
+    );
+    c.classes[4].class = "checkpoint".into();
+    c.classes
+        .sort_by(|x, y| y.delta_ms().abs().total_cmp(&x.delta_ms().abs()));
+    let mut f = regression_findings(&mut c, &cfg);
+    f.sort_by(flare_model::Finding::by_importance);
+    assert!(
+        f.len() >= 2
+            && f.iter().any(|f| f
+                .summary
+                .starts_with("the host's own time between steps grew")),
+        "{f:#?}"
+    );
+    assert!(
+        f[0].summary.starts_with("steps slower")
+            && f[0]
+                .summary
+                .contains("host checkpoint +10.00 ms (45% of the change)"),
+        "{f:#?}"
+    );
+    assert!(f[0].confidence > 0.9, "{}", f[0].confidence);
+}

@@ -224,10 +224,16 @@ fn step_findings(c: &Comparison, cfg: &CompareConfig) -> Vec<Finding> {
                 && w.delta_ms * delta > 0.0
                 && w.delta_ms.abs() >= 0.5 * delta.abs()
         });
+    // How sure the step changed, which this finding tells before the causes that explain
+    // it: ops run more or less often are counted, not sampled, and a change of time alone
+    // is told only past `min_change_se` standard errors of the noise (a chance under one
+    // in 700); with too few steps to know the noise, a change ten times the threshold is
+    // still a guess. The lead's share of the change is in the words, not here.
+    let certainty: f64 = if few { 0.8 } else { 0.99 };
     let (summary, confidence) = match (&scaled, &top.changed_on, by_launches) {
         (Some(w), _, _) => (
             format!("{head}; the most of it: {}", w.words(delta)),
-            (w.delta_ms / delta).min(0.95),
+            certainty.min(0.95),
         ),
         (_, _, Some(idle)) => (
             format!(
@@ -237,7 +243,8 @@ fn step_findings(c: &Comparison, cfg: &CompareConfig) -> Vec<Finding> {
                 idle.label(),
                 idle.delta_ms()
             ),
-            0.8,
+            // that the launches, not the kernels, are what the step pays is inferred
+            certainty.min(0.8),
         ),
         (_, Some(on), _) if more_often => {
             // Where the others' time shows it: the largest other class that moved.
@@ -263,7 +270,7 @@ fn step_findings(c: &Comparison, cfg: &CompareConfig) -> Vec<Finding> {
                     }
                 ),
                 // What it adds on those ranks is only the most it can cost the others.
-                (on.delta_ms() / delta).min(0.9),
+                (on.delta_ms() / delta).min(0.9).min(certainty),
             )
         }
         _ if new_path.1 > 1 => (
@@ -275,7 +282,7 @@ fn step_findings(c: &Comparison, cfg: &CompareConfig) -> Vec<Finding> {
                 top.label(),
                 top.delta_ms(),
             ),
-            new_path.0 / delta,
+            certainty,
         ),
         _ => (
             format!(
@@ -305,7 +312,7 @@ fn step_findings(c: &Comparison, cfg: &CompareConfig) -> Vec<Finding> {
                     String::new()
                 }
             ),
-            top.delta_ms() / delta,
+            certainty,
         ),
     };
     let action = match (waited, by_launches) {
