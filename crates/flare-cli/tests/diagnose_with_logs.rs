@@ -49,12 +49,7 @@ fn dumps_and_logs_of_real_failed_jobs_are_one_finding() {
         let top = &doc.findings()[0];
         let name = case.display();
         let want_rank = truth["culprit"]["rank"].as_u64().map(|r| r as u32);
-        assert_eq!(
-            top.culprits.first().and_then(|c| c.rank),
-            want_rank,
-            "{name}: {}",
-            top.summary
-        );
+        assert_eq!(top.first_rank(), want_rank, "{name}: {}", top.summary);
         let category: FailureCategory = serde_json::from_value(truth["category"].clone()).unwrap();
         let fd = top.failure.as_ref().expect("the logs' detail joined");
         assert_eq!(fd.category, category, "{name}: {}", top.summary);

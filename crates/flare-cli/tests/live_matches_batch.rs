@@ -60,7 +60,7 @@ fn warnings(live: &[LiveDiagnosis]) -> Vec<(Option<u32>, FindingKind)> {
             d.findings
                 .iter()
                 .find(|f| f.severity > Severity::Info)
-                .map(|f| (f.culprits.first().and_then(|c| c.rank), f.kind))
+                .map(|f| (f.first_rank(), f.kind))
         })
         .collect()
 }

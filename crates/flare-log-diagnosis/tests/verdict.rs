@@ -420,12 +420,7 @@ fn a_silent_local_rank_gets_its_global_rank_from_its_node_s_files() {
     );
     assert_eq!(d.ranks.iter().copied().collect::<Vec<_>>(), [0, 1, 2, 3]);
     let f = &d.findings[0];
-    assert_eq!(
-        f.culprits.first().and_then(|c| c.rank),
-        Some(2),
-        "{}",
-        f.summary
-    );
+    assert_eq!(f.first_rank(), Some(2), "{}", f.summary);
 }
 
 #[test]

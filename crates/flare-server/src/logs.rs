@@ -395,7 +395,7 @@ mod tests {
         d.findings.first().map(|f| {
             (
                 f.kind,
-                f.culprits.first().and_then(|c| c.rank),
+                f.first_rank(),
                 f.failure
                     .as_ref()
                     .map_or(FailureCategory::Unknown, |x| x.category),
@@ -421,8 +421,7 @@ mod tests {
             assert_eq!(
                 d.findings
                     .iter()
-                    .filter(|f| f.kind == FindingKind::JobFailure
-                        && f.culprits.first().and_then(|c| c.rank) == Some(2))
+                    .filter(|f| f.kind == FindingKind::JobFailure && f.first_rank() == Some(2))
                     .count(),
                 1
             );

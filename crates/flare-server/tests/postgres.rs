@@ -242,7 +242,7 @@ fn servers_sharing_a_database_see_each_others_summaries() {
         .unwrap()
         .findings
         .iter()
-        .any(|f| f.culprits.first().and_then(|c| c.rank) == Some(6)));
+        .any(|f| f.first_rank() == Some(6)));
 }
 
 /// A server dies holding window 3 (one node's summary stored, the window waiting for the

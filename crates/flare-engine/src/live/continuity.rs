@@ -26,9 +26,8 @@ pub fn name_by_continuity(
     cfg: &LiveConfig,
 ) {
     let named = |f: &Finding| {
-        (f.detector == DetectorId::SlowRank && f.severity >= Severity::Warning)
-            .then(|| f.culprits.first().and_then(|c| c.rank))
-            .flatten()
+        f.first_rank()
+            .filter(|_| f.detector == DetectorId::SlowRank && f.severity >= Severity::Warning)
     };
     if d.findings
         .iter()
@@ -84,10 +83,8 @@ pub fn name_by_continuity(
     f.summary = format!("{why}: {}", f.summary);
     f.evidence.push(windows_running_evidence(running));
     // An unconfirmed info note of the same rank is this finding's weaker twin.
-    d.findings.retain(|g| {
-        !(g.detector == DetectorId::SlowRank
-            && g.culprits.first().and_then(|c| c.rank) == Some(rank))
-    });
+    d.findings
+        .retain(|g| !(g.detector == DetectorId::SlowRank && g.first_rank() == Some(rank)));
     d.findings.push(f);
     d.findings.sort_by(Finding::by_importance);
 }
@@ -183,18 +180,17 @@ pub fn confirm_with_previous(
     previous: Option<&[Finding]>,
     cfg: &LiveConfig,
 ) {
-    let first_rank = |f: &Finding| f.culprits.first().and_then(|c| c.rank);
     let before = |rank: Option<u32>| {
         previous.and_then(|p| {
             p.iter()
-                .find(|f| f.detector == DetectorId::SlowRank && first_rank(f) == rank)
+                .find(|f| f.detector == DetectorId::SlowRank && f.first_rank() == rank)
         })
     };
     for f in d.findings.iter_mut() {
         if f.detector != DetectorId::SlowRank {
             continue;
         }
-        let rank = first_rank(f);
+        let rank = f.first_rank();
         let prior = before(rank);
         let running = 1 + prior.map_or(0, windows_running);
         f.evidence.push(windows_running_evidence(running));

@@ -330,7 +330,7 @@ fn one_stall_needs_the_next_window_and_a_straggler_as_costly_does_not() {
         let f = first
             .findings
             .iter()
-            .find(|f| f.culprits.first().and_then(|c| c.rank) == Some(5))
+            .find(|f| f.first_rank() == Some(5))
             .unwrap_or_else(|| panic!("{what}: {:#?}", first.findings));
         assert_eq!(f.severity, first_window, "{what}: {}", f.summary);
         assert!(
@@ -875,7 +875,7 @@ fn a_rank_named_in_the_previous_window_stays_named_while_it_is_still_clearly_the
     assert_eq!(
         held.findings
             .iter()
-            .filter(|f| f.culprits.first().and_then(|c| c.rank) == Some(2))
+            .filter(|f| f.first_rank() == Some(2))
             .count(),
         1,
         "one finding for the rank: {:#?}",

@@ -298,6 +298,11 @@ impl Finding {
         (self.severity, self.confidence)
     }
 
+    /// The rank of its first culprit, the one it names first, if that is a rank.
+    pub fn first_rank(&self) -> Option<u32> {
+        self.culprits.first().and_then(|c| c.rank)
+    }
+
     /// Whether it blames something (a culprit, above `info`): what localization means.
     pub fn localizes(&self) -> bool {
         self.severity > Severity::Info && !self.culprits.is_empty()
