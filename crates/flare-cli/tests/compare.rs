@@ -69,6 +69,9 @@ fn a_run_against_itself_changes_nothing() {
     }
 }
 
+/// The DDP fixtures' layers: a linear over a batch of 64 with 256 features.
+const LINEAR: &str = "aten::linear [[64,256],[256,256],[256]]";
+
 #[test]
 fn extra_work_on_one_rank_is_a_slower_step_with_ops_run_more_often() {
     let doc = compare("ddp_none", "ddp_extra_work");
@@ -81,8 +84,9 @@ fn extra_work_on_one_rank_is_a_slower_step_with_ops_run_more_often() {
     let f = &doc["findings"][0];
     assert_eq!(f["kind"], "regression", "{doc:#}");
     assert_eq!(f["severity"], "warning");
-    // Rank 2's 4 extra forward passes: DDP's forward runs 2 times per step of a rank
-    // instead of once (1 + 4/4), and nothing else runs more often.
+    // Rank 2's 4 extra forward passes: the forward's linear layers (4 per pass, one shape,
+    // read inside DDP's forward annotation) run 8 times per step of a rank instead of 4
+    // (4 + 16/4), and nothing else runs more often.
     let more_often: Vec<&str> = c["classes"]
         .as_array()
         .unwrap()
@@ -92,19 +96,19 @@ fn extra_work_on_one_rank_is_a_slower_step_with_ops_run_more_often() {
         })
         .map(|r| r["class"].as_str().unwrap())
         .collect();
-    assert_eq!(more_often, ["DistributedDataParallel.forward"], "{c:#}");
-    // Rank 2 alone runs it more often (1 + 4 per step)...
+    assert_eq!(more_often, [LINEAR], "{c:#}");
+    // Rank 2 alone runs them more often (4 + 16 per step)...
     let forward = c["classes"]
         .as_array()
         .unwrap()
         .iter()
-        .find(|r| r["class"] == "DistributedDataParallel.forward")
+        .find(|r| r["class"] == LINEAR)
         .unwrap();
     let on = &forward["changed_on"];
     assert_eq!(on["ranks"], serde_json::json!([2]), "{forward:#}");
     assert_eq!(
         (on["baseline_count"].as_f64(), on["current_count"].as_f64()),
-        (Some(1.0), Some(5.0))
+        (Some(4.0), Some(20.0))
     );
     let elsewhere = c["classes"]
         .as_array()
@@ -118,9 +122,9 @@ fn extra_work_on_one_rank_is_a_slower_step_with_ops_run_more_often() {
     // of the mean step: not "the network", which changed nothing.
     let summary = f["summary"].as_str().unwrap();
     assert!(
-        summary.contains(
-            "compute DistributedDataParallel.forward runs 5.0 times per step on rank 2 against 1.0"
-        ),
+        summary.contains(&format!(
+            "compute {LINEAR} runs 20.0 times per step on rank 2 against 4.0"
+        )),
         "{summary}"
     );
     let action = f["action"].as_str().unwrap();
@@ -273,7 +277,7 @@ fn the_report_shows_the_waterfall_and_the_findings() {
     std::fs::remove_dir_all(&dir).unwrap();
     assert!(html.contains("Where the change went"), "{html}");
     assert!(html.contains("steps slower by"), "{html}");
-    assert!(html.contains("DistributedDataParallel.forward"), "{html}");
+    assert!(html.contains(LINEAR), "{html}");
 }
 
 /// Two ranks of one real GPU job (HolisticTraceAnalysis' sampled traces: other ranks run

@@ -17,7 +17,12 @@
 //!   that a span in which its thread posts a collective or runs one is communication code
 //!   that may wait for it (FSDP's `FSDP::all_gather (0)` waiting for the gather it posted,
 //!   pipelining's `Forward 0` holding the receive it waits in): it is not compute, the
-//!   spans inside it are, so that waiting is not read as computing.
+//!   spans inside it are, so that waiting is not read as computing. A `user_annotation`
+//!   with spans inside it (`record_function`, `DistributedDataParallel.forward`) labels a
+//!   region, and the ops inside it are its compute too, so a region reads the same ops
+//!   whether or not it also posts a collective (DDP's forward broadcasts buffers only where
+//!   the model has some and `broadcast_buffers` is on); its own time between them is
+//!   time no op covers.
 //! * Launches without any work span (the backend ran on a GPU that was not profiled) show
 //!   no waiting: they are counted, not read.
 
@@ -158,11 +163,20 @@ impl CpuRecords {
         self.spans
             .sort_by(|a, b| (a.tid, a.start, b.end).cmp(&(b.tid, b.start, a.end)));
         let mut open: Option<(u64, i64)> = None;
-        for s in self.spans {
+        for (i, s) in self.spans.iter().enumerate() {
             if backend_threads.contains(&s.tid) {
                 continue;
             }
             if open.is_some_and(|(tid, end)| tid == s.tid && s.start < end) {
+                continue;
+            }
+            // An annotation holding ops labels them: they are the compute.
+            let labels_ops = s.annotation
+                && self
+                    .spans
+                    .get(i + 1)
+                    .is_some_and(|n| n.tid == s.tid && n.start < s.end);
+            if labels_ops {
                 continue;
             }
             // A span in which its thread posts a collective or runs one is communication
@@ -231,17 +245,51 @@ mod tests {
         // is not in the window: it is issued when it starts.
         assert_eq!(comms[1].issue, Some(60_000));
         assert_eq!(comms[0].issue, Some(5_000));
-        // Compute: the forward span (the addmm inside it is part of it), not the Gloo
+        // Compute: the addmm the forward annotation labels, not the annotation, the Gloo
         // thread's spans, the step, the launch or the optimizer (a host phase).
-        let compute: Vec<&str> = f
-            .kernels
-            .iter()
-            .filter(|k| k.nccl.is_none())
-            .map(|k| f.names.names[k.name as usize].as_str())
-            .collect();
-        assert_eq!(compute, ["DistributedDataParallel.forward"]);
+        assert_eq!(compute_of(RANK), ["aten::addmm"]);
         assert_eq!((f.stats.cpu_collectives, f.stats.cpu_compute_spans), (2, 1));
         assert_eq!(f.hosts.len(), 1);
+    }
+
+    /// The names of a file's compute, in order.
+    fn compute_of(json: &[u8]) -> Vec<String> {
+        let f = parse_file("rank0.json", json).unwrap();
+        f.kernels
+            .iter()
+            .filter(|k| k.nccl.is_none())
+            .map(|k| f.names.names[k.name as usize].clone())
+            .collect()
+    }
+
+    #[test]
+    fn an_annotated_region_reads_the_same_ops_whether_or_not_it_posts_a_collective() {
+        // DDP's forward broadcasts buffers where the model has some and `broadcast_buffers`
+        // is on: with or without that broadcast, its ops are the compute; an annotation
+        // with nothing inside it is compute itself; an op inside an op is part of it.
+        let region = |broadcast: &str, inner: &str| {
+            format!(
+                r#"{{"traceEvents": [
+                  {{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 0, "tid": 1, "ts": 0, "dur": 200}},
+                  {{"ph": "X", "cat": "user_annotation", "name": "DistributedDataParallel.forward", "pid": 0, "tid": 1, "ts": 10, "dur": 60}},
+                  {broadcast}
+                  {{"ph": "X", "cat": "cpu_op", "name": "aten::conv2d", "pid": 0, "tid": 1, "ts": 20, "dur": 20}},
+                  {{"ph": "X", "cat": "cpu_op", "name": "aten::convolution", "pid": 0, "tid": 1, "ts": 21, "dur": 18}},
+                  {{"ph": "X", "cat": "user_annotation", "name": "my_block", "pid": 0, "tid": 1, "ts": 42, "dur": 20}},
+                  {{"ph": "X", "cat": "cpu_op", "name": "aten::relu", "pid": 0, "tid": 1, "ts": 45, "dur": 5}},
+                  {{"ph": "X", "cat": "user_annotation", "name": "{inner}", "pid": 0, "tid": 1, "ts": 80, "dur": 30}}
+                ]}}"#
+            )
+        };
+        let broadcast = r#"{"ph": "X", "cat": "cpu_op", "name": "c10d::broadcast_", "pid": 0, "tid": 1, "ts": 12, "dur": 2},
+                  {"ph": "X", "cat": "user_annotation", "name": "gloo:broadcast", "pid": 0, "tid": 9, "ts": 13, "dur": 5,
+                   "args": {"Input Dims": [[10]], "Input type": ["float"]}},"#;
+        let want = ["aten::conv2d", "aten::relu", "python_metrics"];
+        assert_eq!(
+            compute_of(region(broadcast, "python_metrics").as_bytes()),
+            want
+        );
+        assert_eq!(compute_of(region("", "python_metrics").as_bytes()), want);
     }
 
     #[test]
