@@ -149,6 +149,16 @@ impl Gemm {
     }
 }
 
+/// The span the autograd engine runs each backward function in (its name follows).
+pub const BACKWARD_FUNCTION: &str = "autograd::engine::evaluate_function: ";
+
+/// The name of the syncs the autograd engine makes itself under anomaly detection
+/// (`torch.autograd.set_detect_anomaly(True)`, `detect_anomaly()`): after each backward
+/// function it reads back `isnan(output)._is_any_true()` for every output (PyTorch's
+/// `validate_outputs`), an `aten::item` with an `aten::isnan` beside it inside
+/// `autograd::engine::evaluate_function`, where no program code runs.
+pub const AUTOGRAD_ANOMALY_CHECK: &str = "aten::_local_scalar_dense (autograd anomaly check)";
+
 /// The op and input shapes of a call named `op [[..],[..]]` (a GEMM host call, a compute
 /// class recorded with its shapes).
 pub fn call_shapes(name: &str) -> Option<(&str, Vec<Vec<u64>>)> {

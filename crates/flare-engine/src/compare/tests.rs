@@ -696,3 +696,42 @@ fn the_step_finding_leads_the_causes_that_explain_part_of_it() {
     );
     assert!(f[0].confidence > 0.9, "{}", f[0].confidence);
 }
+
+#[test]
+fn every_part_slower_alike_is_not_the_machine_where_the_program_changed_too() {
+    use super::scale::tests::job_from;
+    let cfg = CompareConfig::default();
+    let base = [11.0, 6.6, 12.3, 0.7, 0.7, 1.6];
+    // Every part 15% slower: another load on the machine, or a setting that slows each op.
+    let slower = [12.65, 7.6, 14.15, 0.8, 0.8, 1.85];
+    let f = regression_findings(&mut job_from(base, slower), &cfg);
+    assert_eq!(f.len(), 1, "{f:#?}");
+    assert_eq!(f[0].severity, Severity::Info);
+    assert!(
+        f[0].summary
+            .ends_with("the machine's speed, not one part of the program"),
+        "{}",
+        f[0].summary
+    );
+    // With 45 syncs per step more, the program changed too: not the machine alone.
+    let mut c = job_from(base, slower);
+    c.current.host_calls.push(super::causes::tests::sync(
+        "aten::_local_scalar_dense",
+        45.0,
+    ));
+    let mut f = regression_findings(&mut c, &cfg);
+    f.sort_by(flare_model::Finding::by_importance);
+    assert_eq!(f.len(), 2, "{f:#?}");
+    assert_eq!(f[0].severity, Severity::Warning);
+    assert!(
+        f[0].summary.ends_with("the machine's speed or a change to every op, since the program changed too (device_synchronization)"),
+        "{}",
+        f[0].summary
+    );
+    assert!(f[0].action.contains("anomaly detection"), "{}", f[0].action);
+    assert!(
+        f[1].summary.starts_with("accidental synchronization"),
+        "{}",
+        f[1].summary
+    );
+}

@@ -11,6 +11,7 @@
 //! | `python_function` `Python GC` (`record_python_gc_info=True`) | a garbage collection pause (a host phase of the trace, read in `parse`) |
 
 use super::nesting::Nested;
+use flare_model::host_calls::{AUTOGRAD_ANOMALY_CHECK, BACKWARD_FUNCTION};
 use flare_model::{CallSites, CallSums, HostCallCount, HostCallKind};
 use std::collections::{BTreeMap, HashMap};
 
@@ -84,6 +85,12 @@ pub fn call_kind(cat: &str, name: &str) -> Option<HostCallKind> {
     }
 }
 
+/// Whether a CPU op tells who made a sync: a backward function the autograd engine runs,
+/// or an `aten::isnan` (see [`HostCallRecords::name_anomaly_checks`]).
+pub fn is_engine_op(name: &str) -> bool {
+    name == "aten::isnan" || name.starts_with(BACKWARD_FUNCTION)
+}
+
 /// Whether a `python_function` frame (`train.py(88): step`, `torch/nn/modules/module.py(1751):
 /// _call_impl`, `<built-in method item ...>`) is the program's own code.
 pub fn is_program_frame(name: &str) -> bool {
@@ -155,6 +162,10 @@ pub struct HostCallRecords {
     frames: Vec<Frame>,
     frame_names: Vec<String>,
     frame_index: HashMap<String, u32>,
+    /// `autograd::engine::evaluate_function` spans: thread, start, end.
+    backward_functions: Vec<(u64, i64, i64)>,
+    /// `aten::isnan` calls: thread, start.
+    nan_checks: Vec<(u64, i64)>,
 }
 
 impl HostCallRecords {
@@ -239,6 +250,61 @@ impl HostCallRecords {
 
     pub fn gc_pause(&mut self, tid: u64, start: i64, end: i64) {
         self.gc.push((tid, start, end));
+    }
+
+    /// Records a CPU op that tells who made a sync ([`is_engine_op`]).
+    pub fn engine_op(&mut self, name: &str, tid: u64, (start, end): (i64, i64)) {
+        if name.starts_with(BACKWARD_FUNCTION) {
+            self.backward_functions.push((tid, start, end));
+        } else if name == "aten::isnan" {
+            self.nan_checks.push((tid, start));
+        }
+    }
+
+    /// Renames the syncs that anomaly detection makes (a `_local_scalar_dense` inside a
+    /// backward function that also ran an `aten::isnan` before it) to
+    /// [`AUTOGRAD_ANOMALY_CHECK`]: the program did not ask for them, and no line of it
+    /// can drop them. Before [`HostCallRecords::sites`] and the counts, which go by name.
+    pub fn name_anomaly_checks(&mut self) {
+        if self.nan_checks.is_empty() {
+            return;
+        }
+        let mut functions = std::mem::take(&mut self.backward_functions);
+        functions.sort_unstable();
+        self.nan_checks.sort_unstable();
+        let checked = intern(
+            &mut self.call_names,
+            &mut self.call_index,
+            AUTOGRAD_ANOMALY_CHECK.to_string(),
+        );
+        for c in &mut self.calls {
+            let (Some(tid), HostCallKind::Synchronize) = (c.tid, c.kind) else {
+                continue;
+            };
+            if self.call_names[c.name as usize] != "aten::_local_scalar_dense" {
+                continue;
+            }
+            // The latest backward function on the thread to start before the call.
+            let i = functions.partition_point(|&(t, s, _)| (t, s) <= (tid, c.start));
+            let Some(&(_, f_start, f_end)) = i
+                .checked_sub(1)
+                .map(|i| &functions[i])
+                .filter(|&&(t, _, e)| t == tid && c.end <= e)
+            else {
+                continue;
+            };
+            let j = self
+                .nan_checks
+                .partition_point(|&(t, s)| (t, s) < (tid, f_start));
+            if self
+                .nan_checks
+                .get(j)
+                .is_some_and(|&(t, s)| t == tid && s < c.start && s < f_end)
+            {
+                c.name = checked;
+            }
+        }
+        self.nan_checks = Vec::new();
     }
 
     /// Where the synchronizations and GC pauses were made (see [`CallSites`]), then
@@ -418,6 +484,53 @@ mod tests {
                 "train.py(20): step -> torch/_tensor.py(5): item".to_string(),
                 1
             )]
+        );
+    }
+
+    #[test]
+    fn the_autograd_engines_nan_checks_are_told_from_the_programs_syncs() {
+        // Thread 1 runs backward: a function whose outputs anomaly detection checks
+        // (isnan, then item), one that reads a value itself (a custom backward's
+        // .item(), no isnan), and, after both, the program's own .item(); thread 2 ran
+        // an isnan and a sync of its own outside any backward function.
+        let mut r = HostCallRecords::default();
+        let sync = |r: &mut HostCallRecords, tid: u64, at: i64| {
+            r.call(
+                HostCallKind::Synchronize,
+                "aten::_local_scalar_dense".into(),
+                Some(tid),
+                (at, at + 1),
+                None,
+            )
+        };
+        r.engine_op(
+            "autograd::engine::evaluate_function: ConvolutionBackward0",
+            1,
+            (100, 200),
+        );
+        r.engine_op("aten::isnan", 1, (150, 160));
+        sync(&mut r, 1, 170);
+        r.engine_op(
+            "autograd::engine::evaluate_function: MyFnBackward",
+            1,
+            (300, 400),
+        );
+        sync(&mut r, 1, 350);
+        sync(&mut r, 1, 500);
+        r.engine_op("aten::isnan", 2, (10, 20));
+        sync(&mut r, 2, 30);
+        r.name_anomaly_checks();
+        let names: Vec<(u64, String)> = r
+            .counts(|_| 0)
+            .into_iter()
+            .map(|c| (c.count, c.name))
+            .collect();
+        assert_eq!(
+            names,
+            [
+                (3, "aten::_local_scalar_dense".to_string()),
+                (1, AUTOGRAD_ANOMALY_CHECK.to_string())
+            ]
         );
     }
 

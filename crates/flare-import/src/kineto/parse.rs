@@ -751,6 +751,13 @@ impl Collector {
                     }
                     _ => {}
                 }
+                if cat == "cpu_op" && host_calls::is_engine_op(name) {
+                    if let (Some(tid), Some(dur)) = (thread_id(&ev), optional_dur(&ev, name)?) {
+                        let start = required_ts(&ev, name)?;
+                        self.calls
+                            .engine_op(name, tid, (start, add(start, dur, name)?));
+                    }
+                }
                 // Kept for the shapes of a compute span (parsing the kind consumes them).
                 let raw_args = match &args {
                     EventArgs::Raw(raw) => Some(*raw),
@@ -1403,6 +1410,7 @@ pub fn parse_file(path: &str, data: &[u8]) -> Result<ParsedFile, KinetoError> {
     c.args_from_param_comms();
     // before the host calls are counted: it gives GEMM calls their kernels' time
     c.flops_from_gemm_ops();
+    c.calls.name_anomaly_checks();
     let call_sites = c.calls.sites(GC_PAUSE);
     // Counted by the file's own steps, before either is shifted by the same base.
     let host_calls = {

@@ -57,6 +57,22 @@ string_enum! {
     }
 }
 
+impl RegressionCause {
+    /// Whether its evidence is a change of what the program runs (shapes, element types,
+    /// syncs, allocations, messages per step), counted rather than timed: a machine that
+    /// is slower overall cannot make it.
+    pub fn is_structural(self) -> bool {
+        matches!(
+            self,
+            Self::TensorCoreMisalignment
+                | Self::PrecisionChange
+                | Self::DeviceSynchronization
+                | Self::MemoryChurn
+                | Self::CollectiveChange
+        )
+    }
+}
+
 /// Calls of one name per step of a rank (see [`crate::HostCallCount`]).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct HostCallRate {

@@ -3,6 +3,7 @@
 
 use super::{finding, sites_text, time_grew};
 use crate::compare::CompareConfig;
+use flare_model::host_calls::BACKWARD_FUNCTION;
 use flare_model::{
     Comparison, Evidence, EvidenceKey, Finding, OpKind, Severity, TimeClassChange, TimeClassKind,
     Unit,
@@ -185,10 +186,13 @@ pub fn minority_kernel(c: &Comparison, cfg: &CompareConfig) -> Option<Finding> {
     let scale = crate::compare::machine_scale(c);
     // the same ops over a multiple of the elements per call take that multiple longer
     let inputs = crate::compare::verdict::work::input_scale(c).map_or(1.0, |w| w.multiple);
+    // Backward functions that now hold anomaly detection's checks are slower by them.
+    let checked = super::structure::anomaly_checks_added(c);
     let mut slow: Vec<(&TimeClassChange, f64)> = c
         .classes
         .iter()
         .filter(|r| r.kind == TimeClassKind::Compute)
+        .filter(|r| !(checked && r.class.starts_with(BACKWARD_FUNCTION)))
         .filter(|r| r.baseline_count > 0.0 && r.baseline_ms < 0.05 * step)
         .filter(|r| {
             (r.current_count - r.baseline_count).abs()

@@ -3,6 +3,7 @@
 
 use super::{cpu_caveat, finding, sites_text};
 use crate::compare::CompareConfig;
+use flare_model::host_calls::AUTOGRAD_ANOMALY_CHECK;
 use flare_model::{
     Comparison, Evidence, EvidenceKey, Finding, HostCallKind, HostCallRate, RunProfile, Severity,
     TimeClassKind, Unit,
@@ -84,6 +85,14 @@ fn grown_words(grown: &[(&HostCallRate, f64)], n: usize) -> Vec<String> {
         .collect()
 }
 
+/// Whether the current run makes the autograd engine's anomaly checks more often per
+/// step: each backward function's span then holds its checks.
+pub(super) fn anomaly_checks_added(c: &Comparison) -> bool {
+    added_syncs(c)
+        .iter()
+        .any(|(h, _)| h.name == AUTOGRAD_ANOMALY_CHECK)
+}
+
 /// The host waits for the device more often per step: calls that sync at least once more
 /// every two steps ([`added_syncs`]).
 pub fn synchronization(c: &Comparison, _cfg: &CompareConfig) -> Option<Finding> {
@@ -121,6 +130,27 @@ pub fn synchronization(c: &Comparison, _cfg: &CompareConfig) -> Option<Finding> 
             .push_str(&format!("; called from {}", sites_text(&sites)));
         format!(", from {}", sites[0].0)
     };
+    // The autograd engine's own NaN checks: no line of the program makes them.
+    let checks: f64 = grown
+        .iter()
+        .filter(|(h, _)| h.name == AUTOGRAD_ANOMALY_CHECK)
+        .map(|(h, b)| h.per_step - b)
+        .sum();
+    if checks >= 0.5 * added_per_step(&grown) {
+        return Some(finding(
+            Severity::Warning,
+            format!(
+                "autograd anomaly detection is on: {checks:.1} NaN checks per step, each a host-device sync after a backward function ({:.1} syncs per step against {before:.1})",
+                after
+            ),
+            0.9,
+            evidence,
+            format!(
+                "turn anomaly detection off outside debugging (torch.autograd.set_detect_anomaly(False); no torch.autograd.detect_anomaly() around the step): after every backward function it reads each output's isnan().any() back to the host, and it records a traceback for every forward op; to catch NaNs in training, check the loss with torch.isfinite every N steps{}",
+                cpu_caveat(c)
+            ),
+        ));
+    }
     Some(finding(
         Severity::Warning,
         format!(

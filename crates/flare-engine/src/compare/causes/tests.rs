@@ -61,7 +61,7 @@ fn latency(p50_us: f64) -> flare_model::LatencyQuantiles {
 }
 
 /// Synchronizing calls named `name`, `per_step` a step.
-fn sync(name: &str, per_step: f64) -> HostCallRate {
+pub(in crate::compare) fn sync(name: &str, per_step: f64) -> HostCallRate {
     call(HostCallKind::Synchronize, name, None, per_step)
 }
 
@@ -450,4 +450,60 @@ fn the_findings_say_where_and_what() {
     assert!(text(0).contains("not a multiple of 8"), "{}", text(0));
     assert!(text(1).contains("from train.py(88): step"), "{}", text(1));
     assert!(text(1).contains("at train.py(88): step"), "{}", text(1));
+}
+
+#[test]
+fn anomaly_detections_checks_are_named_as_such_and_explain_the_slower_backward() {
+    // Anomaly detection: 45 NaN checks per step inside the backward functions, whose
+    // per-call time grew by them; a minor forward op slower per call is still told.
+    let backward = "autograd::engine::evaluate_function: NativeBatchNormBackward0";
+    let mut c = steady();
+    c.classes.push(class(
+        TimeClassKind::Compute,
+        backward,
+        (0.8, 4.0),
+        (2.4, 4.0),
+    ));
+    set(&mut c, "layer_norm", (0.8, 4.0), (2.4, 4.0));
+    c.current.step_ms = 43.2;
+    let mut checks = sync(flare_model::host_calls::AUTOGRAD_ANOMALY_CHECK, 45.0);
+    checks.sites = vec![(
+        "train.py(88): step -> torch/_tensor.py(5): backward".into(),
+        540,
+    )];
+    c.current.host_calls.push(checks);
+    let f = named_causes(&c, &CompareConfig::default());
+    let causes: Vec<Cause> = f.iter().map(|(k, _)| *k).collect();
+    assert_eq!(
+        causes,
+        [Cause::DeviceSynchronization, Cause::MinorityKernel],
+        "{f:#?}"
+    );
+    let sync = &f[0].1;
+    assert!(
+        sync.summary
+            .starts_with("autograd anomaly detection is on: 45.0 NaN checks per step"),
+        "{}",
+        sync.summary
+    );
+    assert!(
+        sync.action.contains("set_detect_anomaly(False)"),
+        "{}",
+        sync.action
+    );
+    let minor = &f[1].1;
+    assert!(
+        minor.summary.contains("layer_norm") && !minor.summary.contains(backward),
+        "{}",
+        minor.summary
+    );
+    // The program's own .item() is still an accidental synchronization, with its line.
+    let mut c = steady();
+    c.current.host_calls.push(item_sync());
+    let f = named_causes(&c, &CompareConfig::default());
+    assert!(
+        f[0].1.summary.starts_with("accidental synchronization"),
+        "{}",
+        f[0].1.summary
+    );
 }

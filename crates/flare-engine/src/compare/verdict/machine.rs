@@ -40,7 +40,19 @@ pub(super) fn machine_finding(
         Unit::None,
         "the share of the change that classes of time carry beyond their share of a uniform change (1: all of it in classes that grew alone)".into(),
     ));
+    // The program changed too (a new sync per step, other shapes or messages): every op
+    // slowing alike is then as likely a setting that adds work to each op as the machine.
+    let program: Vec<&str> = c
+        .causes
+        .iter()
+        .filter(|k| k.is_structural())
+        .map(|k| k.as_str())
+        .collect();
     let (severity, action) = match (cfg.within_one_run, slower) {
+        (false, true) if !program.is_empty() => (
+            Severity::Warning,
+            "every part of the step slowed alike, as on a slower machine, but the program changed too (its other findings): a setting that adds work to every op slows the whole step at once (autograd anomaly detection, hooks on every module, a profiler, sanitizer or debug build, CUDA_LAUNCH_BLOCKING=1); look for one among the changes between the runs, and rerun both on the same idle machine to tell the machine's share".to_string(),
+        ),
         (true, true) => (
             Severity::Warning,
             "the whole job slowed at once, every part of its step alike: look at its machines at that moment (other processes on the nodes: top, pidstat; CPU and GPU clocks and throttling: nvidia-smi -q -d PERFORMANCE; thermal or power events: dmesg); `flare diagnose` names a rank or node that slowed alone".to_string(),
@@ -57,12 +69,26 @@ pub(super) fn machine_finding(
     crate::compare::causes::finding(
         severity,
         format!(
-            "steps {} by {:.1}% ({before:.2} -> {after:.2} ms per step of a rank), every part of the step alike ({}): the machine's speed, not one part of the program",
+            "steps {} by {:.1}% ({before:.2} -> {after:.2} ms per step of a rank), every part of the step alike ({}): {}",
             if slower { "slower" } else { "faster" },
             ((after - before) / before).abs() * 100.0,
-            scale.parts_text()
+            scale.parts_text(),
+            if program.is_empty() {
+                "the machine's speed, not one part of the program".to_string()
+            } else {
+                format!(
+                    "the machine's speed or a change to every op, since the program changed too ({})",
+                    program.join(", ")
+                )
+            }
         ),
-        (1.0 - scale.concentrated).clamp(0.0, 0.99),
+        // That the step changed is sure; where the program changed too, that is what
+        // this finding tells, ahead of the causes.
+        if program.is_empty() {
+            (1.0 - scale.concentrated).clamp(0.0, 0.99)
+        } else {
+            0.95
+        },
         evidence,
         action,
     )

@@ -63,10 +63,10 @@ const SHOWN: usize = 4;
 /// `cfg.min_change` or within the noise), each cause the evidence names (recorded in
 /// `c.causes`), and a change of the op sequence.
 pub fn regression_findings(c: &mut Comparison, cfg: &CompareConfig) -> Vec<Finding> {
-    let mut out = step_findings(c, cfg);
-    let quiet = out.is_empty();
     let causes = super::causes::named_causes(c, cfg);
     c.causes = causes.iter().map(|(cause, _)| *cause).collect();
+    let mut out = step_findings(c, cfg);
+    let quiet = out.is_empty();
     out.extend(causes.into_iter().map(|(_, f)| f));
     out.extend(sequence_finding(c, cfg, quiet));
     out
