@@ -586,8 +586,17 @@ fn a_real_gpu_jobs_heavier_dataloader_is_named_alone() {
         "{doc}"
     );
     let w = warnings(&doc);
+    // The cause leads (0.85), the step's change it explains next (0.8: a class that took
+    // longer, as often).
     assert!(
         w[0]["summary"]
+            .as_str()
+            .unwrap()
+            .starts_with("the DataLoader is slower"),
+        "{doc}"
+    );
+    assert!(
+        w[1]["summary"]
             .as_str()
             .unwrap()
             .contains("the most of it: host dataloader"),

@@ -72,6 +72,10 @@ pub fn regression_findings(c: &mut Comparison, cfg: &CompareConfig) -> Vec<Findi
     out
 }
 
+/// How sure a step's change is whose lead is a class that took longer, as often (see
+/// `step_findings`).
+const TIME_ONLY_CONFIDENCE: f64 = 0.8;
+
 /// The `regression` finding of the step's change (see [`regression_findings`]).
 fn step_findings(c: &Comparison, cfg: &CompareConfig) -> Vec<Finding> {
     let (before, after) = (c.baseline.step_ms, c.current.step_ms);
@@ -230,6 +234,11 @@ fn step_findings(c: &Comparison, cfg: &CompareConfig) -> Vec<Finding> {
     // in 700); with too few steps to know the noise, a change ten times the threshold is
     // still a guess. The lead's share of the change is in the words, not here.
     let certainty: f64 = if few { 0.8 } else { 0.99 };
+    // A class that took longer running as often is measured against each run's own noise
+    // only: between two runs the same ops also vary with the machines (load, clocks), which
+    // one run of each cannot tell apart, so it is less sure than a change the program
+    // made, and the causes read from what the program does come first.
+    let same_ops = certainty.min(TIME_ONLY_CONFIDENCE);
     let (summary, confidence) = match (&scaled, &top.changed_on, by_launches) {
         (Some(w), _, _) => (
             format!("{head}; the most of it: {}", w.words(delta)),
@@ -312,7 +321,11 @@ fn step_findings(c: &Comparison, cfg: &CompareConfig) -> Vec<Finding> {
                     String::new()
                 }
             ),
-            certainty,
+            if more_often || waited.is_some() {
+                certainty
+            } else {
+                same_ops
+            },
         ),
     };
     let action = match (waited, by_launches) {

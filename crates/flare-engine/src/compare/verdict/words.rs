@@ -64,6 +64,9 @@ pub(super) fn action(top: &TimeClassChange, slower: bool, more_often: bool, cpu:
         TimeClassKind::Compute if more_often => format!(
             "{class} runs more often per step: a new code path or more work per step (extra forward passes, evaluation, metrics or logging, recomputation); find what calls it in the current code (torch.profiler with with_stack=True)"
         ),
+        TimeClassKind::Compute if cpu => format!(
+            "{class} runs as often but slower, with the same ops: on CPUs an op's time follows the host's load and clocks (other processes, threads per rank: torch.get_num_threads, OMP_NUM_THREADS), which vary from run to run; rerun both on the same idle hosts before looking for a cause in the program, then compare their shapes and the PyTorch builds (oneDNN, MKL)"
+        ),
         TimeClassKind::Compute => format!(
             "{class} runs as often but slower: compare its shapes and dtypes between the runs (tensor cores need dimensions that are multiples of 8 for fp16/bf16, 16 for fp8), the libraries (PyTorch, cuBLAS, cuDNN) and the GPU clocks"
         ),
