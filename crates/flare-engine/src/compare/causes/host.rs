@@ -187,7 +187,7 @@ pub fn minority_kernel(c: &Comparison, cfg: &CompareConfig) -> Option<Finding> {
     // the same ops over a multiple of the elements per call take that multiple longer
     let inputs = crate::compare::verdict::work::input_scale(c).map_or(1.0, |w| w.multiple);
     // Backward functions that now hold anomaly detection's checks are slower by them.
-    let checked = super::structure::anomaly_checks_added(c);
+    let checked = super::sync::anomaly_checks_added(c);
     let mut slow: Vec<(&TimeClassChange, f64)> = c
         .classes
         .iter()

@@ -35,8 +35,8 @@ pub(crate) fn waits_for_host<'a>(
 pub fn launch_bound(c: &Comparison, cfg: &CompareConfig) -> Option<Finding> {
     let (b, cur) = waits_for_host(c, cfg)?;
     let (b_sync, c_sync) = (
-        super::structure::syncs_per_step(&c.baseline),
-        super::structure::syncs_per_step(&c.current),
+        super::sync::syncs_per_step(&c.baseline),
+        super::sync::syncs_per_step(&c.current),
     );
     let mut evidence = vec![Evidence::new(
         EvidenceKey::IssueLatencyP50Us,

@@ -11,6 +11,7 @@ mod host;
 pub(super) mod launch;
 mod precision;
 mod structure;
+mod sync;
 pub(super) use structure::collective_of;
 
 use super::CompareConfig;
@@ -30,7 +31,7 @@ pub fn named_causes(c: &Comparison, cfg: &CompareConfig) -> Vec<(RegressionCause
         ),
         (
             RegressionCause::DeviceSynchronization,
-            structure::synchronization,
+            sync::synchronization,
         ),
         (RegressionCause::LaunchBound, launch::launch_bound),
         (RegressionCause::MemoryChurn, structure::memory_churn),

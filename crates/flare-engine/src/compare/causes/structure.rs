@@ -1,9 +1,8 @@
-//! Causes read from what the runs do per step rather than how long it takes: syncs,
-//! memory-management calls, the collectives' sizes.
+//! Causes read from what the runs do per step rather than how long it takes:
+//! memory-management calls, the collectives' sizes (syncs: `sync`).
 
-use super::{cpu_caveat, finding, sites_text};
+use super::finding;
 use crate::compare::CompareConfig;
-use flare_model::host_calls::AUTOGRAD_ANOMALY_CHECK;
 use flare_model::{
     Comparison, Evidence, EvidenceKey, Finding, HostCallKind, HostCallRate, RunProfile, Severity,
     TimeClassKind, Unit,
@@ -11,55 +10,13 @@ use flare_model::{
 use std::collections::BTreeMap;
 
 /// Calls of a kind per step, and the calls themselves.
-fn calls(run: &RunProfile, kind: HostCallKind) -> Vec<&HostCallRate> {
+pub(super) fn calls(run: &RunProfile, kind: HostCallKind) -> Vec<&HostCallRate> {
     run.host_calls.iter().filter(|h| h.kind == kind).collect()
-}
-
-/// Host-device synchronizations per step: the framework's ops (`aten::...`) where the
-/// source recorded them, else the runtime's calls (each op syncs through one of those:
-/// counting both would count a sync twice).
-pub(super) fn syncs_per_step(run: &RunProfile) -> f64 {
-    let (mut ops, mut runtime) = (0.0, 0.0);
-    for h in calls(run, HostCallKind::Synchronize) {
-        if h.name.starts_with("aten::") {
-            ops += h.per_step;
-        } else {
-            runtime += h.per_step;
-        }
-    }
-    f64::max(ops, runtime)
-}
-
-/// The sync calls that the current run adds, call by call, with their baseline per-step
-/// counts: a call new to the run, or one made half as many times again as before; a call
-/// that varies less is none, since syncs that depend on the data (`if loss.item() > x:`)
-/// come and go between runs. Judged per call rather than in total because frameworks sync
-/// on their own too (DDP's runtime statistics sync CUDA events in its first iterations):
-/// one new sync per step beside seven of those is a change, however small a share.
-fn added_syncs(c: &Comparison) -> Vec<(&HostCallRate, f64)> {
-    grown(c, HostCallKind::Synchronize)
-        .into_iter()
-        .filter(|(h, before)| h.per_step >= 1.5 * before)
-        .collect()
-}
-
-/// How many more syncs per step `added` makes: ops and runtime calls apart, as in
-/// [`syncs_per_step`].
-fn added_per_step(added: &[(&HostCallRate, f64)]) -> f64 {
-    let (mut ops, mut runtime) = (0.0, 0.0);
-    for (h, before) in added {
-        if h.name.starts_with("aten::") {
-            ops += h.per_step - before;
-        } else {
-            runtime += h.per_step - before;
-        }
-    }
-    f64::max(ops, runtime)
 }
 
 /// The calls of `kind` that run more often per step in the current run, most grown first,
 /// with their per-step counts in both runs.
-fn grown(c: &Comparison, kind: HostCallKind) -> Vec<(&HostCallRate, f64)> {
+pub(super) fn grown(c: &Comparison, kind: HostCallKind) -> Vec<(&HostCallRate, f64)> {
     let baseline = calls(&c.baseline, kind);
     let mut out: Vec<(&HostCallRate, f64)> = calls(&c.current, kind)
         .into_iter()
@@ -77,99 +34,12 @@ fn grown(c: &Comparison, kind: HostCallKind) -> Vec<(&HostCallRate, f64)> {
 }
 
 /// "name 0.0 -> 1.0" for the first `n` grown calls.
-fn grown_words(grown: &[(&HostCallRate, f64)], n: usize) -> Vec<String> {
+pub(super) fn grown_words(grown: &[(&HostCallRate, f64)], n: usize) -> Vec<String> {
     grown
         .iter()
         .take(n)
         .map(|(h, b)| format!("{} {:.1} -> {:.1}", h.name, b, h.per_step))
         .collect()
-}
-
-/// Whether the current run makes the autograd engine's anomaly checks more often per
-/// step: each backward function's span then holds its checks.
-pub(super) fn anomaly_checks_added(c: &Comparison) -> bool {
-    added_syncs(c)
-        .iter()
-        .any(|(h, _)| h.name == AUTOGRAD_ANOMALY_CHECK)
-}
-
-/// The host waits for the device more often per step: calls that sync at least once more
-/// every two steps ([`added_syncs`]).
-pub fn synchronization(c: &Comparison, _cfg: &CompareConfig) -> Option<Finding> {
-    let grown = added_syncs(c);
-    if added_per_step(&grown) < 0.5 {
-        return None;
-    }
-    let (before, after) = (syncs_per_step(&c.baseline), syncs_per_step(&c.current));
-    let names = grown_words(&grown, 3);
-    // An op and the runtime call under it are one sync made at one site: a site once,
-    // with the larger count.
-    let mut sites: Vec<(String, u64)> = Vec::new();
-    for (site, n) in grown.iter().flat_map(|(h, _)| h.sites.iter()) {
-        match sites.iter_mut().find(|(s, _)| s == site) {
-            Some(seen) => seen.1 = seen.1.max(*n),
-            None => sites.push((site.clone(), *n)),
-        }
-    }
-    let mut evidence = vec![Evidence::new(
-        EvidenceKey::SyncsPerStep,
-        after,
-        Some(before),
-        Unit::None,
-        format!(
-            "host-device synchronizations per step of a rank: {}",
-            names.join(", ")
-        ),
-    )
-    .decisive()];
-    let site = if sites.is_empty() {
-        String::new()
-    } else {
-        evidence[0]
-            .detail
-            .push_str(&format!("; called from {}", sites_text(&sites)));
-        format!(", from {}", sites[0].0)
-    };
-    // The autograd engine's own NaN checks: no line of the program makes them.
-    let checks: f64 = grown
-        .iter()
-        .filter(|(h, _)| h.name == AUTOGRAD_ANOMALY_CHECK)
-        .map(|(h, b)| h.per_step - b)
-        .sum();
-    if checks >= 0.5 * added_per_step(&grown) {
-        return Some(finding(
-            Severity::Warning,
-            format!(
-                "autograd anomaly detection is on: {checks:.1} NaN checks per step, each a host-device sync after a backward function ({:.1} syncs per step against {before:.1})",
-                after
-            ),
-            0.9,
-            evidence,
-            format!(
-                "turn anomaly detection off outside debugging (torch.autograd.set_detect_anomaly(False); no torch.autograd.detect_anomaly() around the step): after every backward function it reads each output's isnan().any() back to the host, and it records a traceback for every forward op; to catch NaNs in training, check the loss with torch.isfinite every N steps{}",
-                cpu_caveat(c)
-            ),
-        ));
-    }
-    Some(finding(
-        Severity::Warning,
-        format!(
-            "accidental synchronization: {:.1} host-device syncs per step against {before:.1} ({}{site})",
-            after,
-            grown.first().map_or("", |(h, _)| h.name.as_str()),
-        ),
-        0.9,
-        evidence,
-        format!(
-            "remove the sync from the step{}: keep the value on the device and read it every N steps (log the loss with .detach() and .item() only when printing), avoid tensor-dependent Python control flow, nonzero/masked_select/unique on the device; each sync makes the host wait until the device drains its queue, so launches stop overlapping compute{}",
-            if sites.is_empty() {
-                " (torch.profiler with with_stack=True says which line)".to_string()
-            } else {
-                format!(" at {}", sites[0].0)
-            },
-            cpu_caveat(c)
-        ),
-    ))
 }
 
 /// More memory allocated and freed per step outside the caching allocator's pool.

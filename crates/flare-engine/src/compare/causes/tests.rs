@@ -507,3 +507,37 @@ fn anomaly_detections_checks_are_named_as_such_and_explain_the_slower_backward()
         f[0].1.summary
     );
 }
+
+#[test]
+fn ddps_search_for_unused_parameters_is_named_as_the_syncs_source() {
+    // DDP(find_unused_parameters=True): its reducer's graph search appears, and a read-back
+    // per parameter (19) every step.
+    let mut c = steady();
+    c.current
+        .host_calls
+        .push(sync("aten::_local_scalar_dense", 19.0));
+    c.sequence = Some(flare_model::SequenceChange {
+        divergence_bits: 0.3,
+        baseline_entropy_bits: 5.1,
+        current_entropy_bits: 5.2,
+        appeared: vec![
+            "_DDPSink".into(),
+            "torch.distributed.ddp.reducer::search_unused_parameters".into(),
+        ],
+        disappeared: vec![],
+    });
+    let f = named_causes(&c, &CompareConfig::default());
+    assert_eq!(f[0].0, Cause::DeviceSynchronization);
+    assert!(
+        f[0].1
+            .summary
+            .starts_with("DDP searches for unused parameters every step: 19.0 host syncs per step"),
+        "{}",
+        f[0].1.summary
+    );
+    assert!(
+        f[0].1.action.contains("find_unused_parameters=False"),
+        "{}",
+        f[0].1.action
+    );
+}
