@@ -757,3 +757,68 @@ fn every_part_slower_alike_is_not_the_machine_where_the_program_changed_too() {
         f[1].summary
     );
 }
+
+#[test]
+fn an_op_whose_shapes_changed_is_told_with_the_shapes_that_took_its_place() {
+    use super::scale::tests::job_from;
+    use crate::compare::causes::tests::class;
+    let cfg = CompareConfig::default();
+    let wide = "aten::linear [[64,1024],[1024,1024],[1024]]";
+    // (what took its place: class, baseline (ms, count), current (ms, count); told)
+    type Case = (&'static str, (f64, f64), (f64, f64), bool);
+    let cases: [Case; 4] = [
+        // a layer 1022 wide: the same op, as often, on other shapes
+        (
+            "aten::linear [[64,1022],[1022,1022],[1022]]",
+            (0.0, 0.0),
+            (2.0, 4.0),
+            true,
+        ),
+        // another op in its place is not its shapes
+        ("aten::conv2d [[64,3,32,32]]", (0.0, 0.0), (2.0, 4.0), false),
+        // the same op on other shapes, but once where it ran four times: not a reshape
+        (
+            "aten::linear [[64,512],[512,512],[512]]",
+            (0.0, 0.0),
+            (2.0, 1.0),
+            false,
+        ),
+        // on shapes the baseline ran too: not what took its place
+        (
+            "aten::linear [[64,1022],[1022,1022],[1022]]",
+            (1.0, 4.0),
+            (3.0, 8.0),
+            false,
+        ),
+    ];
+    for (other, b, cur, told) in cases {
+        let mut c = job_from(
+            [11.0, 6.6, 12.3, 0.7, 0.7, 1.6],
+            [11.0, 6.6, 12.3, 0.7, 0.7, 1.6],
+        );
+        c.classes
+            .push(class(TimeClassKind::Compute, wide, (18.0, 4.0), (0.0, 0.0)));
+        c.classes.push(class(TimeClassKind::Compute, other, b, cur));
+        c.baseline.step_ms += 18.0 + b.0;
+        c.current.step_ms += cur.0;
+        c.classes
+            .sort_by(|x, y| y.delta_ms().abs().total_cmp(&x.delta_ms().abs()));
+        let f = regression_findings(&mut c, &cfg);
+        let step = f
+            .iter()
+            .find(|f| f.summary.starts_with("steps faster"))
+            .unwrap_or_else(|| panic!("{other}: {f:#?}"));
+        assert!(
+            step.summary.contains(&format!("compute {wide} -18.00 ms")),
+            "{other}: {}",
+            step.summary
+        );
+        assert_eq!(
+            step.summary
+                .contains(&format!(": its shapes changed ({other} runs ")),
+            told,
+            "{other}: {}",
+            step.summary
+        );
+    }
+}

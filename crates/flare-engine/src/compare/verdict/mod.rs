@@ -301,12 +301,19 @@ fn step_findings(c: &Comparison, cfg: &CompareConfig) -> Vec<Finding> {
                 top.delta_ms() / delta * 100.0,
                 if more_often {
                     format!(
-                        ", run {:.1} times per step against {:.1}{}",
+                        ", run {:.1} times per step against {:.1}{}{}",
                         top.current_count,
                         top.baseline_count,
                         recut_net(c, top, cfg).map_or(String::new(), |net| format!(
                             "; {kind}'s messages are cut into other sizes, a net {net:+.2} ms per step over them",
                             kind = crate::compare::causes::collective_of(&top.class)
+                        )),
+                        reshaped(c, top, cfg).map_or(String::new(), |r| format!(
+                            ": its shapes changed ({} runs {:.1} times per step against {:.1}, {:+.2} ms)",
+                            r.class,
+                            r.current_count,
+                            r.baseline_count,
+                            r.delta_ms()
                         ))
                     )
                 } else if let Some((w, grown)) = waited {
@@ -417,6 +424,32 @@ fn recut_net(c: &Comparison, top: &TimeClassChange, cfg: &CompareConfig) -> Opti
     let fewer = sizes.iter().any(|r| r.current_count < r.baseline_count);
     let more = sizes.iter().any(|r| r.current_count > r.baseline_count);
     (fewer && more).then(|| sizes.iter().map(|r| r.delta_ms()).sum())
+}
+
+/// Where the compute op `top` stopped or started running and the same op runs as often on
+/// other shapes instead (a layer's width changed): the class that took its place.
+fn reshaped<'a>(
+    c: &'a Comparison,
+    top: &TimeClassChange,
+    cfg: &CompareConfig,
+) -> Option<&'a TimeClassChange> {
+    let (op, _) = top.class.split_once(" [[")?;
+    let gone = top.current_count == 0.0;
+    if top.kind != TimeClassKind::Compute || gone == (top.baseline_count == 0.0) {
+        return None;
+    }
+    let count = top.baseline_count.max(top.current_count);
+    c.classes.iter().find(|r| {
+        r.kind == TimeClassKind::Compute
+            && r.class != top.class
+            && r.class.split_once(" [[").is_some_and(|(o, _)| o == op)
+            && (if gone {
+                r.baseline_count
+            } else {
+                r.current_count
+            }) == 0.0
+            && (r.baseline_count.max(r.current_count) - count).abs() <= cfg.count_change * count
+    })
 }
 
 /// Where a wait that leads comes from: the ranks the others wait for, and the class that
