@@ -14,12 +14,22 @@ use flare_model::{
 /// source recorded them, else the runtime's calls (each op syncs through one of those:
 /// counting both would count a sync twice).
 pub(super) fn syncs_per_step(run: &RunProfile) -> f64 {
+    ops_or_runtime(
+        calls(run, HostCallKind::Synchronize)
+            .into_iter()
+            .map(|h| (h.name.as_str(), h.per_step)),
+    )
+}
+
+/// Sync counts summed apart for the framework's ops (`aten::...`) and the runtime's
+/// calls, the larger of the two (see [`syncs_per_step`]).
+fn ops_or_runtime<'a>(counts: impl IntoIterator<Item = (&'a str, f64)>) -> f64 {
     let (mut ops, mut runtime) = (0.0, 0.0);
-    for h in calls(run, HostCallKind::Synchronize) {
-        if h.name.starts_with("aten::") {
-            ops += h.per_step;
+    for (name, n) in counts {
+        if name.starts_with("aten::") {
+            ops += n;
         } else {
-            runtime += h.per_step;
+            runtime += n;
         }
     }
     f64::max(ops, runtime)
@@ -41,15 +51,11 @@ fn added_syncs(c: &Comparison) -> Vec<(&HostCallRate, f64)> {
 /// How many more syncs per step `added` makes: ops and runtime calls apart, as in
 /// [`syncs_per_step`].
 fn added_per_step(added: &[(&HostCallRate, f64)]) -> f64 {
-    let (mut ops, mut runtime) = (0.0, 0.0);
-    for (h, before) in added {
-        if h.name.starts_with("aten::") {
-            ops += h.per_step - before;
-        } else {
-            runtime += h.per_step - before;
-        }
-    }
-    f64::max(ops, runtime)
+    ops_or_runtime(
+        added
+            .iter()
+            .map(|(h, before)| (h.name.as_str(), h.per_step - before)),
+    )
 }
 
 /// The span DDP's reducer records while it walks the autograd graph for parameters the
@@ -107,58 +113,47 @@ pub fn synchronization(c: &Comparison, _cfg: &CompareConfig) -> Option<Finding> 
         .filter(|(h, _)| h.name == AUTOGRAD_ANOMALY_CHECK)
         .map(|(h, b)| h.per_step - b)
         .sum();
-    if checks >= 0.5 * added_per_step(&grown) {
-        return Some(finding(
-            Severity::Warning,
-            format!(
-                "autograd anomaly detection is on: {checks:.1} NaN checks per step, each a host-device sync after a backward function ({:.1} syncs per step against {before:.1})",
-                after
-            ),
-            0.9,
-            evidence,
-            format!(
-                "turn anomaly detection off outside debugging (torch.autograd.set_detect_anomaly(False); no torch.autograd.detect_anomaly() around the step): after every backward function it reads each output's isnan().any() back to the host, and it records a traceback for every forward op; to catch NaNs in training, check the loss with torch.isfinite every N steps{}",
-                cpu_caveat(c)
-            ),
-        ));
-    }
     // DDP's reducer searching the graph for unused parameters (`find_unused_parameters`)
     // reads each parameter's use back every step: the setting, not a line, makes them.
-    if c.sequence
+    let ddp_search = c
+        .sequence
         .as_ref()
-        .is_some_and(|s| s.appeared.iter().any(|n| n == DDP_UNUSED_PARAMETER_SEARCH))
-    {
-        return Some(finding(
-            Severity::Warning,
+        .is_some_and(|s| s.appeared.iter().any(|n| n == DDP_UNUSED_PARAMETER_SEARCH));
+    let first = grown.first().map_or("", |(h, _)| h.name.as_str());
+    let (summary, action) = if checks >= 0.5 * added_per_step(&grown) {
+        (
             format!(
-                "DDP searches for unused parameters every step: {after:.1} host syncs per step against {before:.1} ({}{site}), beside its graph search ({DDP_UNUSED_PARAMETER_SEARCH})",
-                grown.first().map_or("", |(h, _)| h.name.as_str()),
+                "autograd anomaly detection is on: {checks:.1} NaN checks per step, each a host-device sync after a backward function ({after:.1} syncs per step against {before:.1})"
             ),
-            0.9,
-            evidence,
+            "turn anomaly detection off outside debugging (torch.autograd.set_detect_anomaly(False); no torch.autograd.detect_anomaly() around the step): after every backward function it reads each output's isnan().any() back to the host, and it records a traceback for every forward op; to catch NaNs in training, check the loss with torch.isfinite every N steps".to_string(),
+        )
+    } else if ddp_search {
+        (
             format!(
-                "DistributedDataParallel(find_unused_parameters=True) walks the autograd graph after each forward and reads every parameter's use back after the backward: pass find_unused_parameters=False where every parameter gets a gradient every step (DDP then names any that do not), or static_graph=True where the same ones are unused every step{}",
-                cpu_caveat(c)
+                "DDP searches for unused parameters every step: {after:.1} host syncs per step against {before:.1} ({first}{site}), beside its graph search ({DDP_UNUSED_PARAMETER_SEARCH})"
             ),
-        ));
-    }
+            "DistributedDataParallel(find_unused_parameters=True) walks the autograd graph after each forward and reads every parameter's use back after the backward: pass find_unused_parameters=False where every parameter gets a gradient every step (DDP then names any that do not), or static_graph=True where the same ones are unused every step".to_string(),
+        )
+    } else {
+        (
+            format!(
+                "accidental synchronization: {after:.1} host-device syncs per step against {before:.1} ({first}{site})"
+            ),
+            format!(
+                "remove the sync from the step{}: keep the value on the device and read it every N steps (log the loss with .detach() and .item() only when printing), avoid tensor-dependent Python control flow, nonzero/masked_select/unique on the device; each sync makes the host wait until the device drains its queue, so launches stop overlapping compute",
+                if sites.is_empty() {
+                    " (torch.profiler with with_stack=True says which line)".to_string()
+                } else {
+                    format!(" at {}", sites[0].0)
+                },
+            ),
+        )
+    };
     Some(finding(
         Severity::Warning,
-        format!(
-            "accidental synchronization: {:.1} host-device syncs per step against {before:.1} ({}{site})",
-            after,
-            grown.first().map_or("", |(h, _)| h.name.as_str()),
-        ),
+        summary,
         0.9,
         evidence,
-        format!(
-            "remove the sync from the step{}: keep the value on the device and read it every N steps (log the loss with .detach() and .item() only when printing), avoid tensor-dependent Python control flow, nonzero/masked_select/unique on the device; each sync makes the host wait until the device drains its queue, so launches stop overlapping compute{}",
-            if sites.is_empty() {
-                " (torch.profiler with with_stack=True says which line)".to_string()
-            } else {
-                format!(" at {}", sites[0].0)
-            },
-            cpu_caveat(c)
-        ),
+        format!("{action}{}", cpu_caveat(c)),
     ))
 }
