@@ -121,6 +121,35 @@ pub fn mean(v: &[f64]) -> f64 {
     }
 }
 
+/// Student's t at the one-sided level 0.99 with `dof` degrees of freedom (a standard
+/// table to 30, then linear in 1/dof to the normal's 2.326); `INFINITY` with none.
+pub fn student_t_99(dof: u32) -> f64 {
+    // t at 11 degrees of freedom is 2.718, by chance e's first digits.
+    #[allow(clippy::approx_constant)]
+    const TO_30: [f64; 30] = [
+        31.821, 6.965, 4.541, 3.747, 3.365, 3.143, 2.998, 2.896, 2.821, 2.764, 2.718, 2.681, 2.650,
+        2.624, 2.602, 2.583, 2.567, 2.552, 2.539, 2.528, 2.518, 2.508, 2.500, 2.492, 2.485, 2.479,
+        2.473, 2.467, 2.462, 2.457,
+    ];
+    const BEYOND: [(f64, f64); 4] = [(30.0, 2.457), (40.0, 2.423), (60.0, 2.390), (120.0, 2.358)];
+    match dof {
+        0 => f64::INFINITY,
+        1..=30 => TO_30[dof as usize - 1],
+        _ => {
+            let x = 1.0 / f64::from(dof);
+            let (mut hi_x, mut hi_t) = (1.0 / 30.0, 2.457);
+            for &(d, t) in BEYOND.iter().skip(1).chain(&[(f64::INFINITY, 2.326)]) {
+                let (lo_x, lo_t) = (1.0 / d, t);
+                if x >= lo_x {
+                    return lo_t + (hi_t - lo_t) * (x - lo_x) / (hi_x - lo_x);
+                }
+                (hi_x, hi_t) = (lo_x, lo_t);
+            }
+            2.326
+        }
+    }
+}
+
 /// Maps a score in [0, inf) to a confidence in (0, 1): 0.5 at `half`.
 pub fn confidence(score: f64, half: f64) -> f64 {
     let x = (score / half.max(1e-12)).max(0.0);
@@ -130,6 +159,28 @@ pub fn confidence(score: f64, half: f64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn students_t_at_99_percent() {
+        // (dof, t): the table, between its rows past 30, and the normal's limit.
+        let cases = [
+            (0, f64::INFINITY),
+            (1, 31.821),
+            (2, 6.965),
+            (30, 2.457),
+            (40, 2.423),
+            (48, 2.4065),
+            (120, 2.358),
+            (100_000, 2.326),
+        ];
+        for (dof, want) in cases {
+            let t = student_t_99(dof);
+            assert!(
+                t == want || (t - want).abs() < 2e-3,
+                "dof {dof}: {t} against {want}"
+            );
+        }
+    }
 
     #[test]
     fn robust_statistics() {

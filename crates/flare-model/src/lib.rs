@@ -25,12 +25,13 @@ pub mod trace;
 
 pub use comm::{CommId, Communicator, GroupKind};
 pub use finding::{
-    distinct_kinds, ranks_label, CascadeGroup, ChangedOnRanks, Comparison, Component,
-    Corroboration, Culprit, DetectorId, Direction, Evidence, EvidenceKey, FailureCategory,
-    FailureDetail, Finding, FindingKind, FindingsDocument, GemmShapeRow, HostCallRate, JobStage,
-    JobSummary, LatencyQuantiles, LineRole, LogLine, LogSignature, RankClassGrowth, RankMetrics,
-    RankTime, RegressionCause, RunProfile, SequenceChange, Severity, SkippedDetector,
-    TimeClassChange, TimeClassKind, Unit, Verdict, WaitedFor, WindowHistory,
+    distinct_kinds, ranks_label, CascadeGroup, ChangedOnRanks, ClassRunToRun, Comparison,
+    Component, Corroboration, Culprit, DetectorId, Direction, Evidence, EvidenceKey,
+    FailureCategory, FailureDetail, Finding, FindingKind, FindingsDocument, GemmShapeRow,
+    HostCallRate, JobStage, JobSummary, LatencyQuantiles, LineRole, LogLine, LogSignature,
+    RankClassGrowth, RankMetrics, RankTime, RegressionCause, RunProfile, RunStep, RunToRun,
+    SequenceChange, Severity, SkippedDetector, TimeClassChange, TimeClassKind, Unit, Verdict,
+    WaitedFor, WindowHistory,
 };
 pub use host_calls::{CallSites, CallSums, HostCallCount, HostCallKind, HostCalls};
 pub use machine::{Machine, MachineMetric, MachineMetrics, MetricSeries};

@@ -397,6 +397,7 @@ fn comparison_report_is_balanced_and_escapes_what_traces_say() {
         baseline_rate: None,
         current_rate: None,
         changed_on: None,
+        reruns: None,
     };
     let mut classes: Vec<TimeClassChange> = (0..15)
         .map(|i| class(&format!("op{i}"), 1.0, 1.5))
@@ -415,6 +416,7 @@ fn comparison_report_is_balanced_and_escapes_what_traces_say() {
         sequence: None,
         causes: vec![RegressionCause::DeviceSynchronization],
         waited_for: None,
+        reruns: None,
     });
     let html = render_comparison_html(&d, evil);
     assert!(!html.to_ascii_lowercase().contains("<script"), "{html}");

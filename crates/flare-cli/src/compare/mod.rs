@@ -7,7 +7,8 @@
 use anyhow::{Context, Result};
 use clap::Args;
 use flare_engine::compare::{
-    compare, compare_windows, onset, regression_findings, window_onset, CompareConfig, LevelChange,
+    add_reruns, compare, compare_windows, onset, regression_findings, trace_point, window_onset,
+    windows_point, CompareConfig, LevelChange, RunPoint,
 };
 use flare_model::{Comparison, FindingsDocument, JobSummary, Trace, WindowSummary};
 use source::Run;
@@ -26,6 +27,14 @@ pub struct CompareArgs {
     pub baseline: String,
     /// The run to explain (of the same kind as the baseline).
     pub current: Option<String>,
+    /// Another run of the baseline's code (repeatable). With reruns of either side, a
+    /// change of time alone is also judged against how much runs of the same code differ
+    /// (other machines, their load and clocks), which one run of each cannot measure.
+    #[arg(long = "baseline-rerun", value_name = "RUN")]
+    pub baseline_reruns: Vec<String>,
+    /// Another run of the current's code (repeatable; see --baseline-rerun).
+    #[arg(long = "current-rerun", value_name = "RUN")]
+    pub current_reruns: Vec<String>,
     /// Print the findings document (with its `comparison`) as JSON.
     #[arg(long)]
     pub json: bool,
@@ -39,7 +48,25 @@ pub struct CompareArgs {
 
 pub fn run(a: CompareArgs) -> Result<ExitCode> {
     let compared = match &a.current {
-        Some(current) => two_runs(&a.baseline, current)?,
+        Some(current) => {
+            let (mut c, job) = two_runs(&a.baseline, current)?;
+            let points = |reruns: &[String], kind: &str| -> Result<Vec<RunPoint>> {
+                reruns.iter().map(|r| rerun_point(r, kind)).collect()
+            };
+            let kind = source_kind(&a.baseline);
+            add_reruns(
+                &mut c,
+                &points(&a.baseline_reruns, kind)?,
+                &points(&a.current_reruns, kind)?,
+            );
+            (c, job)
+        }
+        None if !(a.baseline_reruns.is_empty() && a.current_reruns.is_empty()) => {
+            anyhow::bail!(
+                "--baseline-rerun and --current-rerun need two runs to compare (BASELINE CURRENT); alone, {} is split where its step changed",
+                a.baseline
+            )
+        }
         None => match one_run(&a.baseline)? {
             Some(c) => c,
             None => return Ok(ExitCode::SUCCESS),
@@ -79,6 +106,33 @@ pub fn run(a: CompareArgs) -> Result<ExitCode> {
         print!("{}", text(&doc, a.top));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// "trace" or "live job": what a source is, for its reruns to be of the same kind.
+fn source_kind(source: &str) -> &'static str {
+    if source.starts_with("http://") || source.starts_with("https://") {
+        "live job"
+    } else {
+        "trace"
+    }
+}
+
+/// A rerun's mean step and classes, read as the compared runs are (`kind`: theirs).
+fn rerun_point(source: &str, kind: &str) -> Result<RunPoint> {
+    match (source::read(source)?, kind) {
+        (Run::Trace(t), "trace") => Ok(trace_point(&t, source)),
+        (Run::Windows(w), "live job") => Ok(windows_point(&refs(&w), source)),
+        _ => anyhow::bail!(
+            "{source}: a rerun must be of the kind the compared runs are (a {kind}); compare traces with traces and live jobs with live jobs"
+        ),
+    }
+    .and_then(|p| {
+        if p.step_ms > 0.0 {
+            Ok(p)
+        } else {
+            anyhow::bail!("{source}: no op with a duration in any iteration; no step to compare")
+        }
+    })
 }
 
 /// The current run against the baseline, and the job it is.
@@ -245,6 +299,7 @@ fn text(doc: &FindingsDocument, top: usize) -> String {
         ));
     }
     out.push_str(&gemm_shapes_text(c, top));
+    out.push_str(&reruns_text(c));
     if doc.findings().is_empty() {
         out.push_str("\nNo change of the step worth a finding.\n");
     }
@@ -289,6 +344,33 @@ fn gemm_shapes_text(c: &Comparison, top: usize) -> String {
     if rows.len() > top {
         out.push_str(&format!("  ({} more shapes in --json)\n", rows.len() - top));
     }
+    out
+}
+
+/// Each side's runs and the drift between runs of the same code, where reruns were given.
+fn reruns_text(c: &Comparison) -> String {
+    let Some(r) = &c.reruns else {
+        return String::new();
+    };
+    let mut out =
+        String::from("\nRuns of each side (the first of each compared above), mean step:\n");
+    for (side, runs) in [("baseline", &r.baseline), ("current", &r.current)] {
+        for run in runs {
+            out.push_str(&format!(
+                "  {side:<9} {:>9.2} ms  {}\n",
+                run.step_ms, run.source
+            ));
+        }
+    }
+    let least = r.least_told_ms(r.step_sd_ms);
+    out.push_str(&format!(
+        "  runs of the same code differ by {:.2} ms (sd, {} degrees of freedom); the sides' means moved {:+.2} ms, {} the {:.2} ms these runs tell from that drift\n",
+        r.step_sd_ms,
+        r.degrees_of_freedom,
+        r.mean_change_ms(),
+        if r.mean_change_ms().abs() >= least { "past" } else { "within" },
+        least
+    ));
     out
 }
 

@@ -9,12 +9,14 @@
 mod causes;
 mod profile;
 mod ranks;
+mod reruns;
 mod scale;
 mod sequence;
 mod verdict;
 mod windows;
 
 pub use profile::profile;
+pub use reruns::{add_reruns, trace_point, windows_point, RunPoint};
 pub use scale::{machine_scale, MachineScale};
 pub use sequence::sequence_change;
 pub use verdict::{regression_findings, CompareConfig};
@@ -103,10 +105,11 @@ fn compare_profiles(
                 baseline_rate: None,
                 current_rate: None,
                 changed_on: None,
+                reruns: None,
             });
             let per_step = |x: f64| x / p.rank_iterations.max(1) as f64;
             let side = (
-                per_step(t.ns) / 1e6,
+                per_step_ms(p, t.ns),
                 t.sd_ns(p.rank_iterations) / 1e6,
                 p.algorithms
                     .get(key)
@@ -153,7 +156,13 @@ fn compare_profiles(
         sequence: None,
         causes: vec![],
         waited_for: ranks::waited_for(b, c),
+        reruns: None,
     }
+}
+
+/// A class's time over a profile's steps, ms per step of a rank.
+fn per_step_ms(p: &profile::Profile, ns: f64) -> f64 {
+    ns / p.rank_iterations.max(1) as f64 / 1e6
 }
 
 /// The trace's host calls per iteration of a rank (`iterations`: the (rank, iteration)

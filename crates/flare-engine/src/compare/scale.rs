@@ -160,6 +160,7 @@ pub(super) mod tests {
             sequence: None,
             causes: vec![],
             waited_for: None,
+            reruns: None,
         }
     }
 

@@ -205,6 +205,9 @@ pub struct TimeClassChange {
     /// alone take (absent when every rank changed alike, or none did).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub changed_on: Option<ChangedOnRanks>,
+    /// Its time over every run of each side, where reruns of the same code were given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reruns: Option<crate::ClassRunToRun>,
 }
 
 /// The ranks whose ops per step of a class differ from the same rank's in the baseline by
@@ -336,6 +339,9 @@ pub struct Comparison {
     /// The ranks the others wait for longer, where the source has each rank's time.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub waited_for: Option<WaitedFor>,
+    /// The drift between runs of the same code, where reruns of either side were given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reruns: Option<crate::RunToRun>,
 }
 
 /// One GEMM shape in both runs: its calls per step in each, with its kernels' device time

@@ -181,6 +181,10 @@ string_enum! {
         /// each run's median absolute deviation), where a few very long steps make the
         /// means' noise too wide to judge.
         StepMedianChangeSe => "step_median_change_se",
+        /// The change of the mean step over every run of each side, in standard errors of
+        /// the drift between runs of the same code; threshold: Student's t the change must
+        /// reach.
+        RunToRunChangeSe => "run_to_run_change_se",
         /// One part of a step's time (compute, communication with its waiting, or the
         /// host's) in the current run; baseline: in the baseline run.
         PartTimeMs => "part_time_ms",

@@ -10,6 +10,7 @@ pub mod document;
 pub mod evidence;
 pub mod failure;
 pub(crate) mod finite;
+pub mod reruns;
 
 pub use comparison::{
     ranks_label, ChangedOnRanks, Comparison, GemmShapeRow, HostCallRate, LatencyQuantiles,
@@ -24,6 +25,7 @@ pub use evidence::{Direction, Evidence, EvidenceKey, Unit};
 pub use failure::{
     CascadeGroup, FailureCategory, FailureDetail, JobStage, LineRole, LogLine, LogSignature,
 };
+pub use reruns::{ClassRunToRun, RunStep, RunToRun};
 
 use serde::{Deserialize, Serialize};
 

@@ -92,6 +92,7 @@ pub(in crate::compare) fn class(
         baseline_rate: None,
         current_rate: None,
         changed_on: None,
+        reruns: None,
     }
 }
 
@@ -127,6 +128,7 @@ fn steady() -> Comparison {
         sequence: None,
         causes: vec![],
         waited_for: None,
+        reruns: None,
     }
 }
 

@@ -48,7 +48,12 @@ pub(super) fn machine_finding(
         .filter(|k| k.is_structural())
         .map(|k| k.as_str())
         .collect();
+    let rerun = c.reruns.is_some();
     let (severity, action) = match (cfg.within_one_run, slower) {
+        (false, true) if rerun => (
+            Severity::Warning,
+            "every part of the step slowed alike, past the drift between runs of the same code that the reruns measured: the current runs' machines are slower (other loads on their CPUs, CPU or GPU clocks and power limits, other nodes or network) or a setting adds work to every op (autograd anomaly detection, hooks on every module, a profiler, sanitizer or debug build, CUDA_LAUNCH_BLOCKING=1); compare the machines each side ran on (nvidia-smi -q -d PERFORMANCE, lscpu, the nodes' names) before the code".to_string(),
+        ),
         (false, true) if !program.is_empty() => (
             Severity::Warning,
             "every part of the step slowed alike, as on a slower machine, but the program changed too (its other findings): a setting that adds work to every op slows the whole step at once (autograd anomaly detection, hooks on every module, a profiler, sanitizer or debug build, CUDA_LAUNCH_BLOCKING=1); look for one among the changes between the runs, and rerun both on the same idle machine to tell the machine's share".to_string(),

@@ -9,6 +9,7 @@ mod words;
 pub(super) mod work;
 
 use machine::machine_finding;
+pub(in crate::compare) use noise::class_past_drift;
 use noise::{few_long_steps, median_change_se, median_evidence, step_evidence, step_se};
 use sequence::sequence_finding;
 use words::{action, class_detail};
@@ -93,11 +94,23 @@ fn step_findings(c: &Comparison, cfg: &CompareConfig) -> Vec<Finding> {
     } else {
         cfg.min_change
     };
+    // Reruns of the same code measure how much whole runs drift apart (machines, their
+    // load and clocks), which each run's own noise leaves out. Where the step's change is
+    // within that drift, what is told is what the program runs differently, and a class
+    // whose time alone changed past its own drift by `min_change` of the step (a smaller
+    // one among a hundred classes passes its test by chance).
+    let drifting = c.reruns.as_ref().is_some_and(|r| !r.step_told(delta));
+    let past_drift = |r: &TimeClassChange| {
+        count_changed(r, cfg)
+            || (noise::class_past_drift(c, r, delta)
+                && r.delta_ms().abs() >= cfg.min_change * before)
+    };
     // The classes that moved the way the step did, most first.
     let movers: Vec<&TimeClassChange> = c
         .classes
         .iter()
         .filter(|r| r.delta_ms() * delta > 0.0)
+        .filter(|r| !drifting || past_drift(r))
         .take(SHOWN)
         .collect();
     // Ops run more or less often per step are a change of what the program runs: when
@@ -115,13 +128,34 @@ fn step_findings(c: &Comparison, cfg: &CompareConfig) -> Vec<Finding> {
     let structural_ms: f64 = structural_classes()
         .map(|r| reach_ms(r).abs().min(delta.abs()))
         .sum();
-    let structural = structural_ms >= cfg.min_change * before;
+    // Within the drift, what the program runs differently is told by its net change over
+    // every class whose count changed (messages cut into other sizes add some and remove
+    // others).
+    let structural = if drifting {
+        let net: f64 = c
+            .classes
+            .iter()
+            .filter(|r| {
+                matches!(
+                    r.kind,
+                    TimeClassKind::Compute | TimeClassKind::Communication
+                ) && count_changed(r, cfg)
+            })
+            .map(reach_ms)
+            .sum();
+        net * delta.signum() >= cfg.min_change * before
+    } else {
+        structural_ms >= cfg.min_change * before
+    };
     // Told by the medians where the means' noise is too wide.
     let by_median = median_change_se(c, delta)
         .filter(|&z| delta.abs() < cfg.min_change_se * se && z >= cfg.min_change_se);
     if (delta / before).abs() < min_change
         || (!structural && delta.abs() < cfg.min_change_se * se && by_median.is_none())
     {
+        return vec![];
+    }
+    if drifting && !structural && movers.iter().all(|r| count_changed(r, cfg)) {
         return vec![];
     }
     let slower = delta > 0.0;
@@ -195,9 +229,14 @@ fn step_findings(c: &Comparison, cfg: &CompareConfig) -> Vec<Finding> {
         ));
     }
     let head = format!(
-        "steps {} by {:.1}% ({before:.2} -> {after:.2} ms per step of a rank)",
+        "steps {} by {:.1}% ({before:.2} -> {after:.2} ms per step of a rank{})",
         if slower { "slower" } else { "faster" },
         (delta / before).abs() * 100.0,
+        if drifting {
+            "; within the drift between runs of the same code, but for what follows"
+        } else {
+            ""
+        }
     );
     let waited = waited_for(c, top);
     // Where the lead is an op the baseline never ran on any rank, with others beside it:
@@ -237,8 +276,13 @@ fn step_findings(c: &Comparison, cfg: &CompareConfig) -> Vec<Finding> {
     // A class that took longer running as often is measured against each run's own noise
     // only: between two runs the same ops also vary with the machines (load, clocks), which
     // one run of each cannot tell apart, so it is less sure than a change the program
-    // made, and the causes read from what the program does come first.
-    let same_ops = certainty.min(TIME_ONLY_CONFIDENCE);
+    // made, and the causes read from what the program does come first; unless reruns
+    // measured that drift and its change stands past it.
+    let same_ops = if noise::class_past_drift(c, top, delta) {
+        certainty
+    } else {
+        certainty.min(TIME_ONLY_CONFIDENCE)
+    };
     let (summary, confidence) = match (&scaled, &top.changed_on, by_launches) {
         (Some(w), _, _) => (
             format!("{head}; the most of it: {}", w.words(delta)),

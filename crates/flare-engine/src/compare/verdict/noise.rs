@@ -3,7 +3,7 @@
 //! run's spread; and the evidence that says so.
 
 use super::CompareConfig;
-use flare_model::{Comparison, Evidence, EvidenceKey, RunProfile, Unit};
+use flare_model::{Comparison, Evidence, EvidenceKey, RunProfile, RunToRun, TimeClassChange, Unit};
 
 /// The standard error of the difference of the runs' mean steps, ms.
 pub(super) fn step_se(c: &Comparison) -> f64 {
@@ -63,6 +63,7 @@ pub(super) fn step_evidence(c: &Comparison, cfg: &CompareConfig, se: f64) -> Vec
         ),
     )
     .decisive()];
+    evidence.extend(c.reruns.as_ref().map(drift_evidence));
     if se > 0.0 {
         evidence.push(Evidence::new(
             EvidenceKey::StepChangeSe,
@@ -93,4 +94,48 @@ pub(super) fn median_evidence(c: &Comparison, cfg: &CompareConfig, z: f64) -> Ev
             c.current.step_robust_sd_ms
         ),
     )
+}
+
+/// The step's change over every run of each side against the drift between runs of the
+/// same code.
+fn drift_evidence(r: &RunToRun) -> Evidence {
+    let se = r.change_se_ms(r.step_sd_ms);
+    let steps = |runs: &[flare_model::RunStep]| {
+        runs.iter()
+            .map(|s| format!("{:.2}", s.step_ms))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    Evidence::new(
+        EvidenceKey::RunToRunChangeSe,
+        if se > 0.0 {
+            r.mean_change_ms().abs() / se
+        } else {
+            f64::INFINITY
+        },
+        Some(r.critical_t),
+        Unit::None,
+        format!(
+            "over every run of each side the mean step moved {:+.2} ms (baseline runs {} ms; current runs {} ms); runs of the same code differ by {:.2} ms (sd, {} degrees of freedom), so a change under {:.2} ms is not told from that drift",
+            r.mean_change_ms(),
+            steps(&r.baseline),
+            steps(&r.current),
+            r.step_sd_ms,
+            r.degrees_of_freedom,
+            r.least_told_ms(r.step_sd_ms)
+        ),
+    )
+}
+
+/// Whether reruns measured the drift between runs of the same code and the class's change
+/// over every run of each side stands past its own drift, the way of `delta`.
+pub(in crate::compare) fn class_past_drift(
+    c: &Comparison,
+    class: &TimeClassChange,
+    delta: f64,
+) -> bool {
+    c.reruns
+        .as_ref()
+        .zip(class.reruns.as_ref())
+        .is_some_and(|(r, k)| r.class_told(k, delta))
 }
