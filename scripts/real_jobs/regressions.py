@@ -31,6 +31,9 @@ regression traces it (shapes, Python stacks, Python GC events):
                   squaring path for the general one, the same op with the same shapes as
                   often, slower per call (a small op made slow, as a changed kernel or
                   dtype path makes one; on a GPU both are memory-bound and alike)
+  baseline_rerun  the same job once more, after every other variant: with baseline and
+                  baseline_again, three runs of the baseline's code over the whole session,
+                  for `flare compare --baseline-rerun` to measure the drift between runs
 
 With --device cuda the same job runs on GPUs (one rank per GPU, NCCL, bf16 autocast, each
 sample broadcast to a 64-token sequence and the hidden width 4096, 4094 when misaligned, so
@@ -82,6 +85,7 @@ VARIANTS = {
     "empty_cache": ("torch.cuda.empty_cache() after each step", "memory_churn"),
     "minority": ("the first layer's weight penalty |w|^2 -> |w|^2.5", "minority_kernel"),
     "small_ops": ("400 tiny in-place updates of a device tensor after each step", "launch_bound"),
+    "baseline_rerun": ("nothing: the same job once more, after every other variant", None),
 }
 #: Variants that only change anything on a GPU.
 GPU_ONLY = {"empty_cache", "small_ops"}

@@ -706,3 +706,111 @@ fn the_rank_whose_gpu_slowed_is_named_with_its_device() {
     let _ = std::fs::remove_dir_all(&healthy);
     let _ = std::fs::remove_dir_all(&slow);
 }
+
+/// `flare compare BASELINE CURRENT --baseline-rerun RUN ...`'s document.
+fn gpu_compare_with_rerun(run: &str, current: &str) -> serde_json::Value {
+    let out = flare([
+        "compare".as_ref(),
+        gpu_run(run, "baseline").as_os_str(),
+        gpu_run(run, current).as_os_str(),
+        "--baseline-rerun".as_ref(),
+        gpu_run(run, "baseline_again").as_os_str(),
+        "--json".as_ref(),
+    ]);
+    serde_json::from_slice(&out).expect("a findings document")
+}
+
+/// A second run of the baseline's code measures how far runs drift apart: the H200's
+/// DataLoader change stands past it (and is then sure), while the H100's 6.5% faster
+/// steps beside its misaligned GEMMs, time between steps alone, are within it.
+#[test]
+fn a_rerun_of_the_baseline_measures_the_drift_a_change_of_time_must_pass() {
+    let doc = gpu_compare_with_rerun("h200_run3", "dataloader");
+    let r = &doc["comparison"]["reruns"];
+    assert_eq!(r["baseline"].as_array().unwrap().len(), 2, "{r}");
+    assert_eq!(r["current"].as_array().unwrap().len(), 1, "{r}");
+    assert_eq!(r["degrees_of_freedom"], 1);
+    assert_eq!(r["critical_t"], 31.821);
+    let w = warnings(&doc);
+    let step = w
+        .iter()
+        .find(|f| f["summary"].as_str().unwrap().starts_with("steps slower"))
+        .unwrap();
+    assert!(
+        step["summary"]
+            .as_str()
+            .unwrap()
+            .contains("the most of it: host dataloader"),
+        "{step}"
+    );
+    assert_eq!(step["confidence"], 0.99, "{step}");
+    assert!(step["evidence"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|e| e["metric"] == "run_to_run_change_se"));
+    assert_eq!(
+        doc["comparison"]["causes"],
+        serde_json::json!(["dataloader"])
+    );
+
+    let plain = gpu_compare("misaligned");
+    let told = |doc: &serde_json::Value| -> Vec<String> {
+        doc["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f["summary"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert!(
+        told(&plain).iter().any(|s| s.starts_with("steps faster")),
+        "{:?}",
+        told(&plain)
+    );
+    let rerun = gpu_compare_with_rerun("h100_regressions", "misaligned");
+    let summaries = told(&rerun);
+    assert!(
+        !summaries.iter().any(|s| s.starts_with("steps faster"))
+            && summaries[0].starts_with("tensor-core misalignment"),
+        "{summaries:?}"
+    );
+}
+
+#[test]
+fn reruns_without_two_runs_or_of_another_kind_are_a_clear_error() {
+    let run = |args: &[&std::ffi::OsStr]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_flare"))
+            .arg("compare")
+            .args(args)
+            .output()
+            .expect("flare runs");
+        assert!(!out.status.success());
+        String::from_utf8_lossy(&out.stderr).to_string()
+    };
+    let baseline = gpu_run("h200_run3", "baseline");
+    let err = run(&[
+        baseline.as_os_str(),
+        "--baseline-rerun".as_ref(),
+        baseline.as_os_str(),
+    ]);
+    assert!(err.contains("need two runs to compare"), "{err}");
+    let err = run(&[
+        baseline.as_os_str(),
+        baseline.as_os_str(),
+        "--current-rerun".as_ref(),
+        "http://127.0.0.1:9/jobs/j".as_ref(),
+    ]);
+    assert!(
+        err.contains("http://127.0.0.1:9/jobs/j: a rerun must be of the kind the compared runs are (a trace)"),
+        "{err}"
+    );
+    let missing = baseline.join("no_such_run");
+    let err = run(&[
+        baseline.as_os_str(),
+        baseline.as_os_str(),
+        "--baseline-rerun".as_ref(),
+        missing.as_os_str(),
+    ]);
+    assert!(err.contains("no_such_run"), "the rerun is named: {err}");
+}

@@ -66,7 +66,7 @@ fn write_summary(s: &mut String, cmp: &Comparison, doc: &FindingsDocument) {
     let _ = write!(
         s,
         "<section class=\"verdict{}\">\n<p class=\"big\">Step {} ms &rarr; {} ms ({}{}%)</p>\n\
-         <p>{} ranks x {} iterations against {} x {}; steps vary by {} ms (sd) in the baseline and {} ms in the current run.</p>\n<p>Causes named: {}</p>\n</section>\n",
+         <p>{} ranks x {} iterations against {} x {}; steps vary by {} ms (sd) in the baseline and {} ms in the current run.</p>\n<p>Causes named: {}</p>\n",
         if doc.findings().iter().all(|f| f.severity == flare_model::Severity::Info) {
             " healthy"
         } else {
@@ -87,6 +87,33 @@ fn write_summary(s: &mut String, cmp: &Comparison, doc: &FindingsDocument) {
         } else {
             escape(&causes.join(", "))
         }
+    );
+    write_reruns(s, cmp);
+    s.push_str("</section>\n");
+}
+
+/// Each side's runs of the same code and the drift between them, where reruns were given.
+fn write_reruns(s: &mut String, cmp: &Comparison) {
+    let Some(r) = &cmp.reruns else {
+        return;
+    };
+    let steps = |runs: &[flare_model::RunStep]| {
+        runs.iter()
+            .map(|x| fmt_num(x.step_ms))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let least = r.least_told_ms(r.step_sd_ms);
+    let _ = writeln!(
+        s,
+        "<p>Runs of the same code, mean step: baseline {} ms; current {} ms. They drift apart by {} ms (sd, {} degrees of freedom), so a change of the means under {} ms is not told from that drift; the means moved {}{} ms.</p>",
+        steps(&r.baseline),
+        steps(&r.current),
+        fmt_num(r.step_sd_ms),
+        r.degrees_of_freedom,
+        fmt_num(least),
+        if r.mean_change_ms() >= 0.0 { "+" } else { "" },
+        fmt_num(r.mean_change_ms()),
     );
 }
 

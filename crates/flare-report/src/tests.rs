@@ -427,6 +427,28 @@ fn comparison_report_is_balanced_and_escapes_what_traces_say() {
     assert!(html.contains("device_synchronization"));
     // Both runs' issue-latency CDFs, one line each.
     assert_eq!(html.matches("<polyline ").count(), 2);
+    assert!(!html.contains("Runs of the same code"));
+    // With reruns: each side's runs and their drift, in the verdict.
+    let step = |ms: f64| flare_model::RunStep {
+        source: evil.into(),
+        step_ms: ms,
+    };
+    d.comparison.as_mut().unwrap().reruns = Some(flare_model::RunToRun {
+        baseline: vec![step(40.0), step(41.0)],
+        current: vec![step(42.5)],
+        step_sd_ms: 0.7,
+        degrees_of_freedom: 1,
+        critical_t: 31.821,
+    });
+    let html = render_comparison_html(&d, evil);
+    check_balanced(&html).unwrap();
+    assert!(
+        html.contains(
+            "Runs of the same code, mean step: baseline 40.00, 41.00 ms; current 42.50 ms"
+        ),
+        "{html}"
+    );
+    assert!(!html.to_ascii_lowercase().contains("<script"));
     // Without a comparison: a page that says so.
     let plain = render_comparison_html(&doc(vec![]), "t");
     assert!(plain.contains("holds no comparison"));

@@ -119,20 +119,20 @@ fn source_kind(source: &str) -> &'static str {
 
 /// A rerun's mean step and classes, read as the compared runs are (`kind`: theirs).
 fn rerun_point(source: &str, kind: &str) -> Result<RunPoint> {
-    match (source::read(source)?, kind) {
-        (Run::Trace(t), "trace") => Ok(trace_point(&t, source)),
-        (Run::Windows(w), "live job") => Ok(windows_point(&refs(&w), source)),
-        _ => anyhow::bail!(
+    if source_kind(source) != kind {
+        anyhow::bail!(
             "{source}: a rerun must be of the kind the compared runs are (a {kind}); compare traces with traces and live jobs with live jobs"
-        ),
+        );
     }
-    .and_then(|p| {
-        if p.step_ms > 0.0 {
-            Ok(p)
-        } else {
-            anyhow::bail!("{source}: no op with a duration in any iteration; no step to compare")
-        }
-    })
+    let point = match source::read(source)? {
+        Run::Trace(t) => trace_point(&t, source),
+        Run::Windows(w) => windows_point(&refs(&w), source),
+    };
+    if point.step_ms > 0.0 {
+        Ok(point)
+    } else {
+        anyhow::bail!("{source}: no op with a duration in any iteration; no step to compare")
+    }
 }
 
 /// The current run against the baseline, and the job it is.
