@@ -48,7 +48,11 @@ pub(super) fn machine_finding(
         .filter(|k| k.is_structural())
         .map(|k| k.as_str())
         .collect();
-    let rerun = c.reruns.is_some();
+    // Reruns measured the drift between runs of the same code, and the step is past it.
+    let rerun = c
+        .reruns
+        .as_ref()
+        .is_some_and(|r| r.step_told(after - before));
     let (severity, action) = match (cfg.within_one_run, slower) {
         (false, true) if rerun => (
             Severity::Warning,

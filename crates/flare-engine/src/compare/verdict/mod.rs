@@ -159,7 +159,9 @@ fn step_findings(c: &Comparison, cfg: &CompareConfig) -> Vec<Finding> {
         return vec![];
     }
     let slower = delta > 0.0;
-    if !structural {
+    // (Within the drift, the classes past their own are what is told, not the step as a
+    // whole.)
+    if !structural && !drifting {
         if let Some(scale) = super::machine_scale(c) {
             return vec![machine_finding(c, cfg, &scale, se)];
         }
