@@ -116,15 +116,15 @@ fn step_findings(c: &Comparison, cfg: &CompareConfig) -> Vec<Finding> {
     // Ops run more or less often per step are a change of what the program runs: when
     // they carry `min_change` of the step in its direction, it is told whatever the noise
     // of time says; a change of time alone must stand above the noise.
-    let structural_classes = || {
+    let counted_classes = || {
         c.classes.iter().filter(|r| {
             matches!(
                 r.kind,
                 TimeClassKind::Compute | TimeClassKind::Communication
             ) && count_changed(r, cfg)
-                && reach_ms(r) * delta > 0.0
         })
     };
+    let structural_classes = || counted_classes().filter(|r| reach_ms(r) * delta > 0.0);
     let structural_ms: f64 = structural_classes()
         .map(|r| reach_ms(r).abs().min(delta.abs()))
         .sum();
@@ -132,17 +132,7 @@ fn step_findings(c: &Comparison, cfg: &CompareConfig) -> Vec<Finding> {
     // every class whose count changed (messages cut into other sizes add some and remove
     // others).
     let structural = if drifting {
-        let net: f64 = c
-            .classes
-            .iter()
-            .filter(|r| {
-                matches!(
-                    r.kind,
-                    TimeClassKind::Compute | TimeClassKind::Communication
-                ) && count_changed(r, cfg)
-            })
-            .map(reach_ms)
-            .sum();
+        let net: f64 = counted_classes().map(reach_ms).sum();
         net * delta.signum() >= cfg.min_change * before
     } else {
         structural_ms >= cfg.min_change * before
