@@ -4,6 +4,7 @@
 
 use super::profile::{profile, Profile};
 use super::windows::profile_windows;
+use flare_model::finding::reruns::pooled_sd;
 use flare_model::{
     ClassRunToRun, Comparison, RunStep, RunToRun, TimeClassKind, Trace, WindowSummary,
 };
@@ -79,11 +80,8 @@ pub fn add_reruns(c: &mut Comparison, baseline: &[RunPoint], current: &[RunPoint
     for row in &mut c.classes {
         let key = (row.kind, row.class.clone());
         let of = |r: &RunPoint| r.classes.get(&key).copied().unwrap_or(0.0);
-        row.reruns = Some(ClassRunToRun {
-            baseline_mean_ms: mean(&sides[0], of),
-            current_mean_ms: mean(&sides[1], of),
-            sd_ms: pooled_sd(&sides, of, dof),
-        });
+        let runs = |side: &[RunPoint]| side.iter().map(&of).collect::<Vec<f64>>();
+        row.reruns = Some(ClassRunToRun::new(runs(&sides[0]), runs(&sides[1]), dof));
     }
     let steps = |runs: &[RunPoint]| {
         runs.iter()
@@ -96,27 +94,16 @@ pub fn add_reruns(c: &mut Comparison, baseline: &[RunPoint], current: &[RunPoint
     c.reruns = Some(RunToRun {
         baseline: steps(&sides[0]),
         current: steps(&sides[1]),
-        step_sd_ms: pooled_sd(&sides, step, dof),
+        step_sd_ms: pooled_sd(
+            [
+                &sides[0].iter().map(step).collect::<Vec<_>>(),
+                &sides[1].iter().map(step).collect::<Vec<_>>(),
+            ],
+            dof,
+        ),
         degrees_of_freedom: dof,
         critical_t: crate::stats::student_t_99(dof),
     });
-}
-
-fn mean(runs: &[RunPoint], of: impl Fn(&RunPoint) -> f64) -> f64 {
-    runs.iter().map(&of).sum::<f64>() / runs.len().max(1) as f64
-}
-
-/// The standard deviation of `of` among runs of one side, each about its side's mean,
-/// pooled over both sides (`dof`: the runs less the sides).
-fn pooled_sd(sides: &[Vec<RunPoint>; 2], of: impl Fn(&RunPoint) -> f64, dof: u32) -> f64 {
-    let squares: f64 = sides
-        .iter()
-        .map(|runs| {
-            let m = mean(runs, &of);
-            runs.iter().map(|r| (of(r) - m).powi(2)).sum::<f64>()
-        })
-        .sum();
-    (squares / f64::from(dof.max(1))).sqrt()
 }
 
 #[cfg(test)]
@@ -180,14 +167,12 @@ mod tests {
             c.classes
                 .iter()
                 .find(|r| r.class == name)
-                .and_then(|r| r.reruns)
+                .and_then(|r| r.reruns.clone())
                 .unwrap()
         };
         let g = class("AddmmBackward0");
-        assert!(
-            (g.baseline_mean_ms - 11.0).abs() < 1e-9 && (g.current_mean_ms - 15.0).abs() < 1e-9,
-            "{g:?}"
-        );
+        assert_eq!(g.baseline_ms, [11.0, 12.0, 10.0]);
+        assert_eq!(g.current_ms, [14.0, 16.0]);
         assert!((g.sd_ms - r.step_sd_ms).abs() < 1e-9);
         assert!(class("dataloader").sd_ms < 1e-9);
         let mut plain = job_from(BASE, gemms(3.0));
@@ -249,6 +234,44 @@ mod tests {
                     assert_eq!(drift, !baseline.is_empty(), "{what}");
                 }
             }
+        }
+    }
+
+    #[test]
+    fn what_runs_differently_is_told_within_the_drift_only_where_its_net_cost_is_past_its_own() {
+        // The GEMMs cut into twice as many calls of half the size (a micro-batch split):
+        // the old class gone, a new one in its place costing 1.5 ms more; the step 1.5 ms
+        // slower, within a drift of 4 ms from run to run. (what, the class that drifts in
+        // the reruns (0: the GEMMs, 2: the all-reduce), told)
+        let cases = [
+            ("the GEMMs drift: their net +1.5 ms is within it", 0, false),
+            (
+                "the all-reduce drifts: the GEMMs' net is past theirs",
+                2,
+                true,
+            ),
+        ];
+        for (what, drifting, told) in cases {
+            let shifts: Vec<RunPoint> = [4.0, -3.0]
+                .into_iter()
+                .map(|ms| {
+                    let mut t = BASE;
+                    t[drifting] += ms;
+                    point(t, "rerun")
+                })
+                .collect();
+            let mut c = job_from(BASE, gemms(1.5));
+            let mut split = c.classes[0].clone();
+            split.class = "AddmmBackward0 (half)".into();
+            (split.baseline_ms, split.baseline_count) = (0.0, 0.0);
+            split.current_count = 2.0;
+            (c.classes[0].current_ms, c.classes[0].current_count) = (0.0, 0.0);
+            c.classes.push(split);
+            add_reruns(&mut c, &shifts, &[]);
+            assert!(!c.reruns.as_ref().unwrap().step_told(1.5), "{what}");
+            let f = findings(&mut c);
+            let step = f.iter().find(|f| f.summary.starts_with("steps slower"));
+            assert_eq!(step.is_some(), told, "{what}: {f:#?}");
         }
     }
 

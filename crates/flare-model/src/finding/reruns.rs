@@ -31,14 +31,60 @@ pub struct RunStep {
     pub step_ms: f64,
 }
 
-/// One class's time per step over every run of each side.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+/// One class's time per step in every run of each side (the compared ones first), ms.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ClassRunToRun {
-    /// Its mean over the baseline's runs and over the current's, ms per step.
-    pub baseline_mean_ms: f64,
-    pub current_mean_ms: f64,
+    pub baseline_ms: Vec<f64>,
+    pub current_ms: Vec<f64>,
     /// Its standard deviation among runs of the same code, pooled as the step's, ms.
     pub sd_ms: f64,
+}
+
+impl ClassRunToRun {
+    /// From each run's time of the class, with its drift pooled over `dof` degrees of
+    /// freedom (see [`pooled_sd`]).
+    pub fn new(baseline_ms: Vec<f64>, current_ms: Vec<f64>, dof: u32) -> Self {
+        let sd_ms = pooled_sd([&baseline_ms, &current_ms], dof);
+        ClassRunToRun {
+            baseline_ms,
+            current_ms,
+            sd_ms,
+        }
+    }
+
+    /// The change of its mean over each side's runs, ms.
+    pub fn mean_change_ms(&self) -> f64 {
+        mean(&self.current_ms) - mean(&self.baseline_ms)
+    }
+
+    /// Several classes as one: each run's times summed (their drift measured together,
+    /// since the classes of one run drift together).
+    pub fn summed<'a>(classes: impl IntoIterator<Item = &'a ClassRunToRun>, dof: u32) -> Self {
+        let mut sides: [Vec<f64>; 2] = [vec![], vec![]];
+        for c in classes {
+            for (sum, runs) in sides.iter_mut().zip([&c.baseline_ms, &c.current_ms]) {
+                sum.resize(sum.len().max(runs.len()), 0.0);
+                for (s, x) in sum.iter_mut().zip(runs) {
+                    *s += x;
+                }
+            }
+        }
+        let [b, c] = sides;
+        ClassRunToRun::new(b, c, dof)
+    }
+}
+
+/// The standard deviation of values among runs of one side, each about its side's mean,
+/// pooled over both sides (`dof`: the runs less the sides).
+pub fn pooled_sd(sides: [&[f64]; 2], dof: u32) -> f64 {
+    let squares: f64 = sides
+        .iter()
+        .map(|runs| {
+            let m = mean(runs);
+            runs.iter().map(|x| (x - m).powi(2)).sum::<f64>()
+        })
+        .sum();
+    (squares / f64::from(dof.max(1))).sqrt()
 }
 
 impl RunToRun {
@@ -48,7 +94,7 @@ impl RunToRun {
 
     /// The change of the sides' mean steps, ms.
     pub fn mean_change_ms(&self) -> f64 {
-        mean(&self.current) - mean(&self.baseline)
+        mean_step(&self.current) - mean_step(&self.baseline)
     }
 
     /// The standard error of a change of the sides' means with this drift (`sd_ms`), ms.
@@ -76,7 +122,7 @@ impl RunToRun {
     /// past its drift.
     pub fn class_told(&self, class: &ClassRunToRun, delta: f64) -> bool {
         told(
-            class.current_mean_ms - class.baseline_mean_ms,
+            class.mean_change_ms(),
             self.least_told_ms(class.sd_ms),
             delta,
         )
@@ -87,8 +133,12 @@ fn told(change: f64, least: f64, delta: f64) -> bool {
     change * delta > 0.0 && change.abs() >= least
 }
 
-fn mean(runs: &[RunStep]) -> f64 {
-    runs.iter().map(|r| r.step_ms).sum::<f64>() / runs.len().max(1) as f64
+fn mean_step(runs: &[RunStep]) -> f64 {
+    mean(&runs.iter().map(|r| r.step_ms).collect::<Vec<_>>())
+}
+
+fn mean(values: &[f64]) -> f64 {
+    values.iter().sum::<f64>() / values.len().max(1) as f64
 }
 
 #[cfg(test)]
@@ -125,8 +175,8 @@ mod tests {
         };
         assert!(!wide.step_told(1.0), "20 ms is within 3 x 11.5 ms");
         let class = ClassRunToRun {
-            baseline_mean_ms: 10.0,
-            current_mean_ms: 12.0,
+            baseline_ms: vec![10.0],
+            current_ms: vec![12.0],
             sd_ms: 0.5,
         };
         assert!(r.class_told(&class, 1.0));
@@ -137,5 +187,18 @@ mod tests {
             },
             1.0
         ));
+    }
+
+    #[test]
+    fn classes_summed_drift_together() {
+        // Two classes that trade time from run to run: each drifts, their sum does not.
+        let a = ClassRunToRun::new(vec![10.0, 12.0, 8.0], vec![11.0], 2);
+        let b = ClassRunToRun::new(vec![5.0, 3.0, 7.0], vec![4.0], 2);
+        assert!((a.sd_ms - 2.0).abs() < 1e-9, "{a:?}");
+        let sum = ClassRunToRun::summed([&a, &b], 2);
+        assert_eq!(sum.baseline_ms, [15.0, 15.0, 15.0]);
+        assert_eq!(sum.current_ms, [15.0]);
+        assert_eq!(sum.sd_ms, 0.0);
+        assert_eq!(pooled_sd([&[1.0, 3.0], &[10.0]], 1), 2f64.sqrt());
     }
 }

@@ -130,10 +130,15 @@ fn step_findings(c: &Comparison, cfg: &CompareConfig) -> Vec<Finding> {
         .sum();
     // Within the drift, what the program runs differently is told by its net change over
     // every class whose count changed (messages cut into other sizes add some and remove
-    // others).
-    let structural = if drifting {
+    // others; a micro-batch split runs other shapes), and that net must stand past those
+    // classes' own drift: what they cost is time, measured in runs that drift.
+    let structural = if let Some(r) = c.reruns.as_ref().filter(|_| drifting) {
         let net: f64 = counted_classes().map(reach_ms).sum();
-        net * delta.signum() >= cfg.min_change * before
+        let runs = flare_model::ClassRunToRun::summed(
+            counted_classes().filter_map(|k| k.reruns.as_ref()),
+            r.degrees_of_freedom,
+        );
+        net * delta.signum() >= cfg.min_change * before && r.class_told(&runs, delta)
     } else {
         structural_ms >= cfg.min_change * before
     };
