@@ -586,6 +586,23 @@ fn ops_the_baseline_never_ran_lead_together_as_a_new_code_path() {
         f[0].summary
     );
     assert!(f[0].confidence > 0.9, "{}", f[0].confidence);
+    assert!(!f[0].summary.contains("in place of"), "{}", f[0].summary);
+    // The path it took before, gone: what the new one replaced, and the net.
+    let forward = c
+        .classes
+        .iter_mut()
+        .find(|r| r.class == "DistributedDataParallel.forward")
+        .unwrap();
+    (forward.current_ms, forward.current_count) = (0.0, 0.0);
+    c.current.step_ms -= 6.6;
+    let f = regression_findings(&mut c, &cfg);
+    assert!(
+        f[0].summary.ends_with(
+            "in place of 1 op class it no longer runs (-6.60 ms): a net +3.40 ms per step"
+        ),
+        "{}",
+        f[0].summary
+    );
 }
 
 #[test]

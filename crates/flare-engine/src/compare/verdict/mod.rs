@@ -237,21 +237,35 @@ fn step_findings(c: &Comparison, cfg: &CompareConfig) -> Vec<Finding> {
     );
     let waited = waited_for(c, top);
     // Where the lead is an op the baseline never ran on any rank, with others beside it:
-    // what they add together (ms per step, classes) is the new code path's cost.
+    // what they add together (ms per step, classes) is the new code path's cost; and what
+    // the current run no longer runs (the path it took before), which it replaced.
+    let only_in = |is_current: bool| {
+        c.classes
+            .iter()
+            .filter(move |r| {
+                let (here, there) = if is_current {
+                    (r.current_count, r.baseline_count)
+                } else {
+                    (r.baseline_count, r.current_count)
+                };
+                r.kind == TimeClassKind::Compute
+                    && there == 0.0
+                    && here > 0.0
+                    && r.changed_on.is_none()
+            })
+            .fold((0.0, 0usize), |(ms, n), r| (ms + r.delta_ms(), n + 1))
+    };
     let new_path = if slower
         && top.kind == TimeClassKind::Compute
         && top.baseline_count == 0.0
         && top.changed_on.is_none()
     {
-        c.classes
-            .iter()
-            .filter(|r| {
-                r.kind == TimeClassKind::Compute
-                    && r.baseline_count == 0.0
-                    && r.current_count > 0.0
-                    && r.changed_on.is_none()
-            })
-            .fold((0.0, 0usize), |(ms, n), r| (ms + r.delta_ms(), n + 1))
+        only_in(true)
+    } else {
+        (0.0, 0)
+    };
+    let replaced = if new_path.1 > 0 {
+        only_in(false)
     } else {
         (0.0, 0)
     };
@@ -259,6 +273,7 @@ fn step_findings(c: &Comparison, cfg: &CompareConfig) -> Vec<Finding> {
     // inputs: more work per step, told as one.
     let scaled = work::work_scale(c)
         .or_else(|| work::input_scale(c))
+        .or_else(|| work::split_scale(c))
         .filter(|w| {
             by_launches.is_none()
                 && w.delta_ms * delta > 0.0
@@ -325,12 +340,23 @@ fn step_findings(c: &Comparison, cfg: &CompareConfig) -> Vec<Finding> {
         }
         _ if new_path.1 > 1 => (
             format!(
-                "{head}; the most of it: {} op classes the baseline never ran (a new code path), {:+.2} ms per step ({:.0}% of the change), the largest {} {:+.2} ms",
+                "{head}; the most of it: {} op classes the baseline never ran (a new code path), {:+.2} ms per step ({:.0}% of the change), the largest {} {:+.2} ms{}",
                 new_path.1,
                 new_path.0,
                 new_path.0 / delta * 100.0,
                 top.label(),
                 top.delta_ms(),
+                if replaced.1 > 0 {
+                    format!(
+                        "; in place of {} op class{} it no longer runs ({:+.2} ms): a net {:+.2} ms per step",
+                        replaced.1,
+                        if replaced.1 == 1 { "" } else { "es" },
+                        replaced.0,
+                        new_path.0 + replaced.0
+                    )
+                } else {
+                    String::new()
+                }
             ),
             certainty,
         ),

@@ -39,6 +39,9 @@ pub(crate) enum ScaledBy {
     OpsPerStep,
     /// Elements per call of the same ops, with one op's shapes before and after.
     InputSize { example: (String, String) },
+    /// Calls per step of the same ops, each on that fraction of the elements (the same
+    /// work cut into smaller calls), with one op's shapes before and after.
+    Split { example: (String, String) },
 }
 
 /// The weighted median of `(value, weight)` (by the weights' half), sorted in place.
@@ -129,12 +132,8 @@ impl<'a> OpCalls<'a> {
     }
 }
 
-/// The same ops over a common multiple of the elements per call (from the input shapes
-/// the class names carry): per op, the elements of its first input per call, current over
-/// baseline; the multiple where ops holding `MIN_SHARE` of the shaped ops' baseline time,
-/// `MIN_CLASSES` of them and half or more, agree, `MIN_MULTIPLE` or more either way, with
-/// each op run about as often per step as before.
-pub(crate) fn input_scale(c: &Comparison) -> Option<WorkScale> {
+/// Each op with recorded shapes, its calls in each run over its classes (one per shapes).
+fn shaped_ops(c: &Comparison) -> BTreeMap<&str, [OpCalls<'_>; 2]> {
     let mut ops: BTreeMap<&str, [OpCalls; 2]> = BTreeMap::new();
     for r in c
         .classes
@@ -152,38 +151,79 @@ pub(crate) fn input_scale(c: &Comparison) -> Option<WorkScale> {
         e[0].add(&r.class, r.baseline_count, elements, r.baseline_ms);
         e[1].add(&r.class, r.current_count, elements, r.current_ms);
     }
-    // the same ops, each about as often per step
-    let same: Vec<(&str, &[OpCalls; 2])> = ops
-        .iter()
-        .filter(|(_, [b, c])| {
-            b.calls > 0.0
-                && c.calls > 0.0
-                && b.elements > 0.0
-                && c.elements > 0.0
-                && (c.calls / b.calls - 1.0).abs() <= SAME_MULTIPLE
-        })
-        .map(|(op, v)| (*op, v))
+    ops
+}
+
+/// The same ops over a common multiple of the elements per call (from the input shapes
+/// the class names carry): per op, the elements of its first input per call, current over
+/// baseline; the multiple where ops holding `MIN_SHARE` of the shaped ops' baseline time,
+/// `MIN_CLASSES` of them and half or more, agree, `MIN_MULTIPLE` or more either way, with
+/// each op run about as often per step as before.
+pub(crate) fn input_scale(c: &Comparison) -> Option<WorkScale> {
+    shaped_scale(
+        c,
+        |[b, c]| (c.calls / b.calls - 1.0).abs() <= SAME_MULTIPLE,
+        |[b, c]| c.per_call() / b.per_call(),
+        |multiple, _| multiple,
+        |example| ScaledBy::InputSize { example },
+    )
+}
+
+/// The same work cut into a common multiple of the calls, each on that fraction of the
+/// elements (a micro-batch cut in two for gradient accumulation), the elements per step
+/// unchanged: as [`input_scale`], over the calls' multiple.
+pub(crate) fn split_scale(c: &Comparison) -> Option<WorkScale> {
+    shaped_scale(
+        c,
+        |[b, c]| {
+            other_work(c.calls / b.calls) && (c.elements / b.elements - 1.0).abs() <= SAME_MULTIPLE
+        },
+        |[b, c]| c.calls / b.calls,
+        |_, elements| elements,
+        |example| ScaledBy::Split { example },
+    )
+}
+
+/// The common multiple `ratio` gives the ops that `fit` (both runs ran with shapes), where
+/// those near it hold `MIN_SHARE` of those ops' baseline time and are `MIN_CLASSES` or
+/// more and half of them or more, and it is `MIN_MULTIPLE` or more either way; each op's
+/// time over the `work` (from the multiple and their elements per step, current over
+/// baseline) it did.
+fn shaped_scale(
+    c: &Comparison,
+    fit: impl Fn(&[OpCalls; 2]) -> bool,
+    ratio: impl Fn(&[OpCalls; 2]) -> f64,
+    work: impl Fn(f64, f64) -> f64,
+    by: impl FnOnce((String, String)) -> ScaledBy,
+) -> Option<WorkScale> {
+    let ops = shaped_ops(c);
+    let fitting: Vec<&[OpCalls; 2]> = ops
+        .values()
+        .filter(|[b, c]| b.calls > 0.0 && c.calls > 0.0 && b.elements > 0.0 && c.elements > 0.0)
+        .filter(|v| fit(v))
         .collect();
-    let total: f64 = same.iter().map(|(_, [b, _])| b.ms).sum();
-    let ratio = |[b, c]: &[OpCalls; 2]| c.per_call() / b.per_call();
-    let mut by_ratio: Vec<(f64, f64)> = same.iter().map(|(_, v)| (ratio(v), v[0].ms)).collect();
+    let total: f64 = fitting.iter().map(|[b, _]| b.ms).sum();
+    let mut by_ratio: Vec<(f64, f64)> = fitting.iter().map(|v| (ratio(v), v[0].ms)).collect();
     let multiple = weighted_median(&mut by_ratio)?;
     if total <= 0.0 || !other_work(multiple) {
         return None;
     }
-    let near: Vec<&(&str, &[OpCalls; 2])> = same
+    let near: Vec<&&[OpCalls; 2]> = fitting
         .iter()
-        .filter(|(_, v)| (ratio(v) / multiple - 1.0).abs() <= SAME_MULTIPLE)
+        .filter(|v| (ratio(v) / multiple - 1.0).abs() <= SAME_MULTIPLE)
         .collect();
     let (base_ms, cur_ms) = near
         .iter()
-        .fold((0.0, 0.0), |(b, c), (_, v)| (b + v[0].ms, c + v[1].ms));
-    let broad = near.len() >= MIN_CLASSES && 2 * near.len() >= same.len();
+        .fold((0.0, 0.0), |(b, c), v| (b + v[0].ms, c + v[1].ms));
+    let broad = near.len() >= MIN_CLASSES && 2 * near.len() >= fitting.len();
     if !broad || base_ms < MIN_SHARE * total || base_ms <= 0.0 {
         return None;
     }
-    let (_, [b, cur]) = near.iter().max_by(|x, y| x.1[0].ms.total_cmp(&y.1[0].ms))?;
+    let [b, cur] = near.iter().max_by(|x, y| x[0].ms.total_cmp(&y[0].ms))?;
     let example = (b.top?.0.to_string(), cur.top?.0.to_string());
+    // their elements per step, current over baseline
+    let elements = near.iter().map(|v| v[1].elements).sum::<f64>()
+        / near.iter().map(|v| v[0].elements).sum::<f64>();
     let compute_delta: f64 = c
         .classes
         .iter()
@@ -193,10 +233,10 @@ pub(crate) fn input_scale(c: &Comparison) -> Option<WorkScale> {
     Some(WorkScale {
         multiple,
         classes: near.len(),
-        of: same.len(),
+        of: fitting.len(),
         delta_ms: compute_delta,
-        per_op: cur_ms / multiple / base_ms,
-        by: ScaledBy::InputSize { example },
+        per_op: cur_ms / work(multiple, elements) / base_ms,
+        by: by(example),
     })
 }
 
@@ -222,6 +262,18 @@ impl WorkScale {
                 self.delta_ms,
                 self.per_op
             ),
+            ScaledBy::Split { example } => format!(
+                "the same work in {:.2} times the calls: {} of {} ops with recorded shapes run {:.1}x as often per step on {:.2}x the elements per call, the elements per step unchanged ({} -> {}); compute {:+.2} ms per step ({share:.0}% of the change), each element {:.2}x its time before",
+                self.multiple,
+                self.classes,
+                self.of,
+                self.multiple,
+                1.0 / self.multiple,
+                example.0,
+                example.1,
+                self.delta_ms,
+                self.per_op
+            ),
         }
     }
 
@@ -238,6 +290,13 @@ impl WorkScale {
             ),
             ScaledBy::InputSize { .. } => format!(
                 "the step does {times} work in the same ops, not slower work (each element takes {:.2}x its time before): the inputs grew or shrank, so compare both runs' batch size, sequence length, image size or padding (a collate that pads to the longest sample); compare throughput per sample or token rather than per step",
+                self.per_op
+            ),
+            ScaledBy::Split { .. } => format!(
+                "the step does the same work in {} calls ({:.1} times as many, each on {:.2} of the elements): the micro-batch was cut (more, smaller micro-batches of gradient accumulation, or inputs processed in chunks) or merged; smaller calls cost more per element where they leave the cores or the GPU underused (each element takes {:.2}x its time before): compare the micro-batch size and the micro-batches per step in both runs' configurations",
+                if self.multiple > 1.0 { "more, smaller" } else { "fewer, larger" },
+                self.multiple,
+                1.0 / self.multiple,
                 self.per_op
             ),
         }
@@ -324,6 +383,62 @@ mod tests {
                     example.0.starts_with("aten::conv2d [[16,"),
                     "{what}: {example:?}"
                 );
+            }
+        }
+    }
+
+    #[test]
+    fn the_same_work_in_more_calls_on_fewer_elements_is_a_split() {
+        // (op, its input shapes with the batch as `{b}`, calls per step at batch 16, ms per
+        // call at batch 16)
+        let ops = [
+            (
+                "aten::linear",
+                "[[{b},128,256],[1024,256],[1024]]",
+                4.0,
+                4.0,
+            ),
+            (
+                "aten::layer_norm",
+                "[[{b},128,256],[],[256],[256]]",
+                8.0,
+                0.5,
+            ),
+            ("aten::gelu", "[[{b},128,1024]]", 4.0, 1.0),
+        ];
+        // (what, the current batch, its calls' multiple, the split's multiple)
+        let cases: [(&str, u64, f64, Option<f64>); 4] = [
+            ("two micro-batches of 8", 8, 2.0, Some(2.0)),
+            ("one batch of 32 in place of two of 16", 32, 0.5, Some(0.5)),
+            ("half the batch, as often: less work", 8, 1.0, None),
+            ("the same batch twice as often: more work", 16, 2.0, None),
+        ];
+        for (what, batch, calls, want) in cases {
+            let mut classes = Vec::new();
+            for &(op, shapes, n, ms) in &ops {
+                let name = |b: u64| format!("{op} {}", shapes.replace("{b}", &b.to_string()));
+                // 1.1x the time per element in smaller calls
+                let cur = (n * ms * calls * batch as f64 / 16.0 * 1.1, n * calls);
+                if batch == 16 {
+                    classes.push(class(TimeClassKind::Compute, &name(16), (n * ms, n), cur));
+                } else {
+                    classes.push(class(
+                        TimeClassKind::Compute,
+                        &name(16),
+                        (n * ms, n),
+                        (0.0, 0.0),
+                    ));
+                    classes.push(class(TimeClassKind::Compute, &name(batch), (0.0, 0.0), cur));
+                }
+            }
+            let mut c = job_from([0.0; 6], [0.0; 6]);
+            c.classes = classes;
+            let got = split_scale(&c);
+            assert_eq!(got.as_ref().map(|w| w.multiple), want, "{what}: {got:?}");
+            if let Some(w) = got {
+                assert_eq!((w.classes, w.of), (3, 3), "{what}");
+                assert!((w.per_op - 1.1).abs() < 1e-9, "{what}: {w:?}");
+                assert!(w.words(1.0).starts_with("the same work in"), "{what}");
             }
         }
     }
