@@ -16,6 +16,10 @@ string_enum! {
         /// A matrix multiply (`aten::mm`, `aten::addmm`, `aten::linear`, ...) with its input
         /// shapes, at any depth of the op tree.
         Gemm => "gemm",
+        /// A checkpointed block's forward run again in the backward (activation
+        /// checkpointing: `torch.utils.checkpoint`, Megatron's and DeepSpeed's), from the
+        /// Python frame that recomputes it.
+        Recompute => "recompute",
     }
 }
 

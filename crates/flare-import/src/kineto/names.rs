@@ -146,10 +146,35 @@ const CHECKPOINT_SAVES: [(&str, &[&str]); 3] = [
     ("safetensors/torch.py", &["save_file", "save_model"]),
 ];
 
+/// Library functions that run a checkpointed block's forward again in the backward
+/// (activation checkpointing), by their file and name: PyTorch's non-reentrant
+/// `recompute_fn` and reentrant `CheckpointFunction.backward`, Megatron's and DeepSpeed's
+/// `CheckpointFunction.backward`.
+const RECOMPUTES: [(&str, &[&str]); 3] = [
+    ("torch/utils/checkpoint.py", &["recompute_fn", "backward"]),
+    ("megatron/core/tensor_parallel/random.py", &["backward"]),
+    (
+        "deepspeed/runtime/activation_checkpointing/checkpointing.py",
+        &["backward"],
+    ),
+];
+
 /// Whether a `python_function` frame (`torch/serialization.py(945): save`, with
 /// `with_stack=True`) is a call that saves a checkpoint: a host phase, where no
 /// annotation names it.
 pub fn saves_checkpoint(frame: &str) -> bool {
+    frame_in(frame, &CHECKPOINT_SAVES)
+}
+
+/// Whether a `python_function` frame recomputes a checkpointed block's forward in the
+/// backward (see [`RECOMPUTES`]).
+pub fn recomputes_activations(frame: &str) -> bool {
+    frame_in(frame, &RECOMPUTES)
+}
+
+/// Whether a frame (`path/file.py(line): function`) is one of `functions`' (by file, as a
+/// path's tail, and name).
+fn frame_in(frame: &str, functions: &[(&str, &[&str])]) -> bool {
     let Some((place, function)) = frame.split_once("): ") else {
         return false;
     };
@@ -157,8 +182,8 @@ pub fn saves_checkpoint(frame: &str) -> bool {
         return false;
     };
     // Read for every frame of a trace: no allocation.
-    CHECKPOINT_SAVES.iter().any(|(file, functions)| {
-        functions.contains(&function)
+    functions.iter().any(|(file, names)| {
+        names.contains(&function)
             && path
                 .strip_suffix(file)
                 .is_some_and(|dir| dir.is_empty() || dir.ends_with('/'))
@@ -349,6 +374,30 @@ mod tests {
             ("save", false),
         ] {
             assert_eq!(saves_checkpoint(frame), saves, "{frame}");
+        }
+    }
+
+    #[test]
+    fn activation_recomputes_by_their_frames() {
+        for (frame, recomputes) in [
+            ("torch/utils/checkpoint.py(1988): recompute_fn", true),
+            ("torch/utils/checkpoint.py(301): backward", true),
+            (
+                "/opt/venv/lib/python3.11/site-packages/megatron/core/tensor_parallel/random.py(284): backward",
+                true,
+            ),
+            (
+                "deepspeed/runtime/activation_checkpointing/checkpointing.py(700): backward",
+                true,
+            ),
+            // the forward's own checkpoint call, and its saved-tensor hooks: not a recompute
+            ("torch/utils/checkpoint.py(422): checkpoint", false),
+            ("torch/utils/checkpoint.py(1351): unpack_hook", false),
+            ("megatron/core/tensor_parallel/random.py(250): forward", false),
+            ("my/torch/utils/checkpoint.py.bak(1): backward", false),
+            ("train.py(20): backward", false),
+        ] {
+            assert_eq!(recomputes_activations(frame), recomputes, "{frame}");
         }
     }
 

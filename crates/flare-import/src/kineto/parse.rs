@@ -659,6 +659,18 @@ impl Collector {
                     // annotation names.
                     self.calls.frame(tid, start, end, name);
                     self.host_span(OpKind::Checkpoint, name, start, end);
+                } else if names::recomputes_activations(name) {
+                    // A checkpointed block's forward run again in the backward: its ops are
+                    // the backward function's compute; the recompute itself is counted.
+                    self.calls.frame(tid, start, end, name);
+                    self.calls.call(
+                        HostCallKind::Recompute,
+                        name.to_string(),
+                        Some(tid),
+                        (start, end),
+                        None,
+                    );
+                    self.skip(cat);
                 } else {
                     self.calls.frame(tid, start, end, name);
                     self.skip(cat);

@@ -54,6 +54,9 @@ string_enum! {
         /// while the training loop does its work outside the model (logging, metrics,
         /// timers), and the device idles.
         HostBetweenSteps => "host_between_steps",
+        /// More checkpointed blocks' forwards run again in the backward per step
+        /// (activation checkpointing turned on or widened).
+        ActivationRecompute => "activation_recompute",
     }
 }
 
@@ -69,6 +72,7 @@ impl RegressionCause {
                 | Self::DeviceSynchronization
                 | Self::MemoryChurn
                 | Self::CollectiveChange
+                | Self::ActivationRecompute
         )
     }
 }

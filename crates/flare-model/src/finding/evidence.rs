@@ -155,6 +155,8 @@ string_enum! {
         GemmTimeMs => "gemm_time_ms",
         /// Host-device synchronizations per step.
         SyncsPerStep => "syncs_per_step",
+        /// Checkpointed blocks whose forward runs again in the backward, per step.
+        RecomputesPerStep => "recomputes_per_step",
         /// Garbage-collection pauses per step.
         GcPausesPerStep => "gc_pauses_per_step",
         /// Time in garbage collection per step.

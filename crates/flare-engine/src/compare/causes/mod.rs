@@ -10,6 +10,7 @@ mod gemm;
 mod host;
 pub(super) mod launch;
 mod precision;
+mod recompute;
 mod structure;
 mod sync;
 pub(super) use structure::collective_of;
@@ -23,7 +24,7 @@ use flare_model::{
 /// The causes the comparison's evidence names, each with its finding.
 pub fn named_causes(c: &Comparison, cfg: &CompareConfig) -> Vec<(RegressionCause, Finding)> {
     type Rule = fn(&Comparison, &CompareConfig) -> Option<Finding>;
-    let causes: [(RegressionCause, Rule); 10] = [
+    let causes: [(RegressionCause, Rule); 11] = [
         (RegressionCause::TensorCoreMisalignment, gemm::misalignment),
         (
             RegressionCause::PrecisionChange,
@@ -35,6 +36,10 @@ pub fn named_causes(c: &Comparison, cfg: &CompareConfig) -> Vec<(RegressionCause
         ),
         (RegressionCause::LaunchBound, launch::launch_bound),
         (RegressionCause::MemoryChurn, structure::memory_churn),
+        (
+            RegressionCause::ActivationRecompute,
+            recompute::activation_recompute,
+        ),
         (
             RegressionCause::CollectiveChange,
             structure::collective_change,
