@@ -802,7 +802,9 @@ fn reruns_without_two_runs_or_of_another_kind_are_a_clear_error() {
         "http://127.0.0.1:9/jobs/j".as_ref(),
     ]);
     assert!(
-        err.contains("http://127.0.0.1:9/jobs/j: a rerun must be of the kind the compared runs are (a trace)"),
+        err.contains(
+            "http://127.0.0.1:9/jobs/j: a rerun must be of the kind the compared runs are (a trace)"
+        ),
         "{err}"
     );
     let missing = baseline.join("no_such_run");

@@ -49,15 +49,14 @@ pub struct CompareArgs {
 pub fn run(a: CompareArgs) -> Result<ExitCode> {
     let compared = match &a.current {
         Some(current) => {
-            let (mut c, job) = two_runs(&a.baseline, current)?;
-            let points = |reruns: &[String], kind: &str| -> Result<Vec<RunPoint>> {
-                reruns.iter().map(|r| rerun_point(r, kind)).collect()
+            let (mut c, job, windows) = two_runs(&a.baseline, current)?;
+            let points = |reruns: &[String]| -> Result<Vec<RunPoint>> {
+                reruns.iter().map(|r| rerun_point(r, windows)).collect()
             };
-            let kind = source_kind(&a.baseline);
             add_reruns(
                 &mut c,
-                &points(&a.baseline_reruns, kind)?,
-                &points(&a.current_reruns, kind)?,
+                &points(&a.baseline_reruns)?,
+                &points(&a.current_reruns)?,
             );
             (c, job)
         }
@@ -108,25 +107,27 @@ pub fn run(a: CompareArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// "trace" or "live job": what a source is, for its reruns to be of the same kind.
-fn source_kind(source: &str) -> &'static str {
-    if source.starts_with("http://") || source.starts_with("https://") {
-        "live job"
+/// A rerun's mean step and classes, read as the compared runs are (`windows`: a live
+/// job's window summaries, else traces).
+fn rerun_point(source: &str, windows: bool) -> Result<RunPoint> {
+    let kind = if windows {
+        "a live job's summaries"
     } else {
-        "trace"
+        "a trace"
+    };
+    let other_kind = || {
+        anyhow::anyhow!(
+            "{source}: a rerun must be of the kind the compared runs are ({kind}); compare traces with traces and live jobs with live jobs"
+        )
+    };
+    // (a server's address is a live job's: said before it is fetched)
+    if !windows && (source.starts_with("http://") || source.starts_with("https://")) {
+        return Err(other_kind());
     }
-}
-
-/// A rerun's mean step and classes, read as the compared runs are (`kind`: theirs).
-fn rerun_point(source: &str, kind: &str) -> Result<RunPoint> {
-    if source_kind(source) != kind {
-        anyhow::bail!(
-            "{source}: a rerun must be of the kind the compared runs are (a {kind}); compare traces with traces and live jobs with live jobs"
-        );
-    }
-    let point = match source::read(source)? {
-        Run::Trace(t) => trace_point(&t, source),
-        Run::Windows(w) => windows_point(&refs(&w), source),
+    let point = match (source::read(source)?, windows) {
+        (Run::Trace(t), false) => trace_point(&t, source),
+        (Run::Windows(w), true) => windows_point(&refs(&w), source),
+        _ => return Err(other_kind()),
     };
     if point.step_ms > 0.0 {
         Ok(point)
@@ -135,14 +136,16 @@ fn rerun_point(source: &str, kind: &str) -> Result<RunPoint> {
     }
 }
 
-/// The current run against the baseline, and the job it is.
-fn two_runs(baseline: &str, current: &str) -> Result<(Comparison, JobSummary)> {
+/// The current run against the baseline, the job it is, and whether they are a live
+/// job's window summaries (else traces).
+fn two_runs(baseline: &str, current: &str) -> Result<(Comparison, JobSummary, bool)> {
     let sources = (baseline, current);
     Ok(match (source::read(baseline)?, source::read(current)?) {
-        (Run::Trace(b), Run::Trace(c)) => (compare(&b, &c, sources), trace_job(&c)),
+        (Run::Trace(b), Run::Trace(c)) => (compare(&b, &c, sources), trace_job(&c), false),
         (Run::Windows(b), Run::Windows(c)) => (
             compare_windows(&refs(&b), &refs(&c), sources),
             windows_job(&c),
+            true,
         ),
         _ => anyhow::bail!(
             "{baseline} and {current}: one is a trace and the other a live job's summaries; compare traces with traces and live jobs with live jobs"

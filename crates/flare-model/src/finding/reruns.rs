@@ -57,6 +57,14 @@ impl ClassRunToRun {
         mean(&self.current_ms) - mean(&self.baseline_ms)
     }
 
+    /// Whether every current run took longer in it than every baseline run did: a growth
+    /// no run of the baseline's code shows, however one of them drifted.
+    pub fn grew_past_every_baseline_run(&self) -> bool {
+        let most = self.baseline_ms.iter().copied().fold(f64::MIN, f64::max);
+        let least = self.current_ms.iter().copied().fold(f64::MAX, f64::min);
+        !self.current_ms.is_empty() && least > most
+    }
+
     /// Several classes as one: each run's times summed (their drift measured together,
     /// since the classes of one run drift together).
     pub fn summed<'a>(classes: impl IntoIterator<Item = &'a ClassRunToRun>, dof: u32) -> Self {
@@ -200,5 +208,10 @@ mod tests {
         assert_eq!(sum.current_ms, [15.0]);
         assert_eq!(sum.sd_ms, 0.0);
         assert_eq!(pooled_sd([&[1.0, 3.0], &[10.0]], 1), 2f64.sqrt());
+        assert!(!a.grew_past_every_baseline_run(), "11 is within 8..12");
+        assert!(
+            ClassRunToRun::new(vec![10.0, 12.0, 8.0], vec![12.5, 13.0], 3)
+                .grew_past_every_baseline_run()
+        );
     }
 }

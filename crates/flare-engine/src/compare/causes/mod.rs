@@ -91,7 +91,9 @@ pub(super) fn finding(
 /// where the step's change is the machine's speed): with `cfg.min_steps` steps in each
 /// run, at least `cfg.min_cause_share` of the baseline's step, a quarter of the class's
 /// time, and `cfg.min_change_se` standard errors (two runs of the same job differ by
-/// noise); and where reruns measured the drift between runs of the same code, past that.
+/// noise); and where reruns of the same code were given, past every baseline run's time
+/// (a t-test of the drift would drop a real cause wherever one baseline run drifted far,
+/// as a process's first profiled run does; the step's own finding keeps that test).
 fn time_grew(r: &TimeClassChange, c: &Comparison, cfg: &CompareConfig) -> bool {
     let delta = super::scale::own_delta_ms(r, super::machine_scale(c).as_ref());
     enough_steps(c, cfg)
@@ -103,7 +105,9 @@ fn time_grew(r: &TimeClassChange, c: &Comparison, cfg: &CompareConfig) -> bool {
                     c.baseline.independent_steps(),
                     c.current.independent_steps(),
                 )
-        && (c.reruns.is_none() || super::verdict::class_past_drift(c, r, 1.0))
+        && r.reruns
+            .as_ref()
+            .is_none_or(flare_model::ClassRunToRun::grew_past_every_baseline_run)
 }
 
 /// Whether both runs have the steps a spread is estimated from.

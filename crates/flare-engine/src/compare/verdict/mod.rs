@@ -9,7 +9,6 @@ mod words;
 pub(super) mod work;
 
 use machine::machine_finding;
-pub(in crate::compare) use noise::class_past_drift;
 use noise::{few_long_steps, median_change_se, median_evidence, step_evidence, step_se};
 use sequence::sequence_finding;
 use words::{action, class_detail};

@@ -129,11 +129,7 @@ fn drift_evidence(r: &RunToRun) -> Evidence {
 
 /// Whether reruns measured the drift between runs of the same code and the class's change
 /// over every run of each side stands past its own drift, the way of `delta`.
-pub(in crate::compare) fn class_past_drift(
-    c: &Comparison,
-    class: &TimeClassChange,
-    delta: f64,
-) -> bool {
+pub(super) fn class_past_drift(c: &Comparison, class: &TimeClassChange, delta: f64) -> bool {
     c.reruns
         .as_ref()
         .zip(class.reruns.as_ref())
